@@ -1,0 +1,98 @@
+# kvplan -- KV-cache memory planner. `make help` lists the targets.
+.SUFFIXES:
+
+PREFIX   ?= /usr/local
+DATADIR  ?= $(PREFIX)/share/kvplan
+VERSION  := 0.1.0
+ifeq ($(origin CC),default)
+CC := cc
+endif
+PKG_CONFIG ?= pkg-config
+
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) $(EXTRA_CFLAGS) -Iinclude -Isrc/lib \
+             -MMD -MP -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"$(DATADIR)"' $(YAML_CFLAGS)
+LDLIBS   := -lm
+
+ifdef WERROR
+ALL_CFLAGS += -Werror
+endif
+ifdef SANITIZE
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+BUILD    := build/san
+else
+BUILD    := build/rel
+endif
+
+YAML_CFLAGS := $(shell $(PKG_CONFIG) --cflags yaml-0.1 2>/dev/null)
+YAML_LIBS   := $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml)
+CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
+
+LIB_SRC  := $(wildcard src/lib/*.c)
+CLI_SRC  := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/check_*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libkvplan.a
+BIN      := $(BUILD)/kvplan
+
+.PHONY: all deps run check clean install help
+all: $(BIN) kvplan
+
+help:
+	@echo "make            build libkvplan.a and kvplan"
+	@echo "make run        install missing Debian packages, build, size the default model"
+	@echo "make check      build and run the test suites (SANITIZE=address,undefined for sanitizers)"
+	@echo "make install    PREFIX=/usr/local: binary, headers, man page, pkg-config, models"
+
+# Installs the Debian packages the build needs when pkg-config cannot find them.
+deps:
+	@sh .ci/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(LDLIBS) -o $@
+
+# The release binary is also linked at the top for `./kvplan`.
+kvplan: $(BIN)
+	@[ -n "$(SANITIZE)" ] || ln -sf $(BIN) kvplan
+
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/testutil.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
+
+run: deps $(BIN)
+	./$(BIN) size llama-3.1-8b --context 128k --explain
+
+check: deps $(BIN) $(TEST_BIN)
+	@failed=0; for t in $(TEST_BIN); do \
+	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
+	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
+	exit $$failed
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvplan
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkvplan.a
+	install -m 644 include/kvplan/*.h $(DESTDIR)$(PREFIX)/include/kvplan/
+	install -m 644 models/*.yaml $(DESTDIR)$(DATADIR)/models/
+	install -m 644 docs/kvplan.1 $(DESTDIR)$(PREFIX)/share/man/man1/kvplan.1
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' src/kvplan.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvplan.pc
+
+clean:
+	rm -rf build kvplan
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

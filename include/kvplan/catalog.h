@@ -1,0 +1,43 @@
+/* catalog.h -- the shipped models: a directory of kvplan YAML files, and
+ * resolving what a user types as MODEL.
+ *
+ *     struct kvp_catalog *cat = NULL;
+ *     kvp_catalog_load("/usr/local/share/kvplan/models", &cat, &err);
+ *     struct kvp_model *m = NULL;
+ *     kvp_model_open(cat, "Llama-3.1-8B", &m, &err);   // id, HF id or a path
+ *     ...
+ *     kvp_model_free(m);
+ *     kvp_catalog_free(cat);
+ *
+ * The catalog owns its models (sorted by name) until kvp_catalog_free;
+ * kvp_model_open returns a model the caller owns.
+ */
+#ifndef KVPLAN_CATALOG_H
+#define KVPLAN_CATALOG_H
+
+#include <stdint.h>
+
+#include "kvplan/error.h"
+#include "kvplan/model.h"
+
+struct kvp_catalog {
+    uint32_t n;
+    struct kvp_model **models;
+};
+
+/* Load every *.yaml in dir. A file that fails to load fails the whole call
+ * with its error: shipped data must be valid. */
+enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, struct kvp_error *err);
+
+/* The catalog model whose name or hf_id equals s, ignoring case; NULL if none. */
+const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const char *s);
+
+/* Resolve MODEL: an existing file or directory is loaded as such; otherwise
+ * a catalog name or HF id (cat may be NULL). An unknown name is
+ * KVP_ERR_NOTFOUND with the closest names suggested. */
+enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
+                               struct kvp_error *err);
+
+void kvp_catalog_free(struct kvp_catalog *cat);
+
+#endif

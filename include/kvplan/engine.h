@@ -1,0 +1,105 @@
+/* engine.h -- the analytic engine: KV-cache bytes and weight bytes of a model.
+ *
+ * Pure functions: no I/O, no allocation; the caller provides every struct.
+ * All byte counts are checked uint64_t arithmetic; a result that does not fit
+ * in 64 bits is KVP_ERR_OVERFLOW with a message, never a wrapped number.
+ *
+ *     struct kvp_kv_query q = { .context = 131072, .batch = 1,
+ *                               .k = kvp_format_plain(KVP_DTYPE_F16),
+ *                               .v = kvp_format_plain(KVP_DTYPE_F16) };
+ *     struct kvp_kv_plan plan;
+ *     if (kvp_kv_compute(model, &q, &plan, &err) != KVP_OK) ...
+ *     // Llama-2-7B: plan.kv_bytes_per_token == 524288, plan.kv_bytes == 64 GiB
+ *
+ * The rules here are the `ideal` profile: the bare formula of what each layer
+ * must hold. Engine-specific rounding (pages, padding) builds on these results.
+ *
+ *   full / shared-source layer:  tokens = T
+ *   sliding window W:            tokens = min(T, W)
+ *   chunked local, chunk C:      tokens = min(T, C)
+ *   per layer and sequence:      K = H_kv * tokens * row_k, V = H_kv * tokens * row_v
+ *                                row = bytes of d_head values in the format
+ *   MLA:                         one latent of kv_lora_rank + qk_rope_dim values per
+ *                                token in the K format; no V
+ *   recurrent:                   conv + SSM state elements * state dtype, per sequence
+ *   shared-KV, none:             0
+ * Quantized formats follow format.h: token-axis groups are part of each row;
+ * channel-axis groups of G tokens are complete only in the quantized part,
+ * and the newest tokens (the residual, KIVI) stay in the scale dtype:
+ *   axis=token:   quantized = max(T - R, 0), residual = min(T, R)
+ *   axis=channel: residual = T mod R' (R' = R, or G when R = 0), quantized = T - residual
+ */
+#ifndef KVPLAN_ENGINE_H
+#define KVPLAN_ENGINE_H
+
+#include <stdint.h>
+
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+
+struct kvp_kv_query {
+    uint64_t context; /* tokens per sequence, T */
+    uint64_t batch;   /* sequences, B */
+    struct kvp_format k;
+    struct kvp_format v;
+};
+
+/* What one layer spec contributes (per layer of that spec). */
+struct kvp_spec_bytes {
+    uint32_t layers;     /* layers using this spec */
+    uint64_t tokens;     /* tokens cached per layer per sequence at T */
+    uint64_t k_token;    /* bytes one more token adds to K, per layer (all KV heads) */
+    uint64_t v_token;    /* same for V */
+    uint64_t k_seq;      /* K bytes per layer per sequence at T */
+    uint64_t v_seq;      /* V bytes per layer per sequence at T */
+    uint64_t state_seq;  /* recurrent state bytes per layer per sequence */
+};
+
+struct kvp_kv_plan {
+    /* sum over layers of k_token / v_token: what one more token adds while T
+     * is inside every window */
+    uint64_t k_bytes_per_token;
+    uint64_t v_bytes_per_token;
+    uint64_t kv_bytes_per_token;
+    /* attention caches at T tokens, B sequences: sum over layers of seq * B */
+    uint64_t k_bytes;
+    uint64_t v_bytes;
+    uint64_t kv_bytes;
+    uint64_t state_bytes; /* recurrent state, all layers, B sequences */
+    uint64_t total_bytes; /* kv_bytes + state_bytes */
+    uint32_t n_specs;
+    struct kvp_spec_bytes spec[KVP_MAX_SPECS]; /* indexed like model->specs */
+};
+
+/* Fill plan for model m (validated) under query q. Errors: a format that
+ * does not divide a head dim, an invalid residual, overflow. */
+enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_query *q,
+                               struct kvp_kv_plan *plan, struct kvp_error *err);
+
+/* Bytes of one sequence of T tokens in one layer's K (or V) cache with n_kv
+ * heads of dim d in format f (the formula above). */
+enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d,
+                                uint64_t tokens, uint64_t *out, struct kvp_error *err);
+
+/* Elements of recurrent state per sequence for one layer: conv and SSM. */
+void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);
+
+/* Weight parameters and bytes. Linear projections (attention, MLP, experts)
+ * are stored in the weight format, grouped along their input dimension;
+ * embeddings, LM head, norms, biases and routers stay in the model dtype. */
+struct kvp_weights {
+    uint64_t params;           /* all parameters */
+    uint64_t active_params;    /* parameters one token uses (routed: top-k experts) */
+    uint64_t embedding_params; /* token embedding + LM head (if untied) + positions */
+    uint64_t attention_params; /* attention / recurrent mixers */
+    uint64_t mlp_params;       /* dense MLPs, experts, routers */
+    uint64_t norm_params;      /* norms */
+    uint64_t bytes;            /* stored bytes of all parameters */
+    uint64_t active_bytes;     /* stored bytes one decode step reads */
+};
+
+enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_format *wf,
+                                    struct kvp_weights *w, struct kvp_error *err);
+
+#endif

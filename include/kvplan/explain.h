@@ -1,0 +1,24 @@
+/* explain.h -- the derivation of every figure, with values substituted, so
+ * a user can check it by hand (`kvplan size --explain`).
+ *
+ *     struct kvp_buf b = {0};
+ *     kvp_explain_kv(model, &query, &plan, false, &b);
+ *     kvp_explain_weights(model, &wformat, &weights, false, &b);
+ *
+ * Appends text to b; the results passed in must come from the engine for the
+ * same model and query.
+ */
+#ifndef KVPLAN_EXPLAIN_H
+#define KVPLAN_EXPLAIN_H
+
+#include <stdbool.h>
+
+#include "kvplan/engine.h"
+#include "kvplan/render.h"
+
+void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
+                    bool si, struct kvp_buf *b);
+void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf, const struct kvp_weights *w,
+                         bool si, struct kvp_buf *b);
+
+#endif

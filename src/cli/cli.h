@@ -1,0 +1,69 @@
+/* cli.h -- what the subcommands share: options, model loading, output.
+ *
+ * Each subcommand is one file, cmd_<name>.c, with an entry point
+ * `int cmd_<name>(int argc, char **argv)` returning an exit code. Options are
+ * a table of struct cli_opt the command declares; cli_parse fills it.
+ */
+#ifndef KVPLAN_CLI_H
+#define KVPLAN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/catalog.h"
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/render.h"
+
+/* Exit codes, documented in kvplan(1). */
+enum cli_exit {
+    CLI_OK = 0,    /* done; or it fits / every check passed */
+    CLI_FAIL = 1,  /* it does not fit, or a check failed */
+    CLI_USAGE = 2, /* bad usage or bad input, with a message on stderr */
+};
+
+struct cli_opt {
+    const char *name;  /* long name without "--" */
+    const char *arg;   /* the value's name in help ("N"), NULL for a flag */
+    const char *help;
+    const char *value; /* filled: the value, or "1" for a set flag */
+};
+
+struct cli_cmd {
+    const char *name;
+    const char *usage; /* "MODEL [options]" */
+    const char *summary;
+    struct cli_opt *opts; /* terminated by {NULL} */
+};
+
+/* Parse argv[1..] into cmd's options and up to max positionals. On --help
+ * prints the usage to stdout and returns -1 (caller exits 0); on a bad
+ * option prints the error and usage to stderr and returns CLI_USAGE. */
+int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos, int max, int *npos);
+const char *cli_opt(const struct cli_cmd *cmd, const char *name); /* value or NULL */
+
+/* Print an error as "kvplan: file:line:col: message" and return CLI_USAGE. */
+int cli_error(const struct kvp_error *err);
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The catalog of shipped models, loaded once on first use. */
+int cli_catalog(const struct kvp_catalog **out);
+void cli_catalog_release(void);
+
+/* Resolve and load MODEL (name, HF id or path); prints its warnings. */
+int cli_model(const char *s, struct kvp_model **out);
+
+/* Option readers: leave *out unchanged when the option is absent. */
+int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out);
+int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *out);
+int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok);
+
+/* Write b to stdout; a write error (disk full, closed pipe) is an error. */
+int cli_write(struct kvp_buf *b);
+
+int cmd_models(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_size(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+
+#endif

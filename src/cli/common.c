@@ -1,0 +1,206 @@
+/* common.c -- option parsing, model loading and output for every subcommand. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvplan/num.h"
+
+static void print_usage(const struct cli_cmd *cmd, FILE *f)
+{
+    fprintf(f, "usage: kvplan %s %s\n%s\n", cmd->name, cmd->usage, cmd->summary);
+    if (cmd->opts[0].name)
+        fprintf(f, "\noptions:\n");
+    for (const struct cli_opt *o = cmd->opts; o->name; o++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-26s %s\n", left, o->help);
+    }
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("kvplan: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CLI_USAGE;
+}
+
+int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos, int max, int *npos)
+{
+    bool only_pos = false;
+    *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        struct cli_opt *o;
+        size_t len;
+        const char *eq;
+        if (only_pos || a[0] != '-' || a[1] == '\0') {
+            if (*npos == max)
+                return cli_usage_error("%s: unexpected argument '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+            pos[(*npos)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_pos = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage(cmd, stdout);
+            return -1;
+        }
+        if (a[1] != '-')
+            return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+        eq = strchr(a, '=');
+        len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        for (o = cmd->opts; o->name; o++)
+            if (strlen(o->name) == len && strncmp(o->name, a + 2, len) == 0)
+                break;
+        if (!o->name)
+            return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+        if (!o->arg) {
+            if (eq)
+                return cli_usage_error("%s: option '--%s' takes no value", cmd->name, o->name);
+            o->value = "1";
+        } else if (eq) {
+            o->value = eq + 1;
+        } else if (i + 1 < argc) {
+            o->value = argv[++i];
+        } else {
+            return cli_usage_error("%s: option '--%s' needs a value (%s)", cmd->name, o->name, o->arg);
+        }
+    }
+    return CLI_OK;
+}
+
+const char *cli_opt(const struct cli_cmd *cmd, const char *name)
+{
+    for (const struct cli_opt *o = cmd->opts; o->name; o++)
+        if (strcmp(o->name, name) == 0)
+            return o->value;
+    return NULL;
+}
+
+int cli_error(const struct kvp_error *err)
+{
+    char text[KVP_ERROR_TEXT_MAX];
+    fprintf(stderr, "kvplan: %s\n", kvp_error_text(err, text, sizeof text));
+    return CLI_USAGE;
+}
+
+/* ---- the catalog ---- */
+
+static struct kvp_catalog *catalog;
+
+/* Where the shipped models are: $KVPLAN_DATADIR, then models/ of the source
+ * tree this binary was built in (build/<mode>/kvplan), then the installed copy. */
+static void models_dir(char *buf, size_t n)
+{
+    const char *env = getenv("KVPLAN_DATADIR");
+    char exe[PATH_MAX];
+    ssize_t len;
+
+    if (env && *env) {
+        snprintf(buf, n, "%s", env);
+        return;
+    }
+    len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        char *slash;
+        exe[len] = '\0';
+        if ((slash = strrchr(exe, '/')) != NULL) {
+            *slash = '\0';
+            snprintf(buf, n, "%s/../../models", exe);
+            if (access(buf, R_OK) == 0)
+                return;
+        }
+    }
+    snprintf(buf, n, "%s/models", KVP_DATADIR);
+}
+
+int cli_catalog(const struct kvp_catalog **out)
+{
+    struct kvp_error err = {0};
+    char dir[PATH_MAX + 32];
+
+    if (!catalog) {
+        models_dir(dir, sizeof dir);
+        if (kvp_catalog_load(dir, &catalog, &err) != KVP_OK)
+            return cli_error(&err);
+    }
+    *out = catalog;
+    return CLI_OK;
+}
+
+void cli_catalog_release(void)
+{
+    kvp_catalog_free(catalog);
+    catalog = NULL;
+}
+
+int cli_model(const char *s, struct kvp_model **out)
+{
+    struct kvp_error err = {0};
+    const struct kvp_catalog *cat = NULL;
+    int rc;
+
+    if (access(s, F_OK) != 0 && (rc = cli_catalog(&cat)) != CLI_OK)
+        return rc;
+    if (kvp_model_open(cat, s, out, &err) != KVP_OK)
+        return cli_error(&err);
+    for (uint32_t i = 0; i < (*out)->n_warnings; i++)
+        fprintf(stderr, "kvplan: warning: %s: %s\n", (*out)->file[0] ? (*out)->file : (*out)->name,
+                (*out)->warnings[i]);
+    return CLI_OK;
+}
+
+/* ---- option values ---- */
+
+int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out)
+{
+    const char *v = cli_opt(cmd, name);
+    struct kvp_error err = {0};
+    uint64_t x;
+    if (!v)
+        return CLI_OK;
+    if (kvp_parse_count(v, &x, &err) != KVP_OK)
+        return cli_usage_error("--%s: %s", name, err.msg);
+    if (x < min)
+        return cli_usage_error("--%s must be at least %llu (got %s)", name, (unsigned long long)min, v);
+    *out = x;
+    return CLI_OK;
+}
+
+int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *out)
+{
+    const char *v = cli_opt(cmd, name);
+    struct kvp_error err = {0};
+    if (v && kvp_format_parse(v, out, &err) != KVP_OK)
+        return cli_usage_error("--%s: %s", name, err.msg);
+    return CLI_OK;
+}
+
+int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok)
+{
+    const char *v = cli_opt(cmd, "format");
+    if (v && (!kvp_out_from_name(v, out) || (!md_ok && *out == KVP_OUT_MD)))
+        return cli_usage_error("--format must be text, json, csv%s (got '%s')", md_ok ? " or md" : "", v);
+    return CLI_OK;
+}
+
+int cli_write(struct kvp_buf *b)
+{
+    if (b->nomem)
+        return cli_usage_error("out of memory rendering the output");
+    if ((b->len && fwrite(b->data, 1, b->len, stdout) != b->len) || fflush(stdout) != 0)
+        return cli_usage_error("cannot write the output: %s", strerror(errno));
+    return CLI_OK;
+}

@@ -1,0 +1,64 @@
+/* main.c -- kvplan's entry point: dispatch to a subcommand, git style. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} commands[] = {
+    {"models", cmd_models, "list the built-in models"},
+    {"show", cmd_show, "a model's architecture and its KV cost per layer kind"},
+    {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
+    {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kvplan COMMAND [options]   (kvplan COMMAND --help for its options)\n\n"
+               "kvplan sizes the KV cache of an LLM: bytes per token and per sequence for every\n"
+               "layer kind and cache format, and the weights.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit codes: 0 ok, 1 does not fit or a check failed, 2 usage or input error\n");
+}
+
+int main(int argc, char **argv)
+{
+    int rc = CLI_USAGE;
+
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        rc = CLI_OK;
+    } else if (strcmp(argv[1], "--version") == 0) {
+        printf("kvplan %s\n", KVP_VERSION);
+        rc = CLI_OK;
+    } else {
+        size_t i;
+        for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[1], commands[i].name) == 0)
+                break;
+        if (i == sizeof commands / sizeof commands[0]) {
+            fprintf(stderr, "kvplan: unknown command '%s'\n\n", argv[1]);
+            usage(stderr);
+            return CLI_USAGE;
+        }
+        rc = commands[i].run(argc - 1, argv + 1);
+        if (rc < 0)
+            rc = CLI_OK; /* --help */
+    }
+    cli_catalog_release();
+    /* a full disk or a closed pipe must not pass as success */
+    if (fclose(stdout) != 0 && rc == CLI_OK) {
+        fprintf(stderr, "kvplan: cannot write the output: %s\n", strerror(errno));
+        rc = CLI_USAGE;
+    }
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* error.c -- status strings and filling struct kvp_error. */
+#include "kvplan/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *kvp_status_to_string(enum kvp_status s)
+{
+    switch (s) {
+    case KVP_OK: return "ok";
+    case KVP_ERR_USAGE: return "bad argument";
+    case KVP_ERR_IO: return "input/output error";
+    case KVP_ERR_SYNTAX: return "syntax error";
+    case KVP_ERR_SCHEMA: return "invalid field";
+    case KVP_ERR_RANGE: return "value out of range";
+    case KVP_ERR_OVERFLOW: return "byte count overflows 64 bits";
+    case KVP_ERR_NOMEM: return "out of memory";
+    case KVP_ERR_NOTFOUND: return "not found";
+    case KVP_ERR_UNSUPPORTED: return "unsupported";
+    }
+    return "unknown status";
+}
+
+static void set_place(struct kvp_error *err, const char *file, uint32_t line, uint32_t col)
+{
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    err->line = line;
+    err->col = col;
+}
+
+enum kvp_status kvp_fail(struct kvp_error *err, enum kvp_status code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        set_place(err, NULL, 0, 0);
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+enum kvp_status kvp_fail_at(struct kvp_error *err, enum kvp_status code, const char *file,
+                            uint32_t line, uint32_t col, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        set_place(err, file, line, col);
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uint32_t col)
+{
+    if (err && err->file[0] == '\0')
+        set_place(err, file, line, col);
+}
+
+const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n)
+{
+    if (err->file[0] && err->line && err->col)
+        snprintf(buf, n, "%s:%u:%u: %s", err->file, err->line, err->col, err->msg);
+    else if (err->file[0] && err->line)
+        snprintf(buf, n, "%s:%u: %s", err->file, err->line, err->msg);
+    else if (err->file[0])
+        snprintf(buf, n, "%s: %s", err->file, err->msg);
+    else
+        snprintf(buf, n, "%s", err->msg);
+    return buf;
+}

@@ -1,0 +1,181 @@
+/* explain.c -- derivations with the values substituted. */
+#include "kvplan/explain.h"
+
+#include <stdio.h>
+
+#include "kvplan/num.h"
+
+
+struct fmtctx {
+    char g[8][32];
+    int gi;
+    bool si;
+};
+
+static const char *grp(struct fmtctx *c, uint64_t v)
+{
+    return kvp_format_grouped(v, c->g[c->gi++ % 8], sizeof c->g[0]);
+}
+
+static const char *human(struct fmtctx *c, uint64_t v)
+{
+    return kvp_format_bytes(v, c->si, c->g[c->gi++ % 8], sizeof c->g[0]);
+}
+
+/* A plain format: bytes are exactly tokens x rows (no residual, no channel groups). */
+static bool plain(const struct kvp_format *f)
+{
+    return !kvp_dtype_info(f->dtype)->grouped ||
+           (f->axis == KVP_AXIS_TOKEN && f->residual == 0 && f->outliers_ppm == 0);
+}
+
+static void row_line(struct fmtctx *c, struct kvp_buf *b, const char *which, const struct kvp_format *f,
+                     uint64_t d)
+{
+    char name[64];
+    uint64_t row = 0;
+    struct kvp_error err;
+    kvp_format_row_bytes(f, d, &row, &err);
+    kvp_buf_printf(b, "      row_%s = %s values of %s = %s B (%.4g bits/value)\n", which, grp(c, d),
+                   kvp_format_name(f, name, sizeof name), grp(c, row), kvp_format_bits_per_value(f, d));
+}
+
+static void format_rule(struct fmtctx *c, struct kvp_buf *b, const char *which, const struct kvp_format *f,
+                        uint64_t tokens)
+{
+    uint64_t resid;
+    if (plain(f))
+        return;
+    if (f->axis == KVP_AXIS_CHANNEL) {
+        uint64_t r = f->residual ? f->residual : f->group;
+        resid = tokens % r;
+        kvp_buf_printf(b, "      %s: groups of %u tokens per channel; residual = T mod %s = %s tokens in %s, "
+                       "quantized = %s tokens\n", which, f->group, grp(c, r), grp(c, resid),
+                       kvp_dtype_info(f->scale)->name, grp(c, tokens - resid));
+    } else {
+        resid = tokens < f->residual ? tokens : f->residual;
+        kvp_buf_printf(b, "      %s: residual = min(T, %u) = %s tokens in %s, quantized = %s tokens\n", which,
+                       f->residual, grp(c, resid), kvp_dtype_info(f->scale)->name, grp(c, tokens - resid));
+    }
+    if (f->outliers_ppm)
+        kvp_buf_printf(b, "      %s: outliers %.4g%% of values, 8 B each (fp32 value + int32 index)\n", which,
+                       f->outliers_ppm / 1e4);
+}
+
+static void held_line(struct fmtctx *c, struct kvp_buf *b, const struct kvp_layer_spec *s,
+                      const struct kvp_kv_query *q, uint64_t tokens)
+{
+    if (s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED)
+        kvp_buf_printf(b, "      tokens held = min(T, %s) = min(%s, %s) = %s\n",
+                       s->kind == KVP_LAYER_SLIDING ? "W" : "C", grp(c, q->context), grp(c, s->window),
+                       grp(c, tokens));
+}
+
+static void attention_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp_layer_spec *s,
+                           const struct kvp_spec_bytes *sb, const struct kvp_kv_query *q)
+{
+    kvp_buf_printf(b, "  %u x %s attention%s, H_kv = %u, d_k = %u, d_v = %u\n", sb->layers,
+                   kvp_layer_kind_name(s->kind), s->window ? "" : "", s->n_kv_heads, s->head_dim_k, s->head_dim_v);
+    if (s->window)
+        kvp_buf_printf(b, "      %s = %s tokens\n", s->kind == KVP_LAYER_SLIDING ? "window W" : "chunk C",
+                       grp(c, s->window));
+    row_line(c, b, "k", &q->k, s->head_dim_k);
+    row_line(c, b, "v", &q->v, s->head_dim_v);
+    kvp_buf_printf(b, "      per token    = L * H_kv * (row_k + row_v) = %u * %u * (%s + %s) = %s B\n",
+                   sb->layers, s->n_kv_heads, grp(c, sb->k_token / s->n_kv_heads),
+                   grp(c, sb->v_token / s->n_kv_heads), grp(c, (sb->k_token + sb->v_token) * sb->layers));
+    held_line(c, b, s, q, sb->tokens);
+    format_rule(c, b, "K", &q->k, sb->tokens);
+    format_rule(c, b, "V", &q->v, sb->tokens);
+    if (plain(&q->k) && plain(&q->v))
+        kvp_buf_printf(b, "      per sequence = L * H_kv * tokens * (row_k + row_v) = %u * %u * %s * (%s + %s) = %s B\n",
+                       sb->layers, s->n_kv_heads, grp(c, sb->tokens), grp(c, sb->k_token / s->n_kv_heads),
+                       grp(c, sb->v_token / s->n_kv_heads), grp(c, (sb->k_seq + sb->v_seq) * sb->layers));
+    else
+        kvp_buf_printf(b, "      per sequence = L * (K %s B + V %s B) = %s B\n", grp(c, sb->k_seq), grp(c, sb->v_seq),
+                       grp(c, (sb->k_seq + sb->v_seq) * sb->layers));
+}
+
+static void mla_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp_layer_spec *s,
+                     const struct kvp_spec_bytes *sb, const struct kvp_kv_query *q)
+{
+    uint64_t latent = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
+    kvp_buf_printf(b, "  %u x MLA, one latent per token: kv_lora_rank + qk_rope_dim = %u + %u = %s values, no V\n",
+                   sb->layers, s->kv_lora_rank, s->qk_rope_dim, grp(c, latent));
+    row_line(c, b, "latent", &q->k, latent);
+    kvp_buf_printf(b, "      per token    = L * row_latent = %u * %s = %s B\n", sb->layers, grp(c, sb->k_token),
+                   grp(c, sb->k_token * sb->layers));
+    format_rule(c, b, "latent", &q->k, sb->tokens);
+    kvp_buf_printf(b, "      per sequence = L * %s B = %s B\n", grp(c, sb->k_seq), grp(c, sb->k_seq * sb->layers));
+}
+
+static void recurrent_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp_model *m,
+                           const struct kvp_layer_spec *s, const struct kvp_spec_bytes *sb)
+{
+    uint64_t conv, ssm;
+    kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
+    kvp_buf_printf(b, "  %u x recurrent (%s): fixed state per sequence, independent of T\n", sb->layers,
+                   kvp_recurrent_kind_name(s->rec.kind));
+    kvp_buf_printf(b, "      state = (conv %s + ssm %s values) * %u B (%s) = %s B per layer\n", grp(c, conv),
+                   grp(c, ssm), kvp_dtype_info(m->state_dtype)->block_bits / 8,
+                   kvp_dtype_info(m->state_dtype)->name, grp(c, sb->state_seq));
+    kvp_buf_printf(b, "      per sequence = L * state = %u * %s = %s B\n", sb->layers, grp(c, sb->state_seq),
+                   grp(c, sb->state_seq * sb->layers));
+}
+
+void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
+                    bool si, struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = si};
+    uint32_t idle = 0;
+
+    kvp_buf_printf(b, "KV cache of %s (ideal profile: the bare formula)\n", m->name);
+    kvp_buf_printf(b, "  T = %s tokens per sequence, B = %s sequences\n", grp(&c, q->context), grp(&c, q->batch));
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        const struct kvp_layer_spec *s = &m->specs[i];
+        const struct kvp_spec_bytes *sb = &p->spec[i];
+        switch (s->kind) {
+        case KVP_LAYER_FULL: case KVP_LAYER_SLIDING: case KVP_LAYER_CHUNKED:
+            attention_spec(&c, b, s, sb, q);
+            break;
+        case KVP_LAYER_MLA:
+            mla_spec(&c, b, s, sb, q);
+            break;
+        case KVP_LAYER_RECURRENT:
+            recurrent_spec(&c, b, m, s, sb);
+            break;
+        default:
+            idle += sb->layers;
+        }
+    }
+    if (idle)
+        kvp_buf_printf(b, "  %u layers hold no cache of their own (shared-KV or no attention)\n", idle);
+    kvp_buf_printf(b, "  kv_bytes_per_token = %s B (%s)\n", grp(&c, p->kv_bytes_per_token),
+                   human(&c, p->kv_bytes_per_token));
+    kvp_buf_printf(b, "  kv_bytes    = sum of per sequence * B = %s B * %s = %s B (%s)\n",
+                   grp(&c, q->batch ? p->kv_bytes / q->batch : 0), grp(&c, q->batch), grp(&c, p->kv_bytes),
+                   human(&c, p->kv_bytes));
+    if (p->state_bytes)
+        kvp_buf_printf(b, "  state_bytes = %s B (%s)\n", grp(&c, p->state_bytes), human(&c, p->state_bytes));
+}
+
+void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf, const struct kvp_weights *w,
+                         bool si, struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = si};
+    char name[64];
+
+    kvp_buf_printf(b, "Weights of %s (formulas in docs/model-format.md)\n", m->name);
+    kvp_buf_printf(b, "  embeddings = vocab * hidden%s%s = %s\n", m->tied_embeddings ? "" : " * 2 (untied LM head)",
+                   m->learned_positions ? " + positions * hidden" : "", grp(&c, w->embedding_params));
+    kvp_buf_printf(b, "  mixers     = %s (attention / MLA / recurrent projections)\n", grp(&c, w->attention_params));
+    kvp_buf_printf(b, "  MLPs       = %s%s\n", grp(&c, w->mlp_params), m->n_experts ? " (routers, experts)" : "");
+    kvp_buf_printf(b, "  norms      = %s\n", grp(&c, w->norm_params));
+    kvp_buf_printf(b, "  params     = %s", grp(&c, w->params));
+    if (w->active_params != w->params)
+        kvp_buf_printf(b, ", active per token = %s (%u of %u experts)", grp(&c, w->active_params),
+                       m->n_experts_active, m->n_experts);
+    kvp_buf_printf(b, "\n  weight_bytes = projections in %s, the rest in %s = %s B (%s)\n",
+                   kvp_format_name(wf, name, sizeof name), kvp_dtype_info(m->dtype)->name, grp(&c, w->bytes),
+                   human(&c, w->bytes));
+}

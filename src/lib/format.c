@@ -1,0 +1,227 @@
+/* format.c -- the dtype table and exact bytes of each storage format. */
+#include "kvplan/format.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kvplan/num.h"
+
+/* Block sizes from ggml-common.h's static_asserts (q8_0: fp16 d + 32 int8 = 34 B),
+ * OCP MX (mxfp4: 16 B of e2m1 + 1 B e8m0 scale per 32) and NVIDIA NVFP4
+ * (8 B of e2m1 + 1 B fp8 scale per 16). */
+static const struct kvp_dtype_info dtypes[KVP_DTYPE_COUNT] = {
+    [KVP_DTYPE_F32] = {"f32", 1, 32, false},
+    [KVP_DTYPE_F16] = {"f16", 1, 16, false},
+    [KVP_DTYPE_BF16] = {"bf16", 1, 16, false},
+    [KVP_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 8, false},
+    [KVP_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 8, false},
+    [KVP_DTYPE_INT8] = {"int8", 1, 8, true},
+    [KVP_DTYPE_INT4] = {"int4", 1, 4, true},
+    [KVP_DTYPE_INT2] = {"int2", 1, 2, true},
+    [KVP_DTYPE_Q8_0] = {"q8_0", 32, 34 * 8, false},
+    [KVP_DTYPE_Q4_0] = {"q4_0", 32, 18 * 8, false},
+    [KVP_DTYPE_Q4_1] = {"q4_1", 32, 20 * 8, false},
+    [KVP_DTYPE_Q5_0] = {"q5_0", 32, 22 * 8, false},
+    [KVP_DTYPE_Q5_1] = {"q5_1", 32, 24 * 8, false},
+    [KVP_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18 * 8, false},
+    [KVP_DTYPE_MXFP4] = {"mxfp4", 32, 17 * 8, false},
+    [KVP_DTYPE_NVFP4] = {"nvfp4", 16, 9 * 8, false},
+};
+
+static const struct {
+    const char *alias;
+    enum kvp_dtype d;
+} aliases[] = {
+    {"fp32", KVP_DTYPE_F32}, {"float32", KVP_DTYPE_F32}, {"float", KVP_DTYPE_F32},
+    {"fp16", KVP_DTYPE_F16}, {"float16", KVP_DTYPE_F16}, {"half", KVP_DTYPE_F16},
+    {"bfloat16", KVP_DTYPE_BF16}, {"fp8", KVP_DTYPE_FP8_E4M3}, {"e4m3", KVP_DTYPE_FP8_E4M3},
+    {"e5m2", KVP_DTYPE_FP8_E5M2}, {"float8_e4m3fn", KVP_DTYPE_FP8_E4M3},
+    {"float8_e5m2", KVP_DTYPE_FP8_E5M2},
+};
+
+const struct kvp_dtype_info *kvp_dtype_info(enum kvp_dtype d)
+{
+    return &dtypes[d];
+}
+
+bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out)
+{
+    for (int i = 0; i < KVP_DTYPE_COUNT; i++) {
+        if (strcasecmp(name, dtypes[i].name) == 0) {
+            *out = (enum kvp_dtype)i;
+            return true;
+        }
+    }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        if (strcasecmp(name, aliases[i].alias) == 0) {
+            *out = aliases[i].d;
+            return true;
+        }
+    }
+    return false;
+}
+
+struct kvp_format kvp_format_plain(enum kvp_dtype d)
+{
+    struct kvp_format f = {
+        .dtype = d, .group = 32, .axis = KVP_AXIS_TOKEN, .scale = KVP_DTYPE_F16,
+        .zero_point = true, .residual = 0, .outliers_ppm = 0,
+    };
+    return f;
+}
+
+static uint32_t scale_bytes(const struct kvp_format *f)
+{
+    uint32_t one = dtypes[f->scale].block_bits / 8;
+    return f->zero_point ? 2 * one : one;
+}
+
+static enum kvp_status parse_setting(struct kvp_format *f, const char *full, const char *key,
+                                     const char *val, struct kvp_error *err)
+{
+    uint64_t v;
+    if (strcmp(key, "group") == 0) {
+        if (!kvp_parse_u64(val, &v) || v == 0 || v > 65536)
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'group' must be 1..65536 (got '%s')", full, val);
+        f->group = (uint32_t)v;
+    } else if (strcmp(key, "axis") == 0) {
+        if (strcmp(val, "token") == 0)
+            f->axis = KVP_AXIS_TOKEN;
+        else if (strcmp(val, "channel") == 0)
+            f->axis = KVP_AXIS_CHANNEL;
+        else
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'axis' must be token or channel (got '%s')", full, val);
+    } else if (strcmp(key, "scale") == 0) {
+        enum kvp_dtype d;
+        if (!kvp_dtype_from_name(val, &d) ||
+            (d != KVP_DTYPE_F16 && d != KVP_DTYPE_BF16 && d != KVP_DTYPE_F32))
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'scale' must be f16, bf16 or f32 (got '%s')", full, val);
+        f->scale = d;
+    } else if (strcmp(key, "zp") == 0) {
+        if (strcmp(val, "yes") == 0)
+            f->zero_point = true;
+        else if (strcmp(val, "no") == 0)
+            f->zero_point = false;
+        else
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'zp' must be yes or no (got '%s')", full, val);
+    } else if (strcmp(key, "residual") == 0) {
+        if (!kvp_parse_u64(val, &v) || v > 1u << 24)
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'residual' must be 0..16777216 (got '%s')", full, val);
+        f->residual = (uint32_t)v;
+    } else if (strcmp(key, "outliers") == 0) {
+        char *end;
+        double x = strtod(val, &end);
+        if (*val == '\0' || *end != '\0' || !(x >= 0.0 && x <= 0.5))
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'outliers' must be a fraction 0..0.5 (got '%s')", full, val);
+        f->outliers_ppm = (uint32_t)(x * 1e6 + 0.5);
+    } else {
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "format '%s': unknown setting '%s' (group, axis, scale, zp, residual, outliers)", full, key);
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_format_parse(const char *s, struct kvp_format *out, struct kvp_error *err)
+{
+    char buf[128], *save = NULL, *tok;
+    struct kvp_format f;
+    enum kvp_dtype d;
+    enum kvp_status st;
+
+    if (strlen(s) >= sizeof buf)
+        return kvp_fail(err, KVP_ERR_USAGE, "format '%.40s...' is too long", s);
+    strcpy(buf, s);
+    tok = strtok_r(buf, ":", &save);
+    if (!tok || !kvp_dtype_from_name(tok, &d))
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "unknown format '%s' (f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2, "
+                        "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, nvfp4)", s);
+    f = kvp_format_plain(d);
+    while ((tok = strtok_r(NULL, ":", &save)) != NULL) {
+        char *eq = strchr(tok, '=');
+        if (!dtypes[d].grouped)
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': '%s' takes no settings", s, dtypes[d].name);
+        if (!eq)
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': setting '%s' needs '=value'", s, tok);
+        *eq = '\0';
+        if ((st = parse_setting(&f, s, tok, eq + 1, err)) != KVP_OK)
+            return st;
+    }
+    if (f.axis == KVP_AXIS_CHANNEL && f.residual % f.group != 0)
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "format '%s': 'residual' must be a multiple of 'group' with axis=channel (got %u and %u)",
+                        s, f.residual, f.group);
+    *out = f;
+    return KVP_OK;
+}
+
+const char *kvp_format_name(const struct kvp_format *f, char *buf, uint32_t n)
+{
+    struct kvp_format def = kvp_format_plain(f->dtype);
+    int o = snprintf(buf, n, "%s", dtypes[f->dtype].name);
+
+    if (!dtypes[f->dtype].grouped)
+        return buf;
+#define APPEND(...) \
+    do { if (o >= 0 && (uint32_t)o < n) o += snprintf(buf + o, n - (uint32_t)o, __VA_ARGS__); } while (0)
+    if (f->group != def.group)
+        APPEND(":group=%u", f->group);
+    if (f->axis != def.axis)
+        APPEND(":axis=%s", f->axis == KVP_AXIS_CHANNEL ? "channel" : "token");
+    if (f->scale != def.scale)
+        APPEND(":scale=%s", dtypes[f->scale].name);
+    if (f->zero_point != def.zero_point)
+        APPEND(":zp=%s", f->zero_point ? "yes" : "no");
+    if (f->residual)
+        APPEND(":residual=%u", f->residual);
+    if (f->outliers_ppm)
+        APPEND(":outliers=%g", f->outliers_ppm / 1e6);
+#undef APPEND
+    return buf;
+}
+
+enum kvp_status kvp_format_row_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out,
+                                     struct kvp_error *err)
+{
+    const struct kvp_dtype_info *t = &dtypes[f->dtype];
+    uint64_t bits, bytes, meta;
+
+    if (t->block_elems > 1) {
+        if (n % t->block_elems != 0)
+            return kvp_fail(err, KVP_ERR_RANGE,
+                            "%s stores blocks of %u values, which does not divide a row of %llu",
+                            t->name, t->block_elems, (unsigned long long)n);
+        if (!kvp_mul(n / t->block_elems, t->block_bits / 8, out))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "row of %llu values overflows", (unsigned long long)n);
+        return KVP_OK;
+    }
+    if (!kvp_mul(n, t->block_bits, &bits))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "row of %llu values overflows", (unsigned long long)n);
+    bytes = kvp_cdiv(bits, 8);
+    if (t->grouped && f->axis == KVP_AXIS_TOKEN) {
+        if (!kvp_mul(kvp_cdiv(n, f->group), scale_bytes(f), &meta) || !kvp_add(bytes, meta, &bytes))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "row of %llu values overflows", (unsigned long long)n);
+    }
+    *out = bytes;
+    return KVP_OK;
+}
+
+bool kvp_format_residual_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out)
+{
+    return kvp_mul(n, dtypes[f->scale].block_bits / 8, out);
+}
+
+double kvp_format_bits_per_value(const struct kvp_format *f, uint64_t n)
+{
+    const struct kvp_dtype_info *t = &dtypes[f->dtype];
+    double bits = (double)t->block_bits / t->block_elems;
+    if (t->grouped && f->axis == KVP_AXIS_TOKEN && n)
+        bits += 8.0 * scale_bytes(f) * (double)kvp_cdiv(n, f->group) / (double)n;
+    else if (t->grouped)
+        bits += 8.0 * scale_bytes(f) / f->group;
+    if (f->outliers_ppm)
+        bits += f->outliers_ppm / 1e6 * 64.0;
+    return bits;
+}

@@ -1,0 +1,338 @@
+/* model.c -- the normalized model: construction, validation, loading by path. */
+#include "kvplan/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "kvplan/num.h"
+
+#define KVP_MAX_FILE_BYTES (64u << 20) /* configs are kilobytes; GGUF headers are read in part */
+
+static const char *const layer_kinds[KVP_LAYER_KIND_COUNT] = {
+    "full", "sliding", "chunked", "mla", "recurrent", "shared", "none",
+};
+static const char *const mlp_kinds[KVP_MLP_KIND_COUNT] = {"dense", "moe", "none"};
+static const char *const rec_kinds[KVP_REC_KIND_COUNT] = {"mamba", "mamba2", "gdn"};
+
+static bool lookup(const char *const *names, int n, const char *s, int *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(names[i], s) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *kvp_layer_kind_name(enum kvp_layer_kind k) { return layer_kinds[k]; }
+const char *kvp_mlp_kind_name(enum kvp_mlp_kind k) { return mlp_kinds[k]; }
+const char *kvp_recurrent_kind_name(enum kvp_recurrent_kind k) { return rec_kinds[k]; }
+
+bool kvp_layer_kind_from_name(const char *s, enum kvp_layer_kind *out)
+{
+    int i;
+    if (!lookup(layer_kinds, KVP_LAYER_KIND_COUNT, s, &i))
+        return false;
+    *out = (enum kvp_layer_kind)i;
+    return true;
+}
+
+bool kvp_mlp_kind_from_name(const char *s, enum kvp_mlp_kind *out)
+{
+    int i;
+    if (!lookup(mlp_kinds, KVP_MLP_KIND_COUNT, s, &i))
+        return false;
+    *out = (enum kvp_mlp_kind)i;
+    return true;
+}
+
+bool kvp_recurrent_kind_from_name(const char *s, enum kvp_recurrent_kind *out)
+{
+    int i;
+    if (!lookup(rec_kinds, KVP_REC_KIND_COUNT, s, &i))
+        return false;
+    *out = (enum kvp_recurrent_kind)i;
+    return true;
+}
+
+void kvp_model_init(struct kvp_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->dtype = KVP_DTYPE_BF16;
+    m->state_dtype = KVP_DTYPE_BF16;
+    m->norm = KVP_NORM_RMS;
+    m->act = KVP_ACT_GATED;
+    m->norms_per_layer = 2;
+}
+
+void kvp_model_warn(struct kvp_model *m, const char *fmt, ...)
+{
+    va_list ap;
+    if (m->n_warnings == KVP_MAX_WARNINGS) {
+        snprintf(m->warnings[KVP_MAX_WARNINGS - 1], KVP_TEXT_MAX, "more warnings were dropped");
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(m->warnings[m->n_warnings++], KVP_TEXT_MAX, fmt, ap);
+    va_end(ap);
+}
+
+static bool spec_equal(const struct kvp_layer_spec *a, const struct kvp_layer_spec *b)
+{
+    return a->kind == b->kind && a->mlp == b->mlp && a->n_heads == b->n_heads &&
+           a->n_kv_heads == b->n_kv_heads && a->head_dim_k == b->head_dim_k &&
+           a->head_dim_v == b->head_dim_v && a->window == b->window && a->shares == b->shares &&
+           a->kv_lora_rank == b->kv_lora_rank && a->qk_rope_dim == b->qk_rope_dim &&
+           a->q_lora_rank == b->q_lora_rank && memcmp(&a->rec, &b->rec, sizeof a->rec) == 0;
+}
+
+enum kvp_status kvp_model_add_layers(struct kvp_model *m, const struct kvp_layer_spec *s,
+                                     uint32_t n, struct kvp_error *err)
+{
+    uint32_t i;
+    struct kvp_layer_spec c = *s;
+
+    /* zero fields that do not apply, so equal shapes compare equal */
+    if (c.kind != KVP_LAYER_RECURRENT)
+        memset(&c.rec, 0, sizeof c.rec);
+    if (c.kind != KVP_LAYER_SHARED)
+        c.shares = 0;
+    if (c.kind != KVP_LAYER_SLIDING && c.kind != KVP_LAYER_CHUNKED)
+        c.window = 0;
+    if (c.kind != KVP_LAYER_MLA)
+        c.kv_lora_rank = c.qk_rope_dim = c.q_lora_rank = 0;
+    if (n > KVP_MAX_LAYERS - m->n_layers)
+        return kvp_fail(err, KVP_ERR_RANGE, "more than %u layers", KVP_MAX_LAYERS);
+    for (i = 0; i < m->n_specs; i++)
+        if (spec_equal(&m->specs[i], &c))
+            break;
+    if (i == m->n_specs) {
+        if (m->n_specs == KVP_MAX_SPECS)
+            return kvp_fail(err, KVP_ERR_RANGE, "more than %u distinct layer shapes", KVP_MAX_SPECS);
+        memset(&m->specs[i], 0, sizeof m->specs[i]);
+        m->specs[i] = c;
+        m->n_specs++;
+    }
+    for (uint32_t j = 0; j < n; j++)
+        m->layer_spec[m->n_layers++] = (uint8_t)i;
+    return KVP_OK;
+}
+
+const char *kvp_model_layer_summary(const struct kvp_model *m, char *buf, uint32_t n)
+{
+    uint32_t count[KVP_LAYER_KIND_COUNT] = {0};
+    bool done[KVP_LAYER_KIND_COUNT] = {false};
+    int o = snprintf(buf, n, "%u layers:", m->n_layers);
+
+    for (uint32_t i = 0; i < m->n_layers; i++)
+        count[kvp_model_layer(m, i)->kind]++;
+    for (int first = 1;; first = 0) {
+        int best = -1;
+        for (int k = 0; k < KVP_LAYER_KIND_COUNT; k++)
+            if (count[k] && !done[k] && (best < 0 || count[k] > count[best]))
+                best = k;
+        if (best < 0 || o < 0 || (uint32_t)o >= n)
+            break;
+        done[best] = true;
+        o += snprintf(buf + o, n - (uint32_t)o, "%s %u %s", first ? "" : " +", count[best],
+                      kvp_layer_kind_name((enum kvp_layer_kind)best));
+    }
+    return buf;
+}
+
+static bool is_attention(enum kvp_layer_kind k)
+{
+    return k == KVP_LAYER_FULL || k == KVP_LAYER_SLIDING || k == KVP_LAYER_CHUNKED ||
+           k == KVP_LAYER_SHARED;
+}
+
+static enum kvp_status validate_spec(const struct kvp_model *m, uint32_t layer,
+                                     const struct kvp_layer_spec *s, struct kvp_error *err)
+{
+    const char *kind = kvp_layer_kind_name(s->kind);
+
+    if (is_attention(s->kind) || s->kind == KVP_LAYER_MLA) {
+        if (s->n_heads == 0)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'heads' must be positive", layer, kind);
+        if (s->head_dim_k == 0 || s->head_dim_v == 0)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): head dims must be positive (got %u and %u)",
+                            layer, kind, s->head_dim_k, s->head_dim_v);
+    }
+    if (is_attention(s->kind)) {
+        if (s->n_kv_heads == 0)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'kv_heads' must be positive", layer, kind);
+        if (s->n_heads % s->n_kv_heads != 0)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'kv_heads' must divide 'heads' (got %u and %u)",
+                            layer, kind, s->n_kv_heads, s->n_heads);
+    }
+    if ((s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && s->window == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'window' must be positive", layer, kind);
+    if (s->kind == KVP_LAYER_MLA) {
+        if (s->n_kv_heads != 1)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (mla): 'kv_heads' must be 1 (got %u)", layer, s->n_kv_heads);
+        if (s->kv_lora_rank == 0)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (mla): 'kv_lora_rank' must be positive", layer);
+        if (s->qk_rope_dim == 0 || s->qk_rope_dim > s->head_dim_k)
+            return kvp_fail(err, KVP_ERR_RANGE,
+                            "layer %u (mla): 'qk_rope_dim' must be 1..head_dim_k (got %u and %u)", layer,
+                            s->qk_rope_dim, s->head_dim_k);
+    }
+    if (s->kind == KVP_LAYER_SHARED) {
+        const struct kvp_layer_spec *t;
+        if (s->shares >= layer)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (shared): 'shares' must name an earlier layer (got %u)",
+                            layer, s->shares);
+        t = kvp_model_layer(m, s->shares);
+        if (t->kind != KVP_LAYER_FULL && t->kind != KVP_LAYER_SLIDING && t->kind != KVP_LAYER_CHUNKED)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (shared): layer %u it shares has no attention cache (%s)",
+                            layer, s->shares, kvp_layer_kind_name(t->kind));
+    }
+    if (s->kind == KVP_LAYER_RECURRENT) {
+        const struct kvp_recurrent *r = &s->rec;
+        bool ok = r->d_conv > 0;
+        switch (r->kind) {
+        case KVP_REC_MAMBA: ok = ok && r->d_inner && r->d_state && r->dt_rank; break;
+        case KVP_REC_MAMBA2: ok = ok && r->d_inner && r->d_state && r->n_groups && r->n_heads && r->v_head_dim; break;
+        case KVP_REC_GDN: ok = ok && r->n_heads && r->n_k_heads && r->k_head_dim && r->v_head_dim; break;
+        default: ok = false;
+        }
+        if (!ok)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (recurrent %s): a state dimension is zero", layer,
+                            kvp_recurrent_kind_name(r->kind));
+    }
+    if (s->mlp == KVP_MLP_DENSE && m->intermediate == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "layer %u has a dense MLP but 'intermediate' is 0", layer);
+    if (s->mlp == KVP_MLP_MOE && (m->n_experts == 0 || m->n_experts_active == 0 ||
+                                  m->n_experts_active > m->n_experts || m->expert_intermediate == 0))
+        return kvp_fail(err, KVP_ERR_RANGE,
+                        "layer %u is MoE but the experts are not set (experts %u, active %u, intermediate %u)",
+                        layer, m->n_experts, m->n_experts_active, m->expert_intermediate);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_model_validate(const struct kvp_model *m, struct kvp_error *err)
+{
+    enum kvp_status st;
+
+    if (m->n_layers == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "the model has no layers");
+    if (m->hidden == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "'hidden' must be positive");
+    if (m->vocab == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "'vocab' must be positive");
+    if (m->max_context == 0)
+        return kvp_fail(err, KVP_ERR_RANGE, "'max_context' must be positive");
+    for (uint32_t i = 0; i < m->n_layers; i++) {
+        if (m->layer_spec[i] >= m->n_specs)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u refers to a missing layer shape", i);
+        if ((st = validate_spec(m, i, kvp_model_layer(m, i), err)) != KVP_OK)
+            return st;
+    }
+    return KVP_OK;
+}
+
+/* Read at most KVP_MAX_FILE_BYTES of path; *truncated says whether more was
+ * there (a GGUF's header is all kvplan reads of it). */
+static enum kvp_status read_file(const char *path, char **out, uint64_t *len, bool *truncated,
+                                 struct kvp_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+
+    if (!f)
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
+    for (;;) {
+        if (n == cap) {
+            char *nb;
+            if (cap >= KVP_MAX_FILE_BYTES) {
+                *truncated = true;
+                break;
+            }
+            cap = cap ? cap * 2 : 65536;
+            if (!(nb = realloc(buf, cap + 1))) {
+                free(buf);
+                fclose(f);
+                return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        free(buf);
+        fclose(f);
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return KVP_OK;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcasecmp(s + a - b, suffix) == 0;
+}
+
+enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct kvp_error *err)
+{
+    char file[KVP_TEXT_MAX + 16];
+    struct stat sb;
+    struct kvp_model *m;
+    char *text = NULL;
+    uint64_t len = 0;
+    bool truncated = false, gguf;
+    enum kvp_status st;
+
+    if (strlen(path) >= KVP_TEXT_MAX)
+        return kvp_fail(err, KVP_ERR_USAGE, "path '%.60s...' is too long", path);
+    snprintf(file, sizeof file, "%s", path);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(file, sizeof file, "%s/config.json", path);
+    if ((st = read_file(file, &text, &len, &truncated, err)) != KVP_OK)
+        return st;
+    gguf = len >= 4 && memcmp(text, "GGUF", 4) == 0;
+    if (truncated && !gguf) {
+        free(text);
+        return kvp_fail_at(err, KVP_ERR_RANGE, file, 0, 0, "the file is larger than %u MiB",
+                           KVP_MAX_FILE_BYTES >> 20);
+    }
+    if (!(m = malloc(sizeof *m))) {
+        free(text);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading '%s'", file);
+    }
+    kvp_model_init(m);
+    if (gguf)
+        st = kvp_model_parse_gguf((const uint8_t *)text, len, file, m, err);
+    else if (has_suffix(file, ".json"))
+        st = kvp_model_parse_hf(text, len, file, m, err);
+    else
+        st = kvp_model_parse_yaml(text, len, file, m, err);
+    free(text);
+    if (st == KVP_OK)
+        snprintf(m->file, sizeof m->file, "%s", file);
+    if (st == KVP_OK && (st = kvp_model_validate(m, err)) != KVP_OK)
+        kvp_error_place(err, file, 0, 0);
+    if (st != KVP_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return KVP_OK;
+}
+
+void kvp_model_free(struct kvp_model *m)
+{
+    free(m);
+}

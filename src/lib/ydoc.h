@@ -1,0 +1,81 @@
+/* ydoc.h -- typed, place-aware access to a libyaml document (internal).
+ *
+ * Both text parsers (kvplan YAML models and Hugging Face config.json, which
+ * is YAML flow syntax) load the whole document with libyaml, then read it
+ * through these helpers, so every error carries the node's file:line:col.
+ *
+ *     struct ydoc d;
+ *     if (ydoc_load(&d, text, len, "x.yaml", &err) != KVP_OK) return ...;
+ *     yaml_node_t *root = ydoc_root(&d);
+ *     uint32_t hidden;
+ *     st = ydoc_get_u32(&d, root, "hidden", true, &hidden, &err);
+ *     ydoc_release(&d);
+ *
+ * ydoc_load rejects duplicate keys and nesting deeper than YDOC_MAX_DEPTH.
+ * The struct owns the document until ydoc_release (safe on a failed load).
+ */
+#ifndef KVPLAN_YDOC_H
+#define KVPLAN_YDOC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "kvplan/error.h"
+
+#define YDOC_MAX_DEPTH 32
+
+struct ydoc {
+    yaml_document_t doc;
+    bool loaded;
+    const char *file;
+};
+
+enum kvp_status ydoc_load(struct ydoc *d, const char *text, uint64_t len, const char *file,
+                          struct kvp_error *err);
+void ydoc_release(struct ydoc *d);
+yaml_node_t *ydoc_root(struct ydoc *d);
+yaml_node_t *ydoc_node(struct ydoc *d, int id);
+
+/* An error at node n's place. */
+enum kvp_status ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error *err,
+                          enum kvp_status code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+bool ydoc_is_null(const yaml_node_t *n);
+const char *ydoc_scalar(const yaml_node_t *n); /* NUL-terminated value, or NULL if not a scalar */
+
+/* The value node of `key` in mapping map, or NULL if absent. */
+yaml_node_t *ydoc_get(struct ydoc *d, yaml_node_t *map, const char *key);
+
+/* Fail on any key of map not in the NULL-terminated list allowed. */
+enum kvp_status ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *const *allowed,
+                                struct kvp_error *err);
+
+/* Require node n to be a mapping / sequence; `what` names it in the error. */
+enum kvp_status ydoc_want_map(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err);
+enum kvp_status ydoc_want_seq(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err);
+
+/* Typed reads of a node. Numbers must be unquoted integers; `what` names the
+ * field in errors ("'hidden' must be an integer (got \"32\")"). */
+enum kvp_status ydoc_u64(struct ydoc *d, yaml_node_t *n, const char *what, uint64_t *out,
+                         struct kvp_error *err);
+enum kvp_status ydoc_u32(struct ydoc *d, yaml_node_t *n, const char *what, uint32_t *out,
+                         struct kvp_error *err);
+enum kvp_status ydoc_bool(struct ydoc *d, yaml_node_t *n, const char *what, bool *out,
+                          struct kvp_error *err);
+enum kvp_status ydoc_str(struct ydoc *d, yaml_node_t *n, const char *what, char *buf, uint32_t size,
+                         struct kvp_error *err);
+
+/* The same, looked up by key in map. A missing key is an error when required,
+ * else leaves *out unchanged. A null value counts as missing. */
+enum kvp_status ydoc_get_u64(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
+                             uint64_t *out, struct kvp_error *err);
+enum kvp_status ydoc_get_u32(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
+                             uint32_t *out, struct kvp_error *err);
+enum kvp_status ydoc_get_bool(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
+                              bool *out, struct kvp_error *err);
+enum kvp_status ydoc_get_str(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
+                             char *buf, uint32_t size, struct kvp_error *err);
+
+#endif
