@@ -171,9 +171,9 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
         struct kvp_spec_bytes *b = &plan->spec[i];
         if (b->layers == 0)
             continue;
-        if ((st = spec_bytes(m, &m->specs[i], q, b, err)) != KVP_OK)
+        if ((st = spec_bytes(m, &m->specs[i], q, b, err)) != KVP_OK && st != KVP_ERR_OVERFLOW)
             return st;
-        if (!add_product(&plan->k_bytes_per_token, b->k_token, b->layers, 1) ||
+        if (st != KVP_OK ||!add_product(&plan->k_bytes_per_token, b->k_token, b->layers, 1) ||
             !add_product(&plan->v_bytes_per_token, b->v_token, b->layers, 1) ||
             !add_product(&plan->k_bytes, b->k_seq, b->layers, q->batch) ||
             !add_product(&plan->v_bytes, b->v_seq, b->layers, q->batch) ||

@@ -2,6 +2,7 @@
 #include "kvplan/explain.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "kvplan/num.h"
 
@@ -74,8 +75,8 @@ static void held_line(struct fmtctx *c, struct kvp_buf *b, const struct kvp_laye
 static void attention_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp_layer_spec *s,
                            const struct kvp_spec_bytes *sb, const struct kvp_kv_query *q)
 {
-    kvp_buf_printf(b, "  %u x %s attention%s, H_kv = %u, d_k = %u, d_v = %u\n", sb->layers,
-                   kvp_layer_kind_name(s->kind), s->window ? "" : "", s->n_kv_heads, s->head_dim_k, s->head_dim_v);
+    kvp_buf_printf(b, "  %u x %s attention, H_kv = %u, d_k = %u, d_v = %u\n", sb->layers,
+                   kvp_layer_kind_name(s->kind), s->n_kv_heads, s->head_dim_k, s->head_dim_v);
     if (s->window)
         kvp_buf_printf(b, "      %s = %s tokens\n", s->kind == KVP_LAYER_SLIDING ? "window W" : "chunk C",
                        grp(c, s->window));
@@ -123,17 +124,36 @@ static void recurrent_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp
                    grp(c, sb->state_seq * sb->layers));
 }
 
+/* Two specs that differ only in what does not touch the cache (the MLP)
+ * are explained as one group. */
+static bool same_cache(const struct kvp_layer_spec *a, const struct kvp_layer_spec *b)
+{
+    struct kvp_layer_spec x = *a, y = *b;
+    x.mlp = y.mlp = KVP_MLP_DENSE;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
 void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
                     bool si, struct kvp_buf *b)
 {
     struct fmtctx c = {.si = si};
     uint32_t idle = 0;
+    bool merged[KVP_MAX_SPECS] = {false};
 
     kvp_buf_printf(b, "KV cache of %s (ideal profile: the bare formula)\n", m->name);
-    kvp_buf_printf(b, "  T = %s tokens per sequence, B = %s sequences\n", grp(&c, q->context), grp(&c, q->batch));
+    kvp_buf_printf(b, "  T = %s tokens per sequence, B = %s sequence%s\n", grp(&c, q->context), grp(&c, q->batch),
+                   q->batch == 1 ? "" : "s");
     for (uint32_t i = 0; i < m->n_specs; i++) {
         const struct kvp_layer_spec *s = &m->specs[i];
-        const struct kvp_spec_bytes *sb = &p->spec[i];
+        struct kvp_spec_bytes group = p->spec[i];
+        const struct kvp_spec_bytes *sb = &group;
+        if (merged[i])
+            continue;
+        for (uint32_t j = i + 1; j < m->n_specs; j++)
+            if (same_cache(s, &m->specs[j])) {
+                merged[j] = true;
+                group.layers += p->spec[j].layers;
+            }
         switch (s->kind) {
         case KVP_LAYER_FULL: case KVP_LAYER_SLIDING: case KVP_LAYER_CHUNKED:
             attention_spec(&c, b, s, sb, q);

@@ -261,6 +261,8 @@ void kvp_table_render(const struct kvp_table *t, enum kvp_out fmt, struct kvp_bu
             else if (c + 1 < t->ncols)
                 kvp_buf_put(b, "  ", 2);
         }
+        while (fmt != KVP_OUT_MD && !b->nomem && b->len && b->data[b->len - 1] == ' ')
+            b->data[--b->len] = '\0'; /* an empty last cell leaves no trailing blanks */
         kvp_buf_put(b, fmt == KVP_OUT_MD ? "|\n" : "\n", fmt == KVP_OUT_MD ? 2 : 1);
         if (row < 0 && fmt == KVP_OUT_MD) {
             for (uint32_t c = 0; c < t->ncols; c++) {
