@@ -69,7 +69,8 @@ bool kvp_parse_u64(const char *s, uint64_t *out);
  * si is true, SI units (B, kB, MB, GB, TB). Returns buf. */
 const char *kvp_format_bytes(uint64_t bytes, bool si, char *buf, uint32_t n);
 
-/* Format an integer with thousands separators: 1234567 -> "1,234,567". */
+/* Format an integer with thousands separators: 1234567 -> "1,234,567"; "?" if
+ * it does not fit in n bytes (27 always suffice). */
 const char *kvp_format_grouped(uint64_t v, char *buf, uint32_t n);
 
 #endif

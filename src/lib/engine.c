@@ -31,7 +31,10 @@ static enum kvp_status quantized_bytes(const struct kvp_format *f, uint64_t n_kv
     if (f->outliers_ppm) {
         /* KVQuant dense-and-sparse: fp32 value + int32 index per outlier,
          * ceil(fraction * values) per token row */
-        uint64_t per_token = kvp_cdiv(n_kv * d * f->outliers_ppm, 1000000);
+        uint64_t per_token;
+        if (!kvp_mul3(n_kv, d, f->outliers_ppm, &per_token))
+            return OVERFLOW(err, "outlier count");
+        per_token = kvp_cdiv(per_token, 1000000);
         if (!kvp_mul3(per_token, tokens, 8, &outliers) || !kvp_add(bytes, outliers, &bytes))
             return OVERFLOW(err, "cache size");
     }

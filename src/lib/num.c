@@ -2,7 +2,6 @@
 #include "kvplan/num.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -30,8 +29,10 @@ enum kvp_status kvp_parse_count(const char *s, uint64_t *out, struct kvp_error *
 
     while (s[n] && isdigit((unsigned char)s[n]))
         n++;
-    if (n == 0 || n >= sizeof digits)
+    if (n == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "'%s' is not a count (expected e.g. 4096, 32k, 1M)", s);
+    if (n >= sizeof digits)
+        return kvp_fail(err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits", s);
     memcpy(digits, s, n);
     digits[n] = '\0';
     if (s[n]) {
@@ -53,44 +54,47 @@ enum kvp_status kvp_parse_count(const char *s, uint64_t *out, struct kvp_error *
 
 struct unit {
     const char *name;
-    double mult;
+    uint64_t mult;
 };
 
 static const struct unit units[] = {
-    {"", 1.0}, {"b", 1.0},
-    {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-    {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-    {"k", 1024.0}, {"m", 1048576.0}, {"g", 1073741824.0}, {"t", 1099511627776.0},
+    {"", 1}, {"b", 1},
+    {"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40},
+    {"kb", 1000}, {"mb", 1000000}, {"gb", 1000000000}, {"tb", 1000000000000},
+    {"k", 1ull << 10}, {"m", 1ull << 20}, {"g", 1ull << 30}, {"t", 1ull << 40},
 };
+
+/* whole * mult + round(frac * mult), exactly: whole is an integer, frac < 1. */
+static bool scale(uint64_t whole, double frac, uint64_t mult, uint64_t *out)
+{
+    uint64_t v, part = (uint64_t)(frac * (double)mult + 0.5);
+    return kvp_mul(whole, mult, &v) && kvp_add(v, part, out);
+}
 
 enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *err)
 {
     const char *p = s;
-    double whole = 0.0, frac = 0.0, scale = 1.0;
+    uint64_t whole = 0;
+    double frac = 0.0, place = 1.0;
     int ndig = 0;
 
-    while (isdigit((unsigned char)*p)) {
-        whole = whole * 10.0 + (*p++ - '0');
-        ndig++;
-    }
+    for (; isdigit((unsigned char)*p); p++, ndig++)
+        if (!kvp_mul(whole, 10, &whole) || !kvp_add(whole, (uint64_t)(*p - '0'), &whole))
+            return kvp_fail(err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits", s);
     if (*p == '.') {
-        p++;
-        while (isdigit((unsigned char)*p)) {
-            scale /= 10.0;
-            frac += (*p++ - '0') * scale;
-            ndig++;
+        for (p++; isdigit((unsigned char)*p); p++, ndig++) {
+            place /= 10.0;
+            frac += (*p - '0') * place;
         }
     }
-    if (ndig == 0 || ndig > 24)
+    if (ndig == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "'%s' is not a size (expected e.g. 80GiB, 80GB, 512MiB)", s);
     while (*p == ' ')
         p++;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(p, units[i].name) == 0) {
-            double v = (whole + frac) * units[i].mult;
-            if (!(v < 18446744073709551616.0))
+            if (!scale(whole, frac, units[i].mult, out))
                 return kvp_fail(err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits", s);
-            *out = (uint64_t)llround(v);
             return KVP_OK;
         }
     }
@@ -118,14 +122,16 @@ const char *kvp_format_bytes(uint64_t bytes, bool si, char *buf, uint32_t n)
 
 const char *kvp_format_grouped(uint64_t v, char *buf, uint32_t n)
 {
-    char digits[32];
+    char digits[32], out[40];
     int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
     uint32_t o = 0;
-    for (int i = 0; i < len && o + 1 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && o + 2 < n)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
+    for (int i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
     }
-    buf[o] = '\0';
+    out[o] = '\0';
+    /* never a misleading prefix: a buffer too small gets "?" */
+    snprintf(buf, n, "%s", o < n ? out : "?");
     return buf;
 }

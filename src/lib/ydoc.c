@@ -18,14 +18,16 @@ enum kvp_status ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error
                           enum kvp_status code, const char *fmt, ...)
 {
     if (err) {
+        char msg[KVP_ERROR_MSG_MAX]; /* the arguments may point into err->msg */
         va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
         err->code = code;
         snprintf(err->file, sizeof err->file, "%s", d->file ? d->file : "");
         err->line = n ? one_based(n->start_mark.line) : 0;
         err->col = n ? one_based(n->start_mark.column) : 0;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
+        memcpy(err->msg, msg, sizeof msg);
     }
     return code;
 }

@@ -37,7 +37,8 @@ void ydoc_release(struct ydoc *d);
 yaml_node_t *ydoc_root(struct ydoc *d);
 yaml_node_t *ydoc_node(struct ydoc *d, int id);
 
-/* An error at node n's place. */
+/* An error at node n's place. The message may be err->msg itself (to move
+ * an error raised without a place onto node n). */
 enum kvp_status ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error *err,
                           enum kvp_status code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
