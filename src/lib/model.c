@@ -171,7 +171,7 @@ static enum kvp_status validate_spec(const struct kvp_model *m, uint32_t layer,
                             layer, kind, s->n_kv_heads, s->n_heads);
     }
     if ((s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && s->window == 0)
-        return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'window' must be positive", layer, kind);
+        return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): 'window' must be positive (got 0)", layer, kind);
     if (s->kind == KVP_LAYER_MLA) {
         if (s->n_kv_heads != 1)
             return kvp_fail(err, KVP_ERR_RANGE, "layer %u (mla): 'kv_heads' must be 1 (got %u)", layer, s->n_kv_heads);

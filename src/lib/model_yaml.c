@@ -58,7 +58,12 @@ static enum kvp_status get_choice(struct yparse *p, yaml_node_t *map, const char
             return KVP_OK;
         }
     }
-    return ydoc_fail(&p->d, node, p->err, KVP_ERR_SCHEMA, "'%s': unknown value '%s'", key, v);
+    {
+        char list[160] = "";
+        for (int i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+        return ydoc_fail(&p->d, node, p->err, KVP_ERR_SCHEMA, "'%s': unknown value '%s' (%s)", key, v, list);
+    }
 }
 
 static const char *const top_keys[] = {
@@ -217,9 +222,11 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
             ;
         if (i == p->n_named)
             return ydoc_fail(d, spec, p->err, KVP_ERR_SCHEMA, "unknown spec '%s'", name);
-        if (count == 0 || count > KVP_MAX_LAYERS - p->m->n_layers)
-            return ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "'count' must be 1..%u in all (got %u)",
-                             KVP_MAX_LAYERS - p->m->n_layers, count);
+        if (count == 0)
+            return ydoc_fail(d, ydoc_get(d, it, "count"), p->err, KVP_ERR_RANGE, "'count' must be positive");
+        if (count > KVP_MAX_LAYERS - p->m->n_layers)
+            return ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "the stack has more than %u layers (%llu with this item)",
+                             KVP_MAX_LAYERS, (unsigned long long)p->m->n_layers + count);
         if ((st = kvp_model_add_layers(p->m, &p->named[i].spec, count, p->err)) != KVP_OK)
             return ydoc_fail(d, it, p->err, st, "%s", p->err->msg);
         return KVP_OK;
@@ -307,6 +314,14 @@ static enum kvp_status parse_top(struct yparse *p, yaml_node_t *root)
         (st = ydoc_get_bool(d, root, "attn_sinks", false, &m->attn_sinks, p->err)) ||
         (st = ydoc_get_bool(d, root, "attn_gate", false, &m->attn_gate, p->err)))
         return st;
+    {
+        static const char *const positive[] = {"max_context", "hidden", "vocab"};
+        for (int i = 0; i < 3; i++) {
+            yaml_node_t *v = ydoc_get(d, root, positive[i]);
+            if (v && strcmp(ydoc_scalar(v) ? ydoc_scalar(v) : "", "0") == 0)
+                return ydoc_fail(d, v, p->err, KVP_ERR_RANGE, "'%s' must be positive", positive[i]);
+        }
+    }
     m->norm = (enum kvp_norm_kind)norm;
     m->act = (enum kvp_act_kind)act;
     if ((n = ydoc_get(d, root, "moe")) && (st = parse_moe(p, n)) != KVP_OK)
