@@ -701,7 +701,7 @@ static const struct {
     {HEAD_DIM_0, "layer 1 (full): head dims must be positive (got 128 and 0)"},
     {KV_HEADS_0, "layer 1 (full): 'kv_heads' must be positive"},
     {KV_DIVIDE, "layer 1 (full): 'kv_heads' must divide 'heads' (got 7 and 32)"},
-    {WINDOW_0, "layer 1 (sliding): 'window' must be positive"},
+    {WINDOW_0, "layer 1 (sliding): 'window' must be positive (got 0)"},
     {MLA_KV_HEADS, "layer 1 (mla): 'kv_heads' must be 1 (got 4)"},
     {MLA_RANK_0, "layer 1 (mla): 'kv_lora_rank' must be positive"},
     {MLA_ROPE_BIG, "layer 1 (mla): 'qk_rope_dim' must be 1..head_dim_k (got 256 and 192)"},
