@@ -13,6 +13,7 @@
 #include "kvplan/catalog.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
+#include "kvplan/gpu.h"
 #include "kvplan/render.h"
 
 /* Exit codes, documented in kvplan(1). */
@@ -50,6 +51,13 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_catalog(const struct kvp_catalog **out);
 void cli_catalog_release(void);
 
+/* Where the shipped data is: $KVPLAN_DATADIR, the source tree's models/, or the installed copy. */
+void cli_models_dir(char *buf, size_t n);
+
+/* The GPU catalog (<models dir>/gpus.yaml), loaded once on first use. */
+int cli_gpus(const struct kvp_gpu_catalog **out);
+void cli_gpus_release(void);
+
 /* Resolve and load MODEL (name, HF id or path); prints its warnings. */
 int cli_model(const char *s, struct kvp_model **out);
 
@@ -62,6 +70,7 @@ int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok);
 int cli_write(struct kvp_buf *b);
 
 int cmd_models(int argc, char **argv);
+int cmd_gpus(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);

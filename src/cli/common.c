@@ -102,7 +102,7 @@ static struct kvp_catalog *catalog;
 
 /* Where the shipped models are: $KVPLAN_DATADIR, then models/ of the source
  * tree this binary was built in (build/<mode>/kvplan), then the installed copy. */
-static void models_dir(char *buf, size_t n)
+void cli_models_dir(char *buf, size_t n)
 {
     const char *env = getenv("KVPLAN_DATADIR");
     char exe[PATH_MAX];
@@ -132,7 +132,7 @@ int cli_catalog(const struct kvp_catalog **out)
     char dir[PATH_MAX + 32];
 
     if (!catalog) {
-        models_dir(dir, sizeof dir);
+        cli_models_dir(dir, sizeof dir);
         if (kvp_catalog_load(dir, &catalog, &err) != KVP_OK)
             return cli_error(&err);
     }

@@ -11,6 +11,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"models", cmd_models, "list the built-in models"},
+    {"gpus", cmd_gpus, "list the GPU catalog: memory, bandwidth, peak FLOP/s"},
     {"show", cmd_show, "a model's architecture and its KV cost per layer kind"},
     {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
             rc = CLI_OK; /* --help */
     }
     cli_catalog_release();
+    cli_gpus_release();
     /* a full disk or a closed pipe must not pass as success */
     if (fclose(stdout) != 0 && rc == CLI_OK) {
         fprintf(stderr, "kvplan: cannot write the output: %s\n", strerror(errno));

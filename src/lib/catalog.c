@@ -41,6 +41,8 @@ enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, stru
         char path[1024];
         if (!is_yaml(e->d_name))
             continue;
+        if (strcmp(e->d_name, "gpus.yaml") == 0) /* the GPU catalog (gpu.h), not a model */
+            continue;
         if (cat->n == MAX_CATALOG) {
             st = kvp_fail_at(err, KVP_ERR_RANGE, dir, 0, 0, "more than %d model files", MAX_CATALOG);
             break;

@@ -1,0 +1,68 @@
+/* gpu.h -- the GPU catalog: memory as each device reports it, bandwidth and
+ * peak dense tensor throughput, and resolving what a user types as GPU.
+ *
+ * Memory is what the device itself reports (an "80 GB" H100 reports 79.19
+ * GiB), so that a plan's budget starts from the same figure as the engine's.
+ * The file format is described in docs/gpus.md and atop models/gpus.yaml.
+ *
+ *     struct kvp_gpu_catalog *gc = NULL;
+ *     struct kvp_error err = {0};
+ *     if (kvp_gpus_load("models/gpus.yaml", &gc, &err) != KVP_OK) ...;
+ *     const struct kvp_gpu *g;
+ *     if (kvp_gpu_find(gc, "H100", &g, &err) == KVP_OK)     // id, alias or unique prefix
+ *         printf("%s: %llu bytes\n", g->id, (unsigned long long)g->memory_bytes);
+ *     kvp_gpus_free(gc);
+ *
+ * The catalog owns its GPUs until kvp_gpus_free; kvp_gpu_find returns a
+ * pointer into it.
+ */
+#ifndef KVPLAN_GPU_H
+#define KVPLAN_GPU_H
+
+#include <stdint.h>
+
+#include "kvplan/error.h"
+
+#define KVP_GPU_ID_MAX 32       /* id and alias length, NUL included */
+#define KVP_GPU_ALIASES_MAX 4
+#define KVP_GPU_NAME_MAX 96
+#define KVP_GPU_SOURCE_MAX 512
+#define KVP_GPU_CATALOG_MAX 256 /* GPUs in one file */
+
+struct kvp_gpu {
+    char id[KVP_GPU_ID_MAX]; /* lower case: a-z 0-9 '-' '.' */
+    char aliases[KVP_GPU_ALIASES_MAX][KVP_GPU_ID_MAX];
+    uint32_t n_aliases;
+    char name[KVP_GPU_NAME_MAX];
+    uint64_t memory_bytes;          /* total as the device reports it (cudaMemGetInfo total), > 0 */
+    uint64_t bandwidth_bytes_per_s; /* bandwidth_gbs * 10^9 */
+    double bf16_flops;              /* peak dense bf16 tensor FLOP/s: bf16_tflops * 10^12, > 0 */
+    double fp8_flops;               /* peak dense fp8 FLOP/s; 0 = no fp8 */
+    char source[KVP_GPU_SOURCE_MAX];        /* vendor datasheet of bandwidth and FLOP/s */
+    char memory_source[KVP_GPU_SOURCE_MAX]; /* where memory_bytes was seen */
+};
+
+struct kvp_gpu_catalog {
+    uint32_t n;
+    struct kvp_gpu *gpus; /* n, in file order */
+};
+
+/* Load a GPU catalog file (kvplan_gpus: 1). Unknown or duplicate keys, wrong
+ * types, a zero memory, bandwidth or bf16 figure, a bad id and an id or alias
+ * used twice (ignoring case) are errors at the offending node's
+ * file:line:col. On success *out is a catalog the caller frees with
+ * kvp_gpus_free; on failure *out is untouched. */
+enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
+
+/* Resolve name, ignoring case: an exact id or alias, else the one GPU with an
+ * id or alias that starts with name ("mi300" -> mi300x). An unknown or
+ * ambiguous name is KVP_ERR_NOTFOUND, with the choices in the message:
+ * "unknown GPU 'h300' (h100-sxm, h100-pcie, ...)" or
+ * "ambiguous GPU 'rtx' (rtx-4090, rtx-3090)". *out points into c. */
+enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, const struct kvp_gpu **out,
+                             struct kvp_error *err);
+
+/* Free a catalog; NULL is a no-op. */
+void kvp_gpus_free(struct kvp_gpu_catalog *c);
+
+#endif

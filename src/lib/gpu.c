@@ -1,0 +1,288 @@
+/* gpu.c -- the GPU catalog (models/gpus.yaml) and GPU name resolution.
+ * The schema is docs/gpus.md. */
+#include "kvplan/gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kvplan/num.h"
+#include "ydoc.h"
+
+#define GPU_FILE_MAX (4u << 20) /* bytes; the shipped catalog is a few KiB */
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Read all of path (at most GPU_FILE_MAX bytes) into a malloc'd, NUL-terminated buffer. */
+static enum kvp_status slurp(const char *path, char **out, uint64_t *len, struct kvp_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (!f)
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
+    if (!(buf = malloc(GPU_FILE_MAX + 1))) {
+        fclose(f);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    n = fread(buf, 1, GPU_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        free(buf);
+        fclose(f);
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
+    }
+    fclose(f);
+    if (n > GPU_FILE_MAX) {
+        free(buf);
+        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the file is larger than %u MiB", GPU_FILE_MAX >> 20);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return KVP_OK;
+}
+
+/* ---- typed fields ------------------------------------------------------- */
+
+/* A non-negative decimal number ("989.4", "0", "1e3"); no inf, nan or hex. */
+static enum kvp_status read_number(struct ydoc *d, yaml_node_t *n, const char *what, double *out,
+                                   struct kvp_error *err)
+{
+    const char *v = ydoc_scalar(n);
+    char *end;
+    double x;
+
+    if (!v)
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a %s", what,
+                         n->type == YAML_MAPPING_NODE ? "mapping" : "sequence");
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a string (got \"%.40s\")", what, v);
+    if (v[0] == '-')
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
+    x = strtod(v, &end);
+    if (!*v || *end || strspn(v, "0123456789.eE+") != strlen(v) || !isfinite(x))
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got %.40s)", what, v);
+    *out = x;
+    return KVP_OK;
+}
+
+/* An id or alias: 1..KVP_GPU_ID_MAX-1 characters of a-z 0-9 '-' '.'. */
+static enum kvp_status read_name(struct ydoc *d, yaml_node_t *n, const char *what, char *buf,
+                                 struct kvp_error *err)
+{
+    enum kvp_status st = ydoc_str(d, n, what, buf, KVP_GPU_ID_MAX, err);
+    if (st != KVP_OK)
+        return st;
+    if (!buf[0] || strspn(buf, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(buf))
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+                         "'%s' must be lower-case letters, digits, '-' and '.' (got \"%s\")", what, buf);
+    return KVP_OK;
+}
+
+/* Fail if name (at node n) is already an id or alias of gpus[0..count), or
+ * of g itself (its id and first `own` aliases). */
+static enum kvp_status check_unique(struct ydoc *d, yaml_node_t *n, const char *name, const struct kvp_gpu *gpus,
+                                    uint32_t count, const struct kvp_gpu *g, uint32_t own, struct kvp_error *err)
+{
+    for (uint32_t i = 0; i <= count; i++) {
+        const struct kvp_gpu *o = i < count ? &gpus[i] : g;
+        uint32_t na = i < count ? o->n_aliases : own;
+        bool dup = (i < count || name != o->id) && strcasecmp(o->id, name) == 0;
+        for (uint32_t a = 0; !dup && a < na; a++)
+            dup = strcasecmp(o->aliases[a], name) == 0;
+        if (dup)
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "GPU name '%s' is already used by '%s'", name, o->id);
+    }
+    return KVP_OK;
+}
+
+static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gpu *gpus, uint32_t count,
+                                 struct kvp_error *err)
+{
+    static const char *const keys[] = {"id", "aliases", "name", "memory_bytes", "memory_source", "bandwidth_gbs",
+                                       "bf16_tflops", "fp8_tflops", "source", NULL};
+    struct kvp_gpu *g = &gpus[count];
+    yaml_node_t *n;
+    uint64_t gbs = 0;
+    double tf;
+    enum kvp_status st;
+
+    memset(g, 0, sizeof *g);
+    if ((st = ydoc_want_map(d, map, "gpus[]", err)) || (st = ydoc_check_keys(d, map, keys, err)))
+        return st;
+    if (!(n = ydoc_get(d, map, "id")) || ydoc_is_null(n))
+        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'id'");
+    if ((st = read_name(d, n, "id", g->id, err)) || (st = check_unique(d, n, g->id, gpus, count, g, 0, err)))
+        return st;
+    if ((n = ydoc_get(d, map, "aliases")) != NULL && !ydoc_is_null(n)) {
+        yaml_node_item_t *it;
+        if ((st = ydoc_want_seq(d, n, "aliases", err)))
+            return st;
+        for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+            yaml_node_t *an = ydoc_node(d, *it);
+            if (g->n_aliases == KVP_GPU_ALIASES_MAX)
+                return ydoc_fail(d, an, err, KVP_ERR_RANGE, "'%s' has more than %d aliases", g->id, KVP_GPU_ALIASES_MAX);
+            if ((st = read_name(d, an, "aliases", g->aliases[g->n_aliases], err)) ||
+                (st = check_unique(d, an, g->aliases[g->n_aliases], gpus, count, g, g->n_aliases, err)))
+                return st;
+            g->n_aliases++;
+        }
+    }
+    if ((st = ydoc_get_str(d, map, "name", true, g->name, sizeof g->name, err)) ||
+        (st = ydoc_get_u64(d, map, "memory_bytes", true, &g->memory_bytes, err)) ||
+        (st = ydoc_get_str(d, map, "memory_source", true, g->memory_source, sizeof g->memory_source, err)) ||
+        (st = ydoc_get_u64(d, map, "bandwidth_gbs", true, &gbs, err)) ||
+        (st = ydoc_get_str(d, map, "source", true, g->source, sizeof g->source, err)))
+        return st;
+    if (g->memory_bytes == 0)
+        return ydoc_fail(d, ydoc_get(d, map, "memory_bytes"), err, KVP_ERR_RANGE, "'memory_bytes' must be greater than 0");
+    if (gbs == 0)
+        return ydoc_fail(d, ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_RANGE, "'bandwidth_gbs' must be greater than 0");
+    if (!kvp_mul(gbs, 1000000000u, &g->bandwidth_bytes_per_s))
+        return ydoc_fail(d, ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_OVERFLOW,
+                         "'bandwidth_gbs' of %llu GB/s does not fit in 64 bits of bytes/s", (unsigned long long)gbs);
+    /* TFLOP/s are decimals, so they are read here rather than by ydoc_get_u64 */
+    if (!(n = ydoc_get(d, map, "bf16_tflops")) || ydoc_is_null(n))
+        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'bf16_tflops'");
+    if ((st = read_number(d, n, "bf16_tflops", &tf, err)))
+        return st;
+    if (tf == 0)
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'bf16_tflops' must be greater than 0");
+    g->bf16_flops = tf * 1e12;
+    if (!(n = ydoc_get(d, map, "fp8_tflops")) || ydoc_is_null(n))
+        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'fp8_tflops'");
+    if ((st = read_number(d, n, "fp8_tflops", &tf, err)))
+        return st;
+    g->fp8_flops = tf * 1e12;
+    return KVP_OK;
+}
+
+static enum kvp_status parse_catalog(struct ydoc *d, struct kvp_gpu_catalog *c, struct kvp_error *err)
+{
+    static const char *const keys[] = {"kvplan_gpus", "gpus", NULL};
+    yaml_node_t *root = ydoc_root(d), *list;
+    uint32_t version = 0;
+    size_t count;
+    enum kvp_status st;
+
+    if ((st = ydoc_want_map(d, root, "gpu catalog", err)) || (st = ydoc_check_keys(d, root, keys, err)) ||
+        (st = ydoc_get_u32(d, root, "kvplan_gpus", true, &version, err)))
+        return st;
+    if (version != 1)
+        return ydoc_fail(d, ydoc_get(d, root, "kvplan_gpus"), err, KVP_ERR_UNSUPPORTED,
+                         "'kvplan_gpus' schema version %u is not supported (this kvplan reads 1)", version);
+    if (!(list = ydoc_get(d, root, "gpus")) || ydoc_is_null(list))
+        return ydoc_fail(d, root, err, KVP_ERR_SCHEMA, "missing required key 'gpus'");
+    if ((st = ydoc_want_seq(d, list, "gpus", err)))
+        return st;
+    count = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+    if (count == 0)
+        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'gpus' is empty");
+    if (count > KVP_GPU_CATALOG_MAX)
+        return ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d GPUs", KVP_GPU_CATALOG_MAX);
+    if (!(c->gpus = calloc(count, sizeof *c->gpus)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading %zu GPUs", count);
+    for (size_t i = 0; i < count; i++) {
+        if ((st = parse_gpu(d, ydoc_node(d, list->data.sequence.items.start[i]), c->gpus, c->n, err)))
+            return st;
+        c->n++;
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err)
+{
+    struct kvp_gpu_catalog *c;
+    struct ydoc d;
+    char *text = NULL;
+    uint64_t len = 0;
+    enum kvp_status st;
+
+    if ((st = slurp(path, &text, &len, err)) != KVP_OK)
+        return st;
+    if (!(c = calloc(1, sizeof *c))) {
+        free(text);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading '%s'", path);
+    }
+    if ((st = ydoc_load(&d, text, len, path, err)) == KVP_OK)
+        st = parse_catalog(&d, c, err);
+    ydoc_release(&d);
+    free(text);
+    if (st != KVP_OK) {
+        kvp_error_place(err, path, 0, 0);
+        kvp_gpus_free(c);
+        return st;
+    }
+    *out = c;
+    return KVP_OK;
+}
+
+/* ---- finding ------------------------------------------------------------ */
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Append ", id" (or "id" first) to msg; "..." once it would not fit. */
+static void list_add(char *msg, size_t size, const char *id)
+{
+    size_t o = strlen(msg);
+    if (o >= 3 && strcmp(msg + o - 3, "...") == 0)
+        return;
+    if (o + strlen(id) + 2 + 5 >= size) {
+        snprintf(msg + o, size - o, "%s...", o ? ", " : "");
+        return;
+    }
+    snprintf(msg + o, size - o, "%s%s", o ? ", " : "", id);
+}
+
+enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, const struct kvp_gpu **out,
+                             struct kvp_error *err)
+{
+    char list[KVP_ERROR_MSG_MAX - 64] = "";
+    const struct kvp_gpu *hit = NULL;
+    uint32_t nhits = 0, n = c ? c->n : 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        const struct kvp_gpu *g = &c->gpus[i];
+        bool exact = strcasecmp(g->id, name) == 0;
+        for (uint32_t a = 0; !exact && a < g->n_aliases; a++)
+            exact = strcasecmp(g->aliases[a], name) == 0;
+        if (exact) {
+            *out = g;
+            return KVP_OK;
+        }
+    }
+    for (uint32_t i = 0; name[0] && i < n; i++) {
+        const struct kvp_gpu *g = &c->gpus[i];
+        bool match = has_prefix(g->id, name);
+        for (uint32_t a = 0; !match && a < g->n_aliases; a++)
+            match = has_prefix(g->aliases[a], name);
+        if (match) {
+            hit = g;
+            nhits++;
+            list_add(list, sizeof list, g->id);
+        }
+    }
+    if (nhits == 1) {
+        *out = hit;
+        return KVP_OK;
+    }
+    if (nhits > 1)
+        return kvp_fail(err, KVP_ERR_NOTFOUND, "ambiguous GPU '%.60s' (%s)", name, list);
+    for (uint32_t i = 0; i < n; i++)
+        list_add(list, sizeof list, c->gpus[i].id);
+    return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown GPU '%.60s' (%s)", name, n ? list : "the catalog is empty");
+}
+
+void kvp_gpus_free(struct kvp_gpu_catalog *c)
+{
+    if (!c)
+        return;
+    free(c->gpus);
+    free(c);
+}

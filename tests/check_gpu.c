@@ -1,0 +1,269 @@
+/* check_gpu.c -- the GPU catalog: the shipped models/gpus.yaml, name
+ * resolution, and each tests/data/bad/gpus-*.yaml failing with exactly the
+ * text in its sibling .err file. Tests run from the repository root. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/catalog.h"
+#include "kvplan/gpu.h"
+#include "testutil.h"
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+#define BAD_DIR "tests/data/bad"
+#define SHIPPED "models/gpus.yaml"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Read a whole file into a malloc'd NUL-terminated string; NULL if it cannot. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+        !(buf = malloc((size_t)n + 1))) {
+        fclose(f);
+        return NULL;
+    }
+    buf[fread(buf, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static struct kvp_gpu_catalog *load_shipped(void)
+{
+    struct kvp_gpu_catalog *c = NULL;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_gpus_load(SHIPPED, &c, &err), err);
+    ck_assert_ptr_nonnull(c);
+    return c;
+}
+
+/* ---- the shipped catalog ------------------------------------------------ */
+
+START_TEST(shipped_catalog)
+{
+    static const char *const required[] = {"h100-sxm", "h100-pcie", "h200",     "b200",     "a100-40gb",
+                                           "a100-80gb", "l40s",     "l4",       "a10g",     "rtx-4090",
+                                           "rtx-3090",  "mi300x",   "mi325x"};
+    struct kvp_gpu_catalog *c = load_shipped();
+
+    ck_assert_uint_ge(c->n, N_ELEMS(required));
+    for (size_t i = 0; i < N_ELEMS(required); i++) {
+        const struct kvp_gpu *g = NULL;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_gpu_find(c, required[i], &g, &err), err);
+        ck_assert_str_eq(g->id, required[i]);
+        ck_assert_uint_gt(g->memory_bytes, 0);
+        ck_assert_uint_gt(g->bandwidth_bytes_per_s, 0);
+        ck_assert(g->bf16_flops > 0);
+        ck_assert(g->fp8_flops >= 0);
+        ck_assert(g->name[0] && g->source[0] && g->memory_source[0]);
+    }
+    kvp_gpus_free(c);
+}
+END_TEST
+
+/* Figures pinned to their sources (see memory_source in the file). */
+START_TEST(shipped_figures)
+{
+    static const struct {
+        const char *id;
+        uint64_t memory, bandwidth;
+        double bf16, fp8;
+    } want[] = {
+        {"h100-sxm", 85028896768ull, 3350000000000ull, 989.4e12, 1978.9e12},
+        {"a100-40gb", 42298834944ull, 1555000000000ull, 312e12, 0},
+        {"a100-80gb", 84987740160ull, 2039000000000ull, 312e12, 0},
+        {"rtx-3090", 25447170048ull, 936000000000ull, 71e12, 0},
+    };
+    struct kvp_gpu_catalog *c = load_shipped();
+    for (size_t i = 0; i < N_ELEMS(want); i++) {
+        const struct kvp_gpu *g = NULL;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_gpu_find(c, want[i].id, &g, &err), err);
+        ck_assert_uint_eq(g->memory_bytes, want[i].memory);
+        ck_assert_uint_eq(g->bandwidth_bytes_per_s, want[i].bandwidth);
+        ck_assert_double_eq_tol(g->bf16_flops, want[i].bf16, 1e3);
+        ck_assert_double_eq_tol(g->fp8_flops, want[i].fp8, 1e3);
+    }
+    /* "an 80 GB H100 reports 79.19 GiB", not 80 */
+    {
+        const struct kvp_gpu *g = NULL;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_gpu_find(c, "h100", &g, &err), err);
+        ck_assert_uint_eq((g->memory_bytes * 100 + (1ull << 29)) >> 30, 7919);
+    }
+    kvp_gpus_free(c);
+}
+END_TEST
+
+/* The model catalog skips gpus.yaml, which lives in the same directory. */
+START_TEST(model_catalog_skips_gpus)
+{
+    struct kvp_catalog *cat = NULL;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_catalog_load("models", &cat, &err), err);
+    ck_assert_uint_gt(cat->n, 0);
+    kvp_catalog_free(cat);
+}
+END_TEST
+
+START_TEST(find_names)
+{
+    static const struct {
+        const char *name, *id;
+    } cases[] = {
+        {"h100-sxm", "h100-sxm"},   /* id */
+        {"h100", "h100-sxm"},       /* alias */
+        {"H100", "h100-sxm"},       /* case */
+        {"A100", "a100-80gb"},      /* alias, case */
+        {"a100-40GB", "a100-40gb"}, /* id, case */
+        {"h100-p", "h100-pcie"},    /* unique prefix */
+        {"mi300", "mi300x"},        /* unique prefix */
+        {"l4", "l4"},               /* exact beats the prefix of l40s */
+        {"l40", "l40s"},            /* unique prefix */
+        {"4090", "rtx-4090"},       /* alias */
+        {"rtx-30", "rtx-3090"},     /* unique prefix */
+        {"a100-sxm4-4", "a100-40gb"}, /* prefix of an alias */
+    };
+    struct kvp_gpu_catalog *c = load_shipped();
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        const struct kvp_gpu *g = NULL;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_gpu_find(c, cases[i].name, &g, &err), err);
+        ck_assert_msg(strcmp(g->id, cases[i].id) == 0, "'%s' found %s, want %s", cases[i].name, g->id, cases[i].id);
+    }
+    kvp_gpus_free(c);
+}
+END_TEST
+
+/* ---- limits ------------------------------------------------------------- */
+
+START_TEST(find_errors)
+{
+    static const struct {
+        const char *name, *msg;
+    } cases[] = {
+        {"rtx", "ambiguous GPU 'rtx' (rtx-4090, rtx-3090)"},
+        {"h1", "ambiguous GPU 'h1' (h100-sxm, h100-pcie)"},
+        {"mi3", "ambiguous GPU 'mi3' (mi300x, mi325x)"},
+        {"h300", "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
+                 "rtx-4090, rtx-3090, mi300x, mi325x)"},
+        {"", "unknown GPU '' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
+             "rtx-4090, rtx-3090, mi300x, mi325x)"},
+    };
+    struct kvp_gpu_catalog *c = load_shipped();
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        const struct kvp_gpu *g = NULL;
+        struct kvp_error err = {0};
+        ck_assert_int_eq(kvp_gpu_find(c, cases[i].name, &g, &err), KVP_ERR_NOTFOUND);
+        ck_assert_ptr_null(g);
+        ck_assert_int_eq(err.code, KVP_ERR_NOTFOUND);
+        ck_assert_str_eq(err.msg, cases[i].msg);
+    }
+    kvp_gpus_free(c);
+}
+END_TEST
+
+START_TEST(find_in_empty)
+{
+    const struct kvp_gpu *g = NULL;
+    struct kvp_error err = {0};
+    ck_assert_int_eq(kvp_gpu_find(NULL, "h100", &g, &err), KVP_ERR_NOTFOUND);
+    ck_assert_str_eq(err.msg, "unknown GPU 'h100' (the catalog is empty)");
+    kvp_gpus_free(NULL); /* a no-op */
+}
+END_TEST
+
+START_TEST(load_missing_file)
+{
+    struct kvp_gpu_catalog *c = NULL;
+    struct kvp_error err = {0};
+    char text[KVP_ERROR_TEXT_MAX];
+    ck_assert_int_eq(kvp_gpus_load(BAD_DIR "/no-such-gpus.yaml", &c, &err), KVP_ERR_IO);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(kvp_error_text(&err, text, sizeof text), BAD_DIR "/no-such-gpus.yaml: cannot open the file");
+}
+END_TEST
+
+START_TEST(bad_files)
+{
+    DIR *d = opendir(BAD_DIR);
+    struct dirent *e;
+    int n = 0, wrong = 0;
+    char report[8192] = "";
+
+    ck_assert_msg(d != NULL, "cannot open " BAD_DIR);
+    while ((e = readdir(d)) != NULL) {
+        char path[512], errpath[520], got[KVP_ERROR_TEXT_MAX];
+        struct kvp_gpu_catalog *c = NULL;
+        struct kvp_error err = {0};
+        enum kvp_status st;
+        char *want;
+        size_t len;
+
+        if (strncmp(e->d_name, "gpus-", 5) != 0 || !ends_with(e->d_name, ".yaml"))
+            continue;
+        snprintf(path, sizeof path, BAD_DIR "/%s", e->d_name);
+        snprintf(errpath, sizeof errpath, "%s.err", path);
+        want = slurp(errpath);
+        ck_assert_msg(want != NULL, "%s has no .err file", path);
+        len = strlen(want);
+        while (len && (want[len - 1] == '\n' || want[len - 1] == '\r'))
+            want[--len] = '\0';
+        st = kvp_gpus_load(path, &c, &err);
+        ck_assert_msg(st != KVP_OK, "%s loaded", path);
+        ck_assert_ptr_null(c);
+        ck_assert_int_eq(err.code, st);
+        kvp_error_text(&err, got, sizeof got);
+        if (strcmp(got, want) != 0) {
+            size_t o = strlen(report);
+            snprintf(report + o, sizeof report - o, "\n  got:  %s\n  want: %s", got, want);
+            wrong++;
+        }
+        free(want);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 1);
+    ck_assert_msg(wrong == 0, "%d of %d bad files give another error:%s", wrong, n, report);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("gpu");
+    TCase *core = tcase_create("core");
+    TCase *limits = tcase_create("limits");
+
+    tcase_add_test(core, shipped_catalog);
+    tcase_add_test(core, shipped_figures);
+    tcase_add_test(core, model_catalog_skips_gpus);
+    tcase_add_test(core, find_names);
+    suite_add_tcase(s, core);
+
+    tcase_add_test(limits, find_errors);
+    tcase_add_test(limits, find_in_empty);
+    tcase_add_test(limits, load_missing_file);
+    tcase_add_test(limits, bad_files);
+    suite_add_tcase(s, limits);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(suite());
+}
