@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 
+#include "kvplan/deploy.h"
 #include "kvplan/engine.h"
 #include "kvplan/render.h"
 
@@ -20,5 +21,14 @@ void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, con
                     bool si, struct kvp_buf *b);
 void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf, const struct kvp_weights *w,
                          bool si, struct kvp_buf *b);
+
+/* The lines the engine itself would log for this deployment (vLLM's
+ * capacity lines, llama.cpp's KV buffer and cache lines), one per line;
+ * nothing for engines kvplan has no log format of. */
+void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b);
+
+/* The engine's formula for each figure of f, with the values substituted. */
+void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
+                     struct kvp_buf *b);
 
 #endif

@@ -65,6 +65,8 @@ int cli_model(const char *s, struct kvp_model **out);
 int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out);
 int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *out);
 int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok);
+int cli_bytes(const struct cli_cmd *cmd, const char *name, uint64_t *out);
+int cli_fraction(const struct cli_cmd *cmd, const char *name, double *out);
 
 /* Write b to stdout; a write error (disk full, closed pipe) is an error. */
 int cli_write(struct kvp_buf *b);
@@ -74,5 +76,6 @@ int cmd_gpus(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
 
 #endif

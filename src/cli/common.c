@@ -188,6 +188,29 @@ int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *o
     return CLI_OK;
 }
 
+int cli_bytes(const struct cli_cmd *cmd, const char *name, uint64_t *out)
+{
+    const char *v = cli_opt(cmd, name);
+    struct kvp_error err = {0};
+    if (v && kvp_parse_bytes(v, out, &err) != KVP_OK)
+        return cli_usage_error("--%s: %s", name, err.msg);
+    return CLI_OK;
+}
+
+int cli_fraction(const struct cli_cmd *cmd, const char *name, double *out)
+{
+    const char *v = cli_opt(cmd, name);
+    char *end;
+    double x;
+    if (!v)
+        return CLI_OK;
+    x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(x > 0.0 && x <= 1.0))
+        return cli_usage_error("--%s must be a fraction in (0, 1] (got '%s')", name, v);
+    *out = x;
+    return CLI_OK;
+}
+
 int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok)
 {
     const char *v = cli_opt(cmd, "format");

@@ -14,6 +14,7 @@ static const struct {
     {"gpus", cmd_gpus, "list the GPU catalog: memory, bandwidth, peak FLOP/s"},
     {"show", cmd_show, "a model's architecture and its KV cost per layer kind"},
     {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
+    {"fit", cmd_fit, "what fits on GPUs under an engine's rules: tokens, blocks, concurrency, context"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
 };
 

@@ -199,3 +199,138 @@ void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf,
                    kvp_format_name(wf, name, sizeof name), kvp_dtype_info(m->dtype)->name, grp(&c, w->bytes),
                    human(&c, w->bytes));
 }
+
+/* ---- engine logs and derivations ---- */
+
+#define MIB 1048576.0
+#define GIB 1073741824.0
+
+static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                         struct kvp_buf *b)
+{
+    static const char *const names[2] = {"non-SWA", "    SWA"};
+    bool iswa = f->cache[1].layers > 0;
+    uint32_t n_seq = d->n_seq ? d->n_seq : 1;
+    (void)m;
+    for (int c = 0; c < 2; c++) {
+        uint64_t cells = c ? f->swa_cells : f->cells;
+        if (f->cache[c].layers == 0)
+            continue;
+        if (iswa)
+            kvp_buf_printf(b, "llama_kv_cache_iswa: creating %s KV cache, size = %llu cells\n", names[c],
+                           (unsigned long long)cells);
+        for (uint32_t i = 0; i < f->n_devices; i++) {
+            char dev[16];
+            snprintf(dev, sizeof dev, "CUDA%u", i);
+            if (f->device[i].cache_buffer[c])
+                kvp_buf_printf(b, "llama_kv_cache: %10s KV buffer size = %8.2f MiB\n", dev,
+                               f->device[i].cache_buffer[c] / MIB);
+        }
+        kvp_buf_printf(b, "llama_kv_cache: size = %7.2f MiB (%6llu cells, %3u layers, %2u/%u seqs), "
+                       "K (%s): %7.2f MiB, V (%s): %7.2f MiB\n",
+                       (f->cache[c].k_bytes + f->cache[c].v_bytes) / MIB, (unsigned long long)cells,
+                       f->cache[c].layers, n_seq, f->n_stream, kvp_dtype_info(d->k.dtype)->name,
+                       f->cache[c].k_bytes / MIB, kvp_dtype_info(d->v.dtype)->name, f->cache[c].v_bytes / MIB);
+    }
+}
+
+void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = false};
+    if (d->engine == KVP_ENGINE_VLLM) {
+        kvp_buf_printf(b, "Available KV cache memory: %.2f GiB\n", f->kv_budget_bytes / GIB);
+        kvp_buf_printf(b, "GPU KV cache size: %s tokens\n", grp(&c, f->kv_tokens));
+        kvp_buf_printf(b, "Maximum concurrency for %s tokens per request: %.2fx\n", grp(&c, d->context),
+                       f->max_concurrency);
+    } else if (d->engine == KVP_ENGINE_LLAMACPP) {
+        llamacpp_log(m, d, f, b);
+    } else if (d->engine == KVP_ENGINE_SGLANG) {
+        kvp_buf_printf(b, "max_total_num_tokens=%llu\n", (unsigned long long)f->kv_tokens);
+    } else if (d->engine == KVP_ENGINE_TRTLLM) {
+        kvp_buf_printf(b, "Number of blocks in KV cache primary pool: %llu\n", (unsigned long long)f->num_blocks);
+    }
+}
+
+static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
+{
+    const char *e = kvp_engine_info(d->engine)->name;
+    if (d->kv_memory) {
+        kvp_buf_printf(b, "  KV budget  = the KV memory given = %s B\n", grp(c, d->kv_memory));
+        return;
+    }
+    switch (d->engine) {
+    case KVP_ENGINE_SGLANG:
+        kvp_buf_printf(b, "  KV budget  = (memory - weights - non-torch) - memory * (1 - mem_fraction_static)\n"
+                       "             = (%s - %s - %s) - %s * (1 - %.3f) = %s B\n", grp(c, d->gpu_memory),
+                       grp(c, f->weights_bytes), grp(c, d->non_torch_memory), grp(c, d->gpu_memory), f->util,
+                       grp(c, f->kv_budget_bytes));
+        break;
+    case KVP_ENGINE_TRTLLM:
+        kvp_buf_printf(b, "  KV budget  = (memory - weights - activations - non-torch) * free_gpu_memory_fraction\n"
+                       "             = (%s - %s - %s - %s) * %.2f = %s B\n", grp(c, d->gpu_memory),
+                       grp(c, f->weights_bytes), grp(c, d->activation_memory), grp(c, d->non_torch_memory), f->util,
+                       grp(c, f->kv_budget_bytes));
+        break;
+    case KVP_ENGINE_LLAMACPP:
+        kvp_buf_printf(b, "  KV room    = memory - weights - compute buffers - other = %s - %s - %s - %s = %s B\n",
+                       grp(c, d->gpu_memory), grp(c, f->weights_bytes), grp(c, d->activation_memory),
+                       grp(c, d->non_torch_memory), grp(c, f->kv_budget_bytes));
+        break;
+    default:
+        kvp_buf_printf(b, "  KV budget  = int(memory * %s - (weights + activations + non-torch))\n"
+                       "             = int(%s * %.3f - (%s + %s + %s)) = %s B\n",
+                       d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction", grp(c, d->gpu_memory),
+                       f->util, grp(c, f->weights_bytes), grp(c, d->activation_memory), grp(c, d->non_torch_memory),
+                       grp(c, f->kv_budget_bytes));
+    }
+    (void)e;
+}
+
+void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
+                     struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = si};
+    const struct kvp_engine_info *e = kvp_engine_info(d->engine);
+
+    kvp_buf_printf(b, "Capacity of %s under %s (%s): %s\n", m->name, e->name, e->version, e->summary);
+    kvp_buf_printf(b, "  per GPU: tp = %u splits KV heads as max(1, H_kv / tp); MLA latents are replicated\n", d->tp);
+    budget_lines(&c, d, f, b);
+    switch (d->engine) {
+    case KVP_ENGINE_VLLM:
+        kvp_buf_printf(b, "  page       = block_size * H_kv,rank * (d_k + d_v) * dtype bytes per layer; %u group%s\n",
+                       f->n_groups, f->n_groups == 1 ? "" : "s");
+        kvp_buf_printf(b, "  num_blocks = budget // (page * group_size) = %s // %s = %s\n", grp(&c, f->kv_budget_bytes),
+                       grp(&c, f->num_blocks ? f->kv_pool_bytes / f->num_blocks : 0), grp(&c, f->num_blocks));
+        kvp_buf_printf(b, "  tokens     = num_blocks // groups * block_size = %s // %u * %u = %s\n",
+                       grp(&c, f->num_blocks), f->n_groups, f->block_size, grp(&c, f->kv_tokens));
+        kvp_buf_printf(b, "  concurrency = num_blocks / blocks per request (cdiv(mem_per_req, mem_per_block)) = %.4f\n",
+                       f->max_concurrency);
+        break;
+    case KVP_ENGINE_SGLANG:
+        kvp_buf_printf(b, "  cell       = sum over layers of H_kv,rank * (d_k + d_v) * dtype bytes = %s B\n",
+                       grp(&c, f->kv_bytes_per_token_per_gpu));
+        kvp_buf_printf(b, "  max_total_num_tokens = int(budget) // cell // page * page = %s\n", grp(&c, f->kv_tokens));
+        kvp_buf_printf(b, "  pool       = (tokens + page) slots * cell = %s B\n", grp(&c, f->kv_pool_bytes));
+        break;
+    case KVP_ENGINE_TRTLLM:
+        kvp_buf_printf(b, "  per token  = sum of local KV heads * kvFactor * head size * dtype = %s B\n",
+                       grp(&c, f->kv_bytes_per_token_per_gpu));
+        kvp_buf_printf(b, "  max tokens = budget // per token = %s; blocks = ceil(tokens / %u) = %s\n",
+                       grp(&c, f->kv_tokens), f->block_size, grp(&c, f->num_blocks));
+        break;
+    case KVP_ENGINE_LLAMACPP:
+        kvp_buf_printf(b, "  cells      = PAD(n_ctx, 256)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + n_ubatch), 256) = %s\n",
+                       f->n_stream > 1 ? " / n_seq, padded again" : "", grp(&c, f->cells), f->n_stream,
+                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", grp(&c, f->swa_cells));
+        kvp_buf_printf(b, "  tensor     = ggml_row_size(type, H_kv * d_head) * cells * streams, padded to 128 B per buffer\n");
+        break;
+    default:
+        kvp_buf_printf(b, "  request    = sum over layers of the tokens each holds * (row_k + row_v)%s = %s B\n",
+                       d->engine == KVP_ENGINE_HF_DYNAMIC ? " + one layer's torch.cat copy" : "",
+                       grp(&c, f->request_bytes));
+        kvp_buf_printf(b, "  concurrency = floor(budget / request) = %.0f\n", f->max_concurrency);
+    }
+    kvp_buf_printf(b, "  required   = %s B for %s request%s of %s tokens (%s)\n", grp(&c, f->kv_bytes_required),
+                   grp(&c, d->concurrency ? d->concurrency : 1), d->concurrency == 1 || !d->concurrency ? "" : "s",
+                   grp(&c, d->context), human(&c, f->kv_bytes_required));
+}

@@ -1,0 +1,158 @@
+/* deploy.h -- engine profiles: how a real serving engine sizes its KV cache
+ * on real GPUs, and what then fits.
+ *
+ * A profile is a version-pinned set of rules (page size, padding, grouping,
+ * budget formula, defaults) read from the engine's source; docs/engines.md
+ * gives each rule with the source it follows. Pure functions: no I/O, no
+ * allocation; checked 64-bit byte arithmetic.
+ *
+ *     struct kvp_deploy d;
+ *     kvp_deploy_init(&d, KVP_ENGINE_VLLM, model);
+ *     d.gpu_memory = 25318913474;            // 23.58 GiB as the RTX 3090 reports it
+ *     d.util = 0.90;
+ *     d.weights_memory = 16093857628;        // measured, or 0 to compute
+ *     d.activation_memory = 2222651392;
+ *     d.non_torch_memory = 375809638;
+ *     d.context = 20000;
+ *     struct kvp_fit fit;
+ *     if (kvp_fit_compute(model, &d, &fit, &err) != KVP_OK) ...
+ *     // fit.num_blocks == 1952, fit.kv_tokens == 31232, fit.max_concurrency == 1.5616
+ *
+ * Every figure is per GPU (one tensor- and pipeline-parallel rank): engines
+ * size each rank alone and take the minimum across ranks.
+ */
+#ifndef KVPLAN_DEPLOY_H
+#define KVPLAN_DEPLOY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/engine.h"
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+
+enum kvp_engine_id {
+    KVP_ENGINE_IDEAL,
+    KVP_ENGINE_VLLM,
+    KVP_ENGINE_SGLANG,
+    KVP_ENGINE_TRTLLM,
+    KVP_ENGINE_LLAMACPP,
+    KVP_ENGINE_HF_DYNAMIC,
+    KVP_ENGINE_HF_STATIC,
+    KVP_ENGINE_HF_QUANTIZED,
+    KVP_ENGINE_COUNT
+};
+
+struct kvp_engine_info {
+    const char *name;    /* "vllm" */
+    const char *version; /* the version whose source the rules follow */
+    const char *summary; /* one line */
+    uint32_t block_size; /* default tokens per block/page (1 = no paging) */
+    double util;         /* default memory fraction (vLLM utilization, SGLang
+                          * mem_fraction_static, TRT-LLM free fraction); 1 = none */
+};
+
+const struct kvp_engine_info *kvp_engine_info(enum kvp_engine_id e);
+bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out);
+
+#define KVP_MAX_STAGES 64
+
+struct kvp_deploy {
+    enum kvp_engine_id engine;
+    uint64_t gpu_memory;        /* bytes per GPU as the device reports it */
+    uint32_t n_gpus;            /* GPUs in all; tp * pp unless layers are split (llama.cpp) */
+    uint32_t tp, pp;            /* tensor and pipeline parallel degrees */
+    double util;                /* 0 = the engine's default (SGLang: from its rule) */
+    struct kvp_format k, v;     /* cache formats */
+    struct kvp_format w;        /* weight format of the projections */
+    uint64_t weights_memory;    /* per GPU; 0 = computed: weights / (tp * pp) */
+    uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
+    uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
+    uint64_t kv_memory;         /* per GPU KV budget given outright (vLLM --kv-cache-memory); 0 = derive */
+    uint64_t context;           /* tokens per request (vLLM max_model_len, llama.cpp -c) */
+    uint64_t concurrency;       /* requests that must fit at `context` (0 = none asked) */
+    uint32_t block_size;        /* 0 = the engine's default */
+    uint64_t max_batched_tokens; /* vLLM max_num_batched_tokens (sliding/chunked reach) */
+    uint32_t n_ubatch;          /* llama.cpp micro-batch (SWA reach), default 512 */
+    uint32_t n_seq;             /* llama.cpp n_seq_max (streams), default 1 */
+    bool kv_unified;            /* llama.cpp: one stream shared by all sequences */
+    bool swa_full;              /* llama.cpp --swa-full: SWA layers get full size */
+    bool mla_v;                 /* llama.cpp builds before 2026-01-24 also cached V for MLA */
+    uint32_t split[KVP_MAX_STAGES]; /* llama.cpp: layers per device (0s = even split) */
+};
+
+/* Defaults of engine e for model m: one GPU, tp = pp = 1, the model's dtype
+ * for cache and weights, the engine's block size and memory fraction. */
+void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m);
+
+struct kvp_device_kv {
+    uint32_t layers;    /* layers with their KV on this device */
+    uint64_t k_bytes;   /* sum of K tensor bytes (ggml_nbytes) */
+    uint64_t v_bytes;
+    uint64_t buffer_bytes; /* allocated: tensors padded to the buffer alignment */
+    uint64_t cache_buffer[2]; /* buffer_bytes of the non-SWA [0] and SWA [1] caches */
+    uint64_t rs_bytes;  /* recurrent state (llama_memory_recurrent, f32), a buffer of its own */
+};
+
+/* llama.cpp's caches: [0] non-SWA, [1] SWA (iSWA models have both). */
+struct kvp_cache_sum {
+    uint32_t layers;
+    uint64_t k_bytes, v_bytes;
+};
+
+struct kvp_fit {
+    enum kvp_engine_id engine;
+    uint32_t block_size;           /* tokens per block/page used */
+    double util;                   /* memory fraction used */
+    uint64_t kv_bytes_per_token_per_gpu; /* what one more token of one request costs on the busiest GPU */
+    uint64_t request_bytes;        /* one request of `context` tokens under the engine's rounding, per GPU */
+    uint64_t kv_bytes_required;    /* concurrency x request_bytes (llama.cpp: its allocation), per GPU */
+    uint64_t weights_bytes;        /* per GPU */
+    uint64_t kv_budget_bytes;      /* per GPU, what the engine gives the KV cache */
+    uint64_t kv_pool_bytes;        /* per GPU, what it allocates for it (blocks x page) */
+    uint64_t kv_tokens;            /* token capacity (vLLM's logged figure) */
+    uint64_t num_blocks;
+    uint32_t n_groups;             /* vLLM KV cache groups; 1 elsewhere */
+    double max_concurrency;        /* requests of `context` tokens that fit */
+    uint64_t max_context;          /* longest request that fits `concurrency` (or 1) requests */
+    bool fits;                     /* weights + reserve + required KV fit in memory */
+    uint64_t free_bytes;           /* per GPU memory left after weights, reserve and required KV (0 if short) */
+    uint64_t short_bytes;          /* how much is missing when it does not fit */
+    /* llama.cpp: cells and per-device tensors */
+    uint64_t cells, swa_cells;
+    uint32_t n_stream;
+    uint32_t n_devices;
+    struct kvp_device_kv device[KVP_MAX_STAGES];
+    struct kvp_cache_sum cache[2];
+};
+
+/* Lower bounds from the roofline, per GPU, for `batch` sequences at d->context. */
+struct kvp_roofline {
+    uint64_t weight_bytes;  /* active weights one decode step reads on a GPU (routed experts: top-k) */
+    uint64_t kv_bytes;      /* live KV of the batch one step reads on a GPU */
+    double tpot_s;          /* time per output token >= (weights + KV) / bandwidth */
+    double tokens_per_s;    /* batch / tpot */
+    double prefill_flops;   /* one prompt of `context` tokens: 2 x active params x T + attention */
+    double ttft_s;          /* time to first token >= FLOPs / (peak x tp) */
+};
+
+/* bandwidth in bytes/s and peak FLOP/s of one GPU. */
+enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t batch,
+                             double bandwidth, double peak_flops, struct kvp_roofline *r, struct kvp_error *err);
+
+/* Size the KV cache of m under d's engine rules. Errors: a format the engine
+ * does not support (with the engine's own refusal where it has one), a
+ * model shape it cannot run, overflow. */
+enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *fit,
+                                struct kvp_error *err);
+
+/* The inverse questions, for a target concurrency at d->context: the fewest
+ * GPUs (tp grown by powers of two, up to max_gpus), and the lowest memory
+ * fraction (to 0.001) that fit. 0 when none does. */
+enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
+                                 uint32_t *tp_out, struct kvp_error *err);
+enum kvp_status kvp_fit_min_util(const struct kvp_model *m, const struct kvp_deploy *d, double *util_out,
+                                 struct kvp_error *err);
+
+#endif

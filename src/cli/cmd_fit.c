@@ -1,0 +1,406 @@
+/* cmd_fit.c -- `kvplan fit MODEL --gpu G`: what an engine allocates and what fits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvplan/deploy.h"
+#include "kvplan/explain.h"
+#include "kvplan/gpu.h"
+#include "kvplan/num.h"
+
+static struct cli_opt opts[] = {
+    {"gpu", "NAME", "GPU type from the catalog (kvplan gpus), e.g. h100, a100-80gb", NULL},
+    {"gpus", "N", "GPUs in all (default tp x pp; llama.cpp: devices the layers are split over)", NULL},
+    {"tp", "N", "tensor parallel degree (default 1)", NULL},
+    {"pp", "N", "pipeline parallel degree (default 1)", NULL},
+    {"engine", "E", "vllm (default), sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal", NULL},
+    {"util", "F", "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction", NULL},
+    {"context", "N", "tokens per request (vLLM max_model_len, llama.cpp -c); default: the model's max", NULL},
+    {"concurrency", "C", "requests that must fit at the context (default 1)", NULL},
+    {"kv-dtype", "T", "K and V cache format (default: the engine's default for the model)", NULL},
+    {"k-dtype", "T", "K cache format", NULL},
+    {"v-dtype", "T", "V cache format", NULL},
+    {"weight-dtype", "T", "weight format, e.g. fp8, int4:group=128, mxfp4", NULL},
+    {"gpu-memory", "SIZE", "memory per GPU as the device reports it (overrides --gpu's), e.g. 23.58GiB", NULL},
+    {"weights-memory", "SIZE", "weights per GPU as the engine logged them (default: computed / (tp x pp))", NULL},
+    {"activation-memory", "SIZE", "activation peak, CUDA graphs, compute buffers per GPU (default 0)", NULL},
+    {"non-torch-memory", "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default 0)", NULL},
+    {"kv-cache-memory", "SIZE", "KV budget per GPU given outright (vLLM --kv-cache-memory)", NULL},
+    {"block-size", "N", "tokens per block/page (vLLM 16, MLA 64; TRT-LLM 32; SGLang page 1)", NULL},
+    {"max-num-batched-tokens", "N", "vLLM: tokens per step, the reach of sliding windows (default 8192)", NULL},
+    {"n-ubatch", "N", "llama.cpp micro-batch (default 512)", NULL},
+    {"n-seq", "N", "llama.cpp parallel sequences (default 1)", NULL},
+    {"kv-unified", NULL, "llama.cpp: one KV stream shared by all sequences", NULL},
+    {"swa-full", NULL, "llama.cpp: full-size cache for sliding-window layers", NULL},
+    {"mla-v", NULL, "llama.cpp before 2026-01-24: MLA also caches V", NULL},
+    {"split", "L1,L2,...", "llama.cpp: layers per device, e.g. 41,23", NULL},
+    {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
+    {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
+    {"format", "F", "text (default), json or md", NULL},
+    {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
+    {NULL, NULL, NULL, NULL},
+};
+
+static const struct cli_cmd cmd = {
+    "fit", "MODEL --gpu NAME [options]",
+    "How an engine sizes the KV cache on these GPUs, from the same inputs it uses: the budget,\n"
+    "tokens, blocks, the concurrency at --context, the longest context at --concurrency, and\n"
+    "the fewest GPUs or lowest memory fraction that reach the target. Figures are per GPU.\n"
+    "Exit 1 when --concurrency requests of --context tokens do not fit.",
+    opts,
+};
+
+struct fitted {
+    struct kvp_model *m;
+    const struct kvp_gpu *gpu;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    uint32_t min_tp;
+    double min_util;
+    bool have_roofline;
+    struct kvp_roofline r;
+};
+
+static int parse_split(const char *s, struct kvp_deploy *d)
+{
+    uint32_t n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || v == 0 || v > KVP_MAX_LAYERS || n == KVP_MAX_STAGES || (*end && *end != ','))
+            return cli_usage_error("--split must be layer counts like 41,23 (got '%s')", s);
+        d->split[n++] = (uint32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return CLI_OK;
+}
+
+static int u32_opt(const char *name, uint32_t *out)
+{
+    uint64_t v = *out;
+    int rc = cli_count(&cmd, name, 1, &v);
+    if (rc == CLI_OK && v > 1u << 20)
+        return cli_usage_error("--%s is too large (got %llu)", name, (unsigned long long)v);
+    *out = (uint32_t)v;
+    return rc;
+}
+
+static int read_engine_opts(struct fitted *x)
+{
+    struct kvp_deploy *d = &x->d;
+    const char *v;
+    uint64_t mnbt = d->max_batched_tokens;
+    int rc;
+
+    if ((rc = u32_opt("tp", &d->tp)) || (rc = u32_opt("pp", &d->pp)))
+        return rc;
+    d->n_gpus = d->tp * d->pp;
+    if ((rc = u32_opt("gpus", &d->n_gpus)) || (rc = cli_fraction(&cmd, "util", &d->util)) ||
+        (rc = cli_count(&cmd, "context", 1, &d->context)) || (rc = cli_count(&cmd, "concurrency", 1, &d->concurrency)) ||
+        (rc = cli_format(&cmd, "kv-dtype", &d->k)) || (rc = cli_format(&cmd, "kv-dtype", &d->v)) ||
+        (rc = cli_format(&cmd, "k-dtype", &d->k)) || (rc = cli_format(&cmd, "v-dtype", &d->v)) ||
+        (rc = cli_format(&cmd, "weight-dtype", &d->w)) || (rc = cli_bytes(&cmd, "gpu-memory", &d->gpu_memory)) ||
+        (rc = cli_bytes(&cmd, "weights-memory", &d->weights_memory)) ||
+        (rc = cli_bytes(&cmd, "activation-memory", &d->activation_memory)) ||
+        (rc = cli_bytes(&cmd, "non-torch-memory", &d->non_torch_memory)) ||
+        (rc = cli_bytes(&cmd, "kv-cache-memory", &d->kv_memory)) || (rc = u32_opt("block-size", &d->block_size)) ||
+        (rc = cli_count(&cmd, "max-num-batched-tokens", 1, &mnbt)) || (rc = u32_opt("n-ubatch", &d->n_ubatch)) ||
+        (rc = u32_opt("n-seq", &d->n_seq)))
+        return rc;
+    d->max_batched_tokens = mnbt;
+    d->kv_unified = cli_opt(&cmd, "kv-unified") != NULL;
+    d->swa_full = cli_opt(&cmd, "swa-full") != NULL;
+    d->mla_v = cli_opt(&cmd, "mla-v") != NULL;
+    if ((v = cli_opt(&cmd, "split")) && (rc = parse_split(v, d)))
+        return rc;
+    return CLI_OK;
+}
+
+static int setup(struct fitted *x, const char *model)
+{
+    const char *e = cli_opt(&cmd, "engine"), *g = cli_opt(&cmd, "gpu");
+    enum kvp_engine_id engine = KVP_ENGINE_VLLM;
+    const struct kvp_gpu_catalog *gc;
+    struct kvp_error err = {0};
+    int rc;
+
+    if (e && !kvp_engine_from_name(e, &engine))
+        return cli_usage_error("--engine: unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, "
+                               "hf-static, hf-quantized, ideal)", e);
+    if (g) {
+        if ((rc = cli_gpus(&gc)) != CLI_OK)
+            return rc;
+        if (kvp_gpu_find(gc, g, &x->gpu, &err) != KVP_OK)
+            return cli_usage_error("--gpu: %s", err.msg);
+    } else if (!cli_opt(&cmd, "gpu-memory") && !cli_opt(&cmd, "kv-cache-memory")) {
+        return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
+    }
+    if ((rc = cli_model(model, &x->m)) != CLI_OK)
+        return rc;
+    kvp_deploy_init(&x->d, engine, x->m);
+    if (x->gpu)
+        x->d.gpu_memory = x->gpu->memory_bytes;
+    return read_engine_opts(x);
+}
+
+static int compute(struct fitted *x)
+{
+    struct kvp_error err = {0};
+    uint64_t max_gpus = 64;
+    int rc;
+
+    if ((rc = cli_count(&cmd, "max-gpus", 1, &max_gpus)) != CLI_OK)
+        return rc;
+    if (kvp_fit_compute(x->m, &x->d, &x->f, &err) != KVP_OK)
+        return cli_error(&err);
+    if (x->d.engine != KVP_ENGINE_LLAMACPP && !x->d.kv_memory) {
+        if (kvp_fit_min_gpus(x->m, &x->d, max_gpus > 4096 ? 4096 : (uint32_t)max_gpus, &x->min_tp, &err) != KVP_OK ||
+            kvp_fit_min_util(x->m, &x->d, &x->min_util, &err) != KVP_OK)
+            return cli_error(&err);
+    }
+    if (x->gpu) {
+        bool fp8 = x->d.w.dtype == KVP_DTYPE_FP8_E4M3 || x->d.w.dtype == KVP_DTYPE_FP8_E5M2;
+        double peak = fp8 && x->gpu->fp8_flops > 0 ? x->gpu->fp8_flops : x->gpu->bf16_flops;
+        uint64_t batch = x->d.concurrency ? x->d.concurrency : 1;
+        if (kvp_roofline(x->m, &x->d, batch, (double)x->gpu->bandwidth_bytes_per_s, peak, &x->r, &err) != KVP_OK)
+            return cli_error(&err);
+        x->have_roofline = true;
+    }
+    return CLI_OK;
+}
+
+static void json_log(struct kvp_json *j, const struct fitted *x)
+{
+    struct kvp_buf log = {0};
+    kvp_fit_log(x->m, &x->d, &x->f, &log);
+    kvp_json_begin(j, "log", '[');
+    for (char *line = log.data, *nl; line && *line; line = nl + 1) {
+        if (!(nl = strchr(line, '\n')))
+            break;
+        *nl = '\0';
+        kvp_json_str(j, NULL, line);
+    }
+    kvp_json_end(j, ']');
+    kvp_buf_release(&log);
+}
+
+static void render_json(const struct fitted *x, struct kvp_buf *b)
+{
+    const struct kvp_deploy *d = &x->d;
+    const struct kvp_fit *f = &x->f;
+    struct kvp_json j;
+    char k[64], v[64], w[64];
+
+    kvp_json_init(&j, b);
+    kvp_json_begin(&j, NULL, '{');
+    kvp_json_str(&j, "model", x->m->name);
+    kvp_json_str(&j, "engine", kvp_engine_info(d->engine)->name);
+    kvp_json_str(&j, "engine_version", kvp_engine_info(d->engine)->version);
+    kvp_json_str(&j, "gpu", x->gpu ? x->gpu->id : "");
+    kvp_json_u64(&j, "gpus", d->n_gpus);
+    kvp_json_u64(&j, "tp", d->tp);
+    kvp_json_u64(&j, "pp", d->pp);
+    kvp_json_u64(&j, "context", d->context);
+    kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
+    kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
+    kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
+    kvp_json_str(&j, "weight_dtype", kvp_format_name(&d->w, w, sizeof w));
+    kvp_json_double(&j, "util", f->util);
+    kvp_json_u64(&j, "block_size", f->block_size);
+    kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
+    kvp_json_u64(&j, "weights_bytes_per_gpu", f->weights_bytes);
+    kvp_json_u64(&j, "activation_bytes", d->activation_memory);
+    kvp_json_u64(&j, "non_torch_bytes", d->non_torch_memory);
+    kvp_json_u64(&j, "kv_bytes_per_token_per_gpu", f->kv_bytes_per_token_per_gpu);
+    kvp_json_u64(&j, "request_bytes", f->request_bytes);
+    kvp_json_u64(&j, "kv_bytes_required", f->kv_bytes_required);
+    kvp_json_u64(&j, "kv_budget_bytes", f->kv_budget_bytes);
+    kvp_json_u64(&j, "kv_pool_bytes", f->kv_pool_bytes);
+    kvp_json_u64(&j, "kv_tokens", f->kv_tokens);
+    kvp_json_u64(&j, "num_blocks", f->num_blocks);
+    kvp_json_double(&j, "max_concurrency", f->max_concurrency);
+    kvp_json_u64(&j, "max_context", f->max_context);
+    kvp_json_bool(&j, "fits", f->fits);
+    kvp_json_u64(&j, "free_bytes", f->free_bytes);
+    kvp_json_u64(&j, "short_bytes", f->short_bytes);
+    if (x->min_tp)
+        kvp_json_u64(&j, "min_tp", x->min_tp);
+    else
+        kvp_json_null(&j, "min_tp");
+    if (x->min_util > 0)
+        kvp_json_double(&j, "min_util", x->min_util);
+    else
+        kvp_json_null(&j, "min_util");
+    if (d->engine == KVP_ENGINE_LLAMACPP) {
+        kvp_json_u64(&j, "cells", f->cells);
+        kvp_json_u64(&j, "swa_cells", f->swa_cells);
+        kvp_json_u64(&j, "streams", f->n_stream);
+        kvp_json_begin(&j, "devices", '[');
+        for (uint32_t i = 0; i < f->n_devices; i++) {
+            kvp_json_begin(&j, NULL, '{');
+            kvp_json_u64(&j, "layers", f->device[i].layers);
+            kvp_json_u64(&j, "k_bytes", f->device[i].k_bytes);
+            kvp_json_u64(&j, "v_bytes", f->device[i].v_bytes);
+            kvp_json_u64(&j, "buffer_bytes", f->device[i].buffer_bytes);
+            kvp_json_u64(&j, "recurrent_bytes", f->device[i].rs_bytes);
+            kvp_json_end(&j, '}');
+        }
+        kvp_json_end(&j, ']');
+    }
+    if (x->have_roofline) {
+        kvp_json_begin(&j, "roofline", '{');
+        kvp_json_u64(&j, "decode_weight_bytes", x->r.weight_bytes);
+        kvp_json_u64(&j, "decode_kv_bytes", x->r.kv_bytes);
+        kvp_json_double(&j, "tpot_s", x->r.tpot_s);
+        kvp_json_double(&j, "tokens_per_s", x->r.tokens_per_s);
+        kvp_json_double(&j, "prefill_flops", x->r.prefill_flops);
+        kvp_json_double(&j, "ttft_s", x->r.ttft_s);
+        kvp_json_end(&j, '}');
+    }
+    json_log(&j, x);
+    kvp_json_end(&j, '}');
+}
+
+static void row(struct kvp_table *t, const char *what, const char *value, const char *note)
+{
+    const char *r[] = {what, value, note};
+    kvp_table_row(t, r);
+}
+
+static void bytes_row(struct kvp_table *t, const char *what, uint64_t v, bool si, const char *note)
+{
+    char h[32], e[48], n[160];
+    snprintf(n, sizeof n, "%s B%s%s", kvp_format_grouped(v, e, sizeof e), note[0] ? "; " : "", note);
+    row(t, what, kvp_format_bytes(v, si, h, sizeof h), n);
+}
+
+static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
+{
+    static const char *const head[] = {"per GPU", "value", "note"};
+    static const bool right[] = {false, true, false};
+    const struct kvp_deploy *d = &x->d;
+    const struct kvp_fit *f = &x->f;
+    const struct kvp_engine_info *e = kvp_engine_info(d->engine);
+    struct kvp_table t;
+    char g[6][48], k[64], v[64], w[64], note[160];
+    uint64_t want = d->concurrency ? d->concurrency : 1;
+
+    kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s (%s)\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
+                   d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_format_bytes(d->gpu_memory, si, g[0], sizeof g[0]),
+                   e->name, e->version);
+    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n\n",
+                   fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
+                   kvp_format_name(&d->v, v, sizeof v), kvp_format_name(&d->w, w, sizeof w),
+                   kvp_format_grouped(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
+                   kvp_format_grouped(d->context, g[2], sizeof g[2]));
+    kvp_table_init(&t, 3, head, right);
+    bytes_row(&t, "weights", f->weights_bytes, si,
+              d->weights_memory ? "as given"
+              : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers" : "computed / (tp x pp)");
+    bytes_row(&t, "reserve", d->activation_memory + d->non_torch_memory, si,
+              d->activation_memory + d->non_torch_memory ? "activations + non-torch, as given"
+                                                         : "activations, non-torch: not given, taken as 0");
+    if (d->engine != KVP_ENGINE_LLAMACPP) {
+        snprintf(g[3], sizeof g[3], "%.3f", f->util);
+        row(&t, "memory fraction", g[3], d->util ? "as given" : "the engine's default");
+    }
+    bytes_row(&t, d->engine == KVP_ENGINE_LLAMACPP ? "room for KV" : "KV budget", f->kv_budget_bytes, si, "");
+    bytes_row(&t, "KV per token", f->kv_bytes_per_token_per_gpu, si, "");
+    bytes_row(&t, "KV required", f->kv_bytes_required, si, "the requests under the engine's rounding");
+    if (d->engine == KVP_ENGINE_LLAMACPP) {
+        snprintf(note, sizeof note, "%u stream%s", f->n_stream, f->n_stream == 1 ? "" : "s");
+        if (f->cache[1].layers)
+            snprintf(note + strlen(note), sizeof note - strlen(note), "; SWA layers %s cells",
+                     kvp_format_grouped(f->swa_cells, g[4], sizeof g[4]));
+        row(&t, "cells", kvp_format_grouped(f->cells, g[3], sizeof g[3]), note);
+    } else {
+        snprintf(note, sizeof note, "of %u tokens%s", f->block_size, f->n_groups > 1 ? ", shared by the groups" : "");
+        row(&t, "blocks", kvp_format_grouped(f->num_blocks, g[3], sizeof g[3]), note);
+        row(&t, "KV tokens", kvp_format_grouped(f->kv_tokens, g[4], sizeof g[4]), "");
+    }
+    snprintf(g[3], sizeof g[3], "%.2f", f->max_concurrency);
+    snprintf(note, sizeof note, "requests of %s tokens", kvp_format_grouped(d->context, g[4], sizeof g[4]));
+    row(&t, "max concurrency", g[3], d->engine == KVP_ENGINE_LLAMACPP ? "the configured sequences, if they fit" : note);
+    snprintf(note, sizeof note, "tokens, with %s request%s", kvp_format_grouped(want, g[4], sizeof g[4]),
+             want == 1 ? "" : "s");
+    row(&t, "max context", kvp_format_grouped(f->max_context, g[5], sizeof g[5]), note);
+    if (f->fits)
+        snprintf(note, sizeof note, "%s left", kvp_format_bytes(f->free_bytes, si, g[4], sizeof g[4]));
+    else
+        snprintf(note, sizeof note, "%s short", kvp_format_bytes(f->short_bytes, si, g[4], sizeof g[4]));
+    row(&t, "fits", f->fits ? "yes" : "NO", note);
+    kvp_table_render(&t, fmt, b);
+    kvp_table_release(&t);
+    if (d->engine != KVP_ENGINE_LLAMACPP && !d->kv_memory) {
+        kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_format_grouped(want, g[0], sizeof g[0]),
+                       kvp_format_grouped(d->context, g[1], sizeof g[1]));
+        if (x->min_tp)
+            kvp_buf_printf(b, "fewest GPUs: tp %u (x pp %u = %u GPUs)", x->min_tp, d->pp, x->min_tp * d->pp);
+        else
+            kvp_buf_printf(b, "no tp up to the --max-gpus limit fits");
+        if (x->min_util > 0)
+            kvp_buf_printf(b, "; lowest memory fraction at tp %u: %.3f\n", d->tp, x->min_util);
+        else
+            kvp_buf_printf(b, "; no memory fraction fits at tp %u\n", d->tp);
+    }
+    if (x->have_roofline)
+        kvp_buf_printf(b, "roofline bounds (batch %s, %.0f GB/s, %.0f TFLOP/s): decode >= %.2f ms per token "
+                       "(<= %.1f tokens/s), reading %s of weights and %s of KV per GPU per step; "
+                       "prefill of %s tokens >= %.3f s\n",
+                       kvp_format_grouped(want, g[0], sizeof g[0]), x->gpu->bandwidth_bytes_per_s / 1e9,
+                       (x->r.prefill_flops / x->r.ttft_s) / d->tp / 1e12, x->r.tpot_s * 1e3, x->r.tokens_per_s,
+                       kvp_format_bytes(x->r.weight_bytes, si, g[1], sizeof g[1]),
+                       kvp_format_bytes(x->r.kv_bytes, si, g[2], sizeof g[2]),
+                       kvp_format_grouped(d->context, g[3], sizeof g[3]), x->r.ttft_s);
+    {
+        struct kvp_buf log = {0};
+        kvp_fit_log(x->m, d, f, &log);
+        if (log.len) {
+            kvp_buf_printf(b, "\n%s would log:\n", e->name);
+            for (char *line = log.data, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+                kvp_buf_printf(b, "  %.*s\n", (int)(nl - line), line);
+        }
+        kvp_buf_release(&log);
+    }
+}
+
+int cmd_fit(int argc, char **argv)
+{
+    const char *pos[1];
+    int npos, rc;
+    struct fitted x;
+    enum kvp_out fmt = KVP_OUT_TEXT;
+    struct kvp_buf b = {0};
+    bool si;
+
+    memset(&x, 0, sizeof x);
+    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
+        return rc;
+    if (npos != 1)
+        return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options])");
+    if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
+        return rc;
+    if (fmt == KVP_OUT_CSV)
+        return cli_usage_error("fit: --format csv is not available (text, json or md)");
+    si = cli_opt(&cmd, "si") != NULL;
+    if ((rc = setup(&x, pos[0])) != CLI_OK || (rc = compute(&x)) != CLI_OK) {
+        kvp_model_free(x.m);
+        return rc;
+    }
+    if (fmt == KVP_OUT_JSON)
+        render_json(&x, &b);
+    else
+        render_text(&x, fmt, si, &b);
+    if (cli_opt(&cmd, "explain") && fmt != KVP_OUT_JSON) {
+        kvp_buf_printf(&b, "\n");
+        kvp_explain_fit(x.m, &x.d, &x.f, si, &b);
+    }
+    rc = cli_write(&b);
+    if (rc == CLI_OK && !x.f.fits)
+        rc = CLI_FAIL;
+    kvp_buf_release(&b);
+    kvp_model_free(x.m);
+    return rc;
+}

@@ -1,0 +1,268 @@
+/* profile_llamacpp.c -- llama.cpp KV-cache sizing, after src/llama-context.cpp,
+ * src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp and ggml-alloc/ggml-cuda
+ * (docs/engines.md, section llamacpp; checked against the real library by
+ * tests/oracle). */
+#include <string.h>
+
+#include "profile.h"
+
+#define PAD(x, n) (kvp_cdiv((x), (n)) * (n))
+#define CELL_PAD 256           /* n_ctx and SWA cells are padded to 256 */
+#define CUDA_ALIGN 128         /* ggml-cuda buffer alignment */
+#define MATRIX_ROW_PADDING 512 /* ggml-cuda pads quantized rows to 512 values */
+
+static bool quantized(enum kvp_dtype t)
+{
+    return kvp_dtype_info(t)->block_elems > 1;
+}
+
+/* ggml_row_size(type, n) */
+static uint64_t row_size(enum kvp_dtype t, uint64_t n)
+{
+    const struct kvp_dtype_info *i = kvp_dtype_info(t);
+    return n / i->block_elems * (i->block_bits / 8);
+}
+
+/* Bytes ggml-cuda allocates for a tensor of ne0 x rows: its size, plus a
+ * padded row for quantized types, then the buffer alignment. */
+static uint64_t alloc_size(enum kvp_dtype t, uint64_t ne0, uint64_t rows)
+{
+    uint64_t n = row_size(t, ne0) * rows;
+    if (quantized(t) && ne0 % MATRIX_ROW_PADDING != 0)
+        n += row_size(t, MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING);
+    return PAD(n, CUDA_ALIGN);
+}
+
+static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
+{
+    static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_Q8_0,
+                                        KVP_DTYPE_Q4_0, KVP_DTYPE_Q4_1, KVP_DTYPE_Q5_0, KVP_DTYPE_Q5_1,
+                                        KVP_DTYPE_IQ4_NL};
+    enum kvp_status st = profile_formats(d, ok, 9, err);
+    if (st != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        const struct kvp_layer_spec *s = &m->specs[i];
+        const struct { const char *which; enum kvp_dtype t; uint32_t dim; } kv[2] = {
+            {"K", d->k.dtype, s->kind == KVP_LAYER_MLA ? s->kv_lora_rank + s->qk_rope_dim : s->head_dim_k},
+            {"V", d->v.dtype, s->kind == KVP_LAYER_MLA ? s->kv_lora_rank : s->head_dim_v},
+        };
+        if (s->kind == KVP_LAYER_MLA && d->k.dtype != d->v.dtype)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "llama.cpp: model does not support different K and V cache types (MLA)");
+        for (int j = 0; j < 2; j++) {
+            uint32_t blk = kvp_dtype_info(kv[j].t)->block_elems;
+            if (kv[j].dim && kv[j].dim % blk != 0)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                                "llama.cpp: %s cache type %s with block size %u does not divide n_embd_head_%c=%u",
+                                kv[j].which, kvp_dtype_info(kv[j].t)->name, blk, j ? 'v' : 'k', kv[j].dim);
+        }
+    }
+    return KVP_OK;
+}
+
+/* Elements per cell of one layer's K and V tensors (n_embd_k_gqa, n_embd_v_gqa). */
+static void layer_elems(const struct kvp_layer_spec *s, const struct kvp_deploy *d, uint64_t *k, uint64_t *v)
+{
+    *k = *v = 0;
+    switch (s->kind) {
+    case KVP_LAYER_FULL: case KVP_LAYER_SLIDING: case KVP_LAYER_CHUNKED:
+        *k = (uint64_t)s->head_dim_k * s->n_kv_heads;
+        *v = (uint64_t)s->head_dim_v * s->n_kv_heads;
+        break;
+    case KVP_LAYER_MLA: /* "deepseek2 using MLA converts into MQA with larger heads" */
+        *k = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
+        *v = d->mla_v ? s->kv_lora_rank : 0; /* V-less cache since PR #19067 (2026-01-24) */
+        break;
+    default:
+        break;
+    }
+}
+
+struct lcells {
+    uint64_t base, swa;  /* cells per stream of the non-SWA and SWA caches */
+    uint32_t n_stream;
+};
+
+static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t context, struct lcells *c)
+{
+    uint64_t n_ctx = PAD(context, CELL_PAD), n_swa = 0;
+    uint32_t n_seq = d->n_seq ? d->n_seq : 1;
+
+    if (n_seq > 1 && !d->kv_unified) {
+        c->base = PAD(n_ctx / n_seq, CELL_PAD);
+        c->n_stream = n_seq;
+    } else {
+        c->base = n_ctx;
+        c->n_stream = 1;
+    }
+    for (uint32_t i = 0; i < m->n_layers; i++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(m, i);
+        if ((s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && s->window > n_swa)
+            n_swa = s->window;
+    }
+    c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + d->n_ubatch, CELL_PAD);
+    if (c->swa > c->base || d->swa_full)
+        c->swa = c->base;
+}
+
+/* Layers per device: d->split, or an even contiguous split over n_gpus. */
+static enum kvp_status devices(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t *n_dev,
+                               uint32_t *count, struct kvp_error *err)
+{
+    uint32_t n = 0, total = 0;
+    for (; n < KVP_MAX_STAGES && d->split[n]; n++)
+        total += count[n] = d->split[n];
+    if (n) {
+        if (total != m->n_layers)
+            return kvp_fail(err, KVP_ERR_USAGE, "the layer split adds up to %u, but the model has %u layers",
+                            total, m->n_layers);
+        *n_dev = n;
+        return KVP_OK;
+    }
+    n = d->n_gpus ? d->n_gpus : 1;
+    if (n > KVP_MAX_STAGES || n > m->n_layers)
+        return kvp_fail(err, KVP_ERR_USAGE, "cannot split %u layers over %u devices", m->n_layers, n);
+    for (uint32_t i = 0; i < n; i++)
+        count[i] = (uint32_t)(((uint64_t)(i + 1) * m->n_layers) / n - ((uint64_t)i * m->n_layers) / n);
+    *n_dev = n;
+    return KVP_OK;
+}
+
+/* K/V tensors of the layers on each device at `context`. */
+static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t context,
+                                struct kvp_fit *f, struct kvp_error *err)
+{
+    uint32_t count[KVP_MAX_STAGES], n_dev = 0, layer = 0;
+    struct lcells c;
+    enum kvp_status st;
+
+    if ((st = devices(m, d, &n_dev, count, err)) != KVP_OK)
+        return st;
+    cells(m, d, context, &c);
+    f->cells = c.base;
+    f->swa_cells = c.swa;
+    f->n_stream = c.n_stream;
+    f->n_devices = n_dev;
+    memset(f->cache, 0, sizeof f->cache);
+    for (uint32_t dev = 0; dev < n_dev; dev++) {
+        struct kvp_device_kv *dk = &f->device[dev];
+        memset(dk, 0, sizeof *dk);
+        for (uint32_t i = 0; i < count[dev]; i++, layer++) {
+            const struct kvp_layer_spec *s = kvp_model_layer(m, layer);
+            uint64_t ek, ev, rows;
+            bool swa = s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED;
+            if (s->kind == KVP_LAYER_RECURRENT) {
+                uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
+                kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
+                /* llama_memory_recurrent: r and s tensors in f32, one row per sequence */
+                dk->rs_bytes += PAD(conv * 4 * n_seq, CUDA_ALIGN) + PAD(ssm * 4 * n_seq, CUDA_ALIGN);
+                continue;
+            }
+            layer_elems(s, d, &ek, &ev);
+            if (ek == 0)
+                continue;
+            rows = (swa ? c.swa : c.base) * c.n_stream;
+            dk->layers++;
+            f->cache[swa].layers++;
+            dk->k_bytes += row_size(d->k.dtype, ek) * rows;
+            f->cache[swa].k_bytes += row_size(d->k.dtype, ek) * rows;
+            dk->cache_buffer[swa] += alloc_size(d->k.dtype, ek, rows);
+            if (ev) {
+                dk->v_bytes += row_size(d->v.dtype, ev) * rows;
+                f->cache[swa].v_bytes += row_size(d->v.dtype, ev) * rows;
+                dk->cache_buffer[swa] += alloc_size(d->v.dtype, ev, rows);
+            }
+            dk->buffer_bytes = dk->cache_buffer[0] + dk->cache_buffer[1];
+        }
+    }
+    return KVP_OK;
+}
+
+/* One more cell in every layer of the busiest device. */
+static uint64_t cell_bytes(const struct kvp_model *m, const struct kvp_deploy *d)
+{
+    uint32_t count[KVP_MAX_STAGES], n_dev = 0, layer = 0;
+    uint64_t best = 0;
+    struct kvp_error ignored;
+    if (devices(m, d, &n_dev, count, &ignored) != KVP_OK)
+        return 0;
+    for (uint32_t dev = 0; dev < n_dev; dev++) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < count[dev]; i++, layer++) {
+            uint64_t ek, ev;
+            layer_elems(kvp_model_layer(m, layer), d, &ek, &ev);
+            sum += row_size(d->k.dtype, ek) + row_size(d->v.dtype, ev);
+        }
+        best = sum > best ? sum : best;
+    }
+    return best;
+}
+
+struct lctx {
+    const struct kvp_model *m;
+    const struct kvp_deploy *d;
+};
+
+/* The busiest device's KV buffer at a context (for the max-context search). */
+static enum kvp_status buffer_cost(void *ctx, uint64_t context, uint64_t *bytes, struct kvp_error *err)
+{
+    const struct lctx *c = ctx;
+    struct kvp_fit f;
+    enum kvp_status st;
+    memset(&f, 0, sizeof f);
+    if ((st = allocate(c->m, c->d, context, &f, err)) != KVP_OK)
+        return st;
+    *bytes = 0;
+    for (uint32_t i = 0; i < f.n_devices; i++)
+        if (f.device[i].buffer_bytes + f.device[i].rs_bytes > *bytes)
+            *bytes = f.device[i].buffer_bytes + f.device[i].rs_bytes;
+    return KVP_OK;
+}
+
+enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+                                 struct kvp_error *err)
+{
+    struct lctx c = {m, d};
+    uint64_t weights, per_device_weights, reserve, busiest = 0, deficit = 0;
+    enum kvp_status st;
+
+    if ((st = check_types(m, d, err)) || (st = allocate(m, d, d->context, f, err)))
+        return st;
+    f->block_size = 1;
+    f->util = 1.0;
+    for (uint32_t i = 0; i < f->n_devices; i++) {
+        const struct kvp_device_kv *dk = &f->device[i];
+        if (dk->buffer_bytes + dk->rs_bytes > busiest)
+            busiest = dk->buffer_bytes + dk->rs_bytes;
+    }
+    f->kv_bytes_per_token_per_gpu = cell_bytes(m, d);
+    f->kv_bytes_required = busiest;
+    f->request_bytes = kvp_cdiv(busiest, f->n_stream);
+    f->kv_tokens = f->cells * f->n_stream;
+    f->num_blocks = f->kv_tokens;
+    /* weights spread over the devices in proportion to their layers */
+    if ((st = profile_weights(m, d, &weights, err)) != KVP_OK)
+        return st;
+    per_device_weights = weights;
+    if (!d->weights_memory) {
+        /* all weights, shared in proportion to the busiest device's layers */
+        uint32_t most = 0;
+        for (uint32_t i = 0; i < f->n_devices; i++)
+            most = f->device[i].layers > most ? f->device[i].layers : most;
+        per_device_weights = (uint64_t)((long double)weights * d->tp * d->pp * most / m->n_layers + 0.5L);
+    }
+    f->weights_bytes = per_device_weights;
+    reserve = per_device_weights + d->activation_memory + d->non_torch_memory;
+    if (d->gpu_memory) {
+        f->kv_budget_bytes = profile_sub(d->gpu_memory, reserve, &deficit);
+        if ((st = profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))
+            return st;
+    } else {
+        f->kv_budget_bytes = busiest;
+        f->max_context = d->context;
+    }
+    f->kv_pool_bytes = busiest;
+    f->max_concurrency = busiest <= f->kv_budget_bytes ? (double)(d->n_seq ? d->n_seq : 1) : 0.0;
+    profile_finish(f, busiest <= f->kv_budget_bytes, deficit);
+    return KVP_OK;
+}

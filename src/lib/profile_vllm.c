@@ -1,0 +1,259 @@
+/* profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
+ * vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py and
+ * vllm/v1/worker/gpu_worker.py (docs/engines.md, section vllm). */
+#include <string.h>
+
+#include "profile.h"
+
+#define FLASH_ALIGN 16 /* attention kernel block alignment used to size hybrid Mamba pages */
+
+/* One KV-cache spec type: layers whose specs are equal (same kind, window, page). */
+struct vtype {
+    const struct rspec *rs;
+    uint32_t layers;
+    uint32_t block;  /* tokens per block of this type */
+    uint64_t page;   /* bytes per block per layer */
+};
+
+struct vplan {
+    const struct kvp_deploy *d;
+    uint32_t n;
+    struct vtype t[KVP_MAX_SPECS];
+    uint32_t group_size, n_groups, min_block;
+    uint64_t page;    /* the common page (hybrid) or the single type's page */
+    bool uniform_sum; /* same kind, different pages: num_blocks = avail // sum(page_l) */
+    uint64_t page_sum;
+};
+
+static bool same_type(const struct rspec *a, const struct rspec *b)
+{
+    return a->s->kind == b->s->kind && a->s->window == b->s->window && a->k_row == b->k_row &&
+           a->v_row == b->v_row && a->state == b->state;
+}
+
+/* max_memory_usage_bytes of one layer of type t for a request of L tokens. */
+static uint64_t type_request(const struct vtype *t, const struct kvp_deploy *d, uint64_t L)
+{
+    uint64_t n;
+    switch (t->rs->s->kind) {
+    case KVP_LAYER_SLIDING: /* the window may not start at a block boundary: +1 block */
+        n = t->rs->s->window - 1 + d->max_batched_tokens;
+        return (kvp_cdiv(n < L ? n : L, t->block) + 1) * t->page;
+    case KVP_LAYER_CHUNKED:
+        n = t->rs->s->window + d->max_batched_tokens;
+        return kvp_cdiv(n < L ? n : L, t->block) * t->page;
+    case KVP_LAYER_RECURRENT: /* mamba_cache_mode "none": one state block */
+        return t->page;
+    default:
+        return kvp_cdiv(L, t->block) * t->page;
+    }
+}
+
+static enum kvp_status build_types(const struct prank *r, const struct kvp_deploy *d, uint32_t block,
+                                   struct vplan *p, struct kvp_error *err)
+{
+    uint64_t attn_token = 0, mamba_page = 0, max_page = 0;
+
+    memset(p, 0, sizeof *p);
+    p->d = d;
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct rspec *rs = &r->spec[i];
+        uint32_t j;
+        if (rs->k_row + rs->v_row == 0 && rs->state == 0)
+            continue; /* shared-KV and attention-free layers get no cache */
+        for (j = 0; j < p->n && !same_type(p->t[j].rs, rs); j++)
+            ;
+        if (j == p->n) {
+            p->t[p->n].rs = rs;
+            p->t[p->n].block = block;
+            p->n++;
+        }
+        p->t[j].layers += rs->layers;
+        if (rs->state)
+            mamba_page = rs->state > mamba_page ? rs->state : mamba_page;
+        else
+            attn_token = rs->k_row + rs->v_row;
+    }
+    if (p->n == 0)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "the model has no KV cache for vllm to size");
+    if (mamba_page && attn_token) {
+        /* hybrid Mamba: the attention block grows until its page covers the
+         * Mamba state, then the Mamba page is padded to it */
+        block = FLASH_ALIGN * (uint32_t)kvp_cdiv(mamba_page, FLASH_ALIGN * attn_token);
+        if (d->block_size > block)
+            block = d->block_size;
+    }
+    for (uint32_t j = 0; j < p->n; j++) {
+        struct vtype *t = &p->t[j];
+        t->block = t->rs->state ? block : (mamba_page ? block : t->block);
+        t->page = t->rs->state ? 0 : (uint64_t)t->block * (t->rs->k_row + t->rs->v_row);
+        if (t->page > max_page)
+            max_page = t->page;
+    }
+    for (uint32_t j = 0; j < p->n; j++)
+        if (p->t[j].rs->state)
+            p->t[j].page = max_page ? max_page : p->t[j].rs->state;
+    if (max_page == 0)
+        max_page = p->t[0].page;
+    p->page = max_page;
+    return KVP_OK;
+}
+
+/* Groups: one type -> one group of all its layers; one kind with several
+ * pages -> per-layer sum; hybrids -> equal pages, group_size by the
+ * min/max rule, cdiv(n, group_size) groups per type. */
+static enum kvp_status group(struct vplan *p, struct kvp_error *err)
+{
+    uint32_t min_n = UINT32_MAX, max_n = 0;
+    bool one_kind = true;
+
+    for (uint32_t j = 0; j < p->n; j++) {
+        min_n = p->t[j].layers < min_n ? p->t[j].layers : min_n;
+        max_n = p->t[j].layers > max_n ? p->t[j].layers : max_n;
+        one_kind = one_kind && p->t[j].rs->s->kind == p->t[0].rs->s->kind && p->t[j].rs->s->window == p->t[0].rs->s->window;
+    }
+    p->min_block = UINT32_MAX;
+    for (uint32_t j = 0; j < p->n; j++)
+        p->min_block = p->t[j].block < p->min_block ? p->t[j].block : p->min_block;
+    if (p->n == 1) {
+        p->group_size = p->t[0].layers;
+        p->n_groups = 1;
+        return KVP_OK;
+    }
+    if (one_kind) {
+        p->uniform_sum = true;
+        p->n_groups = 1;
+        p->group_size = 0;
+        for (uint32_t j = 0; j < p->n; j++) {
+            p->page_sum += p->t[j].page * p->t[j].layers;
+            p->group_size += p->t[j].layers;
+        }
+        return KVP_OK;
+    }
+    for (uint32_t j = 0; j < p->n; j++) {
+        struct vtype *t = &p->t[j];
+        if (t->page != p->page) {
+            if (t->page == 0 || p->page % t->page != 0)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                                "vllm needs equal page sizes in a hybrid model (%llu B does not divide %llu B)",
+                                (unsigned long long)t->page, (unsigned long long)p->page);
+            t->block *= (uint32_t)(p->page / t->page); /* a bigger block of the smaller spec */
+            t->page = p->page;
+        }
+    }
+    p->group_size = (double)max_n < 1.5 * min_n ? max_n : min_n;
+    p->n_groups = 0;
+    for (uint32_t j = 0; j < p->n; j++)
+        p->n_groups += (uint32_t)kvp_cdiv(p->t[j].layers, p->group_size);
+    return KVP_OK;
+}
+
+/* mem_per_req of _report_kv_cache_config, and the blocks one request takes. */
+static uint64_t request_blocks(const struct vplan *p, uint64_t L)
+{
+    uint64_t per_req = 0, per_block;
+    if (p->uniform_sum) {
+        uint64_t blocks = 0;
+        for (uint32_t j = 0; j < p->n; j++) {
+            uint64_t b = kvp_cdiv(L, p->t[j].block);
+            blocks = b > blocks ? b : blocks;
+        }
+        return blocks;
+    }
+    for (uint32_t j = 0; j < p->n; j++)
+        per_req += kvp_cdiv(p->t[j].layers, p->group_size) * type_request(&p->t[j], p->d, L);
+    per_req *= p->group_size;
+    per_block = p->page * p->group_size;
+    return kvp_cdiv(per_req, per_block);
+}
+
+static uint64_t block_bytes(const struct vplan *p)
+{
+    return p->uniform_sum ? p->page_sum : p->page * p->group_size;
+}
+
+static enum kvp_status request_cost(void *ctx, uint64_t L, uint64_t *bytes, struct kvp_error *err)
+{
+    const struct vplan *p = ctx;
+    (void)err;
+    return kvp_mul(request_blocks(p, L), block_bytes(p), bytes) ? KVP_OK : KVP_ERR_OVERFLOW;
+}
+
+static uint64_t per_token(const struct prank *r)
+{
+    uint64_t t = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        t += (r->spec[i].k_row + r->spec[i].v_row) * r->spec[i].layers;
+    return t;
+}
+
+enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+                             struct kvp_error *err)
+{
+    static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
+                                        KVP_DTYPE_FP8_E5M2, KVP_DTYPE_NVFP4};
+    uint32_t block = d->block_size;
+    uint64_t want = d->concurrency ? d->concurrency : 1, avail, min_blocks = UINT64_MAX;
+    enum kvp_status st;
+    bool mla = false;
+
+    if ((st = profile_formats(d, ok, 6, err)) != KVP_OK)
+        return st;
+    if (d->k.dtype != d->v.dtype)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "vllm has one --kv-cache-dtype for K and V (got %s and %s)",
+                        kvp_dtype_info(d->k.dtype)->name, kvp_dtype_info(d->v.dtype)->name);
+    for (uint32_t i = 0; i < m->n_layers; i++)
+        mla = mla || kvp_model_layer(m, i)->kind == KVP_LAYER_MLA;
+    if (!block)
+        block = mla ? 64 : 16; /* FlashMLA needs blocks of 64 */
+    f->block_size = block;
+    f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
+    if ((st = profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
+        return st;
+    /* available = int(total * util - (weights + activation peak + non-torch)) */
+    if (d->kv_memory) {
+        avail = d->kv_memory;
+    } else {
+        uint64_t non_kv = f->weights_bytes + d->activation_memory + d->non_torch_memory;
+        avail = profile_sub(profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
+    }
+    f->kv_budget_bytes = avail;
+    f->max_concurrency = 1e300;
+    f->max_context = UINT64_MAX;
+    for (uint32_t s = 0; s < d->pp; s++) {
+        uint32_t first, count;
+        struct prank r;
+        struct vplan p;
+        uint64_t blocks, bytes, ctx;
+        profile_stage_range(m->n_layers, d->pp, s, &first, &count);
+        if ((st = profile_rank(m, d, first, count, &r, err)) || (st = build_types(&r, d, block, &p, err)) ||
+            (st = group(&p, err)))
+            return st;
+        blocks = avail / block_bytes(&p);
+        if (blocks < min_blocks) {
+            min_blocks = blocks;
+            f->n_groups = p.n_groups;
+            f->kv_tokens = blocks / p.n_groups * p.min_block;
+            f->block_size = p.min_block;
+            f->kv_pool_bytes = blocks * block_bytes(&p);
+        }
+        if (per_token(&r) > f->kv_bytes_per_token_per_gpu)
+            f->kv_bytes_per_token_per_gpu = per_token(&r);
+        if ((st = request_cost(&p, d->context, &bytes, err)) != KVP_OK)
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "a request of %llu tokens overflows 64 bits",
+                            (unsigned long long)d->context);
+        if (bytes > f->request_bytes)
+            f->request_bytes = bytes;
+        if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
+            f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
+        if ((st = profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK)
+            return st;
+        if (ctx < f->max_context)
+            f->max_context = ctx;
+    }
+    f->num_blocks = min_blocks;
+    if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
+    profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes);
+    return KVP_OK;
+}
