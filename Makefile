@@ -30,12 +30,20 @@ YAML_CFLAGS := $(shell $(PKG_CONFIG) --cflags yaml-0.1 2>/dev/null)
 YAML_LIBS   := $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
+CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags ncursesw 2>/dev/null)
+CURSES_LIBS   := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncursesw)
 
-LIB_SRC  := $(wildcard src/lib/*.c)
-CLI_SRC  := $(wildcard src/cli/*.c)
+# libkvplan: the engine, parsers, renderers (src/lib) and the reference decoder (src/ref)
+LIB_SRC  := $(wildcard src/lib/*.c src/ref/*.c)
+# the TUI's curses-free model (src/tui/model*.c) is linked into the tests too;
+# its views (the only curses code) only into the binary
+TUI_MODEL_SRC := $(wildcard src/tui/model*.c)
+TUI_VIEW_SRC  := $(filter-out $(TUI_MODEL_SRC),$(wildcard src/tui/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c) $(TUI_MODEL_SRC) $(TUI_VIEW_SRC)
 TEST_SRC := $(wildcard tests/check_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TUI_MODEL_OBJ := $(TUI_MODEL_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libkvplan.a
 BIN      := $(BUILD)/kvplan
@@ -57,20 +65,25 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+$(BUILD)/src/tui/%.o: src/tui/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CURSES_CFLAGS) -Isrc/cli -c $< -o $@
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(CURSES_LIBS) $(LDLIBS) -o $@
 
 # The release binary is also linked at the top for `./kvplan`.
 kvplan: $(BIN)
 	@[ -n "$(SANITIZE)" ] || ln -sf $(BIN) kvplan
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests $< $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(TUI_MODEL_OBJ) $(LIB) $(LDFLAGS) $(CHECK_LIBS) \
+	    $(YAML_LIBS) $(LDLIBS) -o $@
 
 run: deps $(BIN)
 	./$(BIN) size llama-3.1-8b --context 128k --explain

@@ -70,6 +70,8 @@ struct kvp_deploy {
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
     uint64_t kv_memory;         /* per GPU KV budget given outright (vLLM --kv-cache-memory); 0 = derive */
+    uint64_t cpu_offload;       /* host memory per GPU for an offloaded KV tier (TRT-LLM host cache,
+                                 * vLLM/LMCache CPU offload); 0 = none */
     uint64_t context;           /* tokens per request (vLLM max_model_len, llama.cpp -c) */
     uint64_t concurrency;       /* requests that must fit at `context` (0 = none asked) */
     uint32_t block_size;        /* 0 = the engine's default */
@@ -116,6 +118,8 @@ struct kvp_fit {
     uint32_t n_groups;             /* vLLM KV cache groups; 1 elsewhere */
     double max_concurrency;        /* requests of `context` tokens that fit */
     uint64_t max_context;          /* longest request that fits `concurrency` (or 1) requests */
+    uint64_t offload_tokens;       /* tokens the CPU tier holds: cpu_offload / bytes per token */
+    double offload_concurrency;    /* requests of `context` tokens parked in the CPU tier */
     bool fits;                     /* weights + reserve + required KV fit in memory */
     uint64_t free_bytes;           /* per GPU memory left after weights, reserve and required KV (0 if short) */
     uint64_t short_bytes;          /* how much is missing when it does not fit */

@@ -27,6 +27,7 @@ static struct cli_opt opts[] = {
     {"activation-memory", "SIZE", "activation peak, CUDA graphs, compute buffers per GPU (default 0)", NULL},
     {"non-torch-memory", "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default 0)", NULL},
     {"kv-cache-memory", "SIZE", "KV budget per GPU given outright (vLLM --kv-cache-memory)", NULL},
+    {"cpu-offload", "SIZE", "host memory per GPU for an offloaded KV tier (e.g. 256GiB)", NULL},
     {"block-size", "N", "tokens per block/page (vLLM 16, MLA 64; TRT-LLM 32; SGLang page 1)", NULL},
     {"max-num-batched-tokens", "N", "vLLM: tokens per step, the reach of sliding windows (default 8192)", NULL},
     {"n-ubatch", "N", "llama.cpp micro-batch (default 512)", NULL},
@@ -106,6 +107,7 @@ static int read_engine_opts(struct fitted *x)
         (rc = cli_bytes(&cmd, "activation-memory", &d->activation_memory)) ||
         (rc = cli_bytes(&cmd, "non-torch-memory", &d->non_torch_memory)) ||
         (rc = cli_bytes(&cmd, "kv-cache-memory", &d->kv_memory)) || (rc = u32_opt("block-size", &d->block_size)) ||
+        (rc = cli_bytes(&cmd, "cpu-offload", &d->cpu_offload)) ||
         (rc = cli_count(&cmd, "max-num-batched-tokens", 1, &mnbt)) || (rc = u32_opt("n-ubatch", &d->n_ubatch)) ||
         (rc = u32_opt("n-seq", &d->n_seq)))
         return rc;
@@ -222,6 +224,8 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "num_blocks", f->num_blocks);
     kvp_json_double(&j, "max_concurrency", f->max_concurrency);
     kvp_json_u64(&j, "max_context", f->max_context);
+    kvp_json_u64(&j, "offload_tokens", f->offload_tokens);
+    kvp_json_double(&j, "offload_concurrency", f->offload_concurrency);
     kvp_json_bool(&j, "fits", f->fits);
     kvp_json_u64(&j, "free_bytes", f->free_bytes);
     kvp_json_u64(&j, "short_bytes", f->short_bytes);
@@ -326,6 +330,11 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     snprintf(note, sizeof note, "tokens, with %s request%s", kvp_format_grouped(want, g[4], sizeof g[4]),
              want == 1 ? "" : "s");
     row(&t, "max context", kvp_format_grouped(f->max_context, g[5], sizeof g[5]), note);
+    if (d->cpu_offload) {
+        snprintf(note, sizeof note, "tokens in %s of host memory; %.0f requests parked",
+                 kvp_format_bytes(d->cpu_offload, si, g[4], sizeof g[4]), f->offload_concurrency);
+        row(&t, "CPU offload tier", kvp_format_grouped(f->offload_tokens, g[5], sizeof g[5]), note);
+    }
     if (f->fits)
         snprintf(note, sizeof note, "%s left", kvp_format_bytes(f->free_bytes, si, g[4], sizeof g[4]));
     else

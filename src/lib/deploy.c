@@ -232,13 +232,19 @@ enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_depl
     if ((st = check_deploy(m, d, err)) != KVP_OK)
         return st;
     switch (d->engine) {
-    case KVP_ENGINE_IDEAL: return profile_ideal(m, d, f, err);
-    case KVP_ENGINE_VLLM: return profile_vllm(m, d, f, err);
-    case KVP_ENGINE_SGLANG: return profile_sglang(m, d, f, err);
-    case KVP_ENGINE_TRTLLM: return profile_trtllm(m, d, f, err);
-    case KVP_ENGINE_LLAMACPP: return profile_llamacpp(m, d, f, err);
-    default: return profile_hf(m, d, f, err);
+    case KVP_ENGINE_IDEAL: st = profile_ideal(m, d, f, err); break;
+    case KVP_ENGINE_VLLM: st = profile_vllm(m, d, f, err); break;
+    case KVP_ENGINE_SGLANG: st = profile_sglang(m, d, f, err); break;
+    case KVP_ENGINE_TRTLLM: st = profile_trtllm(m, d, f, err); break;
+    case KVP_ENGINE_LLAMACPP: st = profile_llamacpp(m, d, f, err); break;
+    default: st = profile_hf(m, d, f, err); break;
     }
+    /* the host tier holds whole tokens at the same bytes per token as the GPU */
+    if (st == KVP_OK && d->cpu_offload && f->kv_bytes_per_token_per_gpu) {
+        f->offload_tokens = d->cpu_offload / f->kv_bytes_per_token_per_gpu;
+        f->offload_concurrency = f->request_bytes ? (double)(d->cpu_offload / f->request_bytes) : 0.0;
+    }
+    return st;
 }
 
 static bool fits_target(const struct kvp_fit *f, const struct kvp_deploy *d)
