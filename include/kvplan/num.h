@@ -45,6 +45,21 @@ static inline bool kvp_mul3(uint64_t a, uint64_t b, uint64_t c, uint64_t *out)
     return kvp_mul(a, b, &t) && kvp_mul(t, c, out);
 }
 
+/* Saturating forms, for searches that only compare against a limit:
+ * UINT64_MAX stands for "more than fits". Never use them for a figure that
+ * is reported; those go through kvp_mul/kvp_add and fail on overflow. */
+static inline uint64_t kvp_sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t kvp_sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 /* ceil(a/b) for b > 0, without overflow. */
 static inline uint64_t kvp_cdiv(uint64_t a, uint64_t b)
 {

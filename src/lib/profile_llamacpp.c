@@ -24,13 +24,21 @@ static uint64_t row_size(enum kvp_dtype t, uint64_t n)
 }
 
 /* Bytes ggml-cuda allocates for a tensor of ne0 x rows: its size, plus a
- * padded row for quantized types, then the buffer alignment. */
+ * padded row for quantized types, then the buffer alignment. UINT64_MAX if
+ * that does not fit in 64 bits. */
 static uint64_t alloc_size(enum kvp_dtype t, uint64_t ne0, uint64_t rows)
 {
-    uint64_t n = row_size(t, ne0) * rows;
+    uint64_t n = kvp_sat_mul(row_size(t, ne0), rows);
     if (quantized(t) && ne0 % MATRIX_ROW_PADDING != 0)
-        n += row_size(t, MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING);
-    return PAD(n, CUDA_ALIGN);
+        n = kvp_sat_add(n, row_size(t, MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING));
+    return n > UINT64_MAX - CUDA_ALIGN ? UINT64_MAX : PAD(n, CUDA_ALIGN);
+}
+
+/* acc += v, where UINT64_MAX anywhere means overflow. */
+static bool add(uint64_t *acc, uint64_t v)
+{
+    *acc = kvp_sat_add(*acc, v);
+    return *acc != UINT64_MAX;
 }
 
 static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
@@ -149,7 +157,7 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
         memset(dk, 0, sizeof *dk);
         for (uint32_t i = 0; i < count[dev]; i++, layer++) {
             const struct kvp_layer_spec *s = kvp_model_layer(m, layer);
-            uint64_t ek, ev, rows;
+            uint64_t ek, ev, rows, kb, vb;
             bool swa = s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED;
             if (s->kind == KVP_LAYER_RECURRENT) {
                 uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
@@ -161,18 +169,17 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
             layer_elems(s, d, &ek, &ev);
             if (ek == 0)
                 continue;
-            rows = (swa ? c.swa : c.base) * c.n_stream;
+            rows = kvp_sat_mul(swa ? c.swa : c.base, c.n_stream);
             dk->layers++;
             f->cache[swa].layers++;
-            dk->k_bytes += row_size(d->k.dtype, ek) * rows;
-            f->cache[swa].k_bytes += row_size(d->k.dtype, ek) * rows;
-            dk->cache_buffer[swa] += alloc_size(d->k.dtype, ek, rows);
-            if (ev) {
-                dk->v_bytes += row_size(d->v.dtype, ev) * rows;
-                f->cache[swa].v_bytes += row_size(d->v.dtype, ev) * rows;
-                dk->cache_buffer[swa] += alloc_size(d->v.dtype, ev, rows);
-            }
-            dk->buffer_bytes = dk->cache_buffer[0] + dk->cache_buffer[1];
+            kb = kvp_sat_mul(row_size(d->k.dtype, ek), rows);
+            vb = kvp_sat_mul(row_size(d->v.dtype, ev), rows);
+            if (!add(&dk->k_bytes, kb) || !add(&f->cache[swa].k_bytes, kb) || !add(&dk->v_bytes, vb) ||
+                !add(&f->cache[swa].v_bytes, vb) || !add(&dk->cache_buffer[swa], alloc_size(d->k.dtype, ek, rows)) ||
+                (ev && !add(&dk->cache_buffer[swa], alloc_size(d->v.dtype, ev, rows))) ||
+                !kvp_add(dk->cache_buffer[0], dk->cache_buffer[1], &dk->buffer_bytes))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "a KV cache of %llu tokens overflows 64 bits",
+                                (unsigned long long)context);
         }
     }
     return KVP_OK;

@@ -95,8 +95,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     }
     if (f->max_context > m->max_context && f->max_context > d->context)
         f->max_context = m->max_context > d->context ? m->max_context : d->context;
-    f->request_bytes = d->context * cell;
-    if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
+    if (!kvp_mul(d->context, cell, &f->request_bytes) || !kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
     profile_finish(f, f->max_concurrency >= (double)want, deficit);
     return KVP_OK;

@@ -13,6 +13,13 @@ struct pool {
     uint64_t blocks;
 };
 
+/* acc += a * b, checked. */
+static bool add_product(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return kvp_mul(a, b, &p) && kvp_add(*acc, p, acc);
+}
+
 enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err)
 {
@@ -80,7 +87,9 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
         f->kv_pool_bytes += pools[j].blocks * tpb * pools[j].per_token;
         if ((double)pools[j].blocks / (double)need < conc)
             conc = (double)pools[j].blocks / (double)need;
-        f->request_bytes += need * tpb * pools[j].per_token;
+        if (!add_product(&f->request_bytes, need * tpb, pools[j].per_token))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "a request of %llu tokens overflows 64 bits",
+                            (unsigned long long)d->context);
     }
     f->max_concurrency = floor(conc);
     /* the longest request when `want` of them share the full-attention pool */

@@ -37,15 +37,15 @@ static uint64_t type_request(const struct vtype *t, const struct kvp_deploy *d, 
     uint64_t n;
     switch (t->rs->s->kind) {
     case KVP_LAYER_SLIDING: /* the window may not start at a block boundary: +1 block */
-        n = t->rs->s->window - 1 + d->max_batched_tokens;
-        return (kvp_cdiv(n < L ? n : L, t->block) + 1) * t->page;
+        n = kvp_sat_add(t->rs->s->window - 1, d->max_batched_tokens);
+        return kvp_sat_mul(kvp_cdiv(n < L ? n : L, t->block) + 1, t->page);
     case KVP_LAYER_CHUNKED:
-        n = t->rs->s->window + d->max_batched_tokens;
-        return kvp_cdiv(n < L ? n : L, t->block) * t->page;
+        n = kvp_sat_add(t->rs->s->window, d->max_batched_tokens);
+        return kvp_sat_mul(kvp_cdiv(n < L ? n : L, t->block), t->page);
     case KVP_LAYER_RECURRENT: /* mamba_cache_mode "none": one state block */
         return t->page;
     default:
-        return kvp_cdiv(L, t->block) * t->page;
+        return kvp_sat_mul(kvp_cdiv(L, t->block), t->page);
     }
 }
 
@@ -161,10 +161,11 @@ static uint64_t request_blocks(const struct vplan *p, uint64_t L)
         return blocks;
     }
     for (uint32_t j = 0; j < p->n; j++)
-        per_req += kvp_cdiv(p->t[j].layers, p->group_size) * type_request(&p->t[j], p->d, L);
-    per_req *= p->group_size;
+        per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->group_size),
+                                                   type_request(&p->t[j], p->d, L)));
+    per_req = kvp_sat_mul(per_req, p->group_size);
     per_block = p->page * p->group_size;
-    return kvp_cdiv(per_req, per_block);
+    return per_req == UINT64_MAX ? UINT64_MAX : kvp_cdiv(per_req, per_block); /* UINT64_MAX: too big */
 }
 
 static uint64_t block_bytes(const struct vplan *p)
@@ -175,8 +176,10 @@ static uint64_t block_bytes(const struct vplan *p)
 static enum kvp_status request_cost(void *ctx, uint64_t L, uint64_t *bytes, struct kvp_error *err)
 {
     const struct vplan *p = ctx;
-    (void)err;
-    return kvp_mul(request_blocks(p, L), block_bytes(p), bytes) ? KVP_OK : KVP_ERR_OVERFLOW;
+    uint64_t blocks = request_blocks(p, L);
+    if (blocks == UINT64_MAX || !kvp_mul(blocks, block_bytes(p), bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "a request of %llu tokens overflows 64 bits", (unsigned long long)L);
+    return KVP_OK;
 }
 
 static uint64_t per_token(const struct prank *r)
@@ -224,7 +227,7 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
         uint32_t first, count;
         struct prank r;
         struct vplan p;
-        uint64_t blocks, bytes, ctx;
+        uint64_t blocks, bytes = 0, ctx;
         profile_stage_range(m->n_layers, d->pp, s, &first, &count);
         if ((st = profile_rank(m, d, first, count, &r, err)) || (st = build_types(&r, d, block, &p, err)) ||
             (st = group(&p, err)))
@@ -240,8 +243,7 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
         if (per_token(&r) > f->kv_bytes_per_token_per_gpu)
             f->kv_bytes_per_token_per_gpu = per_token(&r);
         if ((st = request_cost(&p, d->context, &bytes, err)) != KVP_OK)
-            return kvp_fail(err, KVP_ERR_OVERFLOW, "a request of %llu tokens overflows 64 bits",
-                            (unsigned long long)d->context);
+            return st;
         if (bytes > f->request_bytes)
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)

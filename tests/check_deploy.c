@@ -1,0 +1,1061 @@
+/* check_deploy.c -- engine profiles (kvp_fit_compute and the inverse
+ * searches) against the engines' own sizing rules (docs: the reference
+ * engines.md) and against bytes measured from a real llama.cpp (the oracle
+ * notes, section "Measured"). Every expected number below was worked out by
+ * hand from those rules; the comment next to it shows the arithmetic. The
+ * tests run from the repository root. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/deploy.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+#include "testutil.h"
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Load models/<name>.yaml; the caller frees it. */
+static struct kvp_model *load(const char *name)
+{
+    char path[256];
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    snprintf(path, sizeof path, "models/%s.yaml", name);
+    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
+
+static struct kvp_format fmt(const char *s)
+{
+    struct kvp_format f;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_format_parse(s, &f, &err), err);
+    return f;
+}
+
+/* A model with the weight fields every validation needs and no layers yet. */
+static void blank(struct kvp_model *m, const char *name)
+{
+    kvp_model_init(m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->hidden = 4096;
+    m->intermediate = 11008;
+    m->vocab = 32000;
+    m->max_context = 1u << 20;
+}
+
+static struct kvp_layer_spec attn(enum kvp_layer_kind kind, uint32_t heads, uint32_t kv, uint32_t dim,
+                                  uint32_t window)
+{
+    struct kvp_layer_spec s;
+    memset(&s, 0, sizeof s);
+    s.kind = kind;
+    s.mlp = KVP_MLP_DENSE;
+    s.n_heads = heads;
+    s.n_kv_heads = kv;
+    s.head_dim_k = s.head_dim_v = dim;
+    s.window = window;
+    return s;
+}
+
+static void add(struct kvp_model *m, const struct kvp_layer_spec *s, uint32_t n)
+{
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_model_add_layers(m, s, n, &err), err);
+}
+
+static void validate(const struct kvp_model *m)
+{
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
+}
+
+/* n layers of one spec: kind over H heads, KV heads of dim, window. */
+static void uniform(struct kvp_model *m, const char *name, enum kvp_layer_kind kind, uint32_t n, uint32_t heads,
+                    uint32_t kv, uint32_t dim, uint32_t window)
+{
+    struct kvp_layer_spec s = attn(kind, heads, kv, dim, window);
+    blank(m, name);
+    add(m, &s, n);
+    validate(m);
+}
+
+/* The oracle's tiny llama shapes: E (hidden) over H4 KV2, L2, V32. */
+static void tiny_llama(struct kvp_model *m, uint32_t hidden)
+{
+    uniform(m, "tiny-llama", KVP_LAYER_FULL, 2, 4, 2, hidden / 4, 0);
+    m->hidden = hidden;
+    m->intermediate = 2 * hidden;
+    m->vocab = 32;
+    m->max_context = 4096;
+    validate(m);
+}
+
+/* The oracle's tiny gemma3: 6 layers, pattern 3 (layer il is SWA iff
+ * il % 3 < 2, so layers 2 and 5 are full), window 128, on the tiny E128
+ * shape (H4 KV2 hd32: 64 K and 64 V values per cell and layer). */
+static void tiny_gemma3(struct kvp_model *m)
+{
+    struct kvp_layer_spec swa = attn(KVP_LAYER_SLIDING, 4, 2, 32, 128);
+    struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 4, 2, 32, 0);
+    blank(m, "tiny-gemma3");
+    m->hidden = 128;
+    m->intermediate = 256;
+    m->vocab = 32;
+    m->max_context = 4096;
+    for (int rep = 0; rep < 2; rep++) {
+        add(m, &swa, 2);
+        add(m, &full, 1);
+    }
+    validate(m);
+}
+
+static struct kvp_fit fit_ok(const struct kvp_model *m, const struct kvp_deploy *d)
+{
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_fit_compute(m, d, &f, &err), err);
+    return f;
+}
+
+/* llama.cpp: K + V over both caches (non-SWA and SWA). */
+static uint64_t cache_total(const struct kvp_fit *f)
+{
+    return f->cache[0].k_bytes + f->cache[0].v_bytes + f->cache[1].k_bytes + f->cache[1].v_bytes;
+}
+
+static uint64_t device_total(const struct kvp_fit *f)
+{
+    uint64_t t = 0;
+    for (uint32_t i = 0; i < f->n_devices; i++)
+        t += f->device[i].k_bytes + f->device[i].v_bytes;
+    return t;
+}
+
+/* ---- vLLM: the real log ------------------------------------------------- */
+
+/* A real vLLM log (RTX 3090, Llama-3.1-8B bf16, max_model_len 20000):
+ * "Available KV cache memory: 3.81 GiB", "GPU KV cache size: 31,232 tokens",
+ * "Maximum concurrency for 20,000 tokens per request: 1.56x".
+ *   available = int(25318832210 * 0.9 - (16094101452 + 2222645576 + 375809638)) = 4094392323
+ *   page = 2 * 16 * 8 * 128 * 2 = 65536; one group of 32 layers
+ *   num_blocks = 4094392323 // 65536 // 32 = 1952; tokens = 1952 // 1 * 16 = 31232
+ *   per request cdiv(20000, 16) = 1250 blocks -> 1952 / 1250 = 1.5616 */
+START_TEST(vllm_real_log)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    char buf[32];
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = (uint64_t)llround(23.58 * (double)GiB);
+    d.util = 0.90;
+    d.weights_memory = (uint64_t)llround(14.9888 * (double)GiB);
+    d.activation_memory = (uint64_t)llround(2.07 * (double)GiB);
+    d.non_torch_memory = (uint64_t)llround(0.35 * (double)GiB);
+    d.context = 20000;
+    ck_assert_uint_eq(d.gpu_memory, 25318832210ull);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 16);
+    ck_assert_uint_eq(f.n_groups, 1);
+    ck_assert_uint_eq(f.kv_budget_bytes, 4094392323ull);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, 32 * 2 * 8 * 128 * 2);
+    ck_assert_uint_eq(f.num_blocks, 1952);
+    ck_assert_uint_eq(f.kv_tokens, 31232);
+    ck_assert_uint_eq(f.request_bytes, 1250ull * 65536 * 32);
+    ck_assert_double_eq_tol(f.max_concurrency, 1952.0 / 1250.0, 1e-9);
+    snprintf(buf, sizeof buf, "%.2f", f.max_concurrency);
+    ck_assert_str_eq(buf, "1.56");
+    ck_assert(f.fits);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- llama.cpp: the real log and the oracle ----------------------------- */
+
+/* A real llama.cpp log: Qwen2.5-32B, -c 32768, -ctk q8_0 -ctv q8_0, layers
+ * split 41 / 23 over two CUDA devices:
+ *   llama_kv_cache: size = 4352.00 MiB (32768 cells, 64 layers, 1/1 seqs), K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB
+ *   CUDA0 KV buffer size = 2788.00 MiB, CUDA1 KV buffer size = 1564.00 MiB
+ * A row is 8 x 128 = 1024 values = 32 q8_0 blocks of 34 B = 1088 B; one
+ * layer's K is 1088 x 32768 = 34 MiB (1024 % 512 == 0: no CUDA row padding;
+ * 34 MiB is 128-aligned). K = 64 x 34 = 2176 MiB; CUDA0 = 41 x 68 = 2788,
+ * CUDA1 = 23 x 68 = 1564 MiB. */
+START_TEST(llamacpp_real_log)
+{
+    struct kvp_model *m = load("qwen2.5-32b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 32768;
+    d.k = d.v = fmt("q8_0");
+    d.n_gpus = 2;
+    d.split[0] = 41;
+    d.split[1] = 23;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.cells, 32768);
+    ck_assert_uint_eq(f.n_stream, 1);
+    ck_assert_uint_eq(f.n_devices, 2);
+    ck_assert_uint_eq(f.cache[0].layers, 64);
+    ck_assert_uint_eq(f.cache[0].k_bytes, 2176 * MiB);
+    ck_assert_uint_eq(f.cache[0].v_bytes, 2176 * MiB);
+    ck_assert_uint_eq(f.cache[1].k_bytes + f.cache[1].v_bytes, 0);
+    ck_assert_uint_eq(f.device[0].layers, 41);
+    ck_assert_uint_eq(f.device[1].layers, 23);
+    ck_assert_uint_eq(f.device[0].buffer_bytes, 2788 * MiB);
+    ck_assert_uint_eq(f.device[1].buffer_bytes, 1564 * MiB);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* The oracle's measured bytes on the shipped models (exact, from
+ * llama_get_memory_breakdown of the real library). */
+static const struct oracle_case {
+    const char *model;
+    uint64_t n_ctx;
+    const char *k, *v;
+    uint32_t n_seq;
+    uint64_t bytes;          /* K + V, all caches */
+    uint64_t cells, swa_cells; /* per stream (swa 0 = not checked) */
+    uint32_t n_stream;
+} oracle_cases[] = {
+    /* L32, KV8 x hd128 = 1024 values: f16 2048 B, q8_0 1088 B, q4_0 576 B a row;
+     * 32 layers x 2 (K, V) x 8192 cells x row */
+    {"llama-3.1-8b", 8192, "f16", "f16", 1, 1073741824ull, 8192, 0, 1},
+    {"llama-3.1-8b", 8192, "q8_0", "q8_0", 1, 570425344ull, 8192, 0, 1},
+    {"llama-3.1-8b", 8192, "q4_0", "q4_0", 1, 301989888ull, 8192, 0, 1},
+    /* Gemma3-27B: KV16 x hd128 f16 = 8192 B (K + V) a cell and layer;
+     * 10 full x 32768 + 52 SWA x PAD(min(32768, 1024 + 512), 256) = 1536 */
+    {"gemma-3-27b", 32768, "f16", "f16", 1, 3338665984ull, 32768, 1536, 1},
+    /* n_seq 4: 4 streams of PAD(32768 / 4, 256) = 8192 cells; SWA 1536 a stream */
+    {"gemma-3-27b", 32768, "f16", "f16", 4, 5301600256ull, 8192, 1536, 4},
+    /* DeepSeek-V3 MLA: one K row of 512 + 64 = 576 values, V-less;
+     * f16 61 x 16384 x 1152, q8_0 61 x 16384 x 612 (18 blocks of 34) */
+    {"deepseek-v3", 16384, "f16", "f16", 1, 1151336448ull, 16384, 0, 1},
+    {"deepseek-v3", 16384, "q8_0", "q8_0", 1, 611647488ull, 16384, 0, 1},
+};
+
+START_TEST(llamacpp_oracle_shipped)
+{
+    const struct oracle_case *c = &oracle_cases[_i];
+    struct kvp_model *m = load(c->model);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = c->n_ctx;
+    d.k = fmt(c->k);
+    d.v = fmt(c->v);
+    d.n_seq = c->n_seq;
+    f = fit_ok(m, &d);
+    ck_assert_msg(cache_total(&f) == c->bytes, "%s n_ctx %llu %s/%s n_seq %u: %llu bytes, oracle %llu", c->model,
+                  (unsigned long long)c->n_ctx, c->k, c->v, c->n_seq, (unsigned long long)cache_total(&f),
+                  (unsigned long long)c->bytes);
+    ck_assert_uint_eq(device_total(&f), c->bytes);
+    ck_assert_uint_eq(f.cells, c->cells);
+    ck_assert_uint_eq(f.n_stream, c->n_stream);
+    if (c->swa_cells)
+        ck_assert_uint_eq(f.swa_cells, c->swa_cells);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* DeepSeek-V3 stores no V at all (V-less MLA cache). */
+START_TEST(llamacpp_mla_v_less)
+{
+    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 16384;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.cache[0].layers, 61);
+    ck_assert_uint_eq(f.cache[0].k_bytes, 61ull * 16384 * 576 * 2);
+    ck_assert_uint_eq(f.cache[0].v_bytes, 0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* The oracle's tiny models, built in code. */
+static const struct tiny_case {
+    int gemma;      /* 0: tiny llama of `hidden`; 1: tiny gemma3 */
+    uint32_t hidden;
+    uint64_t n_ctx;
+    const char *k, *v;
+    uint32_t n_seq;
+    bool swa_full;
+    uint64_t bytes, cells, swa_cells;
+    uint32_t n_stream;
+} tiny_cases[] = {
+    /* E64 hd16: KV2 x 16 = 32 values; f16 2 layers x 2 x 512 x 64 B */
+    {0, 64, 512, "f16", "f16", 1, false, 131072, 512, 0, 1},
+    {0, 64, 512, "f32", "f32", 1, false, 262144, 512, 0, 1},
+    /* E128 hd32: 64 values a row: f16 128 B, q8_0 2 x 34 = 68 B, q4_0 2 x 18 = 36 B */
+    {0, 128, 512, "f16", "f16", 1, false, 262144, 512, 0, 1},
+    {0, 128, 512, "q8_0", "q8_0", 1, false, 139264, 512, 0, 1},
+    {0, 128, 512, "q8_0", "f16", 1, false, 200704, 512, 0, 1},
+    {0, 128, 512, "q4_0", "q4_0", 1, false, 73728, 512, 0, 1},
+    {0, 128, 512, "bf16", "bf16", 1, false, 262144, 512, 0, 1},
+    /* n_ctx 1000 is padded to 1024 cells */
+    {0, 128, 1000, "f16", "f16", 1, false, 524288, 1024, 0, 1},
+    /* n_seq 4: 4 streams of PAD(1024 / 4, 256) = 256 cells */
+    {0, 128, 1024, "f16", "f16", 4, false, 524288, 256, 0, 4},
+    /* not measured, engines.md 2.1: PAD(2000, 256) = 2048; PAD(2048 / 3, 256) = 768
+     * cells in each of 3 streams: 2 layers x 256 B x 768 x 3 */
+    {0, 128, 2000, "f16", "f16", 3, false, 1179648, 768, 0, 3},
+    /* tiny gemma3: 2 full x 1024 + 4 SWA x PAD(min(1024, 128 + 512), 256) = 768 cells,
+     * 256 B a cell and layer; swa_full: 6 x 1024 cells */
+    {1, 128, 1024, "f16", "f16", 1, false, 1310720, 1024, 768, 1},
+    {1, 128, 1024, "f16", "f16", 1, true, 1572864, 1024, 1024, 1},
+};
+
+START_TEST(llamacpp_oracle_tiny)
+{
+    const struct tiny_case *c = &tiny_cases[_i];
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    if (c->gemma)
+        tiny_gemma3(&m);
+    else
+        tiny_llama(&m, c->hidden);
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
+    d.context = c->n_ctx;
+    d.k = fmt(c->k);
+    d.v = fmt(c->v);
+    d.n_seq = c->n_seq;
+    d.swa_full = c->swa_full;
+    f = fit_ok(&m, &d);
+    ck_assert_msg(cache_total(&f) == c->bytes, "case %d: %llu bytes, oracle %llu", _i,
+                  (unsigned long long)cache_total(&f), (unsigned long long)c->bytes);
+    ck_assert_uint_eq(f.cells, c->cells);
+    ck_assert_uint_eq(f.n_stream, c->n_stream);
+    if (c->swa_cells)
+        ck_assert_uint_eq(f.swa_cells, c->swa_cells);
+}
+END_TEST
+
+/* ---- vLLM rules at their edges ------------------------------------------ */
+
+/* One full layer of 1 KV head x 64, bf16: a page is 2 x 16 x 64 x 2 = 4096 B.
+ * 100 blocks of budget; a request of L tokens takes cdiv(L, 16) blocks. */
+static const struct { uint64_t context, blocks; } block_cases[] = {
+    {1, 1}, {16, 1}, {17, 2}, {32, 2}, {33, 3}, {1600, 100}, {1601, 101},
+};
+
+START_TEST(vllm_block_edges)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "one-block", KVP_LAYER_FULL, 1, 1, 1, 64, 0);
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, &m);
+    d.kv_memory = 100 * 4096;
+    d.context = block_cases[_i].context;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.block_size, 16);
+    ck_assert_uint_eq(f.num_blocks, 100);
+    ck_assert_uint_eq(f.kv_tokens, 1600);
+    ck_assert_uint_eq(f.request_bytes, block_cases[_i].blocks * 4096);
+    ck_assert_double_eq_tol(f.max_concurrency, 100.0 / (double)block_cases[_i].blocks, 1e-9);
+    ck_assert_int_eq(f.fits, block_cases[_i].blocks <= 100);
+}
+END_TEST
+
+/* One sliding layer, W = 18, max_num_batched_tokens 16: a request takes
+ * cdiv(min(W - 1 + 16, L), 16) + 1 blocks; W - 1 + 16 = 33. */
+static const struct { uint64_t context, blocks; } sliding_cases[] = {
+    {1, 2},     /* cdiv(1, 16) + 1 */
+    {16, 2},    /* cdiv(16, 16) + 1 */
+    {17, 3},    /* cdiv(17, 16) + 1 */
+    {32, 3},    /* cdiv(32, 16) + 1 */
+    {33, 4},    /* cdiv(33, 16) + 1 */
+    {34, 4},    /* min(33, 34) = 33 */
+    {100000, 4},
+};
+
+START_TEST(vllm_sliding_edges)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "one-sliding", KVP_LAYER_SLIDING, 1, 1, 1, 64, 18);
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, &m);
+    d.kv_memory = 120 * 4096;
+    d.max_batched_tokens = 16;
+    d.context = sliding_cases[_i].context;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.num_blocks, 120);
+    ck_assert_uint_eq(f.request_bytes, sliding_cases[_i].blocks * 4096);
+    ck_assert_double_eq_tol(f.max_concurrency, 120.0 / (double)sliding_cases[_i].blocks, 1e-9);
+}
+END_TEST
+
+/* Hybrid grouping. group_size = max_n if max_n < 1.5 min_n else min_n;
+ * cdiv(n, group_size) groups per type; num_blocks = avail // page // group_size;
+ * logged tokens = num_blocks // n_groups * 16.
+ *  gemma-3-27b: 52 sliding + 10 full -> 10; 1 + 6 = 7 groups; page
+ *    2 x 16 x 16 x 128 x 2 = 131072; 10 GiB // 131072 // 10 = 8192 blocks;
+ *    8192 // 7 * 16 = 18720 tokens. At 32768 tokens (mbt 8192) a request takes
+ *    2048 (full) + 6 x (cdiv(min(1023 + 8192, 32768), 16) + 1) = 6 x 577 blocks = 5510.
+ *  gpt-oss-20b: 12 + 12 -> group_size 12, 2 groups; page 2 x 16 x 8 x 64 x 2 =
+ *    32768; 1 GiB // 32768 // 12 = 2730; 2730 // 2 * 16 = 21840 tokens. At 32768
+ *    tokens: 2048 + cdiv(min(127 + 8192, 32768), 16) + 1 = 2048 + 521 = 2569. */
+static const struct {
+    const char *model;
+    uint64_t kv_memory, context;
+    uint32_t n_groups;
+    uint64_t num_blocks, kv_tokens, request_blocks;
+} hybrid_cases[] = {
+    {"gemma-3-27b", 10 * GiB, 32768, 7, 8192, 18720, 5510},
+    {"gpt-oss-20b", 1 * GiB, 32768, 2, 2730, 21840, 2569},
+};
+
+START_TEST(vllm_hybrid_groups)
+{
+    struct kvp_model *m = load(hybrid_cases[_i].model);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = hybrid_cases[_i].kv_memory;
+    d.context = hybrid_cases[_i].context;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.n_groups, hybrid_cases[_i].n_groups);
+    ck_assert_uint_eq(f.num_blocks, hybrid_cases[_i].num_blocks);
+    ck_assert_uint_eq(f.kv_tokens, hybrid_cases[_i].kv_tokens);
+    ck_assert_uint_eq(f.kv_tokens, f.num_blocks / f.n_groups * 16);
+    ck_assert_double_eq_tol(f.max_concurrency,
+                            (double)hybrid_cases[_i].num_blocks / (double)hybrid_cases[_i].request_blocks, 1e-9);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* MLA: blocks of 64 by default (FlashMLA), one latent of 512 + 64 per layer,
+ * not divided by TP: 61 x 576 x 2 B at every tp. */
+START_TEST(vllm_mla)
+{
+    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit f1, f8;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 4 * GiB;
+    d.context = 4096;
+    f1 = fit_ok(m, &d);
+    ck_assert_uint_eq(f1.block_size, 64);
+    ck_assert_uint_eq(f1.kv_bytes_per_token_per_gpu, 61 * 576 * 2);
+    /* page = 64 x 576 x 2 = 73728 per layer; 61 layers in one group */
+    ck_assert_uint_eq(f1.num_blocks, 4 * GiB / 73728 / 61);
+    ck_assert_uint_eq(f1.request_bytes, 64ull * 73728 * 61); /* cdiv(4096, 64) blocks */
+    d.tp = d.n_gpus = 8;
+    f8 = fit_ok(m, &d);
+    ck_assert_uint_eq(f8.kv_bytes_per_token_per_gpu, 61 * 576 * 2);
+    ck_assert_uint_eq(f8.kv_bytes_per_token_per_gpu, f1.kv_bytes_per_token_per_gpu);
+    ck_assert_uint_eq(f8.block_size, 64);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* num_kv_heads = max(1, 8 // tp): tp 8 and tp 16 both hold one head of 128
+ * per layer: 32 x 2 x 128 x 2 = 16384 B a token; tp 2: 4 heads. */
+static const struct { uint32_t tp; uint64_t per_token; } tp_cases[] = {
+    {1, 131072}, {2, 65536}, {4, 32768}, {8, 16384}, {16, 16384}, {32, 16384},
+};
+
+START_TEST(vllm_tp_heads)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 1 * GiB;
+    d.context = 8192;
+    d.tp = d.n_gpus = tp_cases[_i].tp;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, tp_cases[_i].per_token);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* fp8 stores one byte per value: half of bf16. */
+START_TEST(vllm_fp8_halves)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f16, f8;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 1 * GiB;
+    d.context = 8192;
+    f16 = fit_ok(m, &d);
+    d.k = d.v = fmt("fp8_e4m3");
+    f8 = fit_ok(m, &d);
+    ck_assert_uint_eq(f16.kv_bytes_per_token_per_gpu, 131072);
+    ck_assert_uint_eq(f8.kv_bytes_per_token_per_gpu, 65536);
+    ck_assert_uint_eq(f8.num_blocks, 2 * f16.num_blocks); /* 1 GiB // 1 MiB vs // 2 MiB */
+    ck_assert_uint_eq(f8.num_blocks, 1024);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- SGLang ------------------------------------------------------------- */
+
+/* cell = H_kv,rank x (hd + hv) x layers x bytes (MLA: (r + rope) x layers x bytes);
+ * rest_GiB = (total - weights) / 2^30 - total / 2^30 x (1 - fraction);
+ * max_total_num_tokens = int(rest_GiB x 2^30) // cell. On an H100
+ * (85028896768 B) with 16 GiB of weights (8 GiB a GPU at tp 2), fraction 0.88:
+ *   rest = 57645559971 B (tp 1), 66235494563 B (tp 2, 8 GiB of weights). */
+static const struct {
+    const char *model;
+    uint32_t tp;
+    uint64_t weights, cell, tokens;
+} sglang_cases[] = {
+    {"llama-3.1-8b", 1, 16 * GiB, 8 * 256 * 32 * 2, 439800},   /* 57645559971 // 131072 */
+    {"llama-3.1-8b", 2, 8 * GiB, 4 * 256 * 32 * 2, 1010673},   /* 66235494563 // 65536 */
+    {"deepseek-v3", 1, 16 * GiB, 576 * 61 * 2, 820320},        /* 57645559971 // 70272 */
+};
+
+START_TEST(sglang_tokens)
+{
+    struct kvp_model *m = load(sglang_cases[_i].model);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.gpu_memory = 85028896768ull;
+    d.weights_memory = sglang_cases[_i].weights;
+    d.util = 0.88;
+    d.tp = d.n_gpus = sglang_cases[_i].tp;
+    d.context = 4096;
+    f = fit_ok(m, &d);
+    ck_assert_double_eq_tol(f.util, 0.88, 1e-12);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, sglang_cases[_i].cell);
+    ck_assert_uint_eq(f.kv_tokens, sglang_cases[_i].tokens);
+    ck_assert_uint_eq(f.request_bytes, 4096 * sglang_cases[_i].cell);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* mem_fraction_static from rule (b): an H100 reports 85028896768 B =
+ * 81089.875 MiB (< 90 GiB): reserved (9.5 + P/2) x 1024 MiB;
+ * tp 1: round((81089.875 - 10240) / 81089.875, 3) = 0.874;
+ * tp 2: round((81089.875 - 10752) / 81089.875, 3) = 0.867. */
+START_TEST(sglang_default_fraction)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.gpu_memory = 85028896768ull;
+    d.context = 4096;
+    ck_assert(d.util == 0.0);
+    f = fit_ok(m, &d);
+    ck_assert_double_eq_tol(f.util, 0.874, 1e-12);
+    d.tp = d.n_gpus = 2;
+    f = fit_ok(m, &d);
+    ck_assert_double_eq_tol(f.util, 0.867, 1e-12);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- TensorRT-LLM ------------------------------------------------------- */
+
+/* tokens_per_block 32; budget = (80 - 16 - 2 - 1 GiB) x 0.9 = 58948426137 B;
+ * kv_tokens = budget // per_token; blocks = ceil(kv_tokens / 32).
+ *   llama-3.1-8b bf16: 131072 B a token -> 449740 tokens, 14055 blocks
+ *   deepseek-v3 (MLA, kv_factor 1): 576 x 61 x 2 = 70272 -> 838860, 26215 */
+static const struct { const char *model; uint64_t per_token, tokens, blocks; } trt_cases[] = {
+    {"llama-3.1-8b", 131072, 449740, 14055},
+    {"deepseek-v3", 70272, 838860, 26215},
+};
+
+START_TEST(trtllm_blocks)
+{
+    struct kvp_model *m = load(trt_cases[_i].model);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_TRTLLM, m);
+    d.gpu_memory = 80 * GiB;
+    d.weights_memory = 16 * GiB;
+    d.activation_memory = 2 * GiB;
+    d.non_torch_memory = 1 * GiB;
+    d.context = 4096;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 32);
+    ck_assert_double_eq_tol(f.util, 0.9, 1e-12);
+    ck_assert_uint_eq(f.kv_budget_bytes, 58948426137ull);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, trt_cases[_i].per_token);
+    ck_assert_uint_eq(f.kv_tokens, trt_cases[_i].tokens);
+    ck_assert_uint_eq(f.num_blocks, trt_cases[_i].blocks);
+    /* 4096 tokens = 128 blocks a request */
+    ck_assert_double_eq_tol(f.max_concurrency, floor((double)trt_cases[_i].blocks / 128.0), 1e-9);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- Hugging Face transformers ------------------------------------------ */
+
+/* StaticCache: 2 x B x H_kv x max_cache_len x D x 2 B per layer; a sliding
+ * layer min(W, max_cache_len). One full + one sliding (W 64) layer, KV2 x 32:
+ *   context 100: 2 x 2 x 100 x 32 x 2 + 2 x 2 x 64 x 32 x 2 = 25600 + 16384
+ *   context 50: 12800 + 12800 */
+static const struct { uint64_t context, bytes; } static_cases[] = {
+    {100, 41984}, {64, 32768}, {50, 25600}, {1, 512},
+};
+
+START_TEST(hf_static)
+{
+    struct kvp_model m;
+    struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 4, 2, 32, 0);
+    struct kvp_layer_spec swa = attn(KVP_LAYER_SLIDING, 4, 2, 32, 64);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    blank(&m, "full-and-sliding");
+    add(&m, &full, 1);
+    add(&m, &swa, 1);
+    validate(&m);
+    kvp_deploy_init(&d, KVP_ENGINE_HF_STATIC, &m);
+    d.kv_memory = 1 * MiB;
+    d.context = static_cases[_i].context;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.request_bytes, static_cases[_i].bytes);
+}
+END_TEST
+
+/* DynamicCache, two full layers of KV2 x 32, bf16, T = 100 tokens:
+ * held 2 layers x 2 (K, V) x 2 x 100 x 32 x 2 = 51200 B; the last update's
+ * torch.cat([keys, new]) builds the new keys tensor while the old one
+ * (99 tokens: 2 x 99 x 32 x 2 = 12672 B) is still alive: 63872 B at peak. */
+START_TEST(hf_dynamic)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "two-layers", KVP_LAYER_FULL, 2, 4, 2, 32, 0);
+    kvp_deploy_init(&d, KVP_ENGINE_HF_DYNAMIC, &m);
+    d.kv_memory = 1 * MiB;
+    d.context = 100;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.request_bytes, 51200 + 12672);
+}
+END_TEST
+
+/* QuantizedCache defaults: int4, q_group_size 64 (one group per 64-value head
+ * row), scale + zero point in the model dtype, residual up to R - 1 = 127
+ * tokens in bf16. Two full layers of KV2 x 64, bf16:
+ *   T = 1000: per tensor 873 quantized tokens = 2 x 64 x 873 = 111744 values:
+ *     55872 B codes + 1746 groups x 2 x 2 B = 6984 B; residual 127 x 128 x 2 = 32512
+ *     -> 95368 B; x 2 tensors x 2 layers = 381472
+ *   T = 100 < 127: all residual, as bf16: 2 x 2 x 2 x 100 x 64 x 2 = 102400 */
+static const struct { uint64_t context, bytes; } quant_cases[] = {
+    {1000, 381472}, {100, 102400},
+};
+
+START_TEST(hf_quantized)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "two-layers-64", KVP_LAYER_FULL, 2, 4, 2, 64, 0);
+    kvp_deploy_init(&d, KVP_ENGINE_HF_QUANTIZED, &m);
+    d.kv_memory = 16 * MiB;
+    d.context = quant_cases[_i].context;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.request_bytes, quant_cases[_i].bytes);
+}
+END_TEST
+
+/* ---- ideal -------------------------------------------------------------- */
+
+/* No paging: max_concurrency = floor(budget / request). Budget = 2e9 - 1e9
+ * of weights at util 1; a request of 1000 tokens x 131072 B = 131072000:
+ * floor(1e9 / 131072000) = 7. */
+START_TEST(ideal_concurrency)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_IDEAL, m);
+    d.gpu_memory = 2000000000ull;
+    d.weights_memory = 1000000000ull;
+    d.context = 1000;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_budget_bytes, 1000000000ull);
+    ck_assert_uint_eq(f.request_bytes, 131072000ull);
+    ck_assert_double_eq_tol(f.max_concurrency, 7.0, 1e-12);
+    ck_assert(f.fits);
+    d.concurrency = 7;
+    f = fit_ok(m, &d);
+    ck_assert(f.fits);
+    ck_assert_uint_eq(f.kv_bytes_required, 7 * 131072000ull);
+    d.concurrency = 8;
+    f = fit_ok(m, &d);
+    ck_assert(!f.fits);
+    ck_assert_uint_eq(f.short_bytes, 8 * 131072000ull - 1000000000ull);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- inverse questions -------------------------------------------------- */
+
+/* vLLM, Llama-3.1-8B, 24 GiB, util 0.9, 15 GiB of weights at tp 1, 10
+ * requests of 8192 tokens (512 blocks each):
+ *   tp 1: int(24 GiB x 0.9) - 15 GiB = 7086696038 B // 2 MiB = 3379 blocks: 6.6 requests
+ *   tp 2: weights 7.5 GiB, 4 heads a GPU (1 MiB a block):
+ *         15139759718 // 1 MiB = 14438 blocks: 28.2 requests -> tp 2 */
+START_TEST(inverse_min_gpus)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    uint32_t tp = 99;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = 24 * GiB;
+    d.util = 0.9;
+    d.weights_memory = 15 * GiB;
+    d.context = 8192;
+    d.concurrency = 10;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.num_blocks, 3379);
+    ck_assert(!f.fits);
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 8, &tp, &err), err);
+    ck_assert_uint_eq(tp, 2);
+    /* the same by hand at tp 2 */
+    d.tp = d.n_gpus = 2;
+    d.weights_memory = 15 * GiB / 2;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.num_blocks, 14438);
+    ck_assert(f.fits);
+    /* no more than one GPU allowed: none fits */
+    d.tp = d.n_gpus = 1;
+    d.weights_memory = 15 * GiB;
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 1, &tp, &err), err);
+    ck_assert_uint_eq(tp, 0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* Same GPU, 4 requests of 8192 tokens = 2048 blocks = 4 GiB: int(24 GiB x u)
+ * >= 19 GiB from u = 19/24 = 0.79166.. -> 0.792 (24 x 0.792 = 19.008 GiB);
+ * 0.791 gives 18.984 GiB. */
+START_TEST(inverse_min_util)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    double util = -1;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = 24 * GiB;
+    d.weights_memory = 15 * GiB;
+    d.context = 8192;
+    d.concurrency = 4;
+    ck_assert_kvp_ok(kvp_fit_min_util(m, &d, &util, &err), err);
+    ck_assert_double_eq_tol(util, 0.792, 1e-9);
+    d.util = 0.792;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.num_blocks, 2052);
+    ck_assert(f.fits);
+    d.util = 0.791;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.num_blocks, 2039);
+    ck_assert(!f.fits);
+    /* 40 requests need 40 GiB of KV: no fraction of 24 GiB fits */
+    d.util = 0;
+    d.concurrency = 40;
+    ck_assert_kvp_ok(kvp_fit_min_util(m, &d, &util, &err), err);
+    ck_assert(util == 0.0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- roofline ----------------------------------------------------------- */
+
+/* Llama-3.1-8B bf16 holds 8030261248 parameters = 16060522496 B, all read
+ * each step; one request of 1000 tokens holds 131072000 B of KV. */
+START_TEST(roofline_decode)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_roofline r;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.context = 1000;
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 3.35e12, 989e12, &r, &err), err);
+    ck_assert_uint_eq(r.weight_bytes, 16060522496ull);
+    ck_assert_uint_eq(r.kv_bytes, 131072000ull);
+    ck_assert_double_eq_tol(r.tpot_s, 16191594496.0 / 3.35e12, 1e-15);
+    ck_assert_double_eq_tol(r.tokens_per_s, 3.35e12 / 16191594496.0, 1e-9);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- limits: refusals --------------------------------------------------- */
+
+/* llama.cpp refuses a block type that does not divide the head dim, in its
+ * own words ("K cache type q8_0 with block size 32 does not divide
+ * n_embd_head_k=16", measured from the real library). */
+START_TEST(llamacpp_block_refused)
+{
+    struct kvp_model m, *hd80 = NULL;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    tiny_llama(&m, 64); /* hd 16 */
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
+    d.context = 512;
+    d.k = d.v = fmt("q8_0");
+    ck_assert_int_eq(kvp_fit_compute(&m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16") != NULL,
+                  "%s", err.msg);
+
+    ck_assert_kvp_ok(kvp_model_load("tests/data/hd80.yaml", &hd80, &err), err);
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, hd80);
+    d.context = 512;
+    d.k = fmt("q8_0");
+    ck_assert_int_eq(kvp_fit_compute(hd80, &d, &f, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "K cache type q8_0 with block size 32 does not divide n_embd_head_k=80") != NULL,
+                  "%s", err.msg);
+    d.k = fmt("q4_0");
+    ck_assert_int_eq(kvp_fit_compute(hd80, &d, &f, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "K cache type q4_0 with block size 32 does not divide n_embd_head_k=80") != NULL,
+                  "%s", err.msg);
+    d.k = fmt("f16"); /* f16 and bf16 have blocks of 1 */
+    d.v = fmt("bf16");
+    f = fit_ok(hd80, &d);
+    /* 4 layers x KV2 x 80 x 2 B x 512 cells x 2 (K, V) */
+    ck_assert_uint_eq(cache_total(&f), 4ull * 2 * 80 * 2 * 512 * 2);
+    kvp_model_free(hd80);
+}
+END_TEST
+
+/* MLA needs K and V of one type ("model does not support different K and V
+ * cache types"). */
+START_TEST(llamacpp_mla_types_refused)
+{
+    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 16384;
+    d.k = fmt("q8_0");
+    d.v = fmt("f16");
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "model does not support different K and V cache types") != NULL, "%s", err.msg);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* vLLM has one --kv-cache-dtype and no ggml block types. */
+static const struct { const char *k, *v; } vllm_refused[] = {
+    {"fp8_e4m3", "bf16"}, {"bf16", "fp8_e4m3"}, {"q4_0", "q4_0"}, {"q8_0", "q8_0"}, {"int4", "int4"},
+};
+
+START_TEST(vllm_formats_refused)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 1 * GiB;
+    d.context = 8192;
+    d.k = fmt(vllm_refused[_i].k);
+    d.v = fmt(vllm_refused[_i].v);
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert(err.msg[0] != '\0');
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ---- limits: usage errors ----------------------------------------------- */
+
+static const struct usage_case {
+    enum kvp_engine_id engine;
+    uint32_t tp, pp, n_gpus;
+    double util;
+    uint64_t gpu_memory, context;
+    const char *msg;
+} usage_cases[] = {
+    {KVP_ENGINE_VLLM, 0, 1, 1, 0.9, 24 * GiB, 8192, "'tp', 'pp' and the GPU count must be positive"},
+    {KVP_ENGINE_VLLM, 1, 0, 1, 0.9, 24 * GiB, 8192, "'tp', 'pp' and the GPU count must be positive"},
+    {KVP_ENGINE_VLLM, 1, 1, 0, 0.9, 24 * GiB, 8192, "'tp', 'pp' and the GPU count must be positive"},
+    {KVP_ENGINE_VLLM, 1, 33, 33, 0.9, 24 * GiB, 8192,
+     "'pp' must be at most 64 and at most the layer count 32 (got 33)"},
+    {KVP_ENGINE_VLLM, 2, 1, 1, 0.9, 24 * GiB, 8192, "tp x pp = 2 x 1 needs 2 GPUs (got 1)"},
+    {KVP_ENGINE_VLLM, 1, 1, 1, 1.5, 24 * GiB, 8192, "the memory fraction must be 0..1 (got 1.5)"},
+    {KVP_ENGINE_SGLANG, 1, 1, 1, -0.1, 24 * GiB, 8192, "the memory fraction must be 0..1 (got -0.1)"},
+    {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 0, 8192, "vllm needs the GPU memory (a GPU, or its memory in bytes)"},
+    {KVP_ENGINE_SGLANG, 1, 1, 1, 0.9, 0, 8192, "sglang needs the GPU memory (a GPU, or its memory in bytes)"},
+    {KVP_ENGINE_TRTLLM, 1, 1, 1, 0.9, 0, 8192, "trtllm needs the GPU memory (a GPU, or its memory in bytes)"},
+    {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 24 * GiB, 0, "the context must be positive"},
+};
+
+START_TEST(usage_errors)
+{
+    const struct usage_case *c = &usage_cases[_i];
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, c->engine, m);
+    d.tp = c->tp;
+    d.pp = c->pp;
+    d.n_gpus = c->n_gpus;
+    d.util = c->util;
+    d.gpu_memory = c->gpu_memory;
+    d.context = c->context;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+    ck_assert_int_eq(err.code, KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, c->msg);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* 2^10 requests of 2^62 tokens: an overflow error, or a clean "does not fit"
+ * whose byte counts did not wrap (a request of 2^62 tokens costs at least
+ * 2^62 bytes, so a smaller figure is a wrapped one). */
+START_TEST(overflow_context)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    enum kvp_engine_id e = (enum kvp_engine_id)_i;
+    const char *name = kvp_engine_info(e)->name;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    enum kvp_status st;
+
+    kvp_deploy_init(&d, e, m);
+    d.gpu_memory = 80 * GiB;
+    d.context = 1ull << 62;
+    d.concurrency = 1ull << 10;
+    st = kvp_fit_compute(m, &d, &f, &err);
+    kvp_model_free(m); /* before the asserts: nothing leaks when one fails without fork */
+    ck_assert_msg(st == KVP_OK || st == KVP_ERR_OVERFLOW, "%s: status %d (%s)", name, st, err.msg);
+    if (st == KVP_OK) {
+        ck_assert_msg(!f.fits, "%s: 2^10 requests of 2^62 tokens fit (required %llu B, request %llu B)", name,
+                      (unsigned long long)f.kv_bytes_required, (unsigned long long)f.request_bytes);
+        ck_assert_msg(f.request_bytes >= (1ull << 62) && f.kv_bytes_required >= f.request_bytes,
+                      "%s: wrapped figures: request %llu B, required %llu B", name,
+                      (unsigned long long)f.request_bytes, (unsigned long long)f.kv_bytes_required);
+        ck_assert(f.max_concurrency < 1.0);
+    }
+}
+END_TEST
+
+/* The roofline needs a positive bandwidth and peak. */
+static const struct { double bandwidth, peak; } roofline_bad[] = {
+    {0.0, 989e12}, {3.35e12, 0.0}, {-1.0, 989e12}, {NAN, 989e12},
+};
+
+START_TEST(roofline_refused)
+{
+    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_roofline r;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.context = 1000;
+    ck_assert_int_eq(kvp_roofline(m, &d, 1, roofline_bad[_i].bandwidth, roofline_bad[_i].peak, &r, &err),
+                     KVP_ERR_USAGE);
+    ck_assert(err.msg[0] != '\0');
+    kvp_model_free(m);
+}
+END_TEST
+
+/* A layer split that does not add up to the model's layers is refused. */
+START_TEST(llamacpp_bad_split)
+{
+    struct kvp_model *m = load("qwen2.5-32b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 4096;
+    d.n_gpus = 2;
+    d.split[0] = 40;
+    d.split[1] = 23;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+    ck_assert(err.msg[0] != '\0');
+    kvp_model_free(m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("deploy");
+    TCase *core = tcase_create("core");
+    TCase *limits = tcase_create("limits");
+
+    tcase_add_test(core, vllm_real_log);
+    tcase_add_test(core, llamacpp_real_log);
+    tcase_add_loop_test(core, llamacpp_oracle_shipped, 0, (int)N_ELEMS(oracle_cases));
+    tcase_add_test(core, llamacpp_mla_v_less);
+    tcase_add_loop_test(core, llamacpp_oracle_tiny, 0, (int)N_ELEMS(tiny_cases));
+    tcase_add_loop_test(core, vllm_block_edges, 0, (int)N_ELEMS(block_cases));
+    tcase_add_loop_test(core, vllm_sliding_edges, 0, (int)N_ELEMS(sliding_cases));
+    tcase_add_loop_test(core, vllm_hybrid_groups, 0, (int)N_ELEMS(hybrid_cases));
+    tcase_add_test(core, vllm_mla);
+    tcase_add_loop_test(core, vllm_tp_heads, 0, (int)N_ELEMS(tp_cases));
+    tcase_add_test(core, vllm_fp8_halves);
+    tcase_add_loop_test(core, sglang_tokens, 0, (int)N_ELEMS(sglang_cases));
+    tcase_add_test(core, sglang_default_fraction);
+    tcase_add_loop_test(core, trtllm_blocks, 0, (int)N_ELEMS(trt_cases));
+    tcase_add_loop_test(core, hf_static, 0, (int)N_ELEMS(static_cases));
+    tcase_add_test(core, hf_dynamic);
+    tcase_add_loop_test(core, hf_quantized, 0, (int)N_ELEMS(quant_cases));
+    tcase_add_test(core, ideal_concurrency);
+    tcase_add_test(core, inverse_min_gpus);
+    tcase_add_test(core, inverse_min_util);
+    tcase_add_test(core, roofline_decode);
+    suite_add_tcase(s, core);
+
+    tcase_add_test(limits, llamacpp_block_refused);
+    tcase_add_test(limits, llamacpp_mla_types_refused);
+    tcase_add_loop_test(limits, vllm_formats_refused, 0, (int)N_ELEMS(vllm_refused));
+    tcase_add_loop_test(limits, usage_errors, 0, (int)N_ELEMS(usage_cases));
+    tcase_add_loop_test(limits, overflow_context, 0, KVP_ENGINE_COUNT);
+    tcase_add_loop_test(limits, roofline_refused, 0, (int)N_ELEMS(roofline_bad));
+    tcase_add_test(limits, llamacpp_bad_split);
+    suite_add_tcase(s, limits);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(suite());
+}
