@@ -92,6 +92,7 @@ check: deps $(BIN) $(TEST_BIN)
 	@failed=0; for t in $(TEST_BIN); do \
 	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
+	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py || failed=1; \
 	exit $$failed
 
 install: $(BIN)
@@ -109,3 +110,13 @@ clean:
 	rm -rf build kvplan
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# ---- kvplan check (issue #6): plan files as a CI gate ----
+.PHONY: check-examples check-plan-cli
+# Every shipped example plan must pass: the project gates itself with its own tool.
+check-examples: $(BIN)
+	KVPLAN_DATADIR=models ./$(BIN) check docs/examples/*.yaml
+
+# `kvplan check` end to end: exit codes, JSON and JUnit read by real parsers, baselines, atomic writes.
+check-plan-cli: $(BIN)
+	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py

@@ -77,5 +77,6 @@ int cmd_show(int argc, char **argv);
 int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const struct {
     {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
     {"fit", cmd_fit, "what fits on GPUs under an engine's rules: tokens, blocks, concurrency, context"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
+    {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,179 @@
+/* cmd_check.c -- `kvplan check PLAN...`: evaluate the capacity assertions of
+ * plan files, the CI gate. Exit 0 when every assertion holds, 1 when one
+ * fails (or regresses against --baseline), 2 when a plan is invalid; an
+ * invalid plan never reports a pass. Reports are written atomically. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kvplan/plan.h"
+
+#define MAX_PLANS 256
+
+static struct cli_opt opts[] = {
+    {"format", "F", "text (default), json or junit (JUnit XML for CI test reports)", NULL},
+    {"output", "FILE", "write the report to FILE atomically (the text report still goes to stdout)", NULL},
+    {"baseline", "FILE", "compare with an earlier JSON report; a drop beyond --tolerance fails", NULL},
+    {"write-baseline", "FILE", "record this run's JSON report as the baseline (unless an assertion fails)", NULL},
+    {"tolerance", "PCT", "how far a result may get worse than the baseline, in percent (default 5%)", NULL},
+    {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
+    {NULL, NULL, NULL, NULL},
+};
+
+static const struct cli_cmd cmd = {
+    "check", "PLAN... [options]",
+    "Evaluate every assertion of the plan files (docs/plan-format.md): each with its measured\n"
+    "value, its limit and, when it fails, the derivation. Exit 0 when all pass, 1 when one fails\n"
+    "or regresses against --baseline, 2 when a plan is invalid (file:line:col: message).",
+    opts,
+};
+
+/* Write b to path through a temporary file in the same directory, so that a
+ * failure never leaves a half-written report nor replaces a good one. */
+static int write_atomic(const char *path, const struct kvp_buf *b)
+{
+    char tmp[PATH_MAX];
+    size_t done = 0;
+    mode_t mask;
+    int fd, saved;
+
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp)
+        return cli_usage_error("'%s': the path is too long", path);
+    if ((fd = mkstemp(tmp)) < 0)
+        return cli_usage_error("cannot create a temporary file next to '%s': %s", path, strerror(errno));
+    mask = umask(0); /* mkstemp makes 0600; a report is as readable as any file the user writes */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0)
+        goto fail;
+    while (done < b->len) {
+        ssize_t w = write(fd, b->data + done, b->len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto fail;
+        done += (size_t)w;
+    }
+    if (fsync(fd) != 0)
+        goto fail;
+    if (close(fd) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        goto fail;
+    return CLI_OK;
+fail:
+    saved = errno;
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return cli_usage_error("cannot write '%s': %s", path, strerror(saved));
+}
+
+/* "5", "5%", "0.5%" -> a fraction 0.05, 0.005. */
+static int read_tolerance(double *out)
+{
+    const char *v = cli_opt(&cmd, "tolerance");
+    char *end;
+    double x;
+    if (!v)
+        return CLI_OK;
+    x = strtod(v, &end);
+    if (*end == '%')
+        end++;
+    if (end == v || *end != '\0' || !(x >= 0.0 && x < 100.0))
+        return cli_usage_error("--tolerance must be a percentage in [0, 100) such as 5%% (got '%s')", v);
+    *out = x / 100.0;
+    return CLI_OK;
+}
+
+static int run(const char **plans, int nplans, enum kvp_plan_out fmt, double tolerance, bool si)
+{
+    const struct kvp_catalog *models = NULL;
+    const struct kvp_gpu_catalog *gpus = NULL;
+    const char *out = cli_opt(&cmd, "output"), *base = cli_opt(&cmd, "baseline");
+    const char *record = cli_opt(&cmd, "write-baseline");
+    struct kvp_plan plan = {0};
+    struct kvp_plan_report rep = {0};
+    struct kvp_buf b = {0};
+    struct kvp_error err = {0};
+    int rc;
+
+    if ((rc = cli_catalog(&models)) != CLI_OK || (rc = cli_gpus(&gpus)) != CLI_OK)
+        return rc;
+    for (int i = 0; i < nplans; i++)
+        if (kvp_plan_load(&plan, plans[i], models, gpus, &err) != KVP_OK) {
+            rc = cli_error(&err);
+            goto done;
+        }
+    for (uint32_t i = 0; i < plan.n; i++) {
+        const struct kvp_model *m = plan.deps[i].model;
+        for (uint32_t w = 0; w < m->n_warnings; w++)
+            fprintf(stderr, "kvplan: warning: %s: %s\n", m->file[0] ? m->file : m->name, m->warnings[w]);
+    }
+    if (kvp_plan_evaluate(&plan, &rep, &err) != KVP_OK ||
+        (base && kvp_plan_baseline_apply(&rep, base, tolerance, &err) != KVP_OK)) {
+        rc = cli_error(&err);
+        goto done;
+    }
+    kvp_plan_render(&rep, fmt, si, &b);
+    if (b.nomem) {
+        rc = cli_usage_error("out of memory rendering the report");
+        goto done;
+    }
+    if (out) {
+        if ((rc = write_atomic(out, &b)) != CLI_OK)
+            goto done;
+        if (fmt != KVP_PLAN_OUT_TEXT) {
+            kvp_buf_release(&b);
+            kvp_plan_render(&rep, KVP_PLAN_OUT_TEXT, si, &b);
+        }
+    }
+    if ((rc = cli_write(&b)) != CLI_OK)
+        goto done;
+    if (record) {
+        if (rep.failed) {
+            fprintf(stderr, "kvplan: check: not writing the baseline '%s': %u assertion%s failed\n", record,
+                    rep.failed, rep.failed == 1 ? "" : "s");
+        } else {
+            kvp_buf_release(&b);
+            kvp_plan_render(&rep, KVP_PLAN_OUT_JSON, si, &b);
+            if (b.nomem)
+                rc = cli_usage_error("out of memory rendering the baseline");
+            else if ((rc = write_atomic(record, &b)) != CLI_OK)
+                goto done;
+        }
+    }
+    rc = rep.failed || rep.regressed ? CLI_FAIL : CLI_OK;
+done:
+    kvp_buf_release(&b);
+    kvp_plan_report_release(&rep);
+    kvp_plan_release(&plan);
+    return rc;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    const char *pos[MAX_PLANS];
+    enum kvp_plan_out fmt = KVP_PLAN_OUT_TEXT;
+    const char *f;
+    double tolerance = 0.05;
+    int npos, rc;
+
+    if ((rc = cli_parse(&cmd, argc, argv, pos, MAX_PLANS, &npos)) != CLI_OK)
+        return rc;
+    if (npos == 0)
+        return cli_usage_error("check: which plan? (usage: kvplan check PLAN... [options])");
+    if ((f = cli_opt(&cmd, "format")) && !kvp_plan_out_from_name(f, &fmt))
+        return cli_usage_error("--format must be text, json or junit (got '%s')", f);
+    if ((rc = read_tolerance(&tolerance)) != CLI_OK)
+        return rc;
+    return run(pos, npos, fmt, tolerance, cli_opt(&cmd, "si") != NULL);
+}

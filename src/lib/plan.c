@@ -1,0 +1,1342 @@
+/* plan.c -- deployment plans with capacity assertions (`kvplan check`).
+ *
+ * Reading order: the settings a deployment takes (mirroring `kvplan fit`),
+ * loading plan files with their includes and defaults, evaluating the
+ * assertions, comparing with a baseline, rendering text, JSON and JUnit.
+ * The format is docs/plan-format.md.
+ */
+#include "kvplan/plan.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "kvplan/explain.h"
+#include "kvplan/num.h"
+#include "ydoc.h"
+
+#define PLAN_FILE_MAX (1u << 20) /* bytes; a plan is a few KiB */
+
+/* ---- kinds -------------------------------------------------------------- */
+
+enum { MOD_CONTEXT = 1, MOD_CONCURRENCY = 2 };
+
+static const struct {
+    const char *name;
+    const char *unit;  /* of measured and limit in JSON */
+    bool higher_better;
+    bool integer;      /* measured is a whole number (written as one in JSON) */
+    unsigned mods;     /* which of 'context' / 'concurrency' may be given */
+} kinds[KVP_CHECK_KIND_COUNT] = {
+    [KVP_CHECK_FITS] = {"fits", "bool", true, true, MOD_CONTEXT | MOD_CONCURRENCY},
+    [KVP_CHECK_MIN_CONCURRENCY] = {"min_concurrency", "requests", true, false, MOD_CONTEXT},
+    [KVP_CHECK_MIN_CONTEXT] = {"min_context", "tokens", true, true, MOD_CONCURRENCY},
+    [KVP_CHECK_MAX_KV_SHARE] = {"max_kv_share", "fraction", false, false, MOD_CONTEXT | MOD_CONCURRENCY},
+    [KVP_CHECK_MAX_KV_BYTES_PER_TOKEN] = {"max_kv_bytes_per_token", "bytes", false, true, 0},
+    [KVP_CHECK_MAX_TPOT] = {"max_tpot_ms", "ms", false, false, MOD_CONTEXT | MOD_CONCURRENCY},
+    [KVP_CHECK_MIN_HEADROOM] = {"min_headroom", "bytes", true, true, MOD_CONTEXT | MOD_CONCURRENCY},
+};
+
+const char *kvp_check_kind_name(enum kvp_check_kind k)
+{
+    return (unsigned)k < KVP_CHECK_KIND_COUNT ? kinds[k].name : "?";
+}
+
+bool kvp_check_higher_is_better(enum kvp_check_kind k)
+{
+    return (unsigned)k < KVP_CHECK_KIND_COUNT && kinds[k].higher_better;
+}
+
+/* ---- reading files ------------------------------------------------------ */
+
+/* Read all of path (at most PLAN_FILE_MAX bytes) into a malloc'd, NUL-terminated buffer. */
+static enum kvp_status slurp(const char *path, char **out, uint64_t *len, struct kvp_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (!f)
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
+    if (!(buf = malloc(PLAN_FILE_MAX + 1))) {
+        fclose(f);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    n = fread(buf, 1, PLAN_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        free(buf);
+        fclose(f);
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
+    }
+    fclose(f);
+    if (n > PLAN_FILE_MAX) {
+        free(buf);
+        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the file is larger than %u MiB", PLAN_FILE_MAX >> 20);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return KVP_OK;
+}
+
+/* dir/rel into out, where dir is the directory of `file` ("" when none);
+ * an absolute rel stays as it is. false if it does not fit. */
+static bool join_path(const char *file, const char *rel, char *out, size_t n)
+{
+    const char *slash = strrchr(file, '/');
+    int w;
+    if (rel[0] == '/' || !slash)
+        w = snprintf(out, n, "%s", rel);
+    else
+        w = snprintf(out, n, "%.*s/%s", (int)(slash - file), file, rel);
+    return w >= 0 && (size_t)w < n;
+}
+
+/* ---- deployment settings ------------------------------------------------ */
+
+/* The keys a deployment (or `defaults`) takes, mirroring `kvplan fit`'s
+ * options. `set` has bit i when the key of table row i was given. */
+struct settings {
+    uint32_t set;
+    char model[KVP_PLAN_PATH_MAX]; /* a catalog name, or a path already joined to its file's directory */
+    char model_file[KVP_PLAN_PATH_MAX]; /* where 'model' was written, for its errors */
+    uint32_t model_line, model_col;
+    const struct kvp_gpu *gpu;
+    uint32_t gpus, tp, pp;
+    enum kvp_engine_id engine;
+    double util;
+    uint64_t context, concurrency;
+    struct kvp_format kv, k, v, w;
+    uint64_t gpu_memory, weights_memory, activation_memory, non_torch_memory, kv_cache_memory;
+    uint32_t block_size;
+    uint64_t max_batched_tokens;
+    uint32_t n_ubatch, n_seq;
+    bool kv_unified, swa_full, mla_v;
+    uint32_t split[KVP_MAX_STAGES];
+};
+
+enum key_type { K_MODEL, K_GPU, K_ENGINE, K_U32, K_U64, K_BYTES, K_FORMAT, K_FRACTION, K_BOOL, K_SPLIT };
+
+#define S(field) offsetof(struct settings, field), sizeof(((struct settings *)0)->field)
+static const struct setting_key {
+    const char *name;
+    enum key_type type;
+    size_t off, size;
+} setting_keys[] = {
+    {"model", K_MODEL, S(model)},
+    {"gpu", K_GPU, S(gpu)},
+    {"gpus", K_U32, S(gpus)},
+    {"tp", K_U32, S(tp)},
+    {"pp", K_U32, S(pp)},
+    {"engine", K_ENGINE, S(engine)},
+    {"util", K_FRACTION, S(util)},
+    {"context", K_U64, S(context)},
+    {"concurrency", K_U64, S(concurrency)},
+    {"kv_dtype", K_FORMAT, S(kv)},
+    {"k_dtype", K_FORMAT, S(k)},
+    {"v_dtype", K_FORMAT, S(v)},
+    {"weight_dtype", K_FORMAT, S(w)},
+    {"gpu_memory", K_BYTES, S(gpu_memory)},
+    {"weights_memory", K_BYTES, S(weights_memory)},
+    {"activation_memory", K_BYTES, S(activation_memory)},
+    {"non_torch_memory", K_BYTES, S(non_torch_memory)},
+    {"kv_cache_memory", K_BYTES, S(kv_cache_memory)},
+    {"block_size", K_U32, S(block_size)},
+    {"max_num_batched_tokens", K_U64, S(max_batched_tokens)},
+    {"n_ubatch", K_U32, S(n_ubatch)},
+    {"n_seq", K_U32, S(n_seq)},
+    {"kv_unified", K_BOOL, S(kv_unified)},
+    {"swa_full", K_BOOL, S(swa_full)},
+    {"mla_v", K_BOOL, S(mla_v)},
+    {"split", K_SPLIT, S(split)},
+};
+#undef S
+#define N_SETTING_KEYS (sizeof setting_keys / sizeof setting_keys[0])
+
+static bool is_set(const struct settings *s, const char *name)
+{
+    for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
+        if (strcmp(setting_keys[i].name, name) == 0)
+            return (s->set >> i) & 1u;
+    return false;
+}
+
+/* Copy every key set in `top` over `base`. */
+static void overlay(struct settings *base, const struct settings *top)
+{
+    for (uint32_t i = 0; i < N_SETTING_KEYS; i++) {
+        const struct setting_key *k = &setting_keys[i];
+        if (!((top->set >> i) & 1u))
+            continue;
+        memcpy((char *)base + k->off, (const char *)top + k->off, k->size);
+        if (k->type == K_MODEL) {
+            memcpy(base->model_file, top->model_file, sizeof base->model_file);
+            base->model_line = top->model_line;
+            base->model_col = top->model_col;
+        }
+        base->set |= 1u << i;
+    }
+}
+
+static const char *node_type(const yaml_node_t *n)
+{
+    return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a sequence" : "a scalar";
+}
+
+/* The text of scalar node n, or an error naming `what`. */
+static enum kvp_status scalar(struct ydoc *d, yaml_node_t *n, const char *what, const char **out, struct kvp_error *err)
+{
+    if (!(*out = ydoc_scalar(n)))
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a single value, not %s", what, node_type(n));
+    return KVP_OK;
+}
+
+/* A finite decimal number ("64", "1.5", "0.9"). */
+static enum kvp_status number(struct ydoc *d, yaml_node_t *n, const char *what, double *out, struct kvp_error *err)
+{
+    const char *v;
+    char *end;
+    enum kvp_status st;
+    if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
+        return st;
+    *out = strtod(v, &end);
+    if (v[0] == '\0' || *end != '\0' || !isfinite(*out) || strspn(v, "+-0123456789.eE") != strlen(v))
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got '%.40s')", what, v);
+    return KVP_OK;
+}
+
+static enum kvp_status count(struct ydoc *d, yaml_node_t *n, const char *what, uint64_t min, uint64_t max,
+                             uint64_t *out, struct kvp_error *err)
+{
+    const char *v;
+    enum kvp_status st;
+    if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
+        return st;
+    if (kvp_parse_count(v, out, err) != KVP_OK)
+        return ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
+    if (*out < min || *out > max)
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be between %llu and %llu (got %.40s)", what,
+                         (unsigned long long)min, (unsigned long long)max, v);
+    return KVP_OK;
+}
+
+static enum kvp_status bytes(struct ydoc *d, yaml_node_t *n, const char *what, uint64_t *out, struct kvp_error *err)
+{
+    const char *v;
+    enum kvp_status st;
+    if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
+        return st;
+    if (kvp_parse_bytes(v, out, err) != KVP_OK)
+        return ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
+    return KVP_OK;
+}
+
+static enum kvp_status fraction(struct ydoc *d, yaml_node_t *n, const char *what, double *out, struct kvp_error *err)
+{
+    enum kvp_status st;
+    if ((st = number(d, n, what, out, err)) != KVP_OK)
+        return st;
+    if (!(*out > 0.0 && *out <= 1.0))
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be a fraction in (0, 1] (got %s)", what,
+                         ydoc_scalar(n));
+    return KVP_OK;
+}
+
+/* A name usable in ids, JUnit and file names: letters, digits, '.', '_', '-'. */
+static enum kvp_status name_value(struct ydoc *d, yaml_node_t *n, const char *what, char *out, struct kvp_error *err)
+{
+    const char *v;
+    enum kvp_status st;
+    if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
+        return st;
+    if (v[0] == '\0' || strlen(v) >= KVP_PLAN_NAME_MAX ||
+        strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(v))
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+                         "'%s' must be 1 to %d letters, digits, '.', '_' or '-' (got '%.80s')", what,
+                         KVP_PLAN_NAME_MAX - 1, v);
+    memcpy(out, v, strlen(v) + 1);
+    return KVP_OK;
+}
+
+/* Does a model value name a file rather than a catalog model? */
+static bool looks_like_path(const char *v)
+{
+    static const char *const ext[] = {".yaml", ".yml", ".json", ".gguf"};
+    size_t n = strlen(v);
+    if (strchr(v, '/'))
+        return true;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t e = strlen(ext[i]);
+        if (n > e && strcasecmp(v + n - e, ext[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+struct loader {
+    struct kvp_plan *p;
+    const struct kvp_catalog *models;
+    const struct kvp_gpu_catalog *gpus;
+    struct kvp_error *err;
+    uint32_t depth; /* files open below the top one */
+    struct {
+        dev_t dev;
+        ino_t ino;
+    } stack[KVP_PLAN_MAX_INCLUDE_DEPTH + 1]; /* the files being loaded, by identity (links and ./ alike) */
+};
+
+static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const struct setting_key *k, yaml_node_t *n,
+                                    struct settings *s)
+{
+    struct kvp_error *err = L->err;
+    void *field = (char *)s + k->off;
+    const char *v = NULL;
+    enum kvp_status st;
+    uint64_t u;
+
+    if (k->type != K_BOOL && k->type != K_SPLIT && (st = scalar(d, n, k->name, &v, err)) != KVP_OK)
+        return st;
+    switch (k->type) {
+    case K_MODEL:
+        if (v[0] == '\0')
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
+        if (looks_like_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
+                               : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
+            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
+        snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
+        s->model_line = (uint32_t)n->start_mark.line + 1;
+        s->model_col = (uint32_t)n->start_mark.column + 1;
+        return KVP_OK;
+    case K_GPU:
+        if (!L->gpus)
+            return ydoc_fail(d, n, err, KVP_ERR_USAGE, "'gpu' needs the GPU catalog (got '%.40s')", v);
+        if (kvp_gpu_find(L->gpus, v, &s->gpu, err) != KVP_OK)
+            return ydoc_fail(d, n, err, err->code, "%s", err->msg);
+        return KVP_OK;
+    case K_ENGINE:
+        if (!kvp_engine_from_name(v, &s->engine))
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+                             "unknown engine '%.40s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, "
+                             "hf-quantized, ideal)", v);
+        return KVP_OK;
+    case K_U32:
+        if ((st = count(d, n, k->name, 1, 1u << 20, &u, err)) != KVP_OK)
+            return st;
+        *(uint32_t *)field = (uint32_t)u;
+        return KVP_OK;
+    case K_U64:
+        return count(d, n, k->name, 1, UINT64_MAX, (uint64_t *)field, err);
+    case K_BYTES:
+        return bytes(d, n, k->name, (uint64_t *)field, err);
+    case K_FORMAT:
+        if (kvp_format_parse(v, (struct kvp_format *)field, err) != KVP_OK)
+            return ydoc_fail(d, n, err, err->code, "'%s': %s", k->name, err->msg);
+        return KVP_OK;
+    case K_FRACTION:
+        return fraction(d, n, k->name, (double *)field, err);
+    case K_BOOL:
+        return ydoc_bool(d, n, k->name, (bool *)field, err);
+    case K_SPLIT: {
+        uint32_t i = 0;
+        if ((st = ydoc_want_seq(d, n, k->name, err)) != KVP_OK)
+            return st;
+        memset(s->split, 0, sizeof s->split);
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++, i++) {
+            if (i == KVP_MAX_STAGES)
+                return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'split' has more than %d devices", KVP_MAX_STAGES);
+            if ((st = count(d, ydoc_node(d, *it), "split", 1, KVP_MAX_LAYERS, &u, err)) != KVP_OK)
+                return st;
+            s->split[i] = (uint32_t)u;
+        }
+        if (i == 0)
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'split' must not be empty");
+        return KVP_OK;
+    }
+    }
+    return KVP_OK;
+}
+
+/* Read the setting keys of mapping map over s; other keys are left to the caller. */
+static enum kvp_status read_settings(struct loader *L, struct ydoc *d, yaml_node_t *map, struct settings *s)
+{
+    enum kvp_status st;
+    for (uint32_t i = 0; i < N_SETTING_KEYS; i++) {
+        yaml_node_t *n = ydoc_get(d, map, setting_keys[i].name);
+        if (!n || ydoc_is_null(n))
+            continue;
+        if ((st = read_setting(L, d, &setting_keys[i], n, s)) != KVP_OK)
+            return st;
+        s->set |= 1u << i;
+    }
+    return KVP_OK;
+}
+
+/* ---- assertions --------------------------------------------------------- */
+
+static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check_kind kind, double *out,
+                                  struct kvp_error *err)
+{
+    const char *what = kinds[kind].name;
+    enum kvp_status st;
+    uint64_t u;
+    bool b;
+
+    switch (kind) {
+    case KVP_CHECK_FITS:
+        if ((st = ydoc_bool(d, n, what, &b, err)) != KVP_OK)
+            return st;
+        *out = b ? 1.0 : 0.0;
+        return KVP_OK;
+    case KVP_CHECK_MIN_CONTEXT:
+        if ((st = count(d, n, what, 1, UINT64_MAX, &u, err)) != KVP_OK)
+            return st;
+        *out = (double)u;
+        return KVP_OK;
+    case KVP_CHECK_MAX_KV_SHARE:
+        return fraction(d, n, what, out, err);
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
+    case KVP_CHECK_MIN_HEADROOM:
+        if ((st = bytes(d, n, what, &u, err)) != KVP_OK)
+            return st;
+        if (u == 0 && kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN)
+            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, ydoc_scalar(n));
+        *out = (double)u;
+        return KVP_OK;
+    default: /* min_concurrency, max_tpot_ms: positive numbers */
+        if ((st = number(d, n, what, out, err)) != KVP_OK)
+            return st;
+        if (!(*out > 0.0))
+            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, ydoc_scalar(n));
+        return KVP_OK;
+    }
+}
+
+static int kind_of(const char *k)
+{
+    for (int i = 0; i < KVP_CHECK_KIND_COUNT; i++)
+        if (strcmp(k, kinds[i].name) == 0)
+            return i;
+    return -1;
+}
+
+/* One assertion: the kind's key node kn with its value vn, and (in the list
+ * form) the mapping item holding its modifiers, else NULL. */
+static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *vn, yaml_node_t *item,
+                                  struct kvp_plan_deployment *dep, struct kvp_plan_check *c, struct kvp_error *err)
+{
+    yaml_node_t *n, *first_key = kn;
+    char name[KVP_PLAN_NAME_MAX] = "";
+    enum kvp_status st;
+    int found = kind_of(ydoc_scalar(kn));
+
+    memset(c, 0, sizeof *c);
+    if (found < 0)
+        return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA,
+                         "unknown assertion '%s' (fits, min_concurrency, min_context, max_kv_share, "
+                         "max_kv_bytes_per_token, max_tpot_ms, min_headroom)", ydoc_scalar(kn));
+    c->kind = (enum kvp_check_kind)found;
+    c->line = (uint32_t)first_key->start_mark.line + 1;
+    c->col = (uint32_t)first_key->start_mark.column + 1;
+    if ((st = read_limit(d, vn, c->kind, &c->limit, err)) != KVP_OK)
+        return st;
+    if (item && (n = ydoc_get(d, item, "context")) != NULL) {
+        if (!(kinds[c->kind].mods & MOD_CONTEXT))
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'context' does not apply to '%s'", kinds[c->kind].name);
+        if ((st = count(d, n, "context", 1, UINT64_MAX, &c->context, err)) != KVP_OK)
+            return st;
+    }
+    if (item && (n = ydoc_get(d, item, "concurrency")) != NULL) {
+        if (!(kinds[c->kind].mods & MOD_CONCURRENCY))
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'concurrency' does not apply to '%s'",
+                             kinds[c->kind].name);
+        if ((st = count(d, n, "concurrency", 1, UINT64_MAX, &c->concurrency, err)) != KVP_OK)
+            return st;
+    }
+    if (item && (n = ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
+        return st;
+    if (name[0])
+        snprintf(c->id, sizeof c->id, "%s/%s", dep->name, name);
+    else {
+        int w = snprintf(c->id, sizeof c->id, "%s/%s", dep->name, kinds[c->kind].name);
+        if (c->context)
+            w += snprintf(c->id + w, sizeof c->id - (size_t)w, ":context=%llu", (unsigned long long)c->context);
+        if (c->concurrency)
+            snprintf(c->id + w, sizeof c->id - (size_t)w, ":concurrency=%llu", (unsigned long long)c->concurrency);
+    }
+    /* what the check needs from the deployment */
+    if (c->kind == KVP_CHECK_MAX_TPOT && !dep->gpu)
+        return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+                         "'max_tpot_ms' needs a 'gpu' from the catalog (its bandwidth bounds the decode)");
+    if (c->kind == KVP_CHECK_MAX_KV_SHARE && !dep->d.gpu_memory)
+        return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA, "'max_kv_share' needs the GPU memory ('gpu' or 'gpu_memory')");
+    for (uint32_t i = 0; i < dep->n_checks; i++)
+        if (strcmp(dep->checks[i].id, c->id) == 0)
+            return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+                             "assertion '%s' is given twice (line %u); add a 'name' to tell them apart", c->id,
+                             dep->checks[i].line);
+    return KVP_OK;
+}
+
+/* A list item: a mapping of one assertion key and its modifiers. */
+static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct kvp_plan_deployment *dep,
+                                       struct kvp_plan_check *c, struct kvp_error *err)
+{
+    static const char *const keys[] = {"fits", "min_concurrency", "min_context", "max_kv_share",
+                                       "max_kv_bytes_per_token", "max_tpot_ms", "min_headroom",
+                                       "context", "concurrency", "name", NULL};
+    yaml_node_pair_t *found = NULL;
+    enum kvp_status st;
+
+    if ((st = ydoc_want_map(d, item, "assert", err)) != KVP_OK || (st = ydoc_check_keys(d, item, keys, err)) != KVP_OK)
+        return st;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+        const char *k = ydoc_scalar(ydoc_node(d, p->key));
+        if (kind_of(k) < 0)
+            continue;
+        if (found)
+            return ydoc_fail(d, ydoc_node(d, p->key), err, KVP_ERR_SCHEMA,
+                             "one assertion per list item (got '%s' and '%s')",
+                             ydoc_scalar(ydoc_node(d, found->key)), k);
+        found = p;
+    }
+    if (!found)
+        return ydoc_fail(d, item, err, KVP_ERR_SCHEMA,
+                         "an assertion needs one of 'fits', 'min_concurrency', 'min_context', 'max_kv_share', "
+                         "'max_kv_bytes_per_token', 'max_tpot_ms', 'min_headroom'");
+    return read_check(d, ydoc_node(d, found->key), ydoc_node(d, found->value), item, dep, c, err);
+}
+
+/* ---- deployments -------------------------------------------------------- */
+
+static void deployment_free(struct kvp_plan_deployment *dep)
+{
+    kvp_model_free(dep->model);
+    free(dep->checks);
+    memset(dep, 0, sizeof *dep);
+}
+
+/* Turn settings into dep->d the way `kvplan fit` turns its options. */
+static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_t *node, const struct settings *s,
+                                    struct kvp_plan_deployment *dep)
+{
+    struct kvp_error *err = L->err;
+    struct kvp_deploy *x = &dep->d;
+    struct kvp_fit fit;
+    enum kvp_status st;
+
+    if (!is_set(s, "model"))
+        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs a 'model'", dep->name);
+    if ((st = kvp_model_open(L->models, s->model, &dep->model, err)) != KVP_OK) {
+        if (!err->file[0]) /* an unknown name: point at where it is written */
+            kvp_error_place(err, s->model_file, s->model_line, s->model_col);
+        return st;
+    }
+    if (!is_set(s, "gpu") && !is_set(s, "gpu_memory") && !is_set(s, "kv_cache_memory"))
+        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
+                         dep->name);
+    kvp_deploy_init(x, is_set(s, "engine") ? s->engine : KVP_ENGINE_VLLM, dep->model);
+    dep->gpu = is_set(s, "gpu") ? s->gpu : NULL;
+    if (dep->gpu)
+        x->gpu_memory = dep->gpu->memory_bytes;
+#define TAKE(key, dst, src) \
+    if (is_set(s, key))     \
+        dst = src;
+    TAKE("tp", x->tp, s->tp)
+    TAKE("pp", x->pp, s->pp)
+    x->n_gpus = x->tp * x->pp;
+    TAKE("gpus", x->n_gpus, s->gpus)
+    TAKE("util", x->util, s->util)
+    TAKE("context", x->context, s->context)
+    TAKE("concurrency", x->concurrency, s->concurrency)
+    TAKE("kv_dtype", x->k, s->kv)
+    TAKE("kv_dtype", x->v, s->kv)
+    TAKE("k_dtype", x->k, s->k)
+    TAKE("v_dtype", x->v, s->v)
+    TAKE("weight_dtype", x->w, s->w)
+    TAKE("gpu_memory", x->gpu_memory, s->gpu_memory)
+    TAKE("weights_memory", x->weights_memory, s->weights_memory)
+    TAKE("activation_memory", x->activation_memory, s->activation_memory)
+    TAKE("non_torch_memory", x->non_torch_memory, s->non_torch_memory)
+    TAKE("kv_cache_memory", x->kv_memory, s->kv_cache_memory)
+    TAKE("block_size", x->block_size, s->block_size)
+    TAKE("max_num_batched_tokens", x->max_batched_tokens, s->max_batched_tokens)
+    TAKE("n_ubatch", x->n_ubatch, s->n_ubatch)
+    TAKE("n_seq", x->n_seq, s->n_seq)
+    TAKE("kv_unified", x->kv_unified, s->kv_unified)
+    TAKE("swa_full", x->swa_full, s->swa_full)
+    TAKE("mla_v", x->mla_v, s->mla_v)
+#undef TAKE
+    if (is_set(s, "split"))
+        memcpy(x->split, s->split, sizeof x->split);
+    /* an engine that refuses these settings makes the plan invalid, not failed */
+    if ((st = kvp_fit_compute(dep->model, x, &fit, err)) != KVP_OK)
+        return ydoc_fail(d, node, err, st, "deployment '%s': %s", dep->name, err->msg);
+    return KVP_OK;
+}
+
+static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_node_t *node, const struct settings *defaults)
+{
+    const char *allowed[N_SETTING_KEYS + 3];
+    struct kvp_error *err = L->err;
+    struct kvp_plan *p = L->p;
+    struct kvp_plan_deployment *dep;
+    struct settings s = *defaults;
+    yaml_node_t *n, *list;
+    enum kvp_status st;
+
+    for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
+        allowed[i] = setting_keys[i].name;
+    allowed[N_SETTING_KEYS] = "name";
+    allowed[N_SETTING_KEYS + 1] = "assert";
+    allowed[N_SETTING_KEYS + 2] = NULL;
+    if ((st = ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = ydoc_check_keys(d, node, allowed, err)))
+        return st;
+    if (p->n == p->cap) {
+        uint32_t cap = p->cap ? p->cap * 2 : 8;
+        struct kvp_plan_deployment *grown = realloc(p->deps, cap * sizeof *grown);
+        if (!grown)
+            return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
+        p->deps = grown;
+        p->cap = cap;
+    }
+    dep = &p->deps[p->n];
+    memset(dep, 0, sizeof *dep);
+    snprintf(dep->file, sizeof dep->file, "%s", d->file);
+    dep->line = (uint32_t)node->start_mark.line + 1;
+    dep->col = (uint32_t)node->start_mark.column + 1;
+    if (!(n = ydoc_get(d, node, "name")))
+        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'name'");
+    if ((st = name_value(d, n, "name", dep->name, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < p->n; i++)
+        if (strcmp(p->deps[i].name, dep->name) == 0)
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "deployment '%s' is defined twice (first at %s:%u:%u)",
+                             dep->name, p->deps[i].file, p->deps[i].line, p->deps[i].col);
+    if (!(list = ydoc_get(d, node, "assert")) || ydoc_is_null(list))
+        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'assert'");
+    if (list->type == YAML_MAPPING_NODE ? list->data.mapping.pairs.top == list->data.mapping.pairs.start
+        : list->type == YAML_SEQUENCE_NODE  ? list->data.sequence.items.top == list->data.sequence.items.start
+                                            : false)
+        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must not be empty");
+    if (list->type == YAML_SCALAR_NODE)
+        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must be a list or a mapping of assertions, not a scalar");
+    if ((st = read_settings(L, d, node, &s)) != KVP_OK || (st = build_deploy(L, d, node, &s, dep)) != KVP_OK)
+        goto fail;
+    if (list->type == YAML_MAPPING_NODE) { /* the short form: {fits: true, min_concurrency: 64} */
+        size_t want = (size_t)(list->data.mapping.pairs.top - list->data.mapping.pairs.start);
+        if (!(dep->checks = calloc(want, sizeof *dep->checks))) {
+            st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
+            goto fail;
+        }
+        for (yaml_node_pair_t *q = list->data.mapping.pairs.start; q < list->data.mapping.pairs.top; q++) {
+            if ((st = read_check(d, ydoc_node(d, q->key), ydoc_node(d, q->value), NULL, dep,
+                                 &dep->checks[dep->n_checks], err)) != KVP_OK)
+                goto fail;
+            dep->n_checks++;
+        }
+    } else {
+        size_t want = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+        if (!(dep->checks = calloc(want, sizeof *dep->checks))) {
+            st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
+            goto fail;
+        }
+        for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
+            if ((st = read_check_item(d, ydoc_node(d, *it), dep, &dep->checks[dep->n_checks], err)) != KVP_OK)
+                goto fail;
+            dep->n_checks++;
+        }
+    }
+    p->n++;
+    return KVP_OK;
+fail:
+    deployment_free(dep);
+    return st;
+}
+
+/* ---- files and includes ------------------------------------------------- */
+
+static enum kvp_status load_file(struct loader *L, const char *path, struct settings *defaults_out);
+
+static enum kvp_status read_include(struct loader *L, struct ydoc *d, yaml_node_t *n, struct settings *eff)
+{
+    struct kvp_error *err = L->err;
+    char path[KVP_PLAN_PATH_MAX];
+    struct settings inc;
+    struct stat sb;
+    const char *v;
+    enum kvp_status st;
+
+    if ((st = scalar(d, n, "include", &v, err)) != KVP_OK)
+        return st;
+    if (!join_path(d->file, v, path, sizeof path))
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "the include path is too long (got '%.60s...')", v);
+    if (stat(path, &sb) != 0)
+        return ydoc_fail(d, n, err, KVP_ERR_IO, "cannot open the included file '%s'", path);
+    for (uint32_t i = 0; i <= L->depth; i++)
+        if (L->stack[i].dev == sb.st_dev && L->stack[i].ino == sb.st_ino)
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "include cycle: '%s' is already being loaded", path);
+    if (L->depth == KVP_PLAN_MAX_INCLUDE_DEPTH)
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "includes nested deeper than %d levels (at '%s')",
+                         KVP_PLAN_MAX_INCLUDE_DEPTH, path);
+    L->depth++;
+    L->stack[L->depth].dev = sb.st_dev;
+    L->stack[L->depth].ino = sb.st_ino;
+    st = load_file(L, path, &inc);
+    L->depth--;
+    if (st == KVP_OK)
+        overlay(eff, &inc); /* later includes override earlier ones */
+    return st;
+}
+
+/* Load one file: its includes (their defaults and deployments), its own
+ * defaults, its deployments. *defaults_out gets the defaults this file
+ * passes on to a file that includes it. */
+static enum kvp_status load_file(struct loader *L, const char *path, struct settings *defaults_out)
+{
+    static const char *const top_keys[] = {"kvplan_plan", "include", "defaults", "deployments", NULL};
+    struct kvp_error *err = L->err;
+    struct settings *eff = calloc(1, sizeof *eff);
+    struct ydoc d;
+    yaml_node_t *root, *n;
+    enum kvp_status st;
+    char *text = NULL;
+    uint64_t len;
+    uint32_t version = 0;
+
+    if (!eff)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+    if ((st = slurp(path, &text, &len, err)) != KVP_OK) {
+        free(eff);
+        return st;
+    }
+    if ((st = ydoc_load(&d, text, len, path, err)) != KVP_OK)
+        goto done;
+    root = ydoc_root(&d);
+    if ((st = ydoc_want_map(&d, root, "plan", err)) != KVP_OK ||
+        (st = ydoc_check_keys(&d, root, top_keys, err)) != KVP_OK ||
+        (st = ydoc_get_u32(&d, root, "kvplan_plan", true, &version, err)) != KVP_OK)
+        goto done;
+    if (version != KVP_PLAN_VERSION) {
+        st = ydoc_fail(&d, ydoc_get(&d, root, "kvplan_plan"), err, KVP_ERR_UNSUPPORTED,
+                       "'kvplan_plan' must be %d (got %u)", KVP_PLAN_VERSION, version);
+        goto done;
+    }
+    if ((n = ydoc_get(&d, root, "include")) != NULL && !ydoc_is_null(n)) {
+        if ((st = ydoc_want_seq(&d, n, "include", err)) != KVP_OK)
+            goto done;
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+            if ((st = read_include(L, &d, ydoc_node(&d, *it), eff)) != KVP_OK)
+                goto done;
+    }
+    if ((n = ydoc_get(&d, root, "defaults")) != NULL && !ydoc_is_null(n)) {
+        const char *allowed[N_SETTING_KEYS + 1];
+        struct settings own;
+        for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
+            allowed[i] = setting_keys[i].name;
+        allowed[N_SETTING_KEYS] = NULL;
+        memset(&own, 0, sizeof own);
+        if ((st = ydoc_want_map(&d, n, "defaults", err)) != KVP_OK ||
+            (st = ydoc_check_keys(&d, n, allowed, err)) != KVP_OK || (st = read_settings(L, &d, n, &own)) != KVP_OK)
+            goto done;
+        overlay(eff, &own);
+    }
+    if ((n = ydoc_get(&d, root, "deployments")) != NULL && !ydoc_is_null(n)) {
+        if ((st = ydoc_want_seq(&d, n, "deployments", err)) != KVP_OK)
+            goto done;
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
+            if ((st = read_deployment(L, &d, ydoc_node(&d, *it), eff)) != KVP_OK)
+                goto done;
+    }
+    *defaults_out = *eff;
+done:
+    ydoc_release(&d);
+    free(text);
+    free(eff);
+    return st;
+}
+
+enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct kvp_catalog *models,
+                              const struct kvp_gpu_catalog *gpus, struct kvp_error *err)
+{
+    struct loader *L = calloc(1, sizeof *L);
+    struct settings *top = calloc(1, sizeof *top);
+    struct stat sb;
+    uint32_t before = p->n;
+    enum kvp_status st;
+
+    if (!L || !top) {
+        free(L);
+        free(top);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+    }
+    L->p = p;
+    L->models = models;
+    L->gpus = gpus;
+    L->err = err;
+    if (stat(path, &sb) != 0) {
+        st = kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
+    } else {
+        L->stack[0].dev = sb.st_dev;
+        L->stack[0].ino = sb.st_ino;
+        st = load_file(L, path, top);
+        if (st == KVP_OK && p->n == before)
+            st = kvp_fail_at(err, KVP_ERR_SCHEMA, path, 1, 1, "the plan has no deployments");
+    }
+    if (st != KVP_OK)
+        while (p->n > before)
+            deployment_free(&p->deps[--p->n]);
+    free(L);
+    free(top);
+    return st;
+}
+
+void kvp_plan_release(struct kvp_plan *p)
+{
+    for (uint32_t i = 0; i < p->n; i++)
+        deployment_free(&p->deps[i]);
+    free(p->deps);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+static double peak_flops(const struct kvp_gpu *g, const struct kvp_deploy *d)
+{
+    bool fp8 = d->w.dtype == KVP_DTYPE_FP8_E4M3 || d->w.dtype == KVP_DTYPE_FP8_E5M2;
+    return fp8 && g->fp8_flops > 0 ? g->fp8_flops : g->bf16_flops;
+}
+
+/* How the measured value came about: one line for the assertion, then the
+ * engine's own formulas with the values substituted. */
+static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_deploy *d, const struct kvp_fit *f,
+                    const struct kvp_roofline *r, const struct kvp_check_result *res)
+{
+    struct kvp_buf b = {0};
+    char x[4][48];
+    unsigned long long want = (unsigned long long)res->concurrency;
+
+    switch (res->check->kind) {
+    case KVP_CHECK_FITS:
+    case KVP_CHECK_MIN_HEADROOM:
+        kvp_buf_printf(&b, "KV required %s for %llu request%s of %s tokens vs KV budget %s per GPU: %s %s\n",
+                       kvp_format_bytes(f->kv_bytes_required, false, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
+                       kvp_format_grouped(res->context, x[1], sizeof x[1]),
+                       kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]),
+                       kvp_format_bytes(f->fits ? f->free_bytes : f->short_bytes, false, x[3], sizeof x[3]),
+                       f->fits ? "left (headroom)" : "short");
+        break;
+    case KVP_CHECK_MIN_CONCURRENCY:
+        kvp_buf_printf(&b, "max concurrency = %.4f requests of %s tokens (one request %s, KV budget %s per GPU)\n",
+                       f->max_concurrency, kvp_format_grouped(res->context, x[0], sizeof x[0]),
+                       kvp_format_bytes(f->request_bytes, false, x[1], sizeof x[1]),
+                       kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]));
+        break;
+    case KVP_CHECK_MIN_CONTEXT:
+        kvp_buf_printf(&b, "max context = %s tokens per request with %llu request%s (KV budget %s per GPU)\n",
+                       kvp_format_grouped(f->max_context, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
+                       kvp_format_bytes(f->kv_budget_bytes, false, x[1], sizeof x[1]));
+        break;
+    case KVP_CHECK_MAX_KV_SHARE:
+        kvp_buf_printf(&b, "KV share = KV required / GPU memory = %s / %s B = %.4f (%llu request%s of %s tokens)\n",
+                       kvp_format_grouped(f->kv_bytes_required, x[0], sizeof x[0]),
+                       kvp_format_grouped(d->gpu_memory, x[1], sizeof x[1]), res->measured, want,
+                       want == 1 ? "" : "s", kvp_format_grouped(res->context, x[2], sizeof x[2]));
+        break;
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
+        kvp_buf_printf(&b, "KV per token on the busiest GPU = %s B (K %s, V %s, tp %u, pp %u)\n",
+                       kvp_format_grouped(f->kv_bytes_per_token_per_gpu, x[0], sizeof x[0]),
+                       kvp_format_name(&d->k, x[1], sizeof x[1]), kvp_format_name(&d->v, x[2], sizeof x[2]), d->tp,
+                       d->pp);
+        break;
+    case KVP_CHECK_MAX_TPOT:
+        kvp_buf_printf(&b,
+                       "decode time per output token >= (weights read %s B + KV read %s B) / %s B/s = %.3f ms "
+                       "(batch %llu of %s tokens, per GPU)\n",
+                       kvp_format_grouped(r->weight_bytes, x[0], sizeof x[0]),
+                       kvp_format_grouped(r->kv_bytes, x[1], sizeof x[1]),
+                       kvp_format_grouped(dep->gpu->bandwidth_bytes_per_s, x[2], sizeof x[2]), r->tpot_s * 1e3, want,
+                       kvp_format_grouped(res->context, x[3], sizeof x[3]));
+        break;
+    default:
+        break;
+    }
+    if (res->check->kind != KVP_CHECK_MAX_TPOT)
+        kvp_explain_fit(dep->model, d, f, false, &b);
+    if (b.nomem || !b.data) {
+        kvp_buf_release(&b);
+        return NULL;
+    }
+    return b.data; /* the buffer's storage becomes the caller's */
+}
+
+static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const struct kvp_plan_check *c,
+                                    struct kvp_check_result *res, struct kvp_error *err)
+{
+    struct kvp_deploy d = dep->d;
+    struct kvp_fit f;
+    struct kvp_roofline r;
+    enum kvp_status st;
+
+    memset(&r, 0, sizeof r);
+    if (c->context)
+        d.context = c->context;
+    if (c->concurrency)
+        d.concurrency = c->concurrency;
+    res->dep = dep;
+    res->check = c;
+    res->context = d.context;
+    res->concurrency = d.concurrency ? d.concurrency : 1;
+    if ((st = kvp_fit_compute(dep->model, &d, &f, err)) != KVP_OK)
+        return st;
+    switch (c->kind) {
+    case KVP_CHECK_FITS: res->measured = f.fits ? 1.0 : 0.0; break;
+    case KVP_CHECK_MIN_CONCURRENCY: res->measured = f.max_concurrency; break;
+    case KVP_CHECK_MIN_CONTEXT: res->measured = (double)f.max_context; break;
+    case KVP_CHECK_MAX_KV_SHARE: res->measured = (double)f.kv_bytes_required / (double)d.gpu_memory; break;
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: res->measured = (double)f.kv_bytes_per_token_per_gpu; break;
+    case KVP_CHECK_MIN_HEADROOM: res->measured = f.fits ? (double)f.free_bytes : 0.0; break;
+    case KVP_CHECK_MAX_TPOT:
+        if ((st = kvp_roofline(dep->model, &d, res->concurrency, (double)dep->gpu->bandwidth_bytes_per_s,
+                               peak_flops(dep->gpu, &d), &r, err)) != KVP_OK)
+            return st;
+        res->measured = r.tpot_s * 1e3;
+        break;
+    default: break;
+    }
+    if (c->kind == KVP_CHECK_FITS)
+        res->pass = res->measured == c->limit;
+    else if (kinds[c->kind].higher_better)
+        res->pass = res->measured + 1e-9 >= c->limit; /* 1e-9: concurrency is a quotient */
+    else
+        res->pass = res->measured <= c->limit + 1e-9;
+    if (!res->pass && !(res->derivation = derive(dep, &d, &f, &r, res)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory explaining '%s'", c->id);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_report *r, struct kvp_error *err)
+{
+    uint32_t total = 0;
+    enum kvp_status st;
+
+    memset(r, 0, sizeof *r);
+    for (uint32_t i = 0; i < p->n; i++)
+        total += p->deps[i].n_checks;
+    if (total && !(r->results = calloc(total, sizeof *r->results)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory evaluating the plan");
+    for (uint32_t i = 0; i < p->n; i++) {
+        const struct kvp_plan_deployment *dep = &p->deps[i];
+        for (uint32_t j = 0; j < dep->n_checks; j++) {
+            struct kvp_check_result *res = &r->results[r->n++];
+            if ((st = evaluate_one(dep, &dep->checks[j], res, err)) != KVP_OK) {
+                kvp_error_place(err, dep->file, dep->checks[j].line, dep->checks[j].col);
+                kvp_plan_report_release(r);
+                return st;
+            }
+            if (res->pass)
+                r->passed++;
+            else
+                r->failed++;
+        }
+    }
+    return KVP_OK;
+}
+
+void kvp_plan_report_release(struct kvp_plan_report *r)
+{
+    for (uint32_t i = 0; i < r->n; i++)
+        free(r->results[i].derivation);
+    free(r->results);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- baseline ----------------------------------------------------------- */
+
+enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *path, double tolerance,
+                                        struct kvp_error *err)
+{
+    struct ydoc d;
+    yaml_node_t *root, *list;
+    enum kvp_status st;
+    char *text = NULL;
+    uint64_t len;
+    uint32_t version = 0;
+
+    if (!(tolerance >= 0.0 && tolerance < 1.0))
+        return kvp_fail(err, KVP_ERR_USAGE, "the tolerance must be in [0, 1) (got %g)", tolerance);
+    if ((st = slurp(path, &text, &len, err)) != KVP_OK)
+        return st;
+    if ((st = ydoc_load(&d, text, len, path, err)) != KVP_OK)
+        goto done;
+    root = ydoc_root(&d);
+    if ((st = ydoc_want_map(&d, root, "baseline", err)) != KVP_OK ||
+        (st = ydoc_get_u32(&d, root, "kvplan_check", true, &version, err)) != KVP_OK)
+        goto done;
+    if (version != KVP_PLAN_REPORT_VERSION) {
+        st = ydoc_fail(&d, ydoc_get(&d, root, "kvplan_check"), err, KVP_ERR_UNSUPPORTED,
+                       "'kvplan_check' must be %d (got %u)", KVP_PLAN_REPORT_VERSION, version);
+        goto done;
+    }
+    if (!(list = ydoc_get(&d, root, "results")))
+        st = ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "missing required key 'results'");
+    else
+        st = ydoc_want_seq(&d, list, "results", err);
+    if (st != KVP_OK)
+        goto done;
+    for (uint32_t i = 0; i < r->n; i++)
+        r->results[i].has_baseline = r->results[i].regressed = false;
+    for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
+        yaml_node_t *item = ydoc_node(&d, *it), *mn;
+        char id[KVP_PLAN_ID_MAX];
+        double v;
+        if ((st = ydoc_want_map(&d, item, "results", err)) != KVP_OK ||
+            (st = ydoc_get_str(&d, item, "id", true, id, sizeof id, err)) != KVP_OK)
+            goto done;
+        if (!(mn = ydoc_get(&d, item, "measured")))
+            st = ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "missing required key 'measured'");
+        else
+            st = number(&d, mn, "measured", &v, err);
+        if (st != KVP_OK)
+            goto done;
+        for (uint32_t i = 0; i < r->n; i++) {
+            struct kvp_check_result *res = &r->results[i];
+            if (strcmp(res->check->id, id) != 0)
+                continue;
+            if (res->has_baseline) {
+                st = ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "result '%s' appears twice", id);
+                goto done;
+            }
+            res->has_baseline = true;
+            res->baseline = v;
+        }
+    }
+    r->have_baseline = true;
+    r->tolerance = tolerance;
+    r->regressed = r->baseline_missing = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        struct kvp_check_result *res = &r->results[i];
+        double slack = tolerance * fabs(res->baseline) + 1e-9;
+        if (!res->has_baseline) {
+            r->baseline_missing++;
+            continue;
+        }
+        res->regressed = kinds[res->check->kind].higher_better ? res->measured < res->baseline - slack
+                                                               : res->measured > res->baseline + slack;
+        r->regressed += res->regressed;
+    }
+done:
+    ydoc_release(&d);
+    free(text);
+    return st;
+}
+
+/* ---- rendering ---------------------------------------------------------- */
+
+bool kvp_plan_out_from_name(const char *s, enum kvp_plan_out *out)
+{
+    static const char *const names[] = {"text", "json", "junit"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (enum kvp_plan_out)i;
+            return true;
+        }
+    return false;
+}
+
+/* measured or limit v of kind k for people: "yes", "86.96", "11,120 tokens", "80.00 KiB", "18.24 ms". */
+static const char *human(enum kvp_check_kind k, double v, bool si, char *buf, uint32_t n)
+{
+    char g[32];
+    switch (k) {
+    case KVP_CHECK_FITS: snprintf(buf, n, "%s", v != 0.0 ? "yes" : "no"); break;
+    case KVP_CHECK_MIN_CONCURRENCY: snprintf(buf, n, "%.2f", v); break;
+    case KVP_CHECK_MIN_CONTEXT: snprintf(buf, n, "%s tokens", kvp_format_grouped((uint64_t)v, g, sizeof g)); break;
+    case KVP_CHECK_MAX_KV_SHARE: snprintf(buf, n, "%.3f", v); break;
+    case KVP_CHECK_MAX_TPOT: snprintf(buf, n, "%.2f ms", v); break;
+    default: kvp_format_bytes((uint64_t)v, si, buf, n); break;
+    }
+    return buf;
+}
+
+/* "min_concurrency at 8,192 tokens", "min_context with 64 requests", ... */
+static const char *label(const struct kvp_check_result *res, char *buf, uint32_t n)
+{
+    char a[32], b[32];
+    const char *kn = kinds[res->check->kind].name;
+    switch (res->check->kind) {
+    case KVP_CHECK_MIN_CONCURRENCY:
+        snprintf(buf, n, "%s at %s tokens", kn, kvp_format_grouped(res->context, a, sizeof a));
+        break;
+    case KVP_CHECK_MIN_CONTEXT:
+        snprintf(buf, n, "%s with %llu request%s", kn, (unsigned long long)res->concurrency,
+                 res->concurrency == 1 ? "" : "s");
+        break;
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: snprintf(buf, n, "%s", kn); break;
+    default:
+        snprintf(buf, n, "%s at %llu x %s tokens", kn, (unsigned long long)res->concurrency,
+                 kvp_format_grouped(res->context, b, sizeof b));
+        break;
+    }
+    return buf;
+}
+
+static const char *op(enum kvp_check_kind k)
+{
+    return k == KVP_CHECK_FITS ? "=" : kinds[k].higher_better ? ">=" : "<=";
+}
+
+static const char *status_word(const struct kvp_check_result *res)
+{
+    return !res->pass ? "FAIL" : res->regressed ? "REGRESSED" : "PASS";
+}
+
+static void baseline_note(const struct kvp_check_result *res, bool si, char *buf, uint32_t n)
+{
+    char v[48];
+    buf[0] = '\0';
+    if (!res->has_baseline)
+        return;
+    if (res->baseline != 0.0)
+        snprintf(buf, n, "; baseline %s (%+.1f%%)", human(res->check->kind, res->baseline, si, v, sizeof v),
+                 100.0 * (res->measured - res->baseline) / fabs(res->baseline));
+    else
+        snprintf(buf, n, "; baseline %s", human(res->check->kind, res->baseline, si, v, sizeof v));
+}
+
+static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf *b)
+{
+    const struct kvp_plan_deployment *last = NULL;
+    char g[32];
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct kvp_check_result *res = &r->results[i];
+        const struct kvp_plan_deployment *dep = res->dep;
+        char lab[128], m[48], l[48], note[96], w[64];
+        if (dep != last) {
+            const struct kvp_deploy *d = &dep->d;
+            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, weights %s\n", last ? "\n" : "",
+                           dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
+                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, d->tp, d->pp,
+                           kvp_format_name(&d->w, w, sizeof w));
+            last = dep;
+        }
+        baseline_note(res, si, note, sizeof note);
+        kvp_buf_printf(b, "  %-9s %s: %s (want %s %s%s)\n", status_word(res), label(res, lab, sizeof lab),
+                       human(res->check->kind, res->measured, si, m, sizeof m), op(res->check->kind),
+                       human(res->check->kind, res->check->limit, si, l, sizeof l), note);
+        if (res->derivation) {
+            kvp_buf_printf(b, "            %s:%u:%u: %s\n", dep->file, res->check->line, res->check->col,
+                           res->check->id);
+            for (const char *s = res->derivation; *s;) {
+                size_t len = strcspn(s, "\n");
+                kvp_buf_printf(b, "            %.*s\n", (int)len, s);
+                s += len + (s[len] == '\n');
+            }
+        }
+    }
+    kvp_buf_printf(b, "\n%u assertion%s: %u passed, %u failed", r->n, r->n == 1 ? "" : "s", r->passed, r->failed);
+    if (r->have_baseline) {
+        snprintf(g, sizeof g, "%g", r->tolerance * 100.0);
+        kvp_buf_printf(b, ", %u regressed beyond %s%% of the baseline (%u not in it)", r->regressed, g,
+                       r->baseline_missing);
+    }
+    kvp_buf_printf(b, "\n");
+}
+
+static void json_value(struct kvp_json *j, const char *key, enum kvp_check_kind k, double v)
+{
+    if (kinds[k].integer && v >= 0 && v < 1.8e19)
+        kvp_json_u64(j, key, (uint64_t)v);
+    else
+        kvp_json_double(j, key, v);
+}
+
+static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
+{
+    const struct kvp_plan_deployment *last = NULL;
+    struct kvp_json j;
+    char s[3][64];
+    uint32_t ndeps = 0;
+
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->results[i].dep != last) {
+            last = r->results[i].dep;
+            ndeps++;
+        }
+    kvp_json_init(&j, b);
+    kvp_json_begin(&j, NULL, '{');
+    kvp_json_u64(&j, "kvplan_check", KVP_PLAN_REPORT_VERSION);
+    kvp_json_bool(&j, "passed", r->failed == 0 && r->regressed == 0);
+    kvp_json_begin(&j, "summary", '{');
+    kvp_json_u64(&j, "deployments", ndeps);
+    kvp_json_u64(&j, "assertions", r->n);
+    kvp_json_u64(&j, "passed", r->passed);
+    kvp_json_u64(&j, "failed", r->failed);
+    kvp_json_u64(&j, "regressed", r->regressed);
+    kvp_json_end(&j, '}');
+    if (r->have_baseline) {
+        kvp_json_begin(&j, "baseline", '{');
+        kvp_json_double(&j, "tolerance", r->tolerance);
+        kvp_json_u64(&j, "missing", r->baseline_missing);
+        kvp_json_end(&j, '}');
+    } else {
+        kvp_json_null(&j, "baseline");
+    }
+    kvp_json_begin(&j, "deployments", '[');
+    last = NULL;
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct kvp_plan_deployment *dep = r->results[i].dep;
+        const struct kvp_deploy *d = &dep->d;
+        if (dep == last)
+            continue;
+        last = dep;
+        kvp_json_begin(&j, NULL, '{');
+        kvp_json_str(&j, "name", dep->name);
+        kvp_json_str(&j, "file", dep->file);
+        kvp_json_u64(&j, "line", dep->line);
+        kvp_json_u64(&j, "column", dep->col);
+        kvp_json_str(&j, "model", dep->model->name);
+        if (dep->gpu)
+            kvp_json_str(&j, "gpu", dep->gpu->id);
+        else
+            kvp_json_null(&j, "gpu");
+        kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
+        kvp_json_u64(&j, "gpus", d->n_gpus);
+        kvp_json_u64(&j, "tp", d->tp);
+        kvp_json_u64(&j, "pp", d->pp);
+        kvp_json_str(&j, "engine", kvp_engine_info(d->engine)->name);
+        kvp_json_str(&j, "engine_version", kvp_engine_info(d->engine)->version);
+        kvp_json_u64(&j, "context", d->context);
+        kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
+        kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, s[0], sizeof s[0]));
+        kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, s[1], sizeof s[1]));
+        kvp_json_str(&j, "weight_dtype", kvp_format_name(&d->w, s[2], sizeof s[2]));
+        kvp_json_end(&j, '}');
+    }
+    kvp_json_end(&j, ']');
+    kvp_json_begin(&j, "results", '[');
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct kvp_check_result *res = &r->results[i];
+        enum kvp_check_kind k = res->check->kind;
+        kvp_json_begin(&j, NULL, '{');
+        kvp_json_str(&j, "id", res->check->id);
+        kvp_json_str(&j, "deployment", res->dep->name);
+        kvp_json_str(&j, "kind", kinds[k].name);
+        kvp_json_str(&j, "file", res->dep->file);
+        kvp_json_u64(&j, "line", res->check->line);
+        kvp_json_u64(&j, "column", res->check->col);
+        kvp_json_u64(&j, "context", res->context);
+        kvp_json_u64(&j, "concurrency", res->concurrency);
+        json_value(&j, "measured", k, res->measured);
+        json_value(&j, "limit", k, res->check->limit);
+        kvp_json_str(&j, "op", op(k));
+        kvp_json_str(&j, "unit", kinds[k].unit);
+        kvp_json_bool(&j, "pass", res->pass);
+        kvp_json_str(&j, "status", !res->pass ? "fail" : res->regressed ? "regressed" : "pass");
+        if (res->has_baseline) {
+            json_value(&j, "baseline", k, res->baseline);
+            if (res->baseline != 0.0)
+                kvp_json_double(&j, "change", (res->measured - res->baseline) / fabs(res->baseline));
+            else
+                kvp_json_null(&j, "change");
+        } else {
+            kvp_json_null(&j, "baseline");
+            kvp_json_null(&j, "change");
+        }
+        kvp_json_bool(&j, "regressed", res->regressed);
+        if (res->derivation)
+            kvp_json_str(&j, "derivation", res->derivation);
+        else
+            kvp_json_null(&j, "derivation");
+        kvp_json_end(&j, '}');
+    }
+    kvp_json_end(&j, ']');
+    kvp_json_end(&j, '}');
+    kvp_buf_printf(b, "\n");
+}
+
+/* XML character data / attribute text: escapes markup and drops the control
+ * characters XML 1.0 cannot hold. */
+static void xml_text(struct kvp_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '&': kvp_buf_printf(b, "&amp;"); break;
+        case '<': kvp_buf_printf(b, "&lt;"); break;
+        case '>': kvp_buf_printf(b, "&gt;"); break;
+        case '"': kvp_buf_printf(b, "&quot;"); break;
+        case '\'': kvp_buf_printf(b, "&apos;"); break;
+        default:
+            if (c >= 0x20 || c == '\n' || c == '\t')
+                kvp_buf_put(b, s, 1);
+        }
+    }
+}
+
+static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_buf *b)
+{
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        bad += !r->results[i].pass || r->results[i].regressed;
+    kvp_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    kvp_buf_printf(b, "<testsuites name=\"kvplan check\" tests=\"%u\" failures=\"%u\" errors=\"0\">\n", r->n,
+                   bad);
+    for (uint32_t i = 0; i < r->n;) {
+        const struct kvp_plan_deployment *dep = r->results[i].dep;
+        uint32_t end = i, fails = 0;
+        while (end < r->n && r->results[end].dep == dep) {
+            fails += !r->results[end].pass || r->results[end].regressed;
+            end++;
+        }
+        kvp_buf_printf(b, "  <testsuite name=\"");
+        xml_text(b, dep->name);
+        kvp_buf_printf(b, "\" tests=\"%u\" failures=\"%u\" errors=\"0\" file=\"", end - i, fails);
+        xml_text(b, dep->file);
+        kvp_buf_printf(b, "\">\n");
+        for (; i < end; i++) {
+            const struct kvp_check_result *res = &r->results[i];
+            char lab[128], m[48], l[48], note[96], msg[320];
+            kvp_buf_printf(b, "    <testcase classname=\"kvplan.");
+            xml_text(b, dep->name);
+            kvp_buf_printf(b, "\" name=\"");
+            xml_text(b, label(res, lab, sizeof lab));
+            kvp_buf_printf(b, "\" file=\"");
+            xml_text(b, dep->file);
+            kvp_buf_printf(b, "\" line=\"%u\"", res->check->line);
+            baseline_note(res, si, note, sizeof note);
+            snprintf(msg, sizeof msg, "%s: measured %s, want %s %s%s", res->check->id,
+                     human(res->check->kind, res->measured, si, m, sizeof m), op(res->check->kind),
+                     human(res->check->kind, res->check->limit, si, l, sizeof l), note);
+            if (res->pass && !res->regressed) {
+                kvp_buf_printf(b, ">\n      <system-out>");
+                xml_text(b, msg);
+                kvp_buf_printf(b, "</system-out>\n    </testcase>\n");
+                continue;
+            }
+            kvp_buf_printf(b, ">\n      <failure type=\"%s\" message=\"", res->pass ? "regression" : kinds[res->check->kind].name);
+            xml_text(b, msg);
+            kvp_buf_printf(b, "\">");
+            xml_text(b, msg);
+            kvp_buf_printf(b, "\n");
+            if (res->derivation)
+                xml_text(b, res->derivation);
+            kvp_buf_printf(b, "</failure>\n    </testcase>\n");
+        }
+        kvp_buf_printf(b, "  </testsuite>\n");
+    }
+    kvp_buf_printf(b, "</testsuites>\n");
+}
+
+void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_plan_out fmt, bool si, struct kvp_buf *b)
+{
+    switch (fmt) {
+    case KVP_PLAN_OUT_JSON: render_json(r, b); break;
+    case KVP_PLAN_OUT_JUNIT: render_junit(r, si, b); break;
+    default: render_text(r, si, b); break;
+    }
+}

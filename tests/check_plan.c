@@ -1,0 +1,451 @@
+/* check_plan.c -- plan files and their assertions (kvplan/plan.h): every
+ * assertion kind passing and failing against figures `kvplan fit` prints,
+ * includes, defaults and relative paths, JSON/JUnit rendering, baselines
+ * both ways, and each tests/data/bad/plan-*.yaml failing with exactly the
+ * message in its .err file. */
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kvplan/plan.h"
+#include "testutil.h"
+
+#define BAD_DIR "tests/data/bad"
+
+static struct kvp_catalog *models;
+static struct kvp_gpu_catalog *gpus;
+static char tmpdir[64];
+
+static void setup(void)
+{
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_catalog_load("models", &models, &err), err);
+    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/kvplan-plan-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+    kvp_catalog_free(models);
+    kvp_gpus_free(gpus);
+}
+
+/* Write text to tmpdir/name; returns the path in a static buffer. */
+static const char *put(const char *name, const char *text)
+{
+    static char path[256];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+    if (!f)
+        return NULL;
+    buf = calloc(1, 1 << 20);
+    n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Llama-3.1-70B, fp8 weights, 4 x H100, vLLM, 64 x 8K: kvplan fit prints
+ * max concurrency 86.96, max context 11,120, KV per token 80 KiB, KV
+ * required 40 GiB of 79.19 GiB (0.505), 14.35 GiB left, decode >= 18.24 ms. */
+#define DEPLOYMENT                                                                                       \
+    "kvplan_plan: 1\n"                                                                                   \
+    "deployments:\n"                                                                                     \
+    "  - name: l70\n"                                                                                    \
+    "    model: llama-3.1-70b\n"                                                                         \
+    "    gpu: h100\n"                                                                                    \
+    "    gpus: 4\n"                                                                                      \
+    "    tp: 4\n"                                                                                        \
+    "    weight_dtype: fp8\n"                                                                            \
+    "    context: 8k\n"                                                                                  \
+    "    concurrency: 64\n"                                                                              \
+    "    assert:\n"
+
+static const struct {
+    const char *pass, *fail; /* one assertion item each, under DEPLOYMENT */
+    enum kvp_check_kind kind;
+    double measured, eps;    /* what both must measure */
+} kinds_table[] = {
+    {"      - fits: true\n", "      - fits: true\n        concurrency: 100\n", KVP_CHECK_FITS, -1, 0},
+    {"      - min_concurrency: 86\n", "      - min_concurrency: 87\n", KVP_CHECK_MIN_CONCURRENCY, 86.9648, 1e-4},
+    {"      - min_context: 11120\n", "      - min_context: 11121\n", KVP_CHECK_MIN_CONTEXT, 11120, 1e-9},
+    {"      - max_kv_share: 0.51\n", "      - max_kv_share: 0.5\n", KVP_CHECK_MAX_KV_SHARE, 42949672960.0 / 85028896768.0, 1e-9},
+    {"      - max_kv_bytes_per_token: 80KiB\n", "      - max_kv_bytes_per_token: 81919\n", KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, 81920, 1e-9},
+    {"      - max_tpot_ms: 18.3\n", "      - max_tpot_ms: 18.2\n", KVP_CHECK_MAX_TPOT, 18.24, 0.01},
+    {"      - min_headroom: 14GiB\n", "      - min_headroom: 15GiB\n", KVP_CHECK_MIN_HEADROOM, -1, 0},
+};
+
+static void evaluate_text(const char *text, struct kvp_plan *p, struct kvp_plan_report *r)
+{
+    struct kvp_error err = {0};
+    const char *path = put("plan.yaml", text);
+    ck_assert_kvp_ok(kvp_plan_load(p, path, models, gpus, &err), err);
+    ck_assert_kvp_ok(kvp_plan_evaluate(p, r, &err), err);
+}
+
+START_TEST(each_kind_passes_and_fails)
+{
+    for (size_t i = 0; i < sizeof kinds_table / sizeof kinds_table[0]; i++) {
+        for (int fail = 0; fail < 2; fail++) {
+            char text[2048];
+            struct kvp_plan p = {0};
+            struct kvp_plan_report r = {0};
+            snprintf(text, sizeof text, "%s%s", DEPLOYMENT, fail ? kinds_table[i].fail : kinds_table[i].pass);
+            evaluate_text(text, &p, &r);
+            ck_assert_uint_eq(r.n, 1);
+            ck_assert_int_eq(r.results[0].check->kind, kinds_table[i].kind);
+            ck_assert_msg(r.results[0].pass == !fail, "%s: pass %d (measured %g)", kinds_table[i].pass,
+                          r.results[0].pass, r.results[0].measured);
+            ck_assert_uint_eq(r.failed, (unsigned)fail);
+            ck_assert_uint_eq(r.passed, (unsigned)!fail);
+            /* a derivation explains every failure, and only failures */
+            ck_assert_int_eq(r.results[0].derivation != NULL, fail);
+            if (kinds_table[i].measured >= 0 && !(fail && kinds_table[i].kind == KVP_CHECK_FITS))
+                ck_assert_double_eq_tol(r.results[0].measured, kinds_table[i].measured, kinds_table[i].eps);
+            kvp_plan_report_release(&r);
+            kvp_plan_release(&p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(fits_and_headroom_figures)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    evaluate_text(DEPLOYMENT "      - min_headroom: 1GiB\n      - fits: true\n        concurrency: 100\n"
+                             "      - min_headroom: 0\n        name: at-100\n        concurrency: 100\n",
+                  &p, &r);
+    ck_assert_uint_eq(r.n, 3);
+    /* 14.35 GiB left: budget 58,361,914,163 B - 64 x 640 MiB */
+    ck_assert_double_eq(r.results[0].measured, 58361914163.0 - 42949672960.0);
+    ck_assert(!r.results[1].pass);
+    ck_assert_double_eq(r.results[1].measured, 0.0);
+    ck_assert_ptr_nonnull(strstr(r.results[1].derivation, "short"));
+    ck_assert_str_eq(r.results[1].check->id, "l70/fits:concurrency=100");
+    ck_assert_str_eq(r.results[2].check->id, "l70/at-100");
+    ck_assert(r.results[2].pass); /* a 0-byte headroom holds even when it does not fit */
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+START_TEST(modifiers_change_the_question)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    evaluate_text(DEPLOYMENT "      - min_concurrency: 1\n        context: 32k\n"
+                             "      - min_context: 1\n        concurrency: 1\n"
+                             "      - max_tpot_ms: 100\n        concurrency: 1\n",
+                  &p, &r);
+    ck_assert_uint_eq(r.results[0].context, 32768);
+    ck_assert_double_eq_tol(r.results[0].measured, 86.9648 / 4, 0.01); /* 4x the tokens per request */
+    ck_assert_uint_eq(r.results[1].concurrency, 1);
+    ck_assert_double_eq(r.results[1].measured, 131072); /* capped at the model's max_context */
+    ck_assert(r.results[2].measured < 18.24 && r.results[2].measured > 5.0); /* less KV read at batch 1 */
+    ck_assert_str_eq(r.results[0].check->id, "l70/min_concurrency:context=32768");
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+START_TEST(includes_defaults_and_relative_paths)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    struct kvp_error err = {0};
+    char *model = slurp("models/llama-3.1-8b.yaml");
+    char dir[128];
+    const char *plan;
+
+    ck_assert_ptr_nonnull(model);
+    snprintf(dir, sizeof dir, "%s/sub", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    put("sub/my-model.yaml", model);
+    free(model);
+    put("sub/base.yaml", "kvplan_plan: 1\ndefaults: {gpu_memory: 24GiB, engine: ideal, context: 1k}\n");
+    put("sub/common.yaml", "kvplan_plan: 1\ninclude: [base.yaml]\n"
+                           "defaults: {model: my-model.yaml, context: 4k}\n"
+                           "deployments:\n  - {name: from-include, assert: [fits: true]}\n");
+    plan = put("top.yaml", "kvplan_plan: 1\ninclude: [sub/common.yaml]\n"
+                           "deployments:\n  - name: mine\n    gpu_memory: 48GiB\n    assert: {fits: true}\n");
+    ck_assert_kvp_ok(kvp_plan_load(&p, plan, models, gpus, &err), err);
+    ck_assert_uint_eq(p.n, 2);
+    ck_assert_str_eq(p.deps[0].name, "from-include");
+    ck_assert_str_eq(p.deps[1].name, "mine");
+    /* the model path is relative to sub/common.yaml, not to the caller */
+    ck_assert_str_eq(p.deps[1].model->name, "llama-3.1-8b");
+    ck_assert_uint_eq(p.deps[0].d.gpu_memory, 24ull << 30);
+    ck_assert_uint_eq(p.deps[1].d.gpu_memory, 48ull << 30); /* the deployment overrides */
+    ck_assert_uint_eq(p.deps[1].d.context, 4096);            /* the includer's defaults override the included */
+    ck_assert_int_eq(p.deps[1].d.engine, KVP_ENGINE_IDEAL);
+    ck_assert_ptr_nonnull(strstr(p.deps[0].file, "sub/common.yaml"));
+    ck_assert_kvp_ok(kvp_plan_evaluate(&p, &r, &err), err);
+    ck_assert_uint_eq(r.passed, 2);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+START_TEST(render_formats)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    struct kvp_buf b = {0};
+    enum kvp_plan_out o;
+    struct kvp_error err = {0};
+    /* a file name with XML's special characters travels into every format */
+    const char *path = put("we&<ird>.yaml", DEPLOYMENT "      - min_concurrency: 64\n"
+                                                       "      - min_concurrency: 100\n        name: too-many\n");
+    ck_assert_kvp_ok(kvp_plan_load(&p, path, models, gpus, &err), err);
+    ck_assert_kvp_ok(kvp_plan_evaluate(&p, &r, &err), err);
+    ck_assert(!r.results[1].pass);
+    kvp_plan_render(&r, KVP_PLAN_OUT_TEXT, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "  PASS      min_concurrency at 8,192 tokens: 86.96 (want >= 64.00)\n"));
+    ck_assert_ptr_nonnull(strstr(b.data, "  FAIL      min_concurrency at 8,192 tokens: 86.96 (want >= 100.00)\n"));
+    ck_assert_ptr_nonnull(strstr(b.data, "max concurrency = 86.9648 requests of 8,192 tokens"));
+    ck_assert_ptr_nonnull(strstr(b.data, "2 assertions: 1 passed, 1 failed\n"));
+    kvp_buf_release(&b);
+    kvp_plan_render(&r, KVP_PLAN_OUT_JUNIT, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "<testsuites name=\"kvplan check\" tests=\"2\" failures=\"1\" errors=\"0\">"));
+    ck_assert_ptr_nonnull(strstr(b.data, "l70/too-many: measured 86.96, want &gt;= 100.00"));
+    ck_assert_ptr_nonnull(strstr(b.data, "/we&amp;&lt;ird&gt;.yaml\" line=\"13\""));
+    ck_assert_ptr_null(strstr(b.data, "we&<"));
+    kvp_buf_release(&b);
+    kvp_plan_render(&r, KVP_PLAN_OUT_JSON, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "\"kvplan_check\": 1,"));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"id\": \"l70/too-many\","));
+    ck_assert_ptr_nonnull(strstr(b.data, "/we&<ird>.yaml\","));
+    kvp_buf_release(&b);
+    ck_assert(kvp_plan_out_from_name("junit", &o) && o == KVP_PLAN_OUT_JUNIT);
+    ck_assert(!kvp_plan_out_from_name("xml", &o));
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+/* Record a baseline at util 0.9, then compare runs at other utilizations. */
+START_TEST(baseline_both_ways)
+{
+    static const struct {
+        const char *util;
+        double tolerance;
+        uint32_t regressed;
+    } cases[] = {
+        {"0.90", 0.05, 0}, /* the same */
+        {"0.95", 0.05, 0}, /* better: more concurrency, more headroom */
+        {"0.895", 0.05, 0}, /* a little worse: concurrency -0.6%, headroom -2.9% */
+        {"0.85", 0.05, 2}, /* concurrency -7.9%, headroom -29%: regressions */
+        {"0.85", 0.50, 0}, /* ... within a 50% tolerance */
+    };
+    struct kvp_error err = {0};
+    struct kvp_buf b = {0};
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    char text[2048], base[256];
+    const char *tail = "    util: %s\n    assert:\n      - min_concurrency: 1\n      - min_headroom: 0\n"
+                       "      - max_kv_bytes_per_token: 1MiB\n";
+    char fmt[1024];
+
+    snprintf(fmt, sizeof fmt, "%.*s%s", (int)(strlen(DEPLOYMENT) - strlen("    assert:\n")), DEPLOYMENT, tail);
+    snprintf(text, sizeof text, fmt, "0.90");
+    evaluate_text(text, &p, &r);
+    kvp_plan_render(&r, KVP_PLAN_OUT_JSON, false, &b);
+    snprintf(base, sizeof base, "%s", put("base.json", b.data));
+    kvp_buf_release(&b);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(text, sizeof text, fmt, cases[i].util);
+        evaluate_text(text, &p, &r);
+        ck_assert_kvp_ok(kvp_plan_baseline_apply(&r, base, cases[i].tolerance, &err), err);
+        ck_assert_msg(r.regressed == cases[i].regressed, "util %s tolerance %g: %u regressed", cases[i].util,
+                      cases[i].tolerance, r.regressed);
+        ck_assert(r.have_baseline);
+        ck_assert_uint_eq(r.baseline_missing, 0);
+        ck_assert(r.results[0].has_baseline);
+        ck_assert_double_eq_tol(r.results[0].baseline, 86.9648, 1e-3);
+        ck_assert(!r.results[2].regressed); /* KV per token does not depend on util */
+        kvp_plan_report_release(&r);
+        kvp_plan_release(&p);
+    }
+    /* a check the baseline does not know is new, not a failure */
+    snprintf(text, sizeof text, "%s      - min_context: 1\n", DEPLOYMENT);
+    evaluate_text(text, &p, &r);
+    ck_assert_kvp_ok(kvp_plan_baseline_apply(&r, base, 0.05, &err), err);
+    ck_assert_uint_eq(r.baseline_missing, 1);
+    ck_assert_uint_eq(r.regressed, 0);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+/* ---- limits ---- */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+START_TEST(bad_files)
+{
+    DIR *d = opendir(BAD_DIR);
+    struct dirent *e;
+    int n = 0, wrong = 0;
+    char report[8192] = "";
+
+    ck_assert_msg(d != NULL, "cannot open " BAD_DIR);
+    while ((e = readdir(d)) != NULL) {
+        char path[512], errpath[520], got[KVP_ERROR_TEXT_MAX];
+        struct kvp_plan p = {0};
+        struct kvp_error err = {0};
+        enum kvp_status st;
+        char *want;
+        size_t len;
+
+        if (strncmp(e->d_name, "plan-", 5) != 0 || !ends_with(e->d_name, ".yaml"))
+            continue;
+        snprintf(path, sizeof path, BAD_DIR "/%s", e->d_name);
+        snprintf(errpath, sizeof errpath, "%s.err", path);
+        want = slurp(errpath);
+        ck_assert_msg(want != NULL, "%s has no .err file", path);
+        len = strlen(want);
+        while (len && (want[len - 1] == '\n' || want[len - 1] == '\r'))
+            want[--len] = '\0';
+        st = kvp_plan_load(&p, path, models, gpus, &err);
+        ck_assert_msg(st != KVP_OK, "%s loaded", path);
+        ck_assert_uint_eq(p.n, 0); /* an invalid plan leaves nothing to report as passed */
+        ck_assert_int_eq(err.code, st);
+        kvp_error_text(&err, got, sizeof got);
+        if (strcmp(got, want) != 0) {
+            size_t o = strlen(report);
+            snprintf(report + o, sizeof report - o, "\n  got:  %s\n  want: %s", got, want);
+            wrong++;
+        }
+        kvp_plan_release(&p);
+        free(want);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 20);
+    ck_assert_msg(wrong == 0, "%d of %d bad files give another error:%s", wrong, n, report);
+}
+END_TEST
+
+START_TEST(failed_load_keeps_earlier_plans)
+{
+    struct kvp_plan p = {0};
+    struct kvp_error err = {0};
+    char text[2048];
+    char bad[512];
+    snprintf(text, sizeof text, "%s      - fits: true\n", DEPLOYMENT);
+    ck_assert_kvp_ok(kvp_plan_load(&p, put("one.yaml", text), models, gpus, &err), err);
+    ck_assert_uint_eq(p.n, 1);
+    /* a second file with a good deployment, then a bad one: neither stays */
+    snprintf(bad, sizeof bad, "kvplan_plan: 1\ndeployments:\n"
+                              "  - {name: ok, model: llama-3.1-8b, gpu: h100, assert: [fits: true]}\n"
+                              "  - {name: bad, model: llama-3.1-8b, gpu: h100, assert: [fits: maybe]}\n");
+    ck_assert_int_eq(kvp_plan_load(&p, put("two.yaml", bad), models, gpus, &err), KVP_ERR_SCHEMA);
+    ck_assert_uint_eq(p.n, 1);
+    /* the same deployment name in another file is a clash */
+    ck_assert_int_eq(kvp_plan_load(&p, put("three.yaml", text), models, gpus, &err), KVP_ERR_SCHEMA);
+    ck_assert_ptr_nonnull(strstr(err.msg, "deployment 'l70' is defined twice (first at "));
+    ck_assert_int_eq(kvp_plan_load(&p, "tests/data/bad/no-such-plan.yaml", models, gpus, &err), KVP_ERR_IO);
+    kvp_plan_release(&p);
+    kvp_plan_release(&p); /* released twice: a zeroed plan is a no-op */
+}
+END_TEST
+
+START_TEST(baseline_errors)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"{\"kvplan_check\": 2, \"results\": []}", "base.json:1:18: 'kvplan_check' must be 1 (got 2)"},
+        {"{\"results\": []}", "base.json:1:1: missing required key 'kvplan_check'"},
+        {"{\"kvplan_check\": 1}", "base.json:1:1: missing required key 'results'"},
+        {"{\"kvplan_check\": 1, \"results\": [{\"id\": \"l70/fits\"}]}",
+         "base.json:1:33: missing required key 'measured'"},
+        {"{\"kvplan_check\": 1, \"results\": [{\"id\": \"l70/fits\", \"measured\": \"x\"}]}",
+         "base.json:1:64: 'measured' must be a number (got 'x')"},
+        {"{\"kvplan_check\": 1, \"results\": [{\"id\": \"l70/fits\", \"measured\": 1}, "
+         "{\"id\": \"l70/fits\", \"measured\": 1}]}",
+         "base.json:1:68: result 'l70/fits' appears twice"},
+    };
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    struct kvp_error err = {0};
+    char got[KVP_ERROR_TEXT_MAX];
+
+    evaluate_text(DEPLOYMENT "      - fits: true\n", &p, &r);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = put("base.json", cases[i].text);
+        ck_assert_int_ne(kvp_plan_baseline_apply(&r, path, 0.05, &err), KVP_OK);
+        kvp_error_text(&err, got, sizeof got);
+        ck_assert_str_eq(strstr(got, "base.json"), cases[i].want);
+    }
+    ck_assert_int_eq(kvp_plan_baseline_apply(&r, "x.json", 1.5, &err), KVP_ERR_USAGE);
+    ck_assert_int_eq(kvp_plan_baseline_apply(&r, "tests/data/no-such.json", 0.05, &err), KVP_ERR_IO);
+    kvp_plan_report_release(&r);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+START_TEST(kind_names)
+{
+    ck_assert_str_eq(kvp_check_kind_name(KVP_CHECK_MAX_TPOT), "max_tpot_ms");
+    ck_assert_str_eq(kvp_check_kind_name(KVP_CHECK_KIND_COUNT), "?");
+    ck_assert(kvp_check_higher_is_better(KVP_CHECK_MIN_CONTEXT));
+    ck_assert(!kvp_check_higher_is_better(KVP_CHECK_MAX_KV_SHARE));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *core = tcase_create("core");
+    TCase *limits = tcase_create("limits");
+
+    tcase_add_checked_fixture(core, setup, teardown);
+    tcase_add_checked_fixture(limits, setup, teardown);
+    tcase_set_timeout(core, 60);
+    tcase_set_timeout(limits, 60);
+    tcase_add_test(core, each_kind_passes_and_fails);
+    tcase_add_test(core, fits_and_headroom_figures);
+    tcase_add_test(core, modifiers_change_the_question);
+    tcase_add_test(core, includes_defaults_and_relative_paths);
+    tcase_add_test(core, render_formats);
+    tcase_add_test(core, baseline_both_ways);
+    suite_add_tcase(s, core);
+
+    tcase_add_test(limits, bad_files);
+    tcase_add_test(limits, failed_load_keeps_earlier_plans);
+    tcase_add_test(limits, baseline_errors);
+    tcase_add_test(limits, kind_names);
+    suite_add_tcase(s, limits);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(suite());
+}
