@@ -93,6 +93,7 @@ check: deps $(BIN) $(TEST_BIN)
 	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
 	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py || failed=1; \
+	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py || failed=1; \
 	exit $$failed
 
 install: $(BIN)
@@ -120,3 +121,19 @@ check-examples: $(BIN)
 # `kvplan check` end to end: exit codes, JSON and JUnit read by real parsers, baselines, atomic writes.
 check-plan-cli: $(BIN)
 	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py
+
+# ---- generated sizing tables and charts (docs/tables/, docs/charts/) ----
+# `make docs` regenerates them from models/*.yaml with docs/generate.sh;
+# `make docs-check` regenerates into a temporary folder and fails when the
+# committed pages differ (CI), so they never drift from the code.
+.PHONY: docs docs-check
+docs: $(BIN)
+	KVPLAN=$(BIN) sh docs/generate.sh docs
+
+docs-check: $(BIN)
+	@tmp=$$(mktemp -d) || exit 2; \
+	KVPLAN=$(BIN) sh docs/generate.sh "$$tmp" && \
+	diff -r docs/tables "$$tmp/tables" && diff -r docs/charts "$$tmp/charts"; rc=$$?; \
+	rm -rf "$$tmp"; \
+	[ $$rc -eq 0 ] || echo "docs-check: docs/tables or docs/charts differ from what the code generates: run make docs"; \
+	exit $$rc

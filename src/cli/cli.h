@@ -78,5 +78,8 @@ int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_table(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

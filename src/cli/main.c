@@ -15,6 +15,9 @@ static const struct {
     {"show", cmd_show, "a model's architecture and its KV cost per layer kind"},
     {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
     {"fit", cmd_fit, "what fits on GPUs under an engine's rules: tokens, blocks, concurrency, context"},
+    {"table", cmd_table, "sizing tables: KV bytes over contexts, batches and cache formats; what fits"},
+    {"compare", cmd_compare, "what-if: the model's attention as MHA, GQA, MQA or MLA, bytes and longest context"},
+    {"plot", cmd_plot, "an SVG chart of memory (weights + KV) against context"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
     {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},
 };

@@ -1,0 +1,76 @@
+/* chart.h -- SVG charts of memory against context: weights and KV cache
+ * stacked, one line per series (a model in a cache format), the GPU's
+ * capacity as a horizontal line. The library writes the SVG text itself into
+ * a kvp_buf; no image library.
+ *
+ *     struct kvp_chart *c = calloc(1, sizeof *c);
+ *     kvp_chart_init(c, "llama-3.1-8b", "batch 1, ideal engine");
+ *     uint64_t ctx[] = {1024, 4096, 32768, 131072};
+ *     kvp_chart_set_x(c, ctx, 4, &err);
+ *     struct kvp_format f = kvp_format_plain(KVP_DTYPE_BF16);
+ *     kvp_chart_add(c, m, &f, "weights + KV in bf16", &err);  // at each context
+ *     c->capacity = 84929347584; snprintf(c->capacity_label, ..., "h100-sxm");
+ *     struct kvp_buf b = {0};
+ *     if (kvp_chart_svg(c, &b, &err) == KVP_OK) fwrite(b.data, 1, b.len, f);
+ *     kvp_buf_release(&b); free(c);
+ *
+ * Axes: context on log2 (each doubling one step), memory on log2 bytes with
+ * ticks labelled in IEC units, so a 4 KiB-per-token model and a 4 MiB one
+ * read on one chart. Series whose `group` is equal share a weights line;
+ * when every series shares one, the weights are drawn as a band under the
+ * curves. The output is deterministic: same input, same bytes.
+ * A struct kvp_chart is a plain value the caller owns.
+ */
+#ifndef KVPLAN_CHART_H
+#define KVPLAN_CHART_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+#include "kvplan/render.h"
+
+#define KVP_CHART_MAX_POINTS 64
+#define KVP_CHART_MAX_SERIES 16
+#define KVP_CHART_TEXT 192
+
+struct kvp_chart_series {
+    char label[KVP_CHART_TEXT];        /* the legend's text: "llama-3.1-8b: weights + KV in bf16" */
+    char model[KVP_NAME_MAX];          /* the model's name */
+    uint32_t group;                    /* series of one model share a group (its weights line) */
+    uint64_t weights;                  /* bytes, constant in the context */
+    uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x */
+};
+
+struct kvp_chart {
+    char title[KVP_CHART_TEXT];
+    char subtitle[KVP_CHART_TEXT];
+    uint32_t n_x;
+    uint64_t x[KVP_CHART_MAX_POINTS]; /* contexts in tokens, strictly increasing, >= 1 */
+    uint32_t n_series;
+    struct kvp_chart_series series[KVP_CHART_MAX_SERIES];
+    uint64_t batch;                      /* sequences kvp_chart_add sizes the KV for; 0 = 1 */
+    uint64_t capacity;                   /* bytes; 0 = no capacity line */
+    char capacity_label[KVP_CHART_TEXT]; /* "1 x h100-sxm" */
+};
+
+/* Zero c and set its title and subtitle. */
+void kvp_chart_init(struct kvp_chart *c, const char *title, const char *subtitle);
+
+/* The contexts: 1..KVP_CHART_MAX_POINTS of them, strictly increasing, >= 1. */
+enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t n, struct kvp_error *err);
+
+/* Append a series for model m with K and V in format f, c->batch sequences
+ * (0 = 1), ideal engine: weights in the model's dtype plus KV (and recurrent state) at each
+ * x. The group is the model's: series of the same model name share one.
+ * Errors: too many series, a format the model's head dims do not take. */
+enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
+                              const char *label, struct kvp_error *err);
+
+/* Render c as a standalone SVG document into b. Errors: no x or no series
+ * (KVP_ERR_USAGE), out of memory. */
+enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, struct kvp_error *err);
+
+#endif

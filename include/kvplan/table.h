@@ -1,0 +1,108 @@
+/* table.h -- sizing tables: KV-cache bytes of models over a grid of
+ * contexts, batches and cache formats and, with a GPU, what fits; rendered
+ * as text, Markdown, CSV, JSON or HTML into a kvp_buf.
+ *
+ * This is the seeds' ledger ("where the memory goes") for many models at once:
+ * each model gets a header (layers, weights, KV per token) and one table per
+ * batch, rows = contexts, columns = cache formats. One unit (B, KiB, MiB,
+ * GiB, TiB; or SI) is chosen per table from its largest cell and stated in
+ * its header; CSV and JSON carry exact bytes.
+ *
+ *     const struct kvp_model *models[] = {m};
+ *     uint64_t ctx[] = {4096, 32768};
+ *     uint64_t batch[] = {1};
+ *     struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_BF16)};
+ *     struct kvp_sizing s = {.models = models, .n_models = 1, .contexts = ctx, .n_contexts = 2,
+ *                            .batches = batch, .n_batches = 1, .formats = fmt, .n_formats = 1};
+ *     struct kvp_buf b = {0};
+ *     if (kvp_sizing_render(&s, KVP_TABLE_MD, &b, &err) != KVP_OK) ...
+ *     fwrite(b.data, 1, b.len, stdout);
+ *     kvp_buf_release(&b);
+ *
+ * Without a GPU the bytes are the ideal engine's (kvp_kv_compute: KV caches
+ * plus recurrent state, whole model). With a GPU (gpu_memory > 0) every cell
+ * is also sized by kvp_fit_compute under `engine` with `batch` requests of
+ * `context` tokens: the maximum concurrency per (context, format) and whether
+ * the cell fits. With use_engine the bytes shown are the engine's own per-GPU
+ * requirement instead of the ideal whole-model figure.
+ * The caller owns everything it passes; nothing is kept after the call.
+ */
+#ifndef KVPLAN_TABLE_H
+#define KVPLAN_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/deploy.h"
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+#include "kvplan/render.h"
+
+enum kvp_table_fmt { KVP_TABLE_TEXT, KVP_TABLE_MD, KVP_TABLE_CSV, KVP_TABLE_JSON, KVP_TABLE_HTML };
+
+/* "text", "md", "csv", "json", "html"; false if unknown. */
+bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out);
+
+/* A display unit: its name and how many bytes one of it is. */
+struct kvp_unit {
+    const char *name; /* "GiB" */
+    uint64_t bytes;   /* 1073741824 */
+};
+
+/* The largest IEC (or SI) unit not larger than max_bytes (B for 0): the
+ * biggest figure then shows as at least 1. */
+struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si);
+
+#define KVP_SIZING_MAX_AXIS 64 /* contexts, batches, formats each */
+
+struct kvp_sizing {
+    const struct kvp_model *const *models; /* validated models */
+    uint32_t n_models;
+    const uint64_t *contexts; /* tokens per sequence, rows */
+    uint32_t n_contexts;
+    const uint64_t *batches; /* sequences */
+    uint32_t n_batches;
+    const struct kvp_format *formats; /* cache formats (K and V alike), columns */
+    uint32_t n_formats;
+    bool si; /* SI units (GB) instead of IEC (GiB) */
+    /* deployment, all optional: */
+    uint64_t gpu_memory;        /* bytes per GPU as reported; 0 = no fit columns */
+    const char *gpu_name;       /* for headers: "h100-sxm" */
+    uint32_t n_gpus, tp;        /* 0 = 1 */
+    enum kvp_engine_id engine;  /* rules for fit (KVP_ENGINE_IDEAL by default) */
+    bool use_engine;            /* bytes from the engine (per GPU) instead of ideal */
+};
+
+/* One cell of the grid, computed. */
+struct kvp_sizing_cell {
+    uint64_t kv_bytes;     /* attention caches: ideal whole model, or engine per GPU */
+    uint64_t state_bytes;  /* recurrent state (ideal; 0 with use_engine) */
+    uint64_t weight_bytes; /* ideal: whole model in its dtype; engine: per GPU */
+    double max_concurrency; /* requests of this context that fit (gpu only) */
+    bool fits;             /* weights + batch requests fit (gpu only) */
+};
+
+/* Compute one cell: model mi, context ci, batch bi, format fi. Errors: a
+ * format a head dim does not take, an engine refusal, overflow. */
+enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
+                                struct kvp_sizing_cell *out, struct kvp_error *err);
+
+/* Render the whole grid in fmt, appending to b. Errors as kvp_sizing_cell,
+ * plus an empty axis or one longer than KVP_SIZING_MAX_AXIS (KVP_ERR_USAGE),
+ * and KVP_ERR_NOMEM when b ran out of memory. */
+enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt fmt, struct kvp_buf *b,
+                                  struct kvp_error *err);
+
+/* Parse comma-separated lists: counts ("1k,4k,128k", kvp_parse_count each)
+ * and cache formats ("bf16,fp8,q4_0", kvp_format_parse each), at most max
+ * items into out, *n set to how many. Errors: an empty item, a bad item
+ * (quoted), more than max. */
+enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n, struct kvp_error *err);
+enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uint32_t max, uint32_t *n,
+                                      struct kvp_error *err);
+
+/* "4k" for 4096, "128k", "1M", else the plain count: how contexts are labelled. */
+const char *kvp_tokens_label(uint64_t tokens, char *buf, uint32_t n);
+
+#endif

@@ -1,0 +1,356 @@
+/* chart.c -- memory-vs-context charts written as SVG text.
+ *
+ * Layout, in SVG user units (px): a title block, the plot area, axis titles,
+ * then a legend under the plot (two columns), so no label ever sits on a
+ * curve. Both axes are log2: context doubles per step, bytes double per step.
+ * Coordinates are printed with one decimal, so output is byte-stable. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kvplan/chart.h"
+#include "kvplan/engine.h"
+#include "kvplan/num.h"
+
+/* canvas and plot area, px */
+#define W 900.0
+#define PLOT_L 96.0
+#define PLOT_R 200.0 /* right margin: room for the capacity label */
+#define PLOT_T 72.0
+#define PLOT_H 380.0
+#define LEGEND_ROW 22.0
+#define MAX_TICKS 10
+
+/* Tableau 10: distinct at a glance, and in greyscale mostly */
+static const char *const palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                      "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+#define N_COLORS (sizeof palette / sizeof palette[0])
+/* beyond ten series the dash pattern tells them apart */
+static const char *const dashes[] = {"", "6 3", "2 3"};
+
+void kvp_chart_init(struct kvp_chart *c, const char *title, const char *subtitle)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->title, sizeof c->title, "%s", title ? title : "");
+    snprintf(c->subtitle, sizeof c->subtitle, "%s", subtitle ? subtitle : "");
+}
+
+enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t n, struct kvp_error *err)
+{
+    if (n == 0 || n > KVP_CHART_MAX_POINTS)
+        return kvp_fail(err, KVP_ERR_USAGE, "a chart needs 1 to %u contexts (got %u)", KVP_CHART_MAX_POINTS, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (x[i] == 0)
+            return kvp_fail(err, KVP_ERR_USAGE, "chart contexts must be at least 1 (got 0)");
+        if (i && x[i] <= x[i - 1])
+            return kvp_fail(err, KVP_ERR_USAGE, "chart contexts must increase (got %llu after %llu)",
+                            (unsigned long long)x[i], (unsigned long long)x[i - 1]);
+        c->x[i] = x[i];
+    }
+    c->n_x = n;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
+                              const char *label, struct kvp_error *err)
+{
+    struct kvp_chart_series *s;
+    struct kvp_format wf = kvp_format_plain(m->dtype);
+    struct kvp_weights w;
+    enum kvp_status st;
+
+    if (c->n_series == KVP_CHART_MAX_SERIES)
+        return kvp_fail(err, KVP_ERR_USAGE, "too many series for one chart (at most %u)", KVP_CHART_MAX_SERIES);
+    s = &c->series[c->n_series];
+    memset(s, 0, sizeof *s);
+    if ((st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < c->n_x; i++) {
+        struct kvp_kv_query q = {.context = c->x[i], .batch = c->batch ? c->batch : 1, .k = *f, .v = *f};
+        struct kvp_kv_plan plan;
+        if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK)
+            return st;
+        s->kv[i] = plan.total_bytes;
+    }
+    s->weights = w.bytes;
+    snprintf(s->label, sizeof s->label, "%s", label);
+    snprintf(s->model, sizeof s->model, "%s", m->name);
+    s->group = c->n_series; /* its own, unless an earlier series is of the same model */
+    for (uint32_t i = 0; i < c->n_series; i++)
+        if (strcmp(c->series[i].model, m->name) == 0) {
+            s->group = c->series[i].group;
+            break;
+        }
+    c->n_series++;
+    return KVP_OK;
+}
+
+/* ---- drawing ---- */
+
+static void esc(struct kvp_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': kvp_buf_put(b, "&amp;", 5); break;
+        case '<': kvp_buf_put(b, "&lt;", 4); break;
+        case '>': kvp_buf_put(b, "&gt;", 4); break;
+        case '"': kvp_buf_put(b, "&quot;", 6); break;
+        default: kvp_buf_put(b, s, 1);
+        }
+    }
+}
+
+static void text(struct kvp_buf *b, double x, double y, const char *attrs, const char *s)
+{
+    kvp_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" %s>", x, y, attrs);
+    esc(b, s);
+    kvp_buf_printf(b, "</text>\n");
+}
+
+/* A power of two of bytes as a tick label: "512 MiB", "1 GiB". */
+static void bytes_tick(double log2v, char *buf, size_t n)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    int k = (int)lround(log2v);
+    int u = k < 0 ? 0 : k / 10;
+    if (u > 6)
+        u = 6;
+    snprintf(buf, n, "%.0f %s", ldexp(1.0, k - 10 * u), unit[u]);
+}
+
+static void tokens_tick(double log2v, char *buf, size_t n)
+{
+    int k = (int)lround(log2v);
+    if (k >= 20)
+        snprintf(buf, n, "%.0fM", ldexp(1.0, k - 20));
+    else if (k >= 10)
+        snprintf(buf, n, "%.0fk", ldexp(1.0, k - 10));
+    else
+        snprintf(buf, n, "%.0f", ldexp(1.0, k));
+}
+
+struct frame {
+    double x0, x1, y0, y1; /* x: log2 tokens; y: log2 bytes, or bytes when linear */
+    double xstep, ystep;   /* tick steps, in doublings (or bytes) */
+    bool linear;           /* y from 0 in bytes: when the values span few doublings */
+    double unit;           /* linear: bytes of the tick unit */
+    const char *unit_name;
+};
+
+static double px(const struct frame *f, uint64_t v)
+{
+    return PLOT_L + (log2((double)v) - f->x0) / (f->x1 - f->x0) * (W - PLOT_L - PLOT_R);
+}
+
+static double py(const struct frame *f, uint64_t v)
+{
+    if (f->linear)
+        return PLOT_T + PLOT_H - (double)v / f->y1 * PLOT_H;
+    double l = v ? log2((double)v) : f->y0;
+    if (l < f->y0)
+        l = f->y0;
+    return PLOT_T + PLOT_H - (l - f->y0) / (f->y1 - f->y0) * PLOT_H;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t t;
+    return kvp_add(a, b, &t) ? t : UINT64_MAX;
+}
+
+/* Whole doublings covering [lo, hi], ticks every `step` doublings, at most MAX_TICKS. */
+static void axis(double lo, double hi, double *a0, double *a1, double *step)
+{
+    *a0 = floor(lo);
+    *a1 = ceil(hi);
+    if (*a1 <= *a0)
+        *a1 = *a0 + 1;
+    *step = 1;
+    while ((*a1 - *a0) / *step > MAX_TICKS)
+        *step *= 2;
+    *a0 = floor(*a0 / *step) * *step;
+    *a1 = ceil(*a1 / *step) * *step;
+}
+
+static bool one_group(const struct kvp_chart *c)
+{
+    for (uint32_t i = 1; i < c->n_series; i++)
+        if (c->series[i].group != c->series[0].group)
+            return false;
+    return true;
+}
+
+static void draw_axes(struct kvp_buf *b, const struct frame *f)
+{
+    char lab[32];
+    double right = W - PLOT_R, bottom = PLOT_T + PLOT_H;
+
+    for (double t = f->y0; t <= f->y1 * (1 + 1e-9) + 1e-9; t += f->ystep) {
+        double y = PLOT_T + PLOT_H - (t - f->y0) / (f->y1 - f->y0) * PLOT_H;
+        kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", PLOT_L, y, right, y);
+        if (f->linear)
+            snprintf(lab, sizeof lab, "%g %s", t / f->unit, f->unit_name);
+        else
+            bytes_tick(t, lab, sizeof lab);
+        text(b, PLOT_L - 8, y + 4, "class=\"tick\" text-anchor=\"end\"", lab);
+    }
+    for (double t = f->x0; t <= f->x1 + 1e-9; t += f->xstep) {
+        double x = PLOT_L + (t - f->x0) / (f->x1 - f->x0) * (right - PLOT_L);
+        kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x, PLOT_T, x, bottom);
+        tokens_tick(t, lab, sizeof lab);
+        text(b, x, bottom + 18, "class=\"tick\" text-anchor=\"middle\"", lab);
+    }
+    kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" class=\"frame\"/>\n", PLOT_L, PLOT_T,
+                   right - PLOT_L, PLOT_H);
+    text(b, (PLOT_L + right) / 2, bottom + 42, "class=\"axis\" text-anchor=\"middle\"",
+         "context (tokens per sequence, k = 1024; log scale)");
+    kvp_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" "
+                      "transform=\"rotate(-90 %.1f %.1f)\">",
+                   22.0, PLOT_T + PLOT_H / 2, 22.0, PLOT_T + PLOT_H / 2);
+    esc(b, f->linear ? "memory: weights + KV cache (bytes, IEC)" : "memory: weights + KV cache (bytes, IEC; log scale)");
+    kvp_buf_printf(b, "</text>\n");
+}
+
+static void polyline(struct kvp_buf *b, const struct kvp_chart *c, const struct frame *f, uint32_t si, const char *color,
+                     const char *dash)
+{
+    const struct kvp_chart_series *s = &c->series[si];
+    kvp_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s points=\"", color,
+                   *dash ? " stroke-dasharray=\"" : "", dash, *dash ? "\"" : "");
+    for (uint32_t i = 0; i < c->n_x; i++)
+        kvp_buf_printf(b, "%s%.1f,%.1f", i ? " " : "", px(f, c->x[i]), py(f, sat_add(s->weights, s->kv[i])));
+    kvp_buf_printf(b, "\"/>\n");
+    for (uint32_t i = 0; i < c->n_x; i++)
+        kvp_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(f, c->x[i]),
+                       py(f, sat_add(s->weights, s->kv[i])), color);
+}
+
+enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, struct kvp_error *err)
+{
+    struct frame f;
+    double lo = INFINITY, hi = 0, right = W - PLOT_R, bottom = PLOT_T + PLOT_H, h, ly;
+    bool band = one_group(c);
+    uint32_t n_legend, rows;
+    char lab[256], mem[32];
+
+    if (c->n_x == 0 || c->n_series == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "a chart needs contexts and at least one series");
+    /* the ranges: every plotted value, the weights, the capacity */
+    for (uint32_t s = 0; s < c->n_series; s++) {
+        const struct kvp_chart_series *se = &c->series[s];
+        if (se->weights && log2((double)se->weights) < lo)
+            lo = log2((double)se->weights);
+        for (uint32_t i = 0; i < c->n_x; i++) {
+            double v = log2((double)sat_add(se->weights, se->kv[i]) + 1);
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+        }
+    }
+    if (c->capacity) {
+        double v = log2((double)c->capacity);
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+    }
+    /* log when the values span 5+ doublings (a 4 KiB and a 4 MiB model on one
+     * chart); else linear from 0, where the weights band reads as its share */
+    f.linear = hi - lo < 5;
+    if (f.linear) {
+        static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+        double top = exp2(hi) * 1.08, raw, mag;
+        int u = (int)floor(log2(top) / 10);
+        u = u < 0 ? 0 : u > 6 ? 6 : u;
+        f.unit = ldexp(1.0, 10 * u);
+        f.unit_name = unit[u];
+        raw = top / f.unit / 6; /* about six ticks, on a 1-2-5 step */
+        mag = pow(10, floor(log10(raw)));
+        f.ystep = (raw <= mag ? 1 : raw <= 2 * mag ? 2 : raw <= 5 * mag ? 5 : 10) * mag * f.unit;
+        f.y0 = 0;
+        f.y1 = ceil(top / f.ystep) * f.ystep;
+    } else {
+        axis(lo - 0.5, hi + 0.25, &f.y0, &f.y1, &f.ystep);
+    }
+    axis(log2((double)c->x[0]), log2((double)c->x[c->n_x - 1]), &f.x0, &f.x1, &f.xstep);
+    /* legend entries: series, weights (band or lines), capacity; two columns */
+    n_legend = c->n_series + 1 + (c->capacity ? 1 : 0);
+    rows = (n_legend + 1) / 2;
+    h = bottom + 64 + rows * LEGEND_ROW + 8;
+
+    kvp_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                      "viewBox=\"0 0 %.0f %.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
+                   W, h, W, h);
+    kvp_buf_printf(b, "<style>\n.grid { stroke: #e3e3e3; stroke-width: 1; }\n"
+                      ".frame { fill: none; stroke: #555; stroke-width: 1; }\n"
+                      ".tick { font-size: 12px; fill: #333; }\n.axis { font-size: 13px; fill: #222; }\n"
+                      ".title { font-size: 18px; font-weight: bold; fill: #111; }\n"
+                      ".sub { font-size: 13px; fill: #555; }\n.legend { font-size: 13px; fill: #222; }\n"
+                      ".cap { font-size: 12px; fill: #b00; }\n</style>\n");
+    kvp_buf_printf(b, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", W, h);
+    text(b, PLOT_L, 28, "class=\"title\"", c->title);
+    text(b, PLOT_L, 50, "class=\"sub\"", c->subtitle);
+    draw_axes(b, &f);
+
+    /* weights: a band under the curves when one model, else a dashed line per model */
+    for (uint32_t s = 0; s < c->n_series; s++) {
+        const struct kvp_chart_series *se = &c->series[s];
+        double y = py(&f, se->weights);
+        if (se->group != s || !se->weights)
+            continue; /* drawn once per model */
+        if (band)
+            kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#d9d9d9\" "
+                              "fill-opacity=\"0.8\"/>\n", PLOT_L, y, right - PLOT_L, bottom - y);
+        else
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\" "
+                              "stroke-dasharray=\"2 4\"/>\n", PLOT_L, y, right, y, palette[s % N_COLORS]);
+    }
+    if (band) /* the KV stacked on the weights, shaded so the share reads at a glance */
+        for (uint32_t s = 0; s < c->n_series; s++) {
+            const struct kvp_chart_series *se = &c->series[s];
+            kvp_buf_printf(b, "<polygon fill=\"%s\" fill-opacity=\"0.10\" stroke=\"none\" points=\"",
+                           palette[s % N_COLORS]);
+            for (uint32_t i = 0; i < c->n_x; i++)
+                kvp_buf_printf(b, "%.1f,%.1f ", px(&f, c->x[i]), py(&f, sat_add(se->weights, se->kv[i])));
+            kvp_buf_printf(b, "%.1f,%.1f %.1f,%.1f\"/>\n", px(&f, c->x[c->n_x - 1]), py(&f, se->weights),
+                           px(&f, c->x[0]), py(&f, se->weights));
+        }
+    for (uint32_t s = 0; s < c->n_series; s++)
+        polyline(b, c, &f, s, palette[s % N_COLORS], dashes[(s / N_COLORS) % 3]);
+    if (c->capacity) {
+        double y = py(&f, c->capacity);
+        kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#b00\" stroke-width=\"2\" "
+                          "stroke-dasharray=\"8 4\"/>\n", PLOT_L, y, right, y);
+        snprintf(lab, sizeof lab, "%s", c->capacity_label);
+        text(b, right + 6, y - 2, "class=\"cap\"", lab);
+        text(b, right + 6, y + 13, "class=\"cap\"", kvp_format_bytes(c->capacity, false, mem, sizeof mem));
+    }
+    /* legend */
+    ly = bottom + 64;
+    for (uint32_t e = 0; e < n_legend; e++) {
+        double x = PLOT_L + (e % 2) * 380.0, y = ly + (e / 2) * LEGEND_ROW;
+        if (e < c->n_series) {
+            const char *dash = dashes[(e / N_COLORS) % 3];
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
+                           x, y - 4, x + 28, y - 4, palette[e % N_COLORS], *dash ? " stroke-dasharray=\"" : "", dash,
+                           *dash ? "\"" : "");
+            snprintf(lab, sizeof lab, "%s", c->series[e].label);
+        } else if (e == c->n_series) {
+            if (band) {
+                kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x, y - 10);
+                snprintf(lab, sizeof lab, "weights (%s)", kvp_format_bytes(c->series[0].weights, false, mem, sizeof mem));
+            } else {
+                kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+                                  "stroke-width=\"1.5\" stroke-dasharray=\"2 4\"/>\n", x, y - 4, x + 28, y - 4);
+                snprintf(lab, sizeof lab, "weights alone (dotted, in the model's colour)");
+            }
+        } else {
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#b00\" stroke-width=\"2\" "
+                              "stroke-dasharray=\"8 4\"/>\n", x, y - 4, x + 28, y - 4);
+            snprintf(lab, sizeof lab, "GPU memory: %s", c->capacity_label);
+        }
+        text(b, x + 36, y, "class=\"legend\"", lab);
+    }
+    kvp_buf_printf(b, "</svg>\n");
+    if (b->nomem)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory rendering a chart");
+    return KVP_OK;
+}

@@ -1,0 +1,556 @@
+/* table.c -- sizing tables over models x contexts x batches x cache formats.
+ *
+ * Each cell is computed once by kvp_sizing_cell (the ideal engine, and the
+ * chosen engine's fit when a GPU is given); the renderers only lay figures
+ * out. Text and Markdown go through render.h's kvp_table; HTML is written
+ * here, escaped; CSV and JSON carry exact bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/engine.h"
+#include "kvplan/num.h"
+#include "kvplan/table.h"
+
+bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out)
+{
+    static const char *const names[] = {"text", "md", "csv", "json", "html"};
+    for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (enum kvp_table_fmt)i;
+            return true;
+        }
+    return false;
+}
+
+struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si)
+{
+    static const char *const iec[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    static const char *const dec[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    uint64_t step = si ? 1000 : 1024, u = 1;
+    uint32_t i = 0;
+    while (i + 1 < 6 && max_bytes / u >= step) {
+        u *= step;
+        i++;
+    }
+    return (struct kvp_unit){si ? dec[i] : iec[i], u};
+}
+
+const char *kvp_tokens_label(uint64_t tokens, char *buf, uint32_t n)
+{
+    if (tokens >= (1u << 20) && tokens % (1u << 20) == 0)
+        snprintf(buf, n, "%lluM", (unsigned long long)(tokens >> 20));
+    else if (tokens >= 1024 && tokens % 1024 == 0)
+        snprintf(buf, n, "%lluk", (unsigned long long)(tokens >> 10));
+    else
+        snprintf(buf, n, "%llu", (unsigned long long)tokens);
+    return buf;
+}
+
+/* Split s at commas; call item() on each piece (NUL-terminated copy). */
+static enum kvp_status split_list(const char *s, uint32_t max, uint32_t *n, struct kvp_error *err, void *out,
+                                  enum kvp_status (*item)(const char *, void *, uint32_t, struct kvp_error *))
+{
+    char piece[128];
+    enum kvp_status st;
+    *n = 0;
+    for (const char *p = s;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0)
+            return kvp_fail(err, KVP_ERR_USAGE, "empty item in the list '%s'", s);
+        if (len >= sizeof piece)
+            return kvp_fail(err, KVP_ERR_USAGE, "item too long in the list '%s'", s);
+        if (*n == max)
+            return kvp_fail(err, KVP_ERR_USAGE, "too many items in the list '%s' (at most %u)", s, max);
+        memcpy(piece, p, len);
+        piece[len] = '\0';
+        if ((st = item(piece, out, (*n)++, err)) != KVP_OK)
+            return st;
+        if (!end)
+            return KVP_OK;
+        p = end + 1;
+    }
+}
+
+static enum kvp_status count_item(const char *s, void *out, uint32_t i, struct kvp_error *err)
+{
+    return kvp_parse_count(s, (uint64_t *)out + i, err);
+}
+
+static enum kvp_status format_item(const char *s, void *out, uint32_t i, struct kvp_error *err)
+{
+    return kvp_format_parse(s, (struct kvp_format *)out + i, err);
+}
+
+enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n, struct kvp_error *err)
+{
+    return split_list(s, max, n, err, out, count_item);
+}
+
+enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uint32_t max, uint32_t *n,
+                                      struct kvp_error *err)
+{
+    return split_list(s, max, n, err, out, format_item);
+}
+
+static bool have_gpu(const struct kvp_sizing *s)
+{
+    return s->gpu_memory > 0;
+}
+
+enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
+                                struct kvp_sizing_cell *out, struct kvp_error *err)
+{
+    const struct kvp_model *m = s->models[mi];
+    struct kvp_kv_query q = {.context = s->contexts[ci], .batch = s->batches[bi],
+                             .k = s->formats[fi], .v = s->formats[fi]};
+    struct kvp_kv_plan plan;
+    struct kvp_weights w;
+    struct kvp_format wf = kvp_format_plain(m->dtype);
+    enum kvp_status st;
+
+    memset(out, 0, sizeof *out);
+    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+        return st;
+    out->kv_bytes = plan.kv_bytes;
+    out->state_bytes = plan.state_bytes;
+    out->weight_bytes = w.bytes;
+    if (have_gpu(s)) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        kvp_deploy_init(&d, s->engine, m);
+        d.gpu_memory = s->gpu_memory;
+        d.tp = s->tp ? s->tp : 1;
+        d.n_gpus = s->n_gpus ? s->n_gpus : d.tp;
+        d.k = d.v = s->formats[fi];
+        d.context = q.context;
+        d.concurrency = q.batch;
+        if ((st = kvp_fit_compute(m, &d, &f, err)) != KVP_OK)
+            return st;
+        out->max_concurrency = f.max_concurrency;
+        out->fits = f.fits;
+        if (s->use_engine) {
+            out->kv_bytes = f.kv_bytes_required;
+            out->state_bytes = 0;
+            out->weight_bytes = f.weights_bytes;
+        }
+    }
+    return KVP_OK;
+}
+
+/* ---- shared pieces ---- */
+
+static void html_escape(struct kvp_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': kvp_buf_put(b, "&amp;", 5); break;
+        case '<': kvp_buf_put(b, "&lt;", 4); break;
+        case '>': kvp_buf_put(b, "&gt;", 4); break;
+        case '"': kvp_buf_put(b, "&quot;", 6); break;
+        default: kvp_buf_put(b, s, 1);
+        }
+    }
+}
+
+/* A figure in unit u with two decimals; "<0.01" rather than a false zero. */
+static const char *in_unit(uint64_t bytes, struct kvp_unit u, char *buf, uint32_t n)
+{
+    double v = (double)bytes / (double)u.bytes;
+    if (bytes > 0 && v < 0.005)
+        snprintf(buf, n, "<0.01");
+    else if (u.bytes == 1)
+        snprintf(buf, n, "%llu", (unsigned long long)bytes);
+    else
+        snprintf(buf, n, "%.2f", v);
+    return buf;
+}
+
+static const char *engine_name(const struct kvp_sizing *s)
+{
+    return kvp_engine_info(have_gpu(s) ? s->engine : KVP_ENGINE_IDEAL)->name;
+}
+
+/* "1 x h100-sxm (79.19 GiB each)" */
+static const char *gpu_phrase(const struct kvp_sizing *s, char *buf, uint32_t n)
+{
+    char mem[32];
+    uint32_t tp = s->tp ? s->tp : 1, gpus = s->n_gpus ? s->n_gpus : tp;
+    snprintf(buf, n, "%u x %s (%s each%s%u)", gpus, s->gpu_name ? s->gpu_name : "GPU",
+             kvp_format_bytes(s->gpu_memory, s->si, mem, sizeof mem), ", tp ", tp);
+    return buf;
+}
+
+/* ---- grid: all cells of one model computed up front ---- */
+
+struct grid {
+    uint32_t nc, nb, nf;
+    struct kvp_sizing_cell cell[KVP_SIZING_MAX_AXIS * KVP_SIZING_MAX_AXIS];
+    uint64_t per_token[KVP_SIZING_MAX_AXIS]; /* ideal KV bytes per token, per format */
+};
+
+static struct kvp_sizing_cell *at(struct grid *g, uint32_t ci, uint32_t fi)
+{
+    return &g->cell[ci * g->nf + fi];
+}
+
+/* Cells of model mi at batch bi; per-token bytes once per model. */
+static enum kvp_status fill(const struct kvp_sizing *s, uint32_t mi, uint32_t bi, struct grid *g,
+                            struct kvp_error *err)
+{
+    enum kvp_status st;
+    g->nc = s->n_contexts;
+    g->nf = s->n_formats;
+    for (uint32_t fi = 0; fi < s->n_formats; fi++) {
+        struct kvp_kv_query q = {.context = 1, .batch = 1, .k = s->formats[fi], .v = s->formats[fi]};
+        struct kvp_kv_plan plan;
+        if ((st = kvp_kv_compute(s->models[mi], &q, &plan, err)) != KVP_OK)
+            return st;
+        g->per_token[fi] = plan.kv_bytes_per_token;
+        for (uint32_t ci = 0; ci < s->n_contexts; ci++)
+            if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, at(g, ci, fi), err)) != KVP_OK)
+                return st;
+    }
+    return KVP_OK;
+}
+
+/* What a table cell shows: caches plus recurrent state (saturating: only a
+ * unit is chosen from it; the exact figures travel in CSV and JSON). */
+static uint64_t shown(const struct kvp_sizing_cell *c)
+{
+    uint64_t t;
+    return kvp_add(c->kv_bytes, c->state_bytes, &t) ? t : UINT64_MAX;
+}
+
+/* ---- text, Markdown, HTML ---- */
+
+/* Cell text of one rendered table: rows x (context + formats). */
+#define CELL_CHARS 24
+typedef char cell_text[CELL_CHARS];
+
+struct doc {
+    const struct kvp_sizing *s;
+    enum kvp_table_fmt fmt;
+    struct kvp_buf *b;
+    cell_text *cells; /* KVP_SIZING_MAX_AXIS * KVP_TABLE_MAX_COLS, the caller's */
+};
+
+static void heading(struct doc *d, int level, const char *text)
+{
+    if (d->fmt == KVP_TABLE_HTML) {
+        kvp_buf_printf(d->b, "<h%d>", level);
+        html_escape(d->b, text);
+        kvp_buf_printf(d->b, "</h%d>\n", level);
+    } else if (d->fmt == KVP_TABLE_MD) {
+        kvp_buf_printf(d->b, "%s %s\n\n", level == 2 ? "##" : "###", text);
+    } else {
+        kvp_buf_printf(d->b, "%s\n", text);
+        for (size_t i = 0; i < strlen(text); i++)
+            kvp_buf_put(d->b, level == 2 ? "=" : "-", 1);
+        kvp_buf_put(d->b, "\n", 1);
+    }
+}
+
+static void para(struct doc *d, const char *text)
+{
+    if (d->fmt == KVP_TABLE_HTML) {
+        kvp_buf_put(d->b, "<p>", 3);
+        html_escape(d->b, text);
+        kvp_buf_put(d->b, "</p>\n", 5);
+    } else {
+        kvp_buf_printf(d->b, "%s\n\n", text);
+    }
+}
+
+/* Rows of ncols strings (row-major, nrows), header head. */
+static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, cell_text *cells, uint32_t nrows)
+{
+    if (d->fmt == KVP_TABLE_HTML) {
+        kvp_buf_printf(d->b, "<table>\n<thead><tr>");
+        for (uint32_t c = 0; c < ncols; c++) {
+            kvp_buf_printf(d->b, "<th>");
+            html_escape(d->b, head[c]);
+            kvp_buf_printf(d->b, "</th>");
+        }
+        kvp_buf_printf(d->b, "</tr></thead>\n<tbody>\n");
+        for (uint32_t r = 0; r < nrows; r++) {
+            kvp_buf_printf(d->b, "<tr>");
+            for (uint32_t c = 0; c < ncols; c++) {
+                kvp_buf_printf(d->b, c ? "<td class=\"num\">" : "<td>");
+                html_escape(d->b, cells[r * ncols + c]);
+                kvp_buf_printf(d->b, "</td>");
+            }
+            kvp_buf_printf(d->b, "</tr>\n");
+        }
+        kvp_buf_printf(d->b, "</tbody>\n</table>\n");
+        return;
+    }
+    struct kvp_table t;
+    bool right[KVP_TABLE_MAX_COLS];
+    const char *row[KVP_TABLE_MAX_COLS];
+    for (uint32_t c = 0; c < ncols; c++)
+        right[c] = c > 0;
+    kvp_table_init(&t, ncols, head, right);
+    for (uint32_t r = 0; r < nrows; r++) {
+        for (uint32_t c = 0; c < ncols; c++)
+            row[c] = cells[r * ncols + c];
+        kvp_table_row(&t, row);
+    }
+    kvp_table_render(&t, d->fmt == KVP_TABLE_MD ? KVP_OUT_MD : KVP_OUT_TEXT, d->b);
+    if (t.nomem)
+        d->b->nomem = true;
+    kvp_table_release(&t);
+    kvp_buf_put(d->b, "\n", 1);
+}
+
+/* Format names for column heads, computed once. */
+struct names {
+    char f[KVP_SIZING_MAX_AXIS][48];
+};
+
+static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, const struct names *nm,
+                                    struct kvp_error *err)
+{
+    const struct kvp_sizing *s = d->s;
+    const struct kvp_model *m = s->models[mi];
+    char line[1024], sum[160], tmp[64], tmp2[64], gp[160];
+    const char *head[KVP_TABLE_MAX_COLS];
+    uint32_t nf = s->n_formats;
+    enum kvp_status st;
+
+    heading(d, 2, m->name);
+    /* the ledger: layers, weights, what a token costs */
+    {
+        struct kvp_weights w;
+        struct kvp_format wf = kvp_format_plain(m->dtype);
+        size_t n;
+        if ((st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+            return st;
+        snprintf(line, sizeof line, "%s; weights %s (%s, %s params); max context %s tokens.",
+                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
+                 kvp_dtype_info(m->dtype)->name, kvp_format_grouped(w.params, tmp2, sizeof tmp2),
+                 kvp_format_grouped(m->max_context, gp, sizeof gp));
+        para(d, line);
+        if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
+            return st;
+        n = (size_t)snprintf(line, sizeof line, "KV cache per token (ideal, while the context is within every window):");
+        for (uint32_t fi = 0; fi < nf && n < sizeof line; fi++)
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s %s %s", fi ? "," : "", nm->f[fi],
+                                  kvp_format_bytes(g->per_token[fi], s->si, tmp, sizeof tmp));
+        if (n < sizeof line)
+            snprintf(line + n, sizeof line - n, ".");
+        para(d, line);
+    }
+    for (uint32_t bi = 0; bi < s->n_batches; bi++) {
+        /* columns: context + formats; split formats over several tables past the width limit */
+        uint64_t max = 0;
+        bool short_any = false;
+        struct kvp_unit u;
+        if (bi > 0 && (st = fill(s, mi, bi, g, err)) != KVP_OK)
+            return st;
+        for (uint32_t i = 0; i < g->nc * g->nf; i++)
+            if (shown(&g->cell[i]) > max)
+                max = shown(&g->cell[i]);
+        u = kvp_unit_for(max, s->si);
+        snprintf(line, sizeof line, "KV cache at batch %llu, in %s", (unsigned long long)s->batches[bi], u.name);
+        heading(d, 3, line);
+        if (s->use_engine)
+            snprintf(line, sizeof line, "In %s per GPU under the %s engine's rules on %s; rows: tokens per sequence "
+                     "(k = 1024); columns: cache format.", u.name, engine_name(s), gpu_phrase(s, gp, sizeof gp));
+        else
+            snprintf(line, sizeof line, "In %s (1 %s = %s bytes); whole model, ideal engine%s; rows: tokens per "
+                     "sequence (k = 1024); columns: cache format.", u.name, u.name,
+                     kvp_format_grouped(u.bytes, tmp2, sizeof tmp2),
+                     g->cell[0].state_bytes ? ", recurrent state included" : "");
+        para(d, line);
+        for (uint32_t f0 = 0; f0 < nf; f0 += KVP_TABLE_MAX_COLS - 1) {
+            uint32_t fn = nf - f0 < KVP_TABLE_MAX_COLS - 1 ? nf - f0 : KVP_TABLE_MAX_COLS - 1, nc = fn + 1;
+            cell_text *cl = d->cells;
+            head[0] = "context";
+            for (uint32_t fi = 0; fi < fn; fi++)
+                head[fi + 1] = nm->f[f0 + fi];
+            for (uint32_t ci = 0; ci < g->nc; ci++) {
+                kvp_tokens_label(s->contexts[ci], cl[ci * nc], CELL_CHARS);
+                for (uint32_t fi = 0; fi < fn; fi++) {
+                    const struct kvp_sizing_cell *c = at(g, ci, f0 + fi);
+                    char *p = cl[ci * nc + fi + 1];
+                    in_unit(shown(c), u, p, 20);
+                    if (have_gpu(s) && !c->fits) {
+                        strcat(p, " *");
+                        short_any = true;
+                    }
+                }
+            }
+            grid_table(d, nc, head, cl, g->nc);
+        }
+        if (short_any) {
+            snprintf(line, sizeof line, "* does not fit: weights + %llu sequence%s of KV exceed %s under the %s engine's rules.",
+                     (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gpu_phrase(s, gp, sizeof gp),
+                     engine_name(s));
+            para(d, line);
+        }
+    }
+    if (have_gpu(s)) {
+        /* concurrency does not depend on the batch: sized at the first */
+        if (s->n_batches > 1 && (st = fill(s, mi, 0, g, err)) != KVP_OK)
+            return st;
+        snprintf(line, sizeof line, "Max concurrent sequences on %s", gpu_phrase(s, gp, sizeof gp));
+        heading(d, 3, line);
+        snprintf(line, sizeof line, "Whole sequences of each context that fit beside the weights under the %s engine's "
+                 "rules (0: not even one).", engine_name(s));
+        para(d, line);
+        for (uint32_t f0 = 0; f0 < nf; f0 += KVP_TABLE_MAX_COLS - 1) {
+            uint32_t fn = nf - f0 < KVP_TABLE_MAX_COLS - 1 ? nf - f0 : KVP_TABLE_MAX_COLS - 1, nc = fn + 1;
+            cell_text *cl = d->cells;
+            head[0] = "context";
+            for (uint32_t fi = 0; fi < fn; fi++)
+                head[fi + 1] = nm->f[f0 + fi];
+            for (uint32_t ci = 0; ci < g->nc; ci++) {
+                kvp_tokens_label(s->contexts[ci], cl[ci * nc], CELL_CHARS);
+                for (uint32_t fi = 0; fi < fn; fi++) {
+                    double c = at(g, ci, f0 + fi)->max_concurrency;
+                    char *p = cl[ci * nc + fi + 1];
+                    if (c >= 1e15)
+                        snprintf(p, CELL_CHARS, "unbounded");
+                    else
+                        kvp_format_grouped((uint64_t)(c + 1e-9), p, CELL_CHARS);
+                }
+            }
+            grid_table(d, nc, head, cl, g->nc);
+        }
+    }
+    return KVP_OK;
+}
+
+/* ---- CSV and JSON: one row per model x context x batch x format ---- */
+
+static void csv_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, const char *fname,
+                    const struct kvp_sizing_cell *c, struct kvp_buf *b)
+{
+    uint32_t tp = s->tp ? s->tp : 1;
+    kvp_buf_printf(b, "%s,%s,%s,%u,%u,%llu,%llu,%s,%llu,%llu,%llu,", s->models[mi]->name, engine_name(s),
+                   have_gpu(s) && s->gpu_name ? s->gpu_name : "", have_gpu(s) ? (s->n_gpus ? s->n_gpus : tp) : 0,
+                   have_gpu(s) ? tp : 0, (unsigned long long)s->contexts[ci], (unsigned long long)s->batches[bi],
+                   fname, (unsigned long long)c->kv_bytes, (unsigned long long)c->state_bytes,
+                   (unsigned long long)c->weight_bytes);
+    if (have_gpu(s))
+        kvp_buf_printf(b, "%.4f,%s\n", c->max_concurrency, c->fits ? "true" : "false");
+    else
+        kvp_buf_printf(b, ",\n");
+}
+
+static void json_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, const char *fname,
+                     const struct kvp_sizing_cell *c, struct kvp_json *j)
+{
+    kvp_json_begin(j, NULL, '{');
+    kvp_json_str(j, "model", s->models[mi]->name);
+    kvp_json_u64(j, "context", s->contexts[ci]);
+    kvp_json_u64(j, "batch", s->batches[bi]);
+    kvp_json_str(j, "kv_dtype", fname);
+    kvp_json_u64(j, "kv_bytes", c->kv_bytes);
+    kvp_json_u64(j, "state_bytes", c->state_bytes);
+    kvp_json_u64(j, "weight_bytes", c->weight_bytes);
+    if (have_gpu(s)) {
+        kvp_json_double(j, "max_concurrency", c->max_concurrency);
+        kvp_json_bool(j, "fits", c->fits);
+    }
+    kvp_json_end(j, '}');
+}
+
+static enum kvp_status check_axes(const struct kvp_sizing *s, struct kvp_error *err)
+{
+    const uint32_t n[] = {s->n_models, s->n_contexts, s->n_batches, s->n_formats};
+    static const char *const what[] = {"models", "contexts", "batches", "cache formats"};
+    for (uint32_t i = 0; i < 4; i++) {
+        if (n[i] == 0)
+            return kvp_fail(err, KVP_ERR_USAGE, "a sizing table needs at least one of its %s", what[i]);
+        if (i > 0 && n[i] > KVP_SIZING_MAX_AXIS)
+            return kvp_fail(err, KVP_ERR_USAGE, "too many %s for one table (got %u, at most %u)", what[i], n[i],
+                            KVP_SIZING_MAX_AXIS);
+    }
+    return KVP_OK;
+}
+
+static const char html_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>kvplan sizing</title>\n"
+    "<style>\nbody { font-family: sans-serif; }\ntable { border-collapse: collapse; margin-bottom: 1em; }\n"
+    "th, td { border: 1px solid #ccc; padding: 2px 8px; }\ntd.num { text-align: right; "
+    "font-variant-numeric: tabular-nums; }\n</style>\n</head>\n<body>\n";
+
+struct work {
+    struct grid g;
+    cell_text cells[KVP_SIZING_MAX_AXIS * KVP_TABLE_MAX_COLS];
+    struct names nm;
+};
+
+enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt fmt, struct kvp_buf *b,
+                                  struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct work *w;
+
+    if ((st = check_axes(s, err)) != KVP_OK)
+        return st;
+    if (!(w = calloc(1, sizeof *w)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for a sizing table");
+    for (uint32_t fi = 0; fi < s->n_formats; fi++)
+        kvp_format_name(&s->formats[fi], w->nm.f[fi], sizeof w->nm.f[fi]);
+
+    if (fmt == KVP_TABLE_CSV || fmt == KVP_TABLE_JSON) {
+        struct kvp_json j;
+        if (fmt == KVP_TABLE_CSV) {
+            kvp_buf_printf(b, "model,engine,gpu,gpus,tp,context,batch,kv_dtype,kv_bytes,state_bytes,weight_bytes,"
+                              "max_concurrency,fits\n");
+        } else {
+            kvp_json_init(&j, b);
+            kvp_json_begin(&j, NULL, '{');
+            kvp_json_str(&j, "engine", engine_name(s));
+            if (have_gpu(s)) {
+                kvp_json_str(&j, "gpu", s->gpu_name ? s->gpu_name : "");
+                kvp_json_u64(&j, "gpu_memory_bytes", s->gpu_memory);
+                kvp_json_u64(&j, "tp", s->tp ? s->tp : 1);
+                kvp_json_u64(&j, "gpus", s->n_gpus ? s->n_gpus : (s->tp ? s->tp : 1));
+            } else {
+                kvp_json_null(&j, "gpu");
+            }
+            kvp_json_str(&j, "kv_bytes_scope", s->use_engine ? "per GPU, engine rules" : "whole model, ideal");
+            kvp_json_begin(&j, "cells", '[');
+        }
+        for (uint32_t mi = 0; mi < s->n_models; mi++)
+            for (uint32_t ci = 0; ci < s->n_contexts; ci++)
+                for (uint32_t bi = 0; bi < s->n_batches; bi++)
+                    for (uint32_t fi = 0; fi < s->n_formats; fi++) {
+                        struct kvp_sizing_cell c;
+                        if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, &c, err)) != KVP_OK)
+                            goto out;
+                        if (fmt == KVP_TABLE_CSV)
+                            csv_row(s, mi, ci, bi, w->nm.f[fi], &c, b);
+                        else
+                            json_row(s, mi, ci, bi, w->nm.f[fi], &c, &j);
+                    }
+        if (fmt == KVP_TABLE_JSON) {
+            kvp_json_end(&j, ']');
+            kvp_json_end(&j, '}');
+        }
+    } else {
+        struct doc d = {s, fmt, b, w->cells};
+        char gp[160];
+        if (fmt == KVP_TABLE_HTML)
+            kvp_buf_put(b, html_head, sizeof html_head - 1);
+        if (have_gpu(s)) {
+            char line[256];
+            snprintf(line, sizeof line, "Fit on %s under the %s engine's rules.", gpu_phrase(s, gp, sizeof gp), engine_name(s));
+            para(&d, line);
+        }
+        for (uint32_t mi = 0; mi < s->n_models; mi++)
+            if ((st = render_model(&d, mi, &w->g, &w->nm, err)) != KVP_OK)
+                goto out;
+        if (fmt == KVP_TABLE_HTML)
+            kvp_buf_printf(b, "</body>\n</html>\n");
+    }
+    st = b->nomem ? kvp_fail(err, KVP_ERR_NOMEM, "out of memory rendering a sizing table") : KVP_OK;
+out:
+    free(w);
+    return st;
+}
