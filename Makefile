@@ -137,3 +137,11 @@ docs-check: $(BIN)
 	rm -rf "$$tmp"; \
 	[ $$rc -eq 0 ] || echo "docs-check: docs/tables or docs/charts differ from what the code generates: run make docs"; \
 	exit $$rc
+
+# ---- oracle: kvplan's llamacpp profile against the real llama.cpp (tests/oracle/run.sh) ----
+# Fetches the prebuilt CPU llama.cpp from npm (@node-llama-cpp/linux-x64@3.22.1, release v0.5.0)
+# and its headers into build/oracle/ (cached), then compares exact KV bytes; needs npm, git, a C++
+# compiler. Skips with exit 0 when the npm registry cannot be reached.
+.PHONY: oracle
+oracle: deps $(BIN)
+	KVPLAN_BIN=$(BIN) KVPLAN_DATADIR=models sh tests/oracle/run.sh

@@ -81,5 +81,6 @@ int cmd_check(int argc, char **argv);
 int cmd_table(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_export_gguf(int argc, char **argv);
 
 #endif

@@ -1,0 +1,152 @@
+/* probe.c -- ask the real llama.cpp how many bytes its KV cache takes.
+ *
+ *     probe LIBDIR MODEL.gguf N_CTX TYPE_K TYPE_V N_SEQ SWA_FULL FA
+ *
+ * Loads MODEL with no_alloc and load_mode NONE (nothing is read or
+ * allocated: the GGUF may be sparse), creates a context with these cache
+ * settings and prints one line:
+ *
+ *     ok <kv bytes> <cells logged>      the breakdown's `context` field, exactly
+ *     refused <llama.cpp's last error line>
+ *
+ *     probe LIBDIR MODEL.gguf decode N
+ *
+ * loads MODEL for real (random weights from kvplan export-gguf), decodes
+ * tokens 1..N one at a time (flash attention off, f32 cache) and prints
+ * "ok <n> <logit[0]> <logit[1]>" when every logit is finite.
+ *
+ * TYPE_K/TYPE_V are ggml type names (f16, bf16, q8_0, q4_0, f32); FA is -1
+ * (auto), 0 (off) or 1 (on). Exit 0 for both answers; 2 for bad usage.
+ * Built against the headers of the same llama.cpp release (tests/oracle/run.sh).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "llama.h"
+
+void kvprobe_breakdown(struct llama_context *ctx, unsigned long long *model, unsigned long long *context,
+                       unsigned long long *compute);
+
+static char last_error[1024]; /* the last WARN/ERROR log line: llama.cpp's reason for a refusal */
+static int verbose;
+
+static void log_cb(enum ggml_log_level level, const char *text, void *user)
+{
+    (void)user;
+    if (verbose)
+        fputs(text, stderr);
+    if ((level == GGML_LOG_LEVEL_ERROR || level == GGML_LOG_LEVEL_WARN) && strlen(text) > 1) {
+        snprintf(last_error, sizeof last_error, "%s", text);
+        last_error[strcspn(last_error, "\n")] = '\0';
+    }
+}
+
+static int type_from_name(const char *s, enum ggml_type *out)
+{
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const char *n = ggml_type_name((enum ggml_type)t);
+        if (n && strcmp(n, s) == 0) {
+            *out = (enum ggml_type)t;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Decode n tokens and check the logits: the file's weights really load and run. */
+static int decode(const char *path, int n)
+{
+    struct llama_model_params mp = llama_model_default_params();
+    struct llama_context_params cp = llama_context_default_params();
+    struct llama_model *model;
+    struct llama_context *ctx;
+    const float *lg = NULL;
+    int n_vocab;
+
+    if (!(model = llama_model_load_from_file(path, mp))) {
+        printf("refused %s\n", last_error[0] ? last_error : "model load failed");
+        return 0;
+    }
+    cp.n_ctx = 256;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.n_threads = cp.n_threads_batch = 1;
+    if (!(ctx = llama_init_from_model(model, cp))) {
+        printf("refused %s\n", last_error[0] ? last_error : "context creation failed");
+        return 0;
+    }
+    n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    for (int i = 0; i < n; i++) {
+        llama_token tok = (llama_token)(1 + i % (n_vocab - 1));
+        if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
+            printf("refused decode failed at step %d\n", i);
+            return 0;
+        }
+        lg = llama_get_logits_ith(ctx, -1);
+        for (int v = 0; v < n_vocab; v++)
+            if (!(lg[v] == lg[v]) || lg[v] > 1e30f || lg[v] < -1e30f) {
+                printf("bad logit %d at step %d\n", v, i);
+                return 1;
+            }
+    }
+    printf("ok %d %.6f %.6f\n", n, lg ? lg[0] : 0.0f, lg ? lg[1] : 0.0f);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct llama_model_params mp;
+    struct llama_context_params cp;
+    struct llama_model *model;
+    struct llama_context *ctx;
+    enum ggml_type tk, tv;
+    unsigned long long mb = 0, kb = 0, cb = 0;
+
+    if (argc == 5 && strcmp(argv[3], "decode") == 0) {
+        verbose = getenv("PROBE_VERBOSE") != NULL;
+        llama_log_set(log_cb, NULL);
+        ggml_backend_load_all_from_path(argv[1]);
+        llama_backend_init();
+        return decode(argv[2], atoi(argv[4]));
+    }
+    if (argc != 9 || !type_from_name(argv[4], &tk) || !type_from_name(argv[5], &tv)) {
+        fprintf(stderr, "usage: probe LIBDIR MODEL.gguf N_CTX TYPE_K TYPE_V N_SEQ SWA_FULL FA\n");
+        return 2;
+    }
+    verbose = getenv("PROBE_VERBOSE") != NULL;
+    llama_log_set(log_cb, NULL);
+    ggml_backend_load_all_from_path(argv[1]); /* without it: "no backends are loaded" */
+    llama_backend_init();
+    mp = llama_model_default_params();
+    mp.no_alloc = true;                  /* plan only */
+    mp.load_mode = LLAMA_LOAD_MODE_NONE; /* mmap with no_alloc aborts */
+    if (!(model = llama_model_load_from_file(argv[2], mp))) {
+        printf("refused %s\n", last_error[0] ? last_error : "model load failed");
+        return 0;
+    }
+    cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)strtoul(argv[3], NULL, 10);
+    cp.type_k = tk;
+    cp.type_v = tv;
+    cp.n_seq_max = (uint32_t)strtoul(argv[6], NULL, 10);
+    cp.swa_full = atoi(argv[7]) != 0;
+    cp.flash_attn_type = (enum llama_flash_attn_type)atoi(argv[8]);
+    cp.n_threads = cp.n_threads_batch = 1;
+    last_error[0] = '\0';
+    if (!(ctx = llama_init_from_model(model, cp))) {
+        printf("refused %s\n", last_error[0] ? last_error : "context creation failed");
+        llama_model_free(model);
+        return 0;
+    }
+    kvprobe_breakdown(ctx, &mb, &kb, &cb);
+    printf("ok %llu %u\n", kb, llama_n_ctx(ctx));
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
