@@ -94,6 +94,7 @@ check: deps $(BIN) $(TEST_BIN)
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
 	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py || failed=1; \
 	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py || failed=1; \
+	KVPLAN_BIN=$(BIN) sh tests/tui.sh || failed=1; \
 	exit $$failed
 
 install: $(BIN)
@@ -145,3 +146,15 @@ docs-check: $(BIN)
 .PHONY: oracle
 oracle: deps $(BIN)
 	KVPLAN_BIN=$(BIN) KVPLAN_DATADIR=models sh tests/oracle/run.sh
+
+# ---- kvplan tui (issue #8): the terminal UI ----
+# tui-test drives the real binary in tmux (tests/tui.sh: 80x24, typing, resizing to
+# 120x40, 20x5 and 1x1, help, model picker, saving a plan `kvplan check` accepts, q).
+# tui-bench times what one keypress costs: a recompute and a full redraw (a 60 Hz frame is 16,667 us).
+.PHONY: tui-test tui-bench
+tui-test: $(BIN)
+	KVPLAN_BIN=$(BIN) sh tests/tui.sh
+
+tui-bench: $(BIN)
+	@for m in llama-3.1-8b gemma-3-27b qwen3-next-80b-a3b deepseek-v3; do \
+	    KVPLAN_DATADIR=models ./$(BIN) tui --bench 200 $$m || exit 1; done

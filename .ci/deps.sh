@@ -1,9 +1,22 @@
 #!/bin/sh
 # Install the Debian packages kvplan builds against, if pkg-config cannot find
 # them: libyaml-dev, libncurses-dev, check (and pkg-config itself).
+# make check needs python3 (it reads reports with real JSON/XML parsers).
+# With --ci, also the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, and npm, git and g++ (the
+# llama.cpp oracle).
 missing=""
+if [ "${1:-}" = "--ci" ]; then
+    for pair in tmux:tmux valgrind:valgrind clang:clang npm:npm git:git g++:g++; do
+        cmd=${pair%%:*} pkg=${pair#*:}
+        command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
+    done
+    # libFuzzer's runtime ships apart from clang on Debian
+    [ -n "$(find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer*' 2>/dev/null | head -n 1)" ] ||
+        missing="$missing libclang-rt-14-dev"
+fi
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc make"
+command -v python3 >/dev/null 2>&1 || missing="$missing python3" # make check reads JSON/XML with it
 for pair in yaml-0.1:libyaml-dev ncursesw:libncurses-dev check:check; do
     mod=${pair%%:*} pkg=${pair#*:}
     pkg-config --exists "$mod" 2>/dev/null || missing="$missing $pkg"

@@ -82,5 +82,6 @@ int cmd_table(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_export_gguf(int argc, char **argv);
+int cmd_tui(int argc, char **argv); /* src/tui/tui.c */
 
 #endif

@@ -20,6 +20,7 @@ static const struct {
     {"plot", cmd_plot, "an SVG chart of memory (weights + KV) against context"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
     {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},
+    {"tui", cmd_tui, "size a deployment interactively (ncurses)"},
     {"export-gguf", cmd_export_gguf, "write a model's shape as GGUF (random or sparse weights) for llama.cpp"},
 };
 

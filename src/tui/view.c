@@ -1,0 +1,516 @@
+/* view.c -- draws a struct tui_state with curses; never changes it.
+ *
+ * Layout at 80x24 (wider and taller terminals give each panel more room):
+ *
+ *   title                                                     ? help  q quit
+ *   fields (12 rows, 34 cols) | memory bar per GPU, capacity, roofline,
+ *                             | KV by layer kind
+ *   KV vs context chart       | the derivation of the figures (x: which)
+ *   status line
+ *
+ * Every write is clipped to the screen, so no size (even 1x1) can make a
+ * draw fail; below 80x24 only a request for a bigger terminal is shown.
+ */
+#include <curses.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kvplan/num.h"
+#include "view.h"
+
+enum pair { P_TITLE = 1, P_WEIGHTS, P_KV, P_RESERVE, P_FREE, P_ERROR, P_OK, P_HEAD };
+
+#define LEFT_W 34 /* fields and chart column, in cells */
+
+struct ctx {
+    const struct tui_state *s;
+    const struct tui_look *look;
+    int rows, cols;
+};
+
+void tui_view_colors(void)
+{
+    use_default_colors();
+    init_pair(P_TITLE, COLOR_BLACK, COLOR_CYAN);
+    init_pair(P_WEIGHTS, COLOR_BLUE, -1);
+    init_pair(P_KV, COLOR_GREEN, -1);
+    init_pair(P_RESERVE, COLOR_YELLOW, -1);
+    init_pair(P_FREE, -1, -1);
+    init_pair(P_ERROR, COLOR_RED, -1);
+    init_pair(P_OK, COLOR_GREEN, -1);
+    init_pair(P_HEAD, COLOR_CYAN, -1);
+}
+
+static attr_t color(const struct ctx *c, enum pair p)
+{
+    return c->look->color ? COLOR_PAIR(p) : A_NORMAL;
+}
+
+/* printf at (y, x), clipped to w cells and to the screen. Text is ASCII. */
+static void put(const struct ctx *c, int y, int x, int w, attr_t a, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void put(const struct ctx *c, int y, int x, int w, attr_t a, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int room = c->cols - x;
+
+    if (y < 0 || y >= c->rows || x < 0 || x >= c->cols)
+        return;
+    if (w > room)
+        w = room;
+    if (w <= 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    attron(a);
+    mvaddnstr(y, x, buf, w);
+    attroff(a);
+}
+
+/* One glyph (UTF-8 or ASCII) at (y, x), if on screen. */
+static void glyph(const struct ctx *c, int y, int x, attr_t a, const char *g)
+{
+    if (y < 0 || y >= c->rows || x < 0 || x >= c->cols)
+        return;
+    attron(a);
+    mvaddstr(y, x, g);
+    attroff(a);
+}
+
+static const char *bytes(uint64_t v, char *buf, uint32_t n)
+{
+    return kvp_format_bytes(v, false, buf, n);
+}
+
+static const char *grouped(uint64_t v, char *buf, uint32_t n)
+{
+    return kvp_format_grouped(v, buf, n);
+}
+
+/* ---- the fields ---- */
+
+static void draw_fields(const struct ctx *c, int y0)
+{
+    const struct tui_state *s = c->s;
+    char v[128];
+
+    for (int f = 0; f < TUI_F_COUNT; f++) {
+        bool sel = (int)s->field == f;
+        attr_t a = sel ? A_REVERSE : A_NORMAL;
+        tui_field_value(s, (enum tui_field)f, v, sizeof v);
+        if (sel && s->mode == TUI_MODE_EDIT)
+            put(c, y0 + f, 0, LEFT_W, A_BOLD, "> %-12s [%s_]", tui_field_label((enum tui_field)f), s->input);
+        else
+            put(c, y0 + f, 0, LEFT_W, a, "%c %-12s %-19s", sel ? '>' : ' ', tui_field_label((enum tui_field)f), v);
+    }
+}
+
+/* ---- the memory bars ---- */
+
+static void draw_bar(const struct ctx *c, int y, int x, int w, const struct tui_bar *b, const char *label)
+{
+    const char *full = c->look->utf8 ? "\xe2\x96\x88" : "#";   /* █ */
+    const char *dark = c->look->utf8 ? "\xe2\x96\x93" : "=";   /* ▓ */
+    const char *light = c->look->utf8 ? "\xe2\x96\x91" : "-";  /* ░ */
+    const char *dot = c->look->utf8 ? "\xc2\xb7" : ".";        /* · */
+    uint64_t scale = b->total, edge[3], sum = 0;
+    int cells = w - (int)strlen(label) - 3;
+
+    if (cells < 4)
+        return;
+    if (b->weights + b->kv + b->reserve > scale)
+        scale = b->weights + b->kv + b->reserve;
+    if (scale == 0)
+        scale = 1;
+    sum = b->weights;
+    edge[0] = sum;
+    sum += b->kv;
+    edge[1] = sum;
+    sum += b->reserve;
+    edge[2] = sum;
+    put(c, y, x, w, A_NORMAL, "%s [", label);
+    for (int i = 0; i < cells; i++) {
+        /* the cell's midpoint, in bytes, decides its segment */
+        long double mid = ((long double)i + 0.5L) * (long double)scale / cells;
+        int cx = x + (int)strlen(label) + 2 + i;
+        bool beyond = mid > (long double)b->total; /* past the GPU's memory: the shortfall */
+        if (mid < (long double)edge[0])
+            glyph(c, y, cx, color(c, beyond ? P_ERROR : P_WEIGHTS), full);
+        else if (mid < (long double)edge[1])
+            glyph(c, y, cx, color(c, beyond ? P_ERROR : P_KV), dark);
+        else if (mid < (long double)edge[2])
+            glyph(c, y, cx, color(c, P_RESERVE), light);
+        else
+            glyph(c, y, cx, color(c, P_FREE), dot);
+    }
+    put(c, y, x + (int)strlen(label) + 2 + cells, 1, A_NORMAL, "]");
+}
+
+static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
+{
+    const struct tui_state *s = c->s;
+    const struct tui_look *l = c->look;
+    struct tui_bar b;
+    char g[4][32], label[24];
+    int used = 0;
+    uint32_t shown;
+    bool same = s->d.engine != KVP_ENGINE_LLAMACPP; /* every rank sized alike */
+
+    tui_bar_of(s, 0, &b);
+    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "Memory per GPU (%s each)", bytes(b.total, g[0], sizeof g[0]));
+    used++;
+    /* room for the bars after the two legend lines */
+    shown = same ? 1 : s->n_gpus;
+    if ((int)shown > max_rows - 3)
+        shown = max_rows - 3 > 1 ? (uint32_t)(max_rows - 3) : 1;
+    for (uint32_t i = 0; i < shown; i++) {
+        tui_bar_of(s, i, &b);
+        if (same)
+            snprintf(label, sizeof label, s->n_gpus > 1 ? "x%-3u" : "gpu0", s->n_gpus);
+        else
+            snprintf(label, sizeof label, "gpu%-1u", i);
+        draw_bar(c, y + used++, x, w, &b, label);
+    }
+    if (!same && shown < s->n_gpus)
+        put(c, y + used - 1, x + w - 10, 10, A_NORMAL, " +%u more", s->n_gpus - shown);
+    tui_bar_of(s, 0, &b);
+    put(c, y + used, x, w, color(c, P_WEIGHTS), "%s weights %s", l->utf8 ? "\xe2\x96\x88" : "#",
+        bytes(b.weights, g[0], sizeof g[0]));
+    put(c, y + used, x + w / 2, w - w / 2, color(c, P_KV), "%s KV %s", l->utf8 ? "\xe2\x96\x93" : "=",
+        bytes(b.kv, g[1], sizeof g[1]));
+    used++;
+    put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s", l->utf8 ? "\xe2\x96\x91" : "-",
+        bytes(b.reserve, g[2], sizeof g[2]));
+    if (b.over)
+        put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
+    else
+        put(c, y + used, x + w / 2, w - w / 2, A_NORMAL, "%s free %s", l->utf8 ? "\xc2\xb7" : ".",
+            bytes(b.free, g[3], sizeof g[3]));
+    used++;
+    return used;
+}
+
+static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
+{
+    const struct tui_state *s = c->s;
+    const struct kvp_fit *f = &s->fit;
+    char g[4][32];
+    int r = 0;
+
+    if (!s->ok) {
+        char t[KVP_ERROR_TEXT_MAX];
+        const char *p = kvp_error_text(&s->err, t, sizeof t);
+        put(c, y + r++, x, w, A_BOLD | color(c, P_ERROR), "Cannot compute this setup:");
+        /* wrap the message over the rows there are */
+        while (*p && r < max_rows) {
+            int n = (int)strlen(p) < w ? (int)strlen(p) : w;
+            put(c, y + r++, x, n, color(c, P_ERROR), "%s", p);
+            p += n;
+        }
+        return r;
+    }
+    r += draw_memory(c, y, x, w, max_rows - 7 > 4 ? max_rows - 7 : 4);
+    if (r >= max_rows)
+        return r;
+    if (f->fits)
+        put(c, y + r++, x, w, A_BOLD | color(c, P_OK), "Capacity: fits, %s left", bytes(f->free_bytes, g[0], sizeof g[0]));
+    else
+        put(c, y + r++, x, w, A_BOLD | color(c, P_ERROR), "Capacity: DOES NOT FIT, %s short",
+            bytes(f->short_bytes, g[0], sizeof g[0]));
+    put(c, y + r++, x, w, A_NORMAL, " max concurrency %.2f at %s tokens", f->max_concurrency,
+        grouped(s->d.context, g[0], sizeof g[0]));
+    put(c, y + r++, x, w, A_NORMAL, " max context %s at batch %s", grouped(f->max_context, g[0], sizeof g[0]),
+        grouped(s->d.concurrency, g[1], sizeof g[1]));
+    if (s->d.engine == KVP_ENGINE_LLAMACPP)
+        put(c, y + r++, x, w, A_NORMAL, " %s cells, %s KV per token", grouped(f->cells, g[0], sizeof g[0]),
+            bytes(f->kv_bytes_per_token_per_gpu, g[1], sizeof g[1]));
+    else
+        put(c, y + r++, x, w, A_NORMAL, " %s tokens, %s blocks of %u", grouped(f->kv_tokens, g[0], sizeof g[0]),
+            grouped(f->num_blocks, g[1], sizeof g[1]), f->block_size);
+    if (r < max_rows && s->have_roofline)
+        put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f tok/s", s->roof.tpot_s * 1e3,
+            s->roof.tokens_per_s);
+    if (r < max_rows && s->have_roofline)
+        put(c, y + r++, x, w, A_NORMAL, " prefill of %s tokens >= %.3f s", grouped(s->d.context, g[0], sizeof g[0]),
+            s->roof.ttft_s);
+    if (r + 1 < max_rows) { /* the heading only with at least one row under it */
+        put(c, y + r++, x, w, A_BOLD | color(c, P_HEAD), "KV by layer kind (batch %s, all GPUs)",
+            grouped(s->d.concurrency, g[0], sizeof g[0]));
+        for (uint32_t i = 0; i < s->n_kinds && r < max_rows; i++)
+            put(c, y + r++, x, w, A_NORMAL, " %-9s %3u L x %s tok = %s", kvp_layer_kind_name(s->kinds[i].kind),
+                s->kinds[i].layers, grouped(s->kinds[i].tokens, g[0], sizeof g[0]),
+                bytes(s->kinds[i].bytes, g[1], sizeof g[1]));
+    }
+    return r;
+}
+
+/* ---- the chart of KV vs context ---- */
+
+static void short_count(uint64_t v, char *buf, size_t n)
+{
+    if (v >= 1048576 && v % 1048576 == 0)
+        snprintf(buf, n, "%lluM", (unsigned long long)(v / 1048576));
+    else if (v >= 1024)
+        snprintf(buf, n, "%lluk", (unsigned long long)((v + 512) / 1024));
+    else
+        snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
+{
+    const struct tui_state *s = c->s;
+    static const char *const eighths[] = {" ", "\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
+                                          "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
+    uint64_t top = 0, budget = s->fit.kv_budget_bytes;
+    char g[32], lo[24], hi[24];
+    int plot_h = h - 3, col_w, x0 = x + 10;
+
+    if (h < 5 || w < 24 || !s->ok || s->n_chart == 0)
+        return;
+    for (uint32_t i = 0; i < s->n_chart; i++)
+        if (s->chart_kv[i] > top)
+            top = s->chart_kv[i];
+    /* the budget sets the scale only when it is near the curve: far above,
+     * it would flatten the curve into the axis */
+    if (budget > top && budget / 2 <= top)
+        top = budget;
+    if (top == 0)
+        top = 1;
+    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "KV per GPU vs context (batch %llu)",
+        (unsigned long long)s->d.concurrency);
+    col_w = (w - 11) / (int)s->n_chart;
+    if (col_w < 1)
+        col_w = 1;
+    put(c, y + 1, x, 9, A_NORMAL, "%9s", bytes(top, g, sizeof g));
+    put(c, y + plot_h, x, 9, A_NORMAL, "%9s", "0");
+    for (uint32_t i = 0; i < s->n_chart; i++) {
+        /* height in eighths of a row, so small steps still show in UTF-8 */
+        long double frac = (long double)s->chart_kv[i] / (long double)top;
+        int units = (int)(frac * plot_h * 8 + 0.5L);
+        bool over = s->chart_kv[i] > budget;
+        attr_t a = color(c, over ? P_ERROR : P_KV);
+        for (int r = 0; r < plot_h; r++) {
+            int cell = units - r * 8; /* eighths in this row, from the bottom */
+            const char *gch;
+            if (cell <= 0)
+                continue;
+            if (c->look->utf8)
+                gch = eighths[cell >= 8 ? 8 : cell];
+            else
+                gch = cell >= 4 ? (over ? "!" : "#") : (cell > 0 ? "." : " ");
+            for (int k = 0; k < col_w - (col_w > 1); k++)
+                glyph(c, y + plot_h - r, x0 + (int)i * col_w + k, a, gch);
+        }
+    }
+    /* the budget as a marker on the axis */
+    if (budget > 0 && budget <= top) {
+        int r = (int)((long double)budget / (long double)top * plot_h + 0.5L);
+        if (r >= 1 && r <= plot_h)
+            put(c, y + plot_h - r + 1, x0 - 1, 1, A_BOLD | color(c, P_ERROR), "%s", "<");
+    }
+    short_count(s->chart_context[0], lo, sizeof lo);
+    short_count(s->chart_context[s->n_chart - 1], hi, sizeof hi);
+    put(c, y + plot_h + 1, x0, w - 10, A_NORMAL, "%-*s%s", col_w * (int)s->n_chart - (int)strlen(hi), lo, hi);
+    if (budget > top)
+        put(c, y + plot_h + 2, x, w, A_NORMAL, "KV budget %s: off the top", bytes(budget, g, sizeof g));
+    else
+        put(c, y + plot_h + 2, x, w, A_NORMAL, "< KV budget %s%s", bytes(budget, g, sizeof g),
+            c->look->color ? ", red: over" : c->look->utf8 ? "" : ", !: over");
+}
+
+/* ---- the derivation ---- */
+
+static void draw_explain(const struct ctx *c, int y, int x, int w, int h)
+{
+    const struct tui_state *s = c->s;
+    struct kvp_buf b = {0};
+    uint32_t line = 0;
+    int r = 1;
+
+    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "Derivation: %s  x: switch  [ ]: scroll",
+        s->explain == TUI_EXPLAIN_FIT ? "capacity" : "KV size");
+    tui_explain_text(s, &b);
+    if (b.nomem) {
+        put(c, y + 1, x, w, color(c, P_ERROR), "out of memory");
+    } else if (b.len) {
+        for (char *p = b.data, *nl; *p && r < h; p = nl ? nl + 1 : p + strlen(p)) {
+            nl = strchr(p, '\n');
+            if (line++ >= s->explain_scroll) {
+                /* long formulas wrap, continued two cells in, rather than vanish at the edge */
+                int n = nl ? (int)(nl - p) : (int)strlen(p), off = 0;
+                while (r < h && off < n) {
+                    int room = off ? w - 2 : w, take = n - off < room ? n - off : room;
+                    if (room <= 0)
+                        break;
+                    /* break after a space when one is in the second half of the row */
+                    if (off + take < n)
+                        for (int k = take - 1; k > room / 2; k--)
+                            if (p[off + k] == ' ') {
+                                take = k + 1;
+                                break;
+                            }
+                    put(c, y + r++, x + (off ? 2 : 0), take, A_NORMAL, "%.*s", take, p + off);
+                    off += take;
+                }
+            }
+            if (!nl)
+                break;
+        }
+    }
+    kvp_buf_release(&b);
+}
+
+/* ---- overlays ---- */
+
+static void box_at(const struct ctx *c, int y, int x, int h, int w, const char *title)
+{
+    for (int r = 0; r < h; r++)
+        put(c, y + r, x, w, A_NORMAL, "%*s", w, "");
+    for (int i = 0; i < w; i++) {
+        put(c, y, x + i, 1, A_NORMAL, "-");
+        put(c, y + h - 1, x + i, 1, A_NORMAL, "-");
+    }
+    for (int r = 0; r < h; r++) {
+        put(c, y + r, x, 1, A_NORMAL, "|");
+        put(c, y + r, x + w - 1, 1, A_NORMAL, "|");
+    }
+    put(c, y, x + 2, w - 4, A_BOLD, " %s ", title);
+}
+
+static void draw_picker(const struct ctx *c)
+{
+    const struct tui_state *s = c->s;
+    bool models = s->mode == TUI_MODE_PICK_MODEL;
+    int w = c->cols - 8 > 70 ? 70 : c->cols - 8, h = c->rows - 4, y = 2, x = (c->cols - w) / 2;
+    int list_h = h - 4;
+    uint32_t first = 0;
+
+    box_at(c, y, x, h, w, models ? "model: type to filter, or a path" : "GPU: type to filter");
+    put(c, y + 1, x + 2, w - 4, A_BOLD, "> %s_", s->input);
+    if (s->pick_sel >= (uint32_t)list_h)
+        first = s->pick_sel - (uint32_t)list_h + 1;
+    for (int r = 0; r < list_h && first + (uint32_t)r < s->n_pick; r++) {
+        uint32_t i = first + (uint32_t)r;
+        bool sel = i == s->pick_sel;
+        char info[160] = "";
+        if (models) {
+            const struct kvp_model *m = s->cat->models[s->pick[i]];
+            snprintf(info, sizeof info, "%s", m->hf_id);
+        } else {
+            char g[32];
+            const struct kvp_gpu *gp = &s->gpus->gpus[s->pick[i]];
+            snprintf(info, sizeof info, "%s  %s", bytes(gp->memory_bytes, g, sizeof g), gp->name);
+        }
+        put(c, y + 2 + r, x + 2, w - 4, sel ? A_REVERSE : A_NORMAL, "%c %-20s %s", sel ? '>' : ' ',
+            tui_pick_name(s, i), info);
+    }
+    if (s->n_pick == 0)
+        put(c, y + 2, x + 2, w - 4, A_NORMAL, models ? "no built-in model matches; Enter opens it as a path"
+                                                     : "no GPU matches");
+    put(c, y + h - 2, x + 2, w - 4, A_NORMAL, "Up/Down choose  Enter pick  Esc cancel  (%u shown)", s->n_pick);
+}
+
+static void draw_help(const struct ctx *c)
+{
+    static const char *const lines[] = {
+        "Up/Down, Tab     choose a field",
+        "Left/Right       change it (halve/double, previous/next)",
+        "+ / -            step counts by one (context by 1024)",
+        "Enter            type a value (32k, 0.85, fp8, int4:group=64)",
+        "0-9              start typing a number on a numeric field",
+        "m, g             pick a model / a GPU (type to filter)",
+        "x                derivation: capacity <-> KV size",
+        "[ ] PgUp PgDn    scroll the derivation",
+        "s                save the setup as a plan for `kvplan check`",
+        "Esc              cancel typing; q quit",
+        "",
+        "Figures are per GPU, as `kvplan fit` computes them.",
+        "Bar: weights, KV for the batch, reserve (outside the",
+        "memory fraction, activations), free room for more KV.",
+    };
+    int n = (int)(sizeof lines / sizeof *lines), w = 68, h = n + 4;
+    int y = (c->rows - h) / 2, x = (c->cols - w) / 2;
+
+    box_at(c, y < 0 ? 0 : y, x < 0 ? 0 : x, h, w, "kvplan tui help (any key closes)");
+    for (int i = 0; i < n; i++)
+        put(c, (y < 0 ? 0 : y) + 2 + i, (x < 0 ? 0 : x) + 2, w - 4, A_NORMAL, "%s", lines[i]);
+}
+
+/* ---- the screen ---- */
+
+static void draw_small(const struct ctx *c)
+{
+    char msg[160];
+    int len, r = 0;
+    snprintf(msg, sizeof msg, "kvplan tui needs at least %dx%d (now %dx%d): enlarge the terminal, or q to quit",
+             TUI_MIN_COLS, TUI_MIN_ROWS, c->cols, c->rows);
+    len = (int)strlen(msg);
+    /* wrap at spaces; a word longer than the row is cut */
+    for (int off = 0; off < len && r < c->rows; r++) {
+        int take = len - off < c->cols ? len - off : c->cols;
+        if (off + take < len)
+            for (int k = take; k > 0; k--)
+                if (msg[off + k] == ' ') {
+                    take = k;
+                    break;
+                }
+        put(c, r, 0, take, A_NORMAL, "%.*s", take, msg + off);
+        off += take;
+        while (msg[off] == ' ')
+            off++;
+    }
+}
+
+void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
+{
+    struct ctx c = {s, look, LINES, COLS};
+    int right_x = LEFT_W + 1, right_w, top_h, bottom_y, bottom_h;
+
+    erase();
+    if (c.cols < TUI_MIN_COLS || c.rows < TUI_MIN_ROWS) {
+        draw_small(&c);
+        refresh();
+        return;
+    }
+    right_w = c.cols - right_x;
+    /* the top takes what the fields and figures need (more kinds of layers,
+     * llama.cpp's bars per device), the chart and derivation the rest */
+    top_h = 11 + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->n_gpus - 1 : 0);
+    if (top_h > c.rows - 1 - 9)
+        top_h = c.rows - 1 - 9;
+    if (top_h < TUI_F_COUNT + 1)
+        top_h = TUI_F_COUNT + 1;
+    bottom_y = 1 + top_h;
+    bottom_h = c.rows - 1 - bottom_y;
+
+    attron(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
+    mvhline(0, 0, ' ', c.cols);
+    put(&c, 0, 1, c.cols - 18, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE),
+        "kvplan tui: %s on %u x %s, %s", s->model->name, s->n_gpus, s->gpu ? s->gpu->id : "?",
+        kvp_engine_info(s->d.engine)->name);
+    put(&c, 0, c.cols - 16, 16, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE), "? help  q quit");
+    attroff(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
+
+    draw_fields(&c, 1);
+    put(&c, 1 + TUI_F_COUNT, 0, LEFT_W, A_DIM, "Up/Dn field, Lt/Rt change, Enter");
+    draw_figures(&c, 1, right_x, right_w, top_h);
+    draw_chart(&c, bottom_y, 0, LEFT_W, bottom_h);
+    draw_explain(&c, bottom_y, right_x, right_w, bottom_h);
+
+    if (s->mode == TUI_MODE_SAVE)
+        put(&c, c.rows - 1, 0, c.cols, A_BOLD, "save plan to: %s_   (Enter save, Esc cancel)", s->input);
+    else if (s->mode == TUI_MODE_EDIT)
+        put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s: type a value, Enter to set, Esc to cancel",
+            tui_field_label(s->field));
+    else
+        put(&c, c.rows - 1, 0, c.cols, s->status_error ? A_BOLD | color(&c, P_ERROR) : A_NORMAL, "%s", s->status);
+    if (s->mode == TUI_MODE_PICK_MODEL || s->mode == TUI_MODE_PICK_GPU)
+        draw_picker(&c);
+    else if (s->mode == TUI_MODE_HELP)
+        draw_help(&c);
+    refresh();
+}

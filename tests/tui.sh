@@ -1,0 +1,148 @@
+#!/bin/sh
+# Drives `kvplan tui` in a real terminal (tmux, on a private socket) like a
+# user: reads the screen at 80x24, types settings, resizes to 120x40, 20x5
+# and 1x1, opens help, picks a model, saves a plan that `kvplan check`
+# accepts, reopens it, and quits. Figures on screen are compared with what
+# `kvplan fit` prints for the same settings.
+bin=${KVPLAN_BIN:-build/rel/kvplan}
+if ! command -v tmux >/dev/null 2>&1; then
+    # CI installs tmux; elsewhere say so rather than pass silently
+    if [ -n "$CI" ]; then echo "tui: tmux is not installed"; exit 1; fi
+    echo "tui: SKIPPED (tmux is not installed)"
+    exit 0
+fi
+tmp=$(mktemp -d) || exit 2
+sock="$tmp/tmux.sock"
+t() { tmux -S "$sock" -f /dev/null "$@"; }
+trap 't kill-server 2>/dev/null; rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+screen() { t capture-pane -t k -p 2>/dev/null; }
+
+# wait (up to 15 s: CI machines can be busy) until the screen holds $1 as a fixed string
+expect() {
+    i=0
+    while [ $i -lt 150 ]; do
+        if screen | grep -qF -- "$1"; then pass=$((pass + 1)); return 0; fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail=$((fail + 1))
+    echo "FAIL tui: screen lacks: $1 ($2)"
+    screen | sed 's/^/    | /'
+    return 1
+}
+
+# wait (up to 15 s) until the screen no longer holds $1
+expect_gone() {
+    i=0
+    while [ $i -lt 150 ]; do
+        if ! screen | grep -qF -- "$1"; then pass=$((pass + 1)); return 0; fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail=$((fail + 1))
+    echo "FAIL tui: screen still holds: $1 ($2)"
+    return 1
+}
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL tui: $1"; }
+
+start() { # $1: size WxH, $2: locale, rest: arguments
+    size=$1 loc=$2
+    shift 2
+    t kill-session -t k 2>/dev/null
+    t new-session -d -s k -x "${size%x*}" -y "${size#*x}" \
+        "env LANG=$loc LC_ALL=$loc KVPLAN_DATADIR=models $bin tui $*; sleep 30"
+}
+
+# the figure `kvplan fit` prints on the row named $1 (e.g. "max concurrency")
+fit_value() {
+    row=$1
+    shift
+    KVPLAN_DATADIR=models "$bin" fit "$@" | awk -v r="$row" 'index($0, r) == 1 { sub(r, ""); print $1; exit }'
+}
+
+# 1. 80x24: the default setup's figures, as kvplan fit gives them
+start 80x24 C.UTF-8 llama-3.1-8b
+tokens=$(fit_value "KV tokens" llama-3.1-8b --gpu h100)
+conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100)
+expect "$tokens tokens, 28,832 blocks of 16" "kvplan fit: $tokens KV tokens"
+expect "max concurrency $conc at 131,072 tokens" "kvplan fit: $conc"
+expect "weights 14.96 GiB" "weights on the bar"
+expect "KV 16.00 GiB" "KV on the bar"
+expect "full       32 L x 131,072 tok = 16.00 GiB" "KV by layer kind"
+expect "Roofline: decode >= " "roofline"
+screen | grep -q "█" && ok || bad "no UTF-8 bar in a UTF-8 locale"
+esc=$(printf '\033')
+t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && ok || bad "no colours without NO_COLOR"
+
+# 2. type context 8k and batch 32
+t send-keys -t k Down Down Down Down Down Down Down Down Down 8 k Enter Down 3 2 Enter
+conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
+mctx=$(fit_value "max context" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
+expect "max concurrency $conc at 8,192 tokens" "kvplan fit --context 8k --concurrency 32"
+expect "max context $mctx at batch 32" "kvplan fit: max context $mctx"
+
+# End and Home jump to the last and first field
+t send-keys -t k End
+expect "> block size" "End selects the last field"
+t send-keys -t k Home
+expect "> model" "Home selects the first field"
+
+# 3. bigger, smaller, tiny, and back: redrawn each time, never dead
+t resize-window -t k -x 120 -y 40
+expect "max context $mctx at batch 32" "after resizing to 120x40"
+expect "num_blocks = budget // (page * group_size)" "derivation at 120x40"
+t resize-window -t k -x 20 -y 5
+expect "least 80x24 (now" "20x5 asks for a bigger terminal"
+t resize-window -t k -x 1 -y 1
+sleep 0.3
+t resize-window -t k -x 80 -y 24
+expect "max context $mctx at batch 32" "after 1x1 and back to 80x24"
+
+# 4. help opens and any key closes it
+t send-keys -t k '?'
+expect "kvplan tui help" "help overlay"
+t send-keys -t k x
+expect_gone "kvplan tui help" "any key closes help"
+
+# 5. save a plan; kvplan check accepts it and it asserts the same setup
+t send-keys -t k s
+expect "save plan to:" "save prompt"
+i=0
+while [ $i -lt 40 ]; do t send-keys -t k BSpace; i=$((i + 1)); done
+t send-keys -t k -l "$tmp/p.yaml"
+t send-keys -t k Enter
+expect "saved $tmp/p.yaml" "saved"
+if [ -f "$tmp/p.yaml" ] && grep -q "concurrency: 32" "$tmp/p.yaml" && grep -q "context: 8192" "$tmp/p.yaml"; then ok; else bad "plan file missing or wrong"; fi
+KVPLAN_DATADIR=models "$bin" check "$tmp/p.yaml" >"$tmp/check.out" 2>&1 && ok || { bad "kvplan check failed on the saved plan"; cat "$tmp/check.out"; }
+ls "$tmp" | grep -q 'tmp' && bad "a temporary file was left beside the plan" || ok
+
+# 6. pick a model by typing a filter
+t send-keys -t k m
+expect "model: type to filter" "model picker"
+t send-keys -t k -l "qwen3-8"
+t send-keys -t k Enter
+expect "kvplan tui: qwen3-8b on 1 x h100-sxm" "picked qwen3-8b"
+
+# 7. q quits (the pane's command goes on to `sleep`, so the TUI is gone from it)
+t send-keys -t k q
+expect_gone "kvplan tui:" "q quits"
+
+# 8. reopening the plan restores the setup; ASCII bars and no colour in the C locale
+start 80x24 C "$tmp/p.yaml"
+expect "max context $mctx at batch 32" "plan reopened"
+expect "[####" "ASCII bar in the C locale"
+t send-keys -t k q
+
+# 9. NO_COLOR is honoured (no colour escapes when the pane is captured with -e)
+t kill-session -t k 2>/dev/null
+t new-session -d -s k -x 80 -y 24 "env NO_COLOR=1 LANG=C.UTF-8 KVPLAN_DATADIR=models $bin tui llama-3.1-8b; sleep 30"
+expect "max concurrency" "NO_COLOR start"
+t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && bad "colours despite NO_COLOR" || ok
+t send-keys -t k q
+
+echo "tui: $pass passed, $fail failed"
+[ $fail -eq 0 ]
