@@ -41,6 +41,8 @@
 struct kvp_kv_query {
     uint64_t context; /* tokens per sequence, T */
     uint64_t batch;   /* sequences, B */
+    uint32_t block;   /* tokens per block (paged cache): each layer's held tokens per
+                       * sequence round up to a whole number of blocks; 0 = no paging */
     struct kvp_format k;
     struct kvp_format v;
 };
@@ -68,6 +70,13 @@ struct kvp_kv_plan {
     uint64_t kv_bytes;
     uint64_t state_bytes; /* recurrent state, all layers, B sequences */
     uint64_t total_bytes; /* kv_bytes + state_bytes */
+    /* growth by concatenation (HF DynamicCache, the `dynamic` policy): each step
+     * builds a tensor's new copy while the old one is alive, so the peak is
+     * total_bytes + the largest single tensor (one layer's K or V of one
+     * sequence) at T-1 tokens -- the hf-dynamic profile's rule. Equal to
+     * total_bytes when block != 0 or T == 0 (no copies); UINT64_MAX when it
+     * does not fit in 64 bits (the rest of the plan is still exact). */
+    uint64_t peak_bytes;
     uint32_t n_specs;
     struct kvp_spec_bytes spec[KVP_MAX_SPECS]; /* indexed like model->specs */
 };

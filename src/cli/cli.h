@@ -77,6 +77,7 @@ int cmd_show(int argc, char **argv);
 int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_table(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

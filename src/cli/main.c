@@ -18,6 +18,7 @@ static const struct {
     {"table", cmd_table, "sizing tables: KV bytes over contexts, batches and cache formats; what fits"},
     {"compare", cmd_compare, "what-if: the model's attention as MHA, GQA, MQA or MLA, bytes and longest context"},
     {"plot", cmd_plot, "an SVG chart of memory (weights + KV) against context"},
+    {"validate", cmd_validate, "run the reference decoder and check predicted bytes against measured ones"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
     {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},
     {"tui", cmd_tui, "size a deployment interactively (ncurses)"},

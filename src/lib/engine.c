@@ -116,6 +116,42 @@ static uint64_t held_tokens(const struct kvp_layer_spec *s, uint64_t t)
     }
 }
 
+/* Held tokens rounded up to whole blocks of `block` tokens (0 = no paging). */
+static uint64_t block_tokens(uint64_t tokens, uint32_t block)
+{
+    return block ? kvp_cdiv(tokens, block) * block : tokens;
+}
+
+/* The largest single K or V tensor of one layer of one sequence at T-1
+ * tokens: what growth by concatenation copies last (see peak_bytes). */
+static enum kvp_status largest_tensor(const struct kvp_model *m, const struct kvp_kv_query *q,
+                                      const struct kvp_kv_plan *plan, uint64_t *out, struct kvp_error *err)
+{
+    uint64_t best = 0, b;
+    enum kvp_status st;
+
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        const struct kvp_layer_spec *s = &m->specs[i];
+        uint64_t t = held_tokens(s, q->context - 1);
+        if (plan->spec[i].layers == 0)
+            continue;
+        if (s->kind == KVP_LAYER_MLA) {
+            if ((st = kvp_cache_bytes(&q->k, 1, (uint64_t)s->kv_lora_rank + s->qk_rope_dim, t, &b, err)))
+                return st;
+            best = b > best ? b : best;
+        } else if (s->kind == KVP_LAYER_FULL || s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) {
+            if ((st = kvp_cache_bytes(&q->k, s->n_kv_heads, s->head_dim_k, t, &b, err)))
+                return st;
+            best = b > best ? b : best;
+            if ((st = kvp_cache_bytes(&q->v, s->n_kv_heads, s->head_dim_v, t, &b, err)))
+                return st;
+            best = b > best ? b : best;
+        }
+    }
+    *out = best;
+    return KVP_OK;
+}
+
 /* Per-layer bytes of one spec. */
 static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_layer_spec *s,
                                   const struct kvp_kv_query *q, struct kvp_spec_bytes *b,
@@ -123,7 +159,7 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
 {
     enum kvp_status st = KVP_OK;
 
-    b->tokens = held_tokens(s, q->context);
+    b->tokens = block_tokens(held_tokens(s, q->context), q->block);
     switch (s->kind) {
     case KVP_LAYER_FULL:
     case KVP_LAYER_SLIDING:
@@ -190,5 +226,14 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
         !kvp_add(plan->kv_bytes, plan->state_bytes, &plan->total_bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "KV cache of %llu sequences of %llu tokens overflows 64 bits",
                         (unsigned long long)q->batch, (unsigned long long)q->context);
+    plan->peak_bytes = plan->total_bytes;
+    if (q->block == 0 && q->context > 0) {
+        /* the peak is an extra figure: a cache whose size fits but whose
+         * peak does not still gets its plan, with peak_bytes = UINT64_MAX */
+        uint64_t copy;
+        struct kvp_error ignored = {0};
+        if (largest_tensor(m, q, plan, &copy, &ignored) != KVP_OK || !kvp_add(plan->total_bytes, copy, &plan->peak_bytes))
+            plan->peak_bytes = UINT64_MAX;
+    }
     return KVP_OK;
 }

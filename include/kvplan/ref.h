@@ -1,0 +1,163 @@
+/* ref.h -- the reference decoder: a small Llama-style model on the CPU that
+ * proves the engine's predictions by measuring its own allocations.
+ *
+ * A decoder is built from a normalized model (struct kvp_model) with seeded
+ * random float32 weights; every layer kind the engine models runs for real:
+ * MHA/GQA/MQA, MLA (a cached latent, decompressed per head), sliding window,
+ * chunked local, shared-KV (reads an earlier layer's cache) and a recurrent
+ * layer whose state has exactly the modeled element count. Its KV cache
+ * stores every format the engine prices (plain, fp8, grouped int with axis,
+ * residual, ggml blocks) under one of three allocation policies, and every
+ * cache byte goes through a counting allocator the caller owns.
+ *
+ *     struct kvp_ref_alloc a = {0};
+ *     struct kvp_ref_model *rm;
+ *     struct kvp_ref_opts o = {.seed = 1};                 // real sizes, no scaling
+ *     kvp_ref_model_new(model, &o, &rm, &err);
+ *     struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 256, .batch = 1,
+ *                                     .k = kvp_format_plain(KVP_DTYPE_F32), .v = ...};
+ *     struct kvp_ref_cache *c;
+ *     kvp_ref_cache_new(rm, &co, &a, &c, &err);
+ *     float *logits = malloc(kvp_ref_vocab(rm) * sizeof *logits);   // (vocab,)
+ *     for (t = 0; t < 256; t++) kvp_ref_step(rm, c, 0, tok[t], logits, &err);
+ *     // a.cur_total == kvp_kv_compute(...).total_bytes at context 256
+ *     kvp_ref_cache_free(c); kvp_ref_model_free(rm);
+ *
+ * Ownership: the caller owns the allocator; a cache borrows it and its model
+ * for its whole life and returns every byte when freed. Nothing here prints
+ * or exits; errors are values (kvp_error).
+ */
+#ifndef KVPLAN_REF_H
+#define KVPLAN_REF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/error.h"
+#include "kvplan/format.h"
+#include "kvplan/model.h"
+
+/* ---- counting allocator ---------------------------------------------- */
+
+enum kvp_ref_tag { KVP_REF_K, KVP_REF_V, KVP_REF_STATE, KVP_REF_TAG_COUNT };
+
+/* Bytes the cache holds now and at most, by tag and in all. Zero it to start. */
+struct kvp_ref_alloc {
+    uint64_t cur[KVP_REF_TAG_COUNT];
+    uint64_t peak[KVP_REF_TAG_COUNT];
+    uint64_t cur_total;
+    uint64_t peak_total;
+    uint64_t live;   /* allocations alive now */
+    uint64_t calls;  /* allocations made */
+};
+
+/* Zero-filled memory of `bytes` (every page is written, so it is resident),
+ * counted under tag; NULL when out of memory or bytes does not fit size_t. */
+void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t bytes);
+/* Release p, which kvp_ref_alloc_get returned for the same tag and bytes. */
+void kvp_ref_alloc_put(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, void *p, uint64_t bytes);
+
+/* Resident bytes of this process (/proc/self/statm); 0 where unreadable. */
+uint64_t kvp_ref_rss_bytes(void);
+uint64_t kvp_ref_page_bytes(void);
+
+/* ---- the model ------------------------------------------------------- */
+
+/* Scaling keeps the KV geometry (layers and kinds, KV heads, head dims,
+ * windows, MLA ranks, recurrent state sizes) and shrinks what only the
+ * weights see. 0 = the real value. */
+struct kvp_ref_opts {
+    uint64_t seed;         /* weights come from a PCG32 stream of this seed */
+    uint32_t hidden;       /* residual stream width */
+    uint32_t intermediate; /* MLP width (MoE layers run one dense MLP of this width) */
+    uint32_t vocab;
+    uint32_t q_per_kv;     /* query heads per KV head (MLA: query heads) */
+    uint32_t key_outliers; /* channels of every K head scaled x outlier_gain (KIVI's outlier keys) */
+    float outlier_gain;    /* default 20 */
+};
+
+struct kvp_ref_model;
+
+/* Build the decoder of m (validated) with weights seeded by o->seed. Layers
+ * of one spec share weights (what is measured is the cache, not weights).
+ * Errors: a shape the decoder cannot run (message names it), no memory. */
+enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+                                  struct kvp_ref_model **out, struct kvp_error *err);
+void kvp_ref_model_free(struct kvp_ref_model *rm);
+uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
+/* The model as run: the scaled copy of the input. */
+const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
+/* Floating-point operations of one decode step at position pos (a cost estimate). */
+double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos);
+
+/* ---- the cache ------------------------------------------------------- */
+
+enum kvp_ref_policy {
+    KVP_REF_STATIC,  /* contiguous, preallocated for `context` tokens (ring for windows) */
+    KVP_REF_DYNAMIC, /* every step builds a new tensor and copies (torch.cat) */
+    KVP_REF_PAGED,   /* blocks of `block` tokens from a free list, a block table per sequence */
+    KVP_REF_POLICY_COUNT
+};
+const char *kvp_ref_policy_name(enum kvp_ref_policy p);
+bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out);
+
+struct kvp_ref_cache_opts {
+    enum kvp_ref_policy policy;
+    uint64_t context;   /* static: tokens preallocated per sequence; others: the most allowed */
+    uint32_t batch;     /* sequences */
+    uint32_t block;     /* paged: tokens per block */
+    struct kvp_format k, v;
+};
+
+struct kvp_ref_cache;
+
+/* Errors: a format/policy pair the cache cannot hold at the engine's bytes
+ * (the message says why), no memory. Static preallocates everything here. */
+enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+                                  struct kvp_ref_alloc *a, struct kvp_ref_cache **out, struct kvp_error *err);
+void kvp_ref_cache_free(struct kvp_ref_cache *c);
+uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
+/* End sequence seq: its blocks go back to the free list (paged), its state is
+ * released (dynamic, paged); the slot starts again at position 0. */
+void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
+
+/* ---- running --------------------------------------------------------- */
+
+/* Decode one token of sequence seq at its next position through the cache;
+ * logits (vocab,) may be NULL. Errors: past the context, no memory. */
+enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                             uint32_t token, float *logits, struct kvp_error *err);
+/* Allocation-only step: append synthetic K/V rows and state through the same
+ * cache path, computing no attention. */
+enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                             struct kvp_error *err);
+/* Logits (vocab,) of the last of n tokens, recomputed from scratch without a
+ * cache: every K/V of every position is computed again (O(n^2) per call). */
+enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t *tokens, uint64_t n,
+                                  float *logits, struct kvp_error *err);
+
+/* ---- quantization fidelity (KIVI's experiment) ----------------------- */
+
+struct kvp_ref_fidelity {
+    double key_err;     /* ||K - K'||_F / ||K||_F over the cache */
+    double value_err;   /* same for V */
+    double score_err;   /* ||QK^T - QK'^T|| / ||QK^T||, pre-softmax scores */
+    double output_err;  /* ||softmax(QK'^T)V' - softmax(QK^T)V|| / ||...|| */
+    double agreement;   /* greedy next tokens equal to the fp32 cache's, fraction */
+};
+
+/* Run the fp32-cache decoder and one with formats k, v on the same random
+ * prompt of `prompt` tokens then `steps` greedy tokens, measuring the errors
+ * above on layer 0 at every step (averaged). Model: built by the caller. */
+enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kvp_format *k,
+                                 const struct kvp_format *v, uint64_t prompt, uint64_t steps, uint64_t seed,
+                                 struct kvp_ref_fidelity *out, struct kvp_error *err);
+
+/* ---- scaling ---------------------------------------------------------- */
+
+/* Seconds to decode token n (the n+1-th) with the cache and by recomputing
+ * all n+1 tokens, measured with CLOCK_MONOTONIC. */
+enum kvp_status kvp_ref_time_step(const struct kvp_ref_model *rm, uint64_t n, double *cached_s,
+                                  double *recompute_s, struct kvp_error *err);
+
+#endif

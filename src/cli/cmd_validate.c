@@ -1,0 +1,392 @@
+/* cmd_validate.c -- `kvplan validate MODEL`: run the reference decoder and
+ * compare the bytes it allocates with the engine's prediction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvplan/engine.h"
+#include "kvplan/num.h"
+#include "kvplan/ref.h"
+
+static struct cli_opt opts[] = {
+    {"context", "N", "tokens per sequence (default: 256, or the model's max context if smaller)", NULL},
+    {"batch", "B", "sequences (default 1)", NULL},
+    {"kv-dtype", "T", "K and V cache format (default: the model's dtype)", NULL},
+    {"k-dtype", "T", "K cache format", NULL},
+    {"v-dtype", "T", "V cache format", NULL},
+    {"policy", "P", "static (default), dynamic or paged", NULL},
+    {"block-size", "N", "tokens per block for --policy paged (default 16)", NULL},
+    {"sweep", NULL, "also validate at 1, at each window and block boundary -1/0/+1, and powers of two", NULL},
+    {"scale", "S", "auto (default: hidden 64, MLP 128, vocab 256, 2 query heads per KV head), none, "
+                   "or HIDDEN,MLP,VOCAB,QPERKV", NULL},
+    {"alloc-only", NULL, "fill the cache with synthetic entries through the same path (no attention)", NULL},
+    {"compute", NULL, "always run the decoder (default: when it takes under ~2 GFLOP)", NULL},
+    {"fidelity", NULL, "quantization fidelity grid (KIVI): K/V axis x bits x residual", NULL},
+    {"format", "F", "text (default) or json", NULL},
+    {NULL, NULL, NULL, NULL},
+};
+
+static const struct cli_cmd cmd = {
+    "validate", "MODEL [options]",
+    "Run the reference decoder with every cache byte counted and compare with the\n"
+    "engine's prediction (ideal profile): K, V, recurrent state, total, peak; and the\n"
+    "process's resident memory. Exit 1 when a count differs.",
+    opts,
+};
+
+struct run {
+    uint64_t context, batch;
+    const char *mode;       /* "compute" or "alloc-only" */
+    struct kvp_kv_plan plan;
+    struct kvp_ref_alloc a;
+    uint64_t rss_delta, tolerance;
+    bool peak_checked, match, rss_ok;
+    double seconds;
+};
+
+static int parse_scale(const char *s, struct kvp_ref_opts *o)
+{
+    unsigned h, i, v, q;
+    if (!s || strcmp(s, "auto") == 0) {
+        o->hidden = 64;
+        o->intermediate = 128;
+        o->vocab = 256;
+        o->q_per_kv = 2;
+    } else if (strcmp(s, "none") == 0) {
+        /* the real sizes */
+    } else if (sscanf(s, "%u,%u,%u,%u", &h, &i, &v, &q) == 4 && h && i && v && q) {
+        o->hidden = h;
+        o->intermediate = i;
+        o->vocab = v;
+        o->q_per_kv = q;
+    } else {
+        return cli_usage_error("--scale must be auto, none or HIDDEN,MLP,VOCAB,QPERKV (got '%s')", s);
+    }
+    return CLI_OK;
+}
+
+static bool channel_axis(const struct kvp_format *f)
+{
+    return kvp_dtype_info(f->dtype)->grouped && f->axis == KVP_AXIS_CHANNEL;
+}
+
+/* One run at context T: predict, build, generate, measure. */
+static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, struct kvp_ref_cache_opts co,
+                   bool force_alloc, bool force_compute, struct run *r, struct kvp_error *err)
+{
+    struct kvp_kv_query q = {.context = r->context, .batch = r->batch, .k = co.k, .v = co.v,
+                             .block = co.policy == KVP_REF_PAGED ? co.block : 0};
+    struct kvp_ref_cache *c = NULL;
+    double flops = 0;
+    enum kvp_status st;
+
+    if (kvp_kv_compute(m, &q, &r->plan, err) != KVP_OK)
+        return cli_error(err);
+    for (uint64_t t = 0; t < r->context && flops < 1e12; t++)
+        flops += kvp_ref_step_flops(rm, t) * (double)r->batch;
+    bool compute = force_compute || (!force_alloc && flops <= 2e9);
+    r->mode = compute ? "compute" : "alloc-only";
+    co.context = r->context;
+    co.batch = (uint32_t)r->batch;
+    memset(&r->a, 0, sizeof r->a);
+    uint64_t before = kvp_ref_rss_bytes(), after;
+    if ((st = kvp_ref_cache_new(rm, &co, &r->a, &c, err)) != KVP_OK)
+        return cli_error(err);
+    for (uint64_t t = 0; t < r->context; t++)
+        for (uint32_t b = 0; b < r->batch; b++) {
+            st = compute ? kvp_ref_step(rm, c, b, (uint32_t)((t * 2654435761u + b) % kvp_ref_vocab(rm)), NULL, err)
+                         : kvp_ref_fill(rm, c, b, err);
+            if (st != KVP_OK) {
+                kvp_ref_cache_free(c);
+                return cli_error(err);
+            }
+        }
+    after = kvp_ref_rss_bytes();
+    struct kvp_ref_alloc live = r->a; /* the counts while the cache is alive */
+    kvp_ref_cache_free(c);
+    if (r->a.cur_total != 0) /* every byte must come back */
+        return cli_usage_error("validate: %llu cache bytes were not freed", (unsigned long long)r->a.cur_total);
+    r->a = live;
+    r->rss_delta = after > before ? after - before : 0;
+    /* malloc rounds each live allocation to pages (and keeps freed heap
+     * pages): allow a page per live allocation plus 1 MiB of heap slack */
+    r->tolerance = (r->a.live + 1) * kvp_ref_page_bytes() + (1u << 20);
+    r->peak_checked = co.policy == KVP_REF_DYNAMIC && !channel_axis(&co.k) && !channel_axis(&co.v);
+    uint64_t want_peak = co.policy == KVP_REF_DYNAMIC ? r->plan.peak_bytes : r->plan.total_bytes;
+    r->match = r->a.cur[KVP_REF_K] == r->plan.k_bytes && r->a.cur[KVP_REF_V] == r->plan.v_bytes &&
+               r->a.cur[KVP_REF_STATE] == r->plan.state_bytes && r->a.cur_total == r->plan.total_bytes &&
+               (co.policy == KVP_REF_DYNAMIC && !r->peak_checked ? true : r->a.peak_total == want_peak);
+    /* dynamic: freed copies stay in malloc's heap, so only the lower bound holds */
+    uint64_t hi = co.policy == KVP_REF_DYNAMIC ? UINT64_MAX : r->a.cur_total + r->tolerance;
+    uint64_t lo = r->a.cur_total > r->tolerance ? r->a.cur_total - r->tolerance : 0;
+    r->rss_ok = r->rss_delta >= lo && r->rss_delta <= hi;
+    return CLI_OK;
+}
+
+static void row(struct kvp_buf *b, const char *what, uint64_t pred, uint64_t meas, const char *note)
+{
+    char p[40], q[40];
+    kvp_buf_printf(b, "  %-7s %22s %22s  %s\n", what, kvp_format_grouped(pred, p, sizeof p),
+                   kvp_format_grouped(meas, q, sizeof q), pred == meas ? "ok" : note);
+}
+
+static void text(struct kvp_buf *b, const struct run *r, enum kvp_ref_policy pol)
+{
+    char t[40];
+    kvp_buf_printf(b, "context %s x batch %llu, mode %s:\n", kvp_format_grouped(r->context, t, sizeof t),
+                   (unsigned long long)r->batch, r->mode);
+    kvp_buf_printf(b, "  %-7s %22s %22s\n", "bytes", "predicted", "measured");
+    row(b, "K", r->plan.k_bytes, r->a.cur[KVP_REF_K], "DIFFERS");
+    row(b, "V", r->plan.v_bytes, r->a.cur[KVP_REF_V], "DIFFERS");
+    row(b, "state", r->plan.state_bytes, r->a.cur[KVP_REF_STATE], "DIFFERS");
+    row(b, "total", r->plan.total_bytes, r->a.cur_total, "DIFFERS");
+    if (pol != KVP_REF_DYNAMIC || r->peak_checked)
+        row(b, "peak", pol == KVP_REF_DYNAMIC ? r->plan.peak_bytes : r->plan.total_bytes, r->a.peak_total, "DIFFERS");
+    else
+        kvp_buf_printf(b, "  %-7s %22s %22s  not compared: axis=channel bytes are not monotone in T\n", "peak", "-",
+                       kvp_format_grouped(r->a.peak_total, t, sizeof t));
+    kvp_buf_printf(b, "  %-7s %22s %22s  %s (%s %llu B: a page per live allocation + 1 MiB)\n", "rss",
+                   "", kvp_format_grouped(r->rss_delta, t, sizeof t), r->rss_ok ? "ok" : "OUTSIDE",
+                   pol == KVP_REF_DYNAMIC ? "at least measured -" : "measured +-", (unsigned long long)r->tolerance);
+}
+
+static void json_run(struct kvp_json *j, const struct run *r, enum kvp_ref_policy pol)
+{
+    kvp_json_begin(j, NULL, '{');
+    kvp_json_u64(j, "context", r->context);
+    kvp_json_u64(j, "batch", r->batch);
+    kvp_json_str(j, "mode", r->mode);
+    kvp_json_u64(j, "predicted_k_bytes", r->plan.k_bytes);
+    kvp_json_u64(j, "measured_k_bytes", r->a.cur[KVP_REF_K]);
+    kvp_json_u64(j, "predicted_v_bytes", r->plan.v_bytes);
+    kvp_json_u64(j, "measured_v_bytes", r->a.cur[KVP_REF_V]);
+    kvp_json_u64(j, "predicted_state_bytes", r->plan.state_bytes);
+    kvp_json_u64(j, "measured_state_bytes", r->a.cur[KVP_REF_STATE]);
+    kvp_json_u64(j, "predicted_bytes", r->plan.total_bytes);
+    kvp_json_u64(j, "measured_bytes", r->a.cur_total);
+    kvp_json_u64(j, "predicted_peak_bytes", pol == KVP_REF_DYNAMIC ? r->plan.peak_bytes : r->plan.total_bytes);
+    kvp_json_u64(j, "peak_bytes", r->a.peak_total);
+    kvp_json_bool(j, "peak_compared", pol != KVP_REF_DYNAMIC || r->peak_checked);
+    kvp_json_u64(j, "rss_delta_bytes", r->rss_delta);
+    kvp_json_u64(j, "rss_tolerance_bytes", r->tolerance);
+    kvp_json_bool(j, "rss_ok", r->rss_ok);
+    kvp_json_bool(j, "match", r->match);
+    kvp_json_end(j, '}');
+}
+
+/* Contexts of --sweep: 1, each window and block boundary -1/0/+1, powers of two, T. */
+static uint32_t sweep_points(const struct kvp_model *m, uint32_t block, uint64_t T, uint64_t *pts, uint32_t max)
+{
+    uint32_t n = 0;
+#define ADD(x) do { uint64_t x_ = (x); if (x_ >= 1 && x_ <= T && n < max) pts[n++] = x_; } while (0)
+    ADD(1);
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if (m->specs[i].window) {
+            ADD(m->specs[i].window - 1);
+            ADD(m->specs[i].window);
+            ADD(m->specs[i].window + 1);
+        }
+    if (block) {
+        ADD(block - 1);
+        ADD(block);
+        ADD(block + 1);
+    }
+    for (uint64_t p = 2; p < T; p *= 2)
+        ADD(p);
+    ADD(T);
+#undef ADD
+    for (uint32_t i = 1; i < n; i++) /* sort, unique */
+        for (uint32_t j = i; j > 0 && pts[j] < pts[j - 1]; j--) {
+            uint64_t t = pts[j]; pts[j] = pts[j - 1]; pts[j - 1] = t;
+        }
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (u == 0 || pts[i] != pts[u - 1])
+            pts[u++] = pts[i];
+    return u;
+}
+
+static int fidelity(const struct kvp_model *m, enum kvp_out fmt, uint64_t seed)
+{
+    static const char *const axes[4][2] = {{"channel", "token"}, {"token", "token"}, {"channel", "channel"}, {"token", "channel"}};
+    static const unsigned bits[] = {2, 4, 8}, resid[] = {0, 32, 128};
+    struct kvp_ref_opts o = {.seed = seed, .hidden = 64, .intermediate = 128, .vocab = 256, .q_per_kv = 2, .key_outliers = 4};
+    struct kvp_model fm;
+    struct kvp_ref_model *rm;
+    struct kvp_error err = {0};
+    struct kvp_buf b = {0};
+    struct kvp_json j;
+    (void)m;
+    /* the synthesized model: 2 full layers, 4 KV heads of 64, keys with 4 outlier channels x20 */
+    struct kvp_layer_spec full = {.kind = KVP_LAYER_FULL, .n_heads = 8, .n_kv_heads = 4, .head_dim_k = 64, .head_dim_v = 64};
+    kvp_model_init(&fm);
+    strcpy(fm.name, "kivi-synthetic");
+    fm.hidden = 64;
+    fm.intermediate = 128;
+    fm.vocab = 256;
+    fm.max_context = 4096;
+    if (kvp_model_add_layers(&fm, &full, 2, &err) != KVP_OK || kvp_ref_model_new(&fm, &o, &rm, &err) != KVP_OK)
+        return cli_error(&err);
+    if (fmt == KVP_OUT_JSON) {
+        kvp_json_init(&j, &b);
+        kvp_json_begin(&j, NULL, '{');
+        kvp_json_str(&j, "model", "kivi-synthetic: 2 full layers, 4 KV heads x 64, keys with 4 outlier channels x20");
+        kvp_json_u64(&j, "seed", seed);
+        kvp_json_begin(&j, "results", '[');
+    } else {
+        kvp_buf_printf(&b, "quantization fidelity on a synthesized model (seed %llu): 2 full layers, 4 KV heads x 64,\n"
+                           "keys with 4 outlier channels x20; prompt 256 tokens, then 32 greedy steps; group 32;\n"
+                           "errors relative (Frobenius) on layer 0, agreement = greedy tokens equal to the fp32 cache's\n\n",
+                       (unsigned long long)seed);
+        kvp_buf_printf(&b, "%-8s %-8s %4s %5s %9s %9s %9s %9s %6s\n", "K axis", "V axis", "bits", "resid", "key err",
+                       "val err", "score err", "out err", "agree");
+    }
+    for (int a = 0; a < 4; a++)
+        for (int bi = 0; bi < 3; bi++)
+            for (int ri = 0; ri < 3; ri++) {
+                char ks[96], vs[96];
+                struct kvp_format k, v;
+                struct kvp_ref_fidelity f;
+                snprintf(ks, sizeof ks, "int%u:group=32:axis=%s:residual=%u", bits[bi], axes[a][0], resid[ri]);
+                snprintf(vs, sizeof vs, "int%u:group=32:axis=%s:residual=%u", bits[bi], axes[a][1], resid[ri]);
+                if (kvp_format_parse(ks, &k, &err) || kvp_format_parse(vs, &v, &err) ||
+                    kvp_ref_fidelity(rm, &k, &v, 256, 32, seed, &f, &err)) {
+                    kvp_ref_model_free(rm);
+                    kvp_buf_release(&b);
+                    return cli_error(&err);
+                }
+                if (fmt == KVP_OUT_JSON) {
+                    kvp_json_begin(&j, NULL, '{');
+                    kvp_json_str(&j, "k", ks);
+                    kvp_json_str(&j, "v", vs);
+                    kvp_json_double(&j, "key_err", f.key_err);
+                    kvp_json_double(&j, "value_err", f.value_err);
+                    kvp_json_double(&j, "score_err", f.score_err);
+                    kvp_json_double(&j, "output_err", f.output_err);
+                    kvp_json_double(&j, "agreement", f.agreement);
+                    kvp_json_end(&j, '}');
+                } else {
+                    kvp_buf_printf(&b, "%-8s %-8s %4u %5u %9.4f %9.4f %9.4f %9.4f %6.3f\n", axes[a][0], axes[a][1], bits[bi],
+                                   resid[ri], f.key_err, f.value_err, f.score_err, f.output_err, f.agreement);
+                }
+            }
+    if (fmt == KVP_OUT_JSON) {
+        kvp_json_end(&j, ']');
+        kvp_json_end(&j, '}');
+    }
+    kvp_ref_model_free(rm);
+    int rc = cli_write(&b);
+    kvp_buf_release(&b);
+    return rc;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    const char *pos[1], *pname;
+    int npos, rc;
+    struct kvp_model *m = NULL;
+    struct kvp_ref_model *rm = NULL;
+    struct kvp_error err = {0};
+    enum kvp_out fmt = KVP_OUT_TEXT;
+    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .block = 16};
+    struct kvp_ref_opts o = {.seed = 1};
+    uint64_t context = 256, batch = 1, block = 16, pts[64];
+    uint32_t npts = 1;
+    struct kvp_buf b = {0};
+    struct kvp_json j;
+    bool all = true, rss_all = true;
+    char kname[64], vname[64];
+
+    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
+        return rc;
+    if ((rc = cli_out(&cmd, &fmt, false)) != CLI_OK)
+        return rc;
+    if (fmt != KVP_OUT_TEXT && fmt != KVP_OUT_JSON)
+        return cli_usage_error("validate: --format must be text or json");
+    if (cli_opt(&cmd, "fidelity"))
+        return fidelity(NULL, fmt, 1);
+    if (npos != 1)
+        return cli_usage_error("validate: which model? (usage: kvplan validate MODEL [options])");
+    if ((pname = cli_opt(&cmd, "policy")) && !kvp_ref_policy_from_name(pname, &co.policy))
+        return cli_usage_error("--policy must be static, dynamic or paged (got '%s')", pname);
+    if ((rc = parse_scale(cli_opt(&cmd, "scale"), &o)) != CLI_OK || (rc = cli_model(pos[0], &m)) != CLI_OK)
+        return rc;
+    if (m->max_context < context)
+        context = m->max_context;
+    co.k = co.v = kvp_format_plain(m->dtype);
+    if ((rc = cli_count(&cmd, "context", 1, &context)) || (rc = cli_count(&cmd, "batch", 1, &batch)) ||
+        (rc = cli_count(&cmd, "block-size", 1, &block)) || (rc = cli_format(&cmd, "kv-dtype", &co.k)) ||
+        (rc = cli_format(&cmd, "kv-dtype", &co.v)) || (rc = cli_format(&cmd, "k-dtype", &co.k)) ||
+        (rc = cli_format(&cmd, "v-dtype", &co.v)))
+        goto out;
+    if (batch > 4096 || block > (1u << 20)) {
+        rc = cli_usage_error("--batch must be at most 4096 and --block-size at most 1M");
+        goto out;
+    }
+    co.block = (uint32_t)block;
+    if (kvp_ref_model_new(m, &o, &rm, &err) != KVP_OK) {
+        rc = cli_error(&err);
+        goto out;
+    }
+    pts[0] = context;
+    if (cli_opt(&cmd, "sweep"))
+        npts = sweep_points(m, co.policy == KVP_REF_PAGED ? co.block : 0, context, pts, 64);
+    kvp_format_name(&co.k, kname, sizeof kname);
+    kvp_format_name(&co.v, vname, sizeof vname);
+    if (fmt == KVP_OUT_JSON) {
+        kvp_json_init(&j, &b);
+        kvp_json_begin(&j, NULL, '{');
+        kvp_json_str(&j, "model", m->name);
+        kvp_json_str(&j, "policy", kvp_ref_policy_name(co.policy));
+        if (co.policy == KVP_REF_PAGED)
+            kvp_json_u64(&j, "block_size", co.block);
+        kvp_json_str(&j, "k_dtype", kname);
+        kvp_json_str(&j, "v_dtype", vname);
+        kvp_json_u64(&j, "scale_hidden", kvp_ref_model_shape(rm)->hidden);
+        kvp_json_u64(&j, "scale_intermediate", kvp_ref_model_shape(rm)->intermediate);
+        kvp_json_u64(&j, "scale_vocab", kvp_ref_model_shape(rm)->vocab);
+        kvp_json_begin(&j, "runs", '[');
+    } else {
+        char sum[160];
+        kvp_buf_printf(&b, "%s: %s\n", m->name, kvp_model_layer_summary(m, sum, sizeof sum));
+        kvp_buf_printf(&b, "policy %s%s, K %s, V %s; scale: hidden %u, MLP %u, vocab %u (KV geometry as the model)\n\n",
+                       kvp_ref_policy_name(co.policy), co.policy == KVP_REF_PAGED ? " (block " : "", kname, vname,
+                       kvp_ref_model_shape(rm)->hidden, kvp_ref_model_shape(rm)->intermediate, kvp_ref_model_shape(rm)->vocab);
+        if (co.policy == KVP_REF_PAGED) { /* fix the line: say the block size */
+            b.len = 0;
+            kvp_buf_printf(&b, "%s: %s\n", m->name, kvp_model_layer_summary(m, sum, sizeof sum));
+            kvp_buf_printf(&b, "policy paged (block %u), K %s, V %s; scale: hidden %u, MLP %u, vocab %u (KV geometry as the model)\n\n",
+                           co.block, kname, vname, kvp_ref_model_shape(rm)->hidden,
+                           kvp_ref_model_shape(rm)->intermediate, kvp_ref_model_shape(rm)->vocab);
+        }
+    }
+    for (uint32_t i = 0; i < npts; i++) {
+        struct run r = {.context = pts[i], .batch = batch};
+        if ((rc = run_one(m, rm, co, cli_opt(&cmd, "alloc-only") != NULL, cli_opt(&cmd, "compute") != NULL, &r, &err)) != CLI_OK)
+            goto out;
+        all = all && r.match;
+        rss_all = rss_all && r.rss_ok;
+        if (fmt == KVP_OUT_JSON)
+            json_run(&j, &r, co.policy);
+        else
+            text(&b, &r, co.policy);
+    }
+    if (fmt == KVP_OUT_JSON) {
+        kvp_json_end(&j, ']');
+        kvp_json_bool(&j, "match", all);
+        kvp_json_bool(&j, "rss_ok", rss_all);
+        kvp_json_end(&j, '}');
+    } else {
+        kvp_buf_printf(&b, "\n%s\n", all ? "match: every counted byte equals the prediction"
+                                         : "MISMATCH: a counted figure differs from the prediction");
+    }
+    rc = cli_write(&b);
+    if (rc == CLI_OK && !all)
+        rc = CLI_FAIL;
+out:
+    kvp_buf_release(&b);
+    kvp_ref_model_free(rm);
+    kvp_model_free(m);
+    return rc;
+}

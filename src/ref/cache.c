@@ -1,0 +1,617 @@
+/* cache.c -- the reference decoder's KV cache: one store per (layer,
+ * sequence, K|V), three allocation policies, every byte counted.
+ *
+ * A store holds the last held(T) = min(T, window) tokens of one tensor
+ * (window 0 = all). In bytes it is exactly kvp_cache_bytes of its held
+ * tokens (paged: rounded up to whole blocks), split into two regions:
+ *   quant    the older tokens, in the cache format        (quant(T) tokens)
+ *   residual the newest tokens in the scale dtype (KIVI)  (resid(T) tokens)
+ * Token-axis formats keep each region as a ring of rows (slot = pos mod
+ * capacity), so a window or a residual evicts its oldest row in place.
+ * Channel-axis formats store whole G-token groups per channel; the residual
+ * collects T mod R' tokens and is quantized in one go when it fills.
+ *
+ * Policies:
+ *   static   one allocation per store for held(context), made up front
+ *   dynamic  every append allocates the store's next size, copies what it
+ *            keeps and frees the old one (torch.cat): the copy is in the peak
+ *   paged    blocks of N rows from a per-layer free list; a block table per
+ *            store; a window reuses its ceil(W/N) blocks as a ring; blocks
+ *            return to the free list when the sequence ends
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/engine.h"
+#include "kvplan/num.h"
+#include "ref_internal.h"
+
+/* ---- counting allocator --------------------------------------------------- */
+
+void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t bytes)
+{
+    void *p;
+    if (bytes == 0 || bytes > SIZE_MAX)
+        return NULL;
+    if ((p = calloc(1, (size_t)bytes)) == NULL)
+        return NULL;
+    memset(p, 0, (size_t)bytes); /* touch every page: resident memory is what we count */
+    a->cur[tag] += bytes;
+    a->cur_total += bytes;
+    if (a->cur[tag] > a->peak[tag])
+        a->peak[tag] = a->cur[tag];
+    if (a->cur_total > a->peak_total)
+        a->peak_total = a->cur_total;
+    a->live++;
+    a->calls++;
+    return p;
+}
+
+void kvp_ref_alloc_put(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, void *p, uint64_t bytes)
+{
+    if (!p)
+        return;
+    free(p);
+    a->cur[tag] -= bytes;
+    a->cur_total -= bytes;
+    a->live--;
+}
+
+/* ---- stores --------------------------------------------------------------- */
+
+enum store_mode { ROWS, CHANNEL };
+
+struct blocks { /* a free list, or a store's block table */
+    uint8_t **p;
+    uint64_t n, cap;
+};
+
+struct store {
+    const struct kvp_format *f;
+    enum kvp_ref_tag tag;
+    enum store_mode mode;
+    uint32_t n_kv, d;
+    uint64_t n;        /* values per token: n_kv * d */
+    uint64_t window;   /* 0 = every token */
+    uint64_t R;        /* residual tokens: rows: f->residual; channel: R' */
+    uint64_t qrow;     /* bytes of one quantized token row (rows mode) */
+    uint64_t rrow;     /* bytes of one residual token: n values in the scale dtype */
+    uint64_t len;      /* tokens appended */
+    /* static / dynamic */
+    uint8_t *buf;
+    uint64_t bytes, qcap, rcap;
+    /* paged */
+    struct blocks table;
+    struct blocks *free; /* the layer's free list */
+};
+
+struct kvp_ref_cache {
+    const struct kvp_ref_model *rm;
+    const struct kvp_model *m;
+    struct kvp_ref_cache_opts o;
+    struct kvp_ref_alloc *a;
+    uint64_t *len;          /* (batch,) tokens per sequence */
+    struct store *st;       /* (layers, batch, 2): K, V */
+    uint8_t **state;        /* (layers, batch) recurrent state or NULL */
+    uint64_t *state_bytes;  /* (layers,) */
+    struct blocks *free;    /* (layers, 2) */
+    float *tmp;             /* a store's row, or a G-token group (G, n) */
+};
+
+static uint64_t held_of(const struct store *s, uint64_t T)
+{
+    return s->window && T > s->window ? s->window : T;
+}
+
+static uint64_t resid_of(const struct store *s, uint64_t T)
+{
+    if (s->mode == CHANNEL)
+        return T % s->R;
+    uint64_t h = held_of(s, T);
+    return h < s->R ? h : s->R;
+}
+
+static uint64_t store_bytes_at(const struct store *s, uint64_t T)
+{
+    uint64_t b = 0;
+    struct kvp_error e;
+    kvp_cache_bytes(s->f, s->n_kv, s->d, held_of(s, T), &b, &e);
+    return b;
+}
+
+/* Channel-axis layout of q quantized tokens: codes, then meta, then residual. */
+static uint64_t codes_bytes(const struct store *s, uint64_t q)
+{
+    return (s->n * q * kvp_dtype_info(s->f->dtype)->block_bits + 7) / 8;
+}
+
+static uint64_t meta_bytes(const struct store *s, uint64_t q)
+{
+    return s->n * (q / s->f->group) * codec_meta_size(s->f);
+}
+
+/* Where a row of position pos lives (rows mode, static/dynamic). */
+static uint8_t *row_at(const struct store *s, uint64_t pos, uint64_t T, bool *resid)
+{
+    uint64_t r = resid_of(s, T);
+    *resid = pos >= T - r;
+    if (*resid)
+        return s->buf + s->qcap * s->qrow + (pos % s->rcap) * s->rrow;
+    return s->buf + (pos % s->qcap) * s->qrow;
+}
+
+/* Paged: the row of pos, allocating its block when asked. */
+static uint8_t *paged_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block, uint64_t pos, bool make)
+{
+    uint64_t nb_ring = s->window ? kvp_cdiv(s->window, block) : 0;
+    uint64_t slot = nb_ring ? pos % (nb_ring * block) : pos, b = slot / block;
+    if (b >= s->table.n) {
+        if (!make)
+            return NULL;
+        if (b >= s->table.cap) {
+            uint64_t cap = s->table.cap ? 2 * s->table.cap : 16;
+            while (cap <= b)
+                cap *= 2;
+            uint8_t **p = realloc(s->table.p, cap * sizeof *p);
+            if (!p)
+                return NULL;
+            s->table.p = p;
+            s->table.cap = cap;
+        }
+        while (s->table.n <= b) {
+            uint8_t *blk = s->free->n ? s->free->p[--s->free->n]
+                                      : kvp_ref_alloc_get(a, s->tag, (uint64_t)block * s->qrow);
+            if (!blk)
+                return NULL;
+            s->table.p[s->table.n++] = blk;
+        }
+    }
+    return s->table.p[b] + (slot % block) * s->qrow;
+}
+
+static void store_read(const struct store *s, uint32_t block, uint64_t pos, float *out)
+{
+    uint64_t T = s->len;
+    bool resid;
+    if (block) {
+        const uint8_t *row = paged_row((struct store *)s, NULL, block, pos, false);
+        codec_decode_row(s->f, s->n_kv, s->d, row, out);
+        return;
+    }
+    if (s->mode == CHANNEL) {
+        uint64_t q = T - resid_of(s, T);
+        if (pos >= q) {
+            codec_get_plain(s->f->scale, s->buf + codes_bytes(s, q) + meta_bytes(s, q) + (pos - q) * s->rrow, s->n, out);
+            return;
+        }
+        for (uint64_t c = 0; c < s->n; c++)
+            codec_decode_value(s->f, s->n, pos / s->f->group, c, pos % s->f->group, s->buf,
+                               s->buf + codes_bytes(s, q), &out[c]);
+        return;
+    }
+    const uint8_t *row = row_at(s, pos, T, &resid);
+    if (resid)
+        codec_get_plain(s->f->scale, row, s->n, out);
+    else
+        codec_decode_row(s->f, s->n_kv, s->d, row, out);
+}
+
+/* Rows mode, static: the token leaving the residual is quantized into its
+ * quant slot, then x goes into the residual (or straight into quant). */
+static void rows_put(struct store *s, const float *x, float *tmp)
+{
+    uint64_t T = s->len, held2 = held_of(s, T + 1), r2 = resid_of(s, T + 1);
+    bool resid;
+    if (s->R && resid_of(s, T) == s->R && T >= s->R) {
+        uint64_t out = T - s->R; /* leaves the residual */
+        if (out >= T + 1 - held2 && s->qcap) {
+            codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
+            codec_encode_row(s->f, s->n_kv, s->d, tmp, s->buf + (out % s->qcap) * s->qrow);
+        }
+    }
+    if (r2)
+        codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+    else
+        codec_encode_row(s->f, s->n_kv, s->d, x, s->buf + (T % s->qcap) * s->qrow);
+}
+
+/* Dynamic: a new buffer of the next size; copy what stays; free the old. */
+static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const float *x, float *tmp,
+                            struct kvp_error *err)
+{
+    uint64_t T = s->len, T2 = T + 1, nb = store_bytes_at(s, T2);
+    uint8_t *nbuf = kvp_ref_alloc_get(a, s->tag, nb);
+    if (!nbuf)
+        return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of cache", (unsigned long long)nb);
+    if (s->mode == CHANNEL) {
+        uint64_t q = T - T % s->R, r = T % s->R, q2 = T2 - T2 % s->R;
+        if (s->buf) {
+            memcpy(nbuf, s->buf, codes_bytes(s, q));
+            memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q), meta_bytes(s, q));
+        }
+        if (q2 > q) { /* the residual is full: quantize its R'/G groups */
+            const uint8_t *res = s->buf + codes_bytes(s, q) + meta_bytes(s, q);
+            float *g = tmp; /* (G, n) */
+            for (uint64_t k = 0; k < s->R / s->f->group; k++) {
+                for (uint64_t j = 0; j < s->f->group; j++) {
+                    uint64_t i = k * s->f->group + j;
+                    if (i < r)
+                        codec_get_plain(s->f->scale, res + i * s->rrow, s->n, g + j * s->n);
+                    else
+                        memcpy(g + j * s->n, x, s->n * sizeof *x);
+                }
+                codec_encode_groups(s->f, s->n, q / s->f->group + k, g, nbuf, nbuf + codes_bytes(s, q2));
+            }
+        } else {
+            uint8_t *res2 = nbuf + codes_bytes(s, q2) + meta_bytes(s, q2);
+            if (r)
+                memcpy(res2, s->buf + codes_bytes(s, q) + meta_bytes(s, q), r * s->rrow);
+            codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
+        }
+    } else {
+        struct store old = *s;
+        uint64_t h2 = held_of(s, T2), r2 = resid_of(s, T2);
+        s->buf = nbuf;
+        s->bytes = nb;
+        s->qcap = h2 - r2;
+        s->rcap = r2;
+        for (uint64_t pos = T2 - h2; pos < T; pos++) {
+            bool was, now = pos >= T2 - r2;
+            const uint8_t *src = row_at(&old, pos, T, &was);
+            uint8_t *dst = now ? nbuf + s->qcap * s->qrow + (pos % s->rcap) * s->rrow : nbuf + (pos % s->qcap) * s->qrow;
+            if (was == now) {
+                memcpy(dst, src, now ? s->rrow : s->qrow);
+            } else { /* leaves the residual: quantize it now */
+                codec_get_plain(s->f->scale, src, s->n, tmp);
+                codec_encode_row(s->f, s->n_kv, s->d, tmp, dst);
+            }
+        }
+        if (r2)
+            codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+        else
+            codec_encode_row(s->f, s->n_kv, s->d, x, nbuf + (T % s->qcap) * s->qrow);
+        kvp_ref_alloc_put(a, s->tag, old.buf, old.bytes);
+        s->len = T2;
+        return KVP_OK;
+    }
+    kvp_ref_alloc_put(a, s->tag, s->buf, s->bytes);
+    s->buf = nbuf;
+    s->bytes = nb;
+    s->len = T2;
+    return KVP_OK;
+}
+
+static enum kvp_status store_append(struct kvp_ref_cache *c, struct store *s, const float *x, float *tmp,
+                                    struct kvp_error *err)
+{
+    if (c->o.policy == KVP_REF_DYNAMIC)
+        return grow(s, c->a, x, tmp, err);
+    if (c->o.policy == KVP_REF_PAGED) {
+        uint8_t *row = paged_row(s, c->a, c->o.block, s->len, true);
+        if (!row)
+            return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate a block of %u tokens", c->o.block);
+        codec_encode_row(s->f, s->n_kv, s->d, x, row);
+    } else {
+        rows_put(s, x, tmp);
+    }
+    s->len++;
+    return KVP_OK;
+}
+
+static void store_release(struct kvp_ref_cache *c, struct store *s)
+{
+    if (c->o.policy == KVP_REF_PAGED) {
+        for (uint64_t i = 0; i < s->table.n; i++) /* back to the free list */
+            s->free->p[s->free->n++] = s->table.p[i];
+        s->table.n = 0;
+    } else if (c->o.policy == KVP_REF_DYNAMIC) {
+        kvp_ref_alloc_put(c->a, s->tag, s->buf, s->bytes);
+        s->buf = NULL;
+        s->bytes = 0;
+    }
+    s->len = 0;
+}
+
+/* ---- the cache ------------------------------------------------------------ */
+
+#define ST(c, l, b, kv) (&(c)->st[((uint64_t)(l) * (c)->o.batch + (b)) * 2 + (kv)])
+
+const char *kvp_ref_policy_name(enum kvp_ref_policy p)
+{
+    static const char *const names[] = {"static", "dynamic", "paged"};
+    return p < KVP_REF_POLICY_COUNT ? names[p] : "?";
+}
+
+bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out)
+{
+    for (int i = 0; i < KVP_REF_POLICY_COUNT; i++)
+        if (strcmp(s, kvp_ref_policy_name((enum kvp_ref_policy)i)) == 0) {
+            *out = (enum kvp_ref_policy)i;
+            return true;
+        }
+    return false;
+}
+
+/* Can this store hold f under the policy at exactly the engine's bytes? */
+static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const struct kvp_format *f, const char *which,
+                                    uint32_t d, bool windowed, struct kvp_error *err)
+{
+    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    char name[64];
+    uint64_t row;
+    enum kvp_status st;
+    kvp_format_name(f, name, sizeof name);
+    if (t->block_elems > 1 && f->dtype != KVP_DTYPE_Q8_0 && f->dtype != KVP_DTYPE_Q4_0)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder stores q8_0 and q4_0 blocks only",
+                        which, name);
+    if (f->outliers_ppm)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': dense-and-sparse outliers are not implemented", which, name);
+    if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
+        return st;
+    if (t->grouped && f->axis == KVP_AXIS_CHANNEL) {
+        if (o->policy != KVP_REF_DYNAMIC)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                            "%s format '%s': axis=channel needs policy dynamic; a %s cache cannot hold "
+                            "kvp_cache_bytes(T) at every T (its residual of T mod R' tokens is not monotone in T)",
+                            which, name, kvp_ref_policy_name(o->policy));
+        if (windowed)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': axis=channel on a windowed layer is not implemented",
+                            which, name);
+    }
+    if (t->grouped && f->residual && o->policy == KVP_REF_PAGED)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                        "%s format '%s': a residual cannot be paged in blocks of equal size", which, name);
+    return KVP_OK;
+}
+
+static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref_tag tag, uint32_t n_kv, uint32_t d,
+                       const struct kvp_layer_spec *sp, struct blocks *fl)
+{
+    memset(s, 0, sizeof *s);
+    s->f = f;
+    s->tag = tag;
+    s->n_kv = n_kv;
+    s->d = d;
+    s->n = (uint64_t)n_kv * d;
+    s->window = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ? sp->window : 0;
+    s->mode = kvp_dtype_info(f->dtype)->grouped && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
+    s->R = kvp_dtype_info(f->dtype)->grouped ? f->residual : 0;
+    if (s->mode == CHANNEL && s->R == 0)
+        s->R = f->group;
+    s->qrow = codec_row_bytes(f, n_kv, d);
+    s->rrow = s->n * codec_plain_size(f->scale);
+    s->free = fl;
+}
+
+void kvp_ref_cache_free(struct kvp_ref_cache *c)
+{
+    if (!c)
+        return;
+    uint32_t L = c->m ? c->m->n_layers : 0;
+    if (c->st)
+        for (uint64_t i = 0; i < (uint64_t)L * c->o.batch * 2; i++) {
+            struct store *s = &c->st[i];
+            if (!s->f)
+                continue;
+            if (c->o.policy == KVP_REF_PAGED) {
+                for (uint64_t b = 0; b < s->table.n; b++)
+                    kvp_ref_alloc_put(c->a, s->tag, s->table.p[b], (uint64_t)c->o.block * s->qrow);
+                free(s->table.p);
+            } else {
+                kvp_ref_alloc_put(c->a, s->tag, s->buf, s->bytes);
+            }
+        }
+    if (c->free)
+        for (uint64_t i = 0; i < (uint64_t)L * 2; i++) {
+            const struct store *s = NULL;
+            for (uint32_t b = 0; b < c->o.batch && !s; b++)
+                if (ST(c, i / 2, b, i % 2)->f)
+                    s = ST(c, i / 2, b, i % 2);
+            for (uint64_t j = 0; j < c->free[i].n; j++)
+                kvp_ref_alloc_put(c->a, i % 2 ? KVP_REF_V : KVP_REF_K, c->free[i].p[j], (uint64_t)c->o.block * s->qrow);
+            free(c->free[i].p);
+        }
+    if (c->state)
+        for (uint64_t i = 0; i < (uint64_t)L * c->o.batch; i++)
+            kvp_ref_alloc_put(c->a, KVP_REF_STATE, c->state[i], c->state_bytes[i / c->o.batch]);
+    free(c->st);
+    free(c->state);
+    free(c->state_bytes);
+    free(c->free);
+    free(c->len);
+    free(c->tmp);
+    free(c);
+}
+
+enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+                                  struct kvp_ref_alloc *a, struct kvp_ref_cache **out, struct kvp_error *err)
+{
+    const struct kvp_model *m = kvp_ref_model_shape(rm);
+    struct kvp_ref_cache *c;
+    enum kvp_status st = KVP_ERR_NOMEM;
+
+    *out = NULL;
+    if (o->batch == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "'batch' must be at least 1 (got 0)");
+    if (o->policy == KVP_REF_PAGED && o->block == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "'block-size' must be at least 1 for a paged cache (got 0)");
+    if (!(c = calloc(1, sizeof *c)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    c->rm = rm;
+    c->m = m;
+    c->o = *o;
+    c->a = a;
+    uint64_t L = m->n_layers, B = o->batch;
+    c->len = calloc(B, sizeof *c->len);
+    c->st = calloc(L * B * 2, sizeof *c->st);
+    c->state = calloc(L * B, sizeof *c->state);
+    c->state_bytes = calloc(L, sizeof *c->state_bytes);
+    c->free = calloc(L * 2, sizeof *c->free);
+    if (!c->len || !c->st || !c->state || !c->state_bytes || !c->free)
+        goto err;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const struct kvp_layer_spec *sp = kvp_model_layer(m, l);
+        bool win = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED;
+        if (sp->kind == KVP_LAYER_RECURRENT) {
+            uint64_t conv, ssm;
+            kvp_recurrent_state_elems(&sp->rec, &conv, &ssm);
+            c->state_bytes[l] = (conv + ssm) * codec_plain_size(m->state_dtype);
+            continue;
+        }
+        if (sp->kind == KVP_LAYER_MLA) {
+            uint32_t latent = sp->kv_lora_rank + sp->qk_rope_dim;
+            if ((st = check_format(o, &o->k, "K", latent, false, err)) != KVP_OK)
+                goto err;
+            for (uint32_t b = 0; b < B; b++)
+                store_init(ST(c, l, b, 0), &c->o.k, KVP_REF_K, 1, latent, sp, &c->free[2 * l]);
+            continue;
+        }
+        if (sp->kind != KVP_LAYER_FULL && !win)
+            continue;
+        if ((st = check_format(o, &o->k, "K", sp->head_dim_k, win, err)) != KVP_OK ||
+            (st = check_format(o, &o->v, "V", sp->head_dim_v, win, err)) != KVP_OK)
+            goto err;
+        for (uint32_t b = 0; b < B; b++) {
+            store_init(ST(c, l, b, 0), &c->o.k, KVP_REF_K, sp->n_kv_heads, sp->head_dim_k, sp, &c->free[2 * l]);
+            store_init(ST(c, l, b, 1), &c->o.v, KVP_REF_V, sp->n_kv_heads, sp->head_dim_v, sp, &c->free[2 * l + 1]);
+        }
+    }
+    {
+        uint64_t most = 1;
+        for (uint64_t i = 0; i < L * B * 2; i++) {
+            const struct store *s = &c->st[i];
+            uint64_t need = s->f ? s->n * (s->mode == CHANNEL ? s->f->group : 1) : 0;
+            most = need > most ? need : most;
+        }
+        if (!(c->tmp = malloc(most * sizeof *c->tmp)))
+            goto err;
+    }
+    /* free lists can hold every block the batch may ever own */
+    if (o->policy == KVP_REF_PAGED)
+        for (uint32_t l = 0; l < m->n_layers; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                const struct store *s = ST(c, l, 0, kv);
+                if (!s->f)
+                    continue;
+                uint64_t per = kvp_cdiv(s->window && s->window < o->context ? s->window : o->context, o->block);
+                if (!(c->free[2 * l + kv].p = malloc((per * B + 1) * sizeof(uint8_t *))))
+                    goto err;
+            }
+    if (o->policy == KVP_REF_STATIC) {
+        st = KVP_ERR_NOMEM;
+        for (uint64_t i = 0; i < L * B * 2; i++) {
+            struct store *s = &c->st[i];
+            if (!s->f)
+                continue;
+            uint64_t h = held_of(s, o->context);
+            s->rcap = h < s->R ? h : s->R;
+            s->qcap = h - s->rcap;
+            s->bytes = s->qcap * s->qrow + s->rcap * s->rrow;
+            if (s->bytes && !(s->buf = kvp_ref_alloc_get(a, s->tag, s->bytes)))
+                goto err;
+        }
+        for (uint64_t i = 0; i < L * B; i++)
+            if (c->state_bytes[i / B] && !(c->state[i] = kvp_ref_alloc_get(a, KVP_REF_STATE, c->state_bytes[i / B])))
+                goto err;
+    }
+    *out = c;
+    return KVP_OK;
+err:
+    kvp_ref_cache_free(c);
+    if (st == KVP_ERR_NOMEM)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory building the cache");
+    return st;
+}
+
+uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq)
+{
+    return c->len[seq];
+}
+
+void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
+{
+    for (uint32_t l = 0; l < c->m->n_layers; l++) {
+        for (int kv = 0; kv < 2; kv++)
+            if (ST(c, l, seq, kv)->f)
+                store_release(c, ST(c, l, seq, kv));
+        uint8_t **p = &c->state[(uint64_t)l * c->o.batch + seq];
+        if (c->o.policy == KVP_REF_STATIC) {
+            if (*p)
+                memset(*p, 0, c->state_bytes[l]);
+        } else {
+            kvp_ref_alloc_put(c->a, KVP_REF_STATE, *p, c->state_bytes[l]);
+            *p = NULL;
+        }
+    }
+    c->len[seq] = 0;
+}
+
+/* ---- what the decoder calls ------------------------------------------------- */
+
+struct pending {
+    struct store *s;
+    const float *x;
+    uint64_t bytes; /* the store's bytes now */
+};
+
+static int by_bytes(const void *a, const void *b)
+{
+    const struct pending *x = a, *y = b;
+    return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+
+enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
+                             struct kvp_error *err)
+{
+    uint32_t L = c->m->n_layers, n = 0;
+    struct pending *p;
+    enum kvp_status st = KVP_OK;
+
+    if (c->len[seq] >= c->o.context)
+        return kvp_fail(err, KVP_ERR_RANGE, "sequence %u is full: the cache holds %llu tokens", seq,
+                        (unsigned long long)c->o.context);
+    if (!(p = malloc((uint64_t)L * 2 * sizeof *p)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < L; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            struct store *s = ST(c, l, seq, kv);
+            if (s->f)
+                p[n++] = (struct pending){s, kv ? v[l] : k[l], s->bytes};
+        }
+    /* dynamic: grow the smallest tensors first, so that the step's peak is
+     * the cache at T plus the largest tensor at T-1 (peak_bytes) */
+    if (c->o.policy == KVP_REF_DYNAMIC)
+        qsort(p, n, sizeof *p, by_bytes);
+    for (uint32_t i = 0; i < n && st == KVP_OK; i++)
+        st = store_append(c, p[i].s, p[i].x, c->tmp, err);
+    free(p);
+    if (st == KVP_OK)
+        c->len[seq]++;
+    return st;
+}
+
+void cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+{
+    store_read(ST(c, layer, seq, 0), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
+}
+
+void cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+{
+    store_read(ST(c, layer, seq, 1), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
+}
+
+enum kvp_status cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
+                            struct kvp_error *err)
+{
+    uint8_t **p = &c->state[(uint64_t)layer * c->o.batch + seq];
+    if (!*p && !(*p = kvp_ref_alloc_get(c->a, KVP_REF_STATE, c->state_bytes[layer])))
+        return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of recurrent state",
+                        (unsigned long long)c->state_bytes[layer]);
+    *out = *p;
+    return KVP_OK;
+}
+
+enum kvp_dtype cache_state_dtype(const struct kvp_ref_cache *c)
+{
+    return c->m->state_dtype;
+}

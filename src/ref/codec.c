@@ -1,0 +1,383 @@
+/* codec.c -- the reference decoder's storage formats: float32 <-> bytes.
+ *
+ * Byte layouts follow format.h exactly, so a row's size here is
+ * kvp_format_row_bytes and a cache's size is kvp_cache_bytes:
+ *   plain:        n values of the dtype (fp8 by round-to-nearest on its grid)
+ *   axis=token:   per head, ceil(d*bits/8) packed codes, then ceil(d/G)
+ *                 groups' scale (+ zero point) in the scale dtype
+ *   axis=channel: codes of whole G-token groups, packed over the whole cache,
+ *                 and one scale (+ zero point) per channel per group
+ *   q8_0 / q4_0:  ggml blocks of 32: fp16 d, then 32 int8 / 16 bytes of nibbles
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ref_internal.h"
+
+/* ---- rng: PCG32 (O'Neill), a stream per (seed, stream) ----------------- */
+
+void pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream)
+{
+    r->state = 0;
+    r->inc = (stream << 1) | 1;
+    pcg_next(r);
+    r->state += seed;
+    pcg_next(r);
+}
+
+uint32_t pcg_next(struct pcg *r)
+{
+    uint64_t old = r->state;
+    uint32_t x = (uint32_t)(((old >> 18) ^ old) >> 27), rot = (uint32_t)(old >> 59);
+    r->state = old * 6364136223846793005ull + r->inc;
+    return (x >> rot) | (x << ((32 - rot) & 31));
+}
+
+float pcg_float(struct pcg *r)
+{
+    return (float)((double)pcg_next(r) / 2147483648.0 - 1.0);
+}
+
+/* ---- scalar types ------------------------------------------------------ */
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+    if (e == 0xff)
+        return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
+    int32_t ne = (int32_t)e - 127 + 15;
+    if (ne >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (ne <= 0) { /* subnormal half: round m|implicit >> (14 - ne) */
+        if (ne < -10)
+            return (uint16_t)sign;
+        m |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - ne), half = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = sign | ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        h++; /* a carry into the exponent is the right rounding */
+    return (uint16_t)h;
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0) {
+        float v = ldexpf((float)m, -24);
+        return sign ? -v : v;
+    }
+    if (e == 31)
+        x = sign | 0x7f800000 | (m << 13);
+    else
+        x = sign | ((e - 15 + 127) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    x += 0x7fff + ((x >> 16) & 1); /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t b)
+{
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* fp8 with `mb` mantissa bits and exponent bias `bias`: e4m3fn (max 448, no
+ * infinities) or e5m2; values saturate at the largest finite number. */
+static uint8_t f32_to_fp8(float f, int mb, int bias, float maxv)
+{
+    uint8_t sign = f < 0 ? 0x80 : 0;
+    float a = fabsf(f);
+    int e;
+    if (!(a == a))
+        return sign | 0x7f;
+    if (a > maxv)
+        a = maxv;
+    if (a == 0)
+        return sign;
+    frexpf(a, &e);
+    e -= 1; /* a = 1.m * 2^e */
+    if (e < 1 - bias)
+        e = 1 - bias; /* subnormal step */
+    float step = ldexpf(1.0f, e - mb);
+    float q = nearbyintf(a / step) * step;
+    if (q > maxv)
+        q = maxv;
+    frexpf(q, &e);
+    e -= 1;
+    int be = e + bias;
+    uint32_t mant;
+    if (be <= 0) { /* subnormal */
+        mant = (uint32_t)nearbyintf(q / ldexpf(1.0f, 1 - bias - mb));
+        be = 0;
+        if (mant >> mb) { be = 1; mant &= (1u << mb) - 1; }
+    } else {
+        mant = (uint32_t)nearbyintf((q / ldexpf(1.0f, e) - 1.0f) * (float)(1 << mb));
+    }
+    return (uint8_t)(sign | (be << mb) | mant);
+}
+
+static float fp8_to_f32(uint8_t b, int mb, int bias)
+{
+    int be = (b & 0x7f) >> mb;
+    uint32_t mant = b & ((1u << mb) - 1);
+    float v = be == 0 ? ldexpf((float)mant, 1 - bias - mb) : ldexpf(1.0f + (float)mant / (float)(1 << mb), be - bias);
+    return (b & 0x80) ? -v : v;
+}
+
+uint32_t codec_plain_size(enum kvp_dtype t)
+{
+    return kvp_dtype_info(t)->block_bits / 8;
+}
+
+void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint16_t h;
+        switch (t) {
+        case KVP_DTYPE_F32: memcpy(dst + 4 * i, &x[i], 4); break;
+        case KVP_DTYPE_F16: h = f32_to_f16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
+        case KVP_DTYPE_BF16: h = f32_to_bf16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
+        case KVP_DTYPE_FP8_E4M3: dst[i] = f32_to_fp8(x[i], 3, 7, 448.0f); break;
+        default: dst[i] = f32_to_fp8(x[i], 2, 15, 57344.0f); break; /* e5m2 */
+        }
+    }
+}
+
+void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint16_t h;
+        switch (t) {
+        case KVP_DTYPE_F32: memcpy(&x[i], src + 4 * i, 4); break;
+        case KVP_DTYPE_F16: memcpy(&h, src + 2 * i, 2); x[i] = f16_to_f32(h); break;
+        case KVP_DTYPE_BF16: memcpy(&h, src + 2 * i, 2); x[i] = bf16_to_f32(h); break;
+        case KVP_DTYPE_FP8_E4M3: x[i] = fp8_to_f32(src[i], 3, 7); break;
+        default: x[i] = fp8_to_f32(src[i], 2, 15); break;
+        }
+    }
+}
+
+/* ---- grouped integers -------------------------------------------------- */
+
+static uint32_t bits_of(const struct kvp_format *f)
+{
+    return kvp_dtype_info(f->dtype)->block_bits;
+}
+
+uint32_t codec_meta_size(const struct kvp_format *f)
+{
+    return codec_plain_size(f->scale) * (f->zero_point ? 2 : 1);
+}
+
+static void put_code(uint8_t *codes, uint64_t i, uint32_t bits, uint32_t q)
+{
+    uint64_t bit = i * bits;
+    codes[bit / 8] = (uint8_t)(codes[bit / 8] & ~(((1u << bits) - 1) << (bit % 8)));
+    codes[bit / 8] = (uint8_t)(codes[bit / 8] | (q << (bit % 8)));
+}
+
+static uint32_t get_code(const uint8_t *codes, uint64_t i, uint32_t bits)
+{
+    uint64_t bit = i * bits;
+    return (codes[bit / 8] >> (bit % 8)) & ((1u << bits) - 1);
+}
+
+/* Scale and zero point of values x[0..n) (stride s), rounded through the
+ * scale dtype so that encode and decode use the same numbers. Asymmetric:
+ * x = q*scale + zp, q in [0, 2^B-1]; symmetric: x = (q - 2^(B-1))*scale. */
+static void group_params(const struct kvp_format *f, const float *x, uint64_t n, uint64_t s, uint8_t *meta,
+                         float *scale, float *zp)
+{
+    uint32_t bits = bits_of(f), sz = codec_plain_size(f->scale);
+    float lo = x[0], hi = x[0];
+    for (uint64_t i = 1; i < n; i++) {
+        lo = fminf(lo, x[i * s]);
+        hi = fmaxf(hi, x[i * s]);
+    }
+    if (f->zero_point) {
+        *scale = (hi - lo) / (float)((1u << bits) - 1);
+        *zp = lo;
+    } else {
+        float m = fmaxf(fabsf(lo), fabsf(hi));
+        *scale = m / (float)((1u << (bits - 1)) - 1);
+        *zp = 0;
+    }
+    codec_put_plain(f->scale, scale, 1, meta);
+    codec_get_plain(f->scale, meta, 1, scale);
+    if (f->zero_point) {
+        codec_put_plain(f->scale, zp, 1, meta + sz);
+        codec_get_plain(f->scale, meta + sz, 1, zp);
+    }
+}
+
+static uint32_t quantize(const struct kvp_format *f, float x, float scale, float zp)
+{
+    uint32_t bits = bits_of(f), top = (1u << bits) - 1;
+    float q = scale > 0 ? nearbyintf((x - zp) / scale) : 0;
+    if (!f->zero_point)
+        q += (float)(1u << (bits - 1));
+    return q < 0 ? 0 : q > (float)top ? top : (uint32_t)q;
+}
+
+static float dequantize(const struct kvp_format *f, uint32_t q, const uint8_t *meta)
+{
+    float scale, zp = 0;
+    uint32_t sz = codec_plain_size(f->scale);
+    codec_get_plain(f->scale, meta, 1, &scale);
+    if (f->zero_point) {
+        codec_get_plain(f->scale, meta + sz, 1, &zp);
+        return (float)q * scale + zp;
+    }
+    return ((float)q - (float)(1u << (bits_of(f) - 1))) * scale;
+}
+
+/* ---- ggml blocks (ggml-quants.c reference quantizers) ------------------ */
+
+static void q8_0_encode(const float *x, uint8_t *b)
+{
+    float amax = 0;
+    for (int i = 0; i < 32; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    float d = amax / 127.0f, id = d ? 1.0f / d : 0;
+    uint16_t h = f32_to_f16(d);
+    memcpy(b, &h, 2);
+    for (int i = 0; i < 32; i++)
+        b[2 + i] = (uint8_t)(int8_t)nearbyintf(x[i] * id);
+}
+
+static void q8_0_decode(const uint8_t *b, float *x)
+{
+    uint16_t h;
+    memcpy(&h, b, 2);
+    float d = f16_to_f32(h);
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)(int8_t)b[2 + i] * d;
+}
+
+static void q4_0_encode(const float *x, uint8_t *b)
+{
+    float amax = 0, max = 0;
+    for (int i = 0; i < 32; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    float d = max / -8.0f, id = d ? 1.0f / d : 0;
+    uint16_t h = f32_to_f16(d);
+    memcpy(b, &h, 2);
+    for (int i = 0; i < 16; i++) {
+        int q0 = (int)(x[i] * id + 8.5f), q1 = (int)(x[16 + i] * id + 8.5f);
+        q0 = q0 > 15 ? 15 : q0 < 0 ? 0 : q0;
+        q1 = q1 > 15 ? 15 : q1 < 0 ? 0 : q1;
+        b[2 + i] = (uint8_t)(q0 | (q1 << 4));
+    }
+}
+
+static void q4_0_decode(const uint8_t *b, float *x)
+{
+    uint16_t h;
+    memcpy(&h, b, 2);
+    float d = f16_to_f32(h);
+    for (int i = 0; i < 16; i++) {
+        x[i] = (float)((b[2 + i] & 15) - 8) * d;
+        x[16 + i] = (float)((b[2 + i] >> 4) - 8) * d;
+    }
+}
+
+/* ---- rows (token-wise) ------------------------------------------------- */
+
+static uint64_t head_row_bytes(const struct kvp_format *f, uint32_t d)
+{
+    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    if (t->block_elems > 1)
+        return (uint64_t)d / t->block_elems * (t->block_bits / 8);
+    if (t->grouped)
+        return ((uint64_t)d * t->block_bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * codec_meta_size(f);
+    return (uint64_t)d * (t->block_bits / 8);
+}
+
+uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
+{
+    return head_row_bytes(f, d) * n_kv;
+}
+
+void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
+{
+    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    uint64_t hb = head_row_bytes(f, d);
+    for (uint32_t h = 0; h < n_kv; h++, x += d, dst += hb) {
+        if (f->dtype == KVP_DTYPE_Q8_0 || f->dtype == KVP_DTYPE_Q4_0) {
+            for (uint32_t b = 0; b < d / 32; b++)
+                (f->dtype == KVP_DTYPE_Q8_0 ? q8_0_encode : q4_0_encode)(x + 32 * b, dst + b * (t->block_bits / 8));
+        } else if (t->grouped) {
+            uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
+            memset(dst, 0, cb);
+            for (uint32_t g = 0; g * f->group < d; g++) {
+                uint32_t lo = g * f->group, n = d - lo < f->group ? d - lo : f->group;
+                uint8_t *meta = dst + cb + (uint64_t)g * codec_meta_size(f);
+                float scale, zp;
+                group_params(f, x + lo, n, 1, meta, &scale, &zp);
+                for (uint32_t i = 0; i < n; i++)
+                    put_code(dst, lo + i, t->block_bits, quantize(f, x[lo + i], scale, zp));
+            }
+        } else {
+            codec_put_plain(f->dtype, x, d, dst);
+        }
+    }
+}
+
+void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
+{
+    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    uint64_t hb = head_row_bytes(f, d);
+    for (uint32_t h = 0; h < n_kv; h++, x += d, src += hb) {
+        if (f->dtype == KVP_DTYPE_Q8_0 || f->dtype == KVP_DTYPE_Q4_0) {
+            for (uint32_t b = 0; b < d / 32; b++)
+                (f->dtype == KVP_DTYPE_Q8_0 ? q8_0_decode : q4_0_decode)(src + b * (t->block_bits / 8), x + 32 * b);
+        } else if (t->grouped) {
+            uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
+            for (uint32_t i = 0; i < d; i++)
+                x[i] = dequantize(f, get_code(src, i, t->block_bits), src + cb + (uint64_t)(i / f->group) * codec_meta_size(f));
+        } else {
+            codec_get_plain(f->dtype, src, d, x);
+        }
+    }
+}
+
+/* ---- channel-axis groups ----------------------------------------------- */
+
+void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x, uint8_t *codes,
+                         uint8_t *meta)
+{
+    uint32_t bits = bits_of(f);
+    for (uint64_t c = 0; c < n; c++) {
+        uint8_t *m = meta + (g * n + c) * codec_meta_size(f);
+        float scale, zp;
+        group_params(f, x + c, f->group, n, m, &scale, &zp);
+        for (uint64_t j = 0; j < f->group; j++)
+            put_code(codes, (g * n + c) * f->group + j, bits, quantize(f, x[j * n + c], scale, zp));
+    }
+}
+
+void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
+                        const uint8_t *codes, const uint8_t *meta, float *out)
+{
+    *out = dequantize(f, get_code(codes, (g * n + c) * f->group + j, bits_of(f)),
+                      meta + (g * n + c) * codec_meta_size(f));
+}

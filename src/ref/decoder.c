@@ -1,0 +1,806 @@
+/* decoder.c -- a Llama-style decoder in plain float32, every layer kind.
+ *
+ * Read it like llama2.c: weights, then the small kernels, then one decode
+ * step through the cache, then the same model recomputed from scratch.
+ *   x = embed[token]                                   (hidden,)
+ *   per layer: x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))
+ *   logits = lm_head @ rmsnorm(x)                      (vocab,)
+ * Mixers: attention over the layer's cache (full, sliding, chunked, shared,
+ * MLA) or a gated linear recurrence (recurrent). MLPs are SwiGLU; a MoE
+ * layer runs one dense SwiGLU (the cache does not see experts).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/engine.h"
+#include "kvplan/num.h"
+#include "ref_internal.h"
+
+/* Weights of one layer spec; layers of a spec share them. */
+struct lw {
+    uint32_t hq, hkv, dk, dv; /* query heads, KV heads, K/Q and V head dims */
+    uint32_t nope, rope, rank; /* MLA */
+    uint64_t S;                /* recurrent state elements */
+    float *attn_norm;          /* (hidden,) */
+    float *wq;                 /* (hq*dk, hidden) */
+    float *wk, *wv;            /* (hkv*dk, hidden), (hkv*dv, hidden) */
+    float *wo;                 /* (hidden, hq*dv) */
+    float *wdkv, *wkr;         /* MLA: (rank, hidden), (rope, hidden) */
+    float *wuk, *wuv;          /* MLA: (hq, nope, rank), (hq, dv, rank) */
+    float *ra, *rb, *rc;       /* recurrent: (S,) decay logit, input and output gains */
+    float *ffn_norm;           /* (hidden,) */
+    float *w1, *w3;            /* (inter, hidden) */
+    float *w2;                 /* (hidden, inter) */
+};
+
+struct kvp_ref_model {
+    struct kvp_model m; /* the shape as run (scaled) */
+    struct kvp_ref_opts o;
+    uint32_t hidden, inter, vocab;
+    float *embed;       /* (vocab, hidden) */
+    float *out_norm;    /* (hidden,) */
+    float *lm_head;     /* (vocab, hidden) */
+    struct lw w[KVP_MAX_SPECS];
+    float *arena;
+    uint64_t arena_n, arena_used;
+};
+
+/* ---- weights ------------------------------------------------------------- */
+
+static float *take(struct kvp_ref_model *rm, uint64_t n)
+{
+    float *p = rm->arena ? rm->arena + rm->arena_used : NULL;
+    rm->arena_used += n;
+    return p;
+}
+
+/* Carve every weight from the arena (pass 1 with arena NULL counts). */
+static void carve(struct kvp_ref_model *rm)
+{
+    uint64_t H = rm->hidden, I = rm->inter;
+    rm->arena_used = 0;
+    rm->embed = take(rm, (uint64_t)rm->vocab * H);
+    rm->out_norm = take(rm, H);
+    rm->lm_head = take(rm, (uint64_t)rm->vocab * H);
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        const struct kvp_layer_spec *s = &rm->m.specs[i];
+        struct lw *w = &rm->w[i];
+        w->attn_norm = take(rm, H);
+        switch (s->kind) {
+        case KVP_LAYER_FULL:
+        case KVP_LAYER_SLIDING:
+        case KVP_LAYER_CHUNKED:
+            w->wk = take(rm, (uint64_t)w->hkv * w->dk * H);
+            w->wv = take(rm, (uint64_t)w->hkv * w->dv * H);
+            /* fallthrough */
+        case KVP_LAYER_SHARED:
+            w->wq = take(rm, (uint64_t)w->hq * w->dk * H);
+            w->wo = take(rm, H * w->hq * w->dv);
+            break;
+        case KVP_LAYER_MLA:
+            w->wq = take(rm, (uint64_t)w->hq * w->dk * H);
+            w->wdkv = take(rm, (uint64_t)w->rank * H);
+            w->wkr = take(rm, (uint64_t)w->rope * H);
+            w->wuk = take(rm, (uint64_t)w->hq * w->nope * w->rank);
+            w->wuv = take(rm, (uint64_t)w->hq * w->dv * w->rank);
+            w->wo = take(rm, H * w->hq * w->dv);
+            break;
+        case KVP_LAYER_RECURRENT:
+            w->ra = take(rm, w->S);
+            w->rb = take(rm, w->S);
+            w->rc = take(rm, w->S);
+            break;
+        default:
+            break;
+        }
+        if (s->mlp != KVP_MLP_NONE) {
+            w->ffn_norm = take(rm, H);
+            w->w1 = take(rm, I * H);
+            w->w3 = take(rm, I * H);
+            w->w2 = take(rm, H * I);
+        }
+    }
+}
+
+/* Uniform in [-a, a) with a = 1/sqrt(fan_in): unit-ish activations. */
+static void fill(float *p, uint64_t n, uint64_t fan_in, struct pcg *r)
+{
+    float a = 1.0f / sqrtf((float)(fan_in ? fan_in : 1));
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = a * pcg_float(r);
+}
+
+static void ones(float *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = 1.0f;
+}
+
+static void init_weights(struct kvp_ref_model *rm)
+{
+    struct pcg r;
+    uint64_t H = rm->hidden, I = rm->inter;
+    pcg_seed(&r, rm->o.seed, 1);
+    for (uint64_t i = 0; i < (uint64_t)rm->vocab * H; i++)
+        rm->embed[i] = pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
+    ones(rm->out_norm, H);
+    fill(rm->lm_head, (uint64_t)rm->vocab * H, H, &r);
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        const struct kvp_layer_spec *s = &rm->m.specs[i];
+        struct lw *w = &rm->w[i];
+        ones(w->attn_norm, H);
+        if (w->wk) {
+            fill(w->wk, (uint64_t)w->hkv * w->dk * H, H, &r);
+            fill(w->wv, (uint64_t)w->hkv * w->dv * H, H, &r);
+            /* outlier channels: the same few channels of every K head are
+             * large for every token (what KIVI and KVQuant observe) */
+            for (uint32_t h = 0; h < w->hkv; h++)
+                for (uint32_t c = 0; c < rm->o.key_outliers && c < w->dk; c++) {
+                    uint32_t ch = (c * 7 + 3) % w->dk;
+                    for (uint64_t j = 0; j < H; j++)
+                        w->wk[((uint64_t)h * w->dk + ch) * H + j] *= rm->o.outlier_gain;
+                }
+        }
+        if (w->wq) {
+            fill(w->wq, (uint64_t)w->hq * w->dk * H, H, &r);
+            fill(w->wo, H * w->hq * w->dv, (uint64_t)w->hq * w->dv, &r);
+        }
+        if (s->kind == KVP_LAYER_MLA) {
+            fill(w->wdkv, (uint64_t)w->rank * H, H, &r);
+            fill(w->wkr, (uint64_t)w->rope * H, H, &r);
+            fill(w->wuk, (uint64_t)w->hq * w->nope * w->rank, w->rank, &r);
+            fill(w->wuv, (uint64_t)w->hq * w->dv * w->rank, w->rank, &r);
+        }
+        if (w->ra)
+            for (uint64_t j = 0; j < w->S; j++) {
+                w->ra[j] = 2.0f * pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
+                w->rb[j] = pcg_float(&r);
+                w->rc[j] = pcg_float(&r) / sqrtf((float)(w->S / H + 1));
+            }
+        if (w->w1) {
+            ones(w->ffn_norm, H);
+            fill(w->w1, I * H, H, &r);
+            fill(w->w3, I * H, H, &r);
+            fill(w->w2, H * I, I, &r);
+        }
+    }
+}
+
+/* Shapes as run; query heads scaled, KV geometry kept. */
+static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
+{
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        struct kvp_layer_spec *s = &rm->m.specs[i];
+        struct lw *w = &rm->w[i];
+        const struct kvp_layer_spec *src = s;
+        if (s->kind == KVP_LAYER_SHARED) {
+            if (s->shares >= rm->m.n_layers)
+                return kvp_fail(err, KVP_ERR_RANGE, "shared layer reads layer %u of %u", s->shares, rm->m.n_layers);
+            src = kvp_model_layer(&rm->m, s->shares);
+            if (src->kind != KVP_LAYER_FULL && src->kind != KVP_LAYER_SLIDING && src->kind != KVP_LAYER_CHUNKED)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "a shared layer must read an attention layer's cache (got '%s')",
+                                kvp_layer_kind_name(src->kind));
+        }
+        if (s->kind == KVP_LAYER_MLA) {
+            w->hq = s->n_heads;
+            if (rm->o.q_per_kv && w->hq > rm->o.q_per_kv)
+                w->hq = rm->o.q_per_kv;
+            w->rope = s->qk_rope_dim;
+            w->nope = s->head_dim_k - s->qk_rope_dim;
+            w->dk = s->head_dim_k;
+            w->dv = s->head_dim_v;
+            w->rank = s->kv_lora_rank;
+            w->hkv = 1;
+        } else if (s->kind == KVP_LAYER_RECURRENT) {
+            uint64_t conv, ssm;
+            kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
+            w->S = conv + ssm;
+        } else if (s->kind != KVP_LAYER_NONE) {
+            uint32_t hkv = src->n_kv_heads ? src->n_kv_heads : 1, g = s->n_heads / hkv;
+            if (g == 0)
+                g = 1;
+            if (rm->o.q_per_kv && g > rm->o.q_per_kv)
+                g = rm->o.q_per_kv;
+            w->hkv = hkv;
+            w->hq = hkv * g;
+            w->dk = src->head_dim_k;
+            w->dv = src->head_dim_v;
+        }
+        if (w->hq)
+            s->n_heads = w->hq;
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+                                  struct kvp_ref_model **out, struct kvp_error *err)
+{
+    struct kvp_ref_model *rm = calloc(1, sizeof *rm);
+    enum kvp_status st;
+    *out = NULL;
+    if (!rm)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    rm->m = *m;
+    rm->o = *o;
+    if (rm->o.outlier_gain == 0)
+        rm->o.outlier_gain = 20.0f;
+    rm->hidden = o->hidden ? o->hidden : m->hidden;
+    rm->inter = o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
+    rm->vocab = o->vocab ? o->vocab : m->vocab;
+    if (rm->hidden == 0 || rm->vocab == 0 || rm->inter == 0) {
+        free(rm);
+        return kvp_fail(err, KVP_ERR_RANGE, "model '%s' has no hidden, intermediate or vocab size", m->name);
+    }
+    rm->m.hidden = rm->hidden;
+    rm->m.intermediate = rm->inter;
+    rm->m.vocab = rm->vocab;
+    if ((st = shape(rm, err)) != KVP_OK) {
+        free(rm);
+        return st;
+    }
+    carve(rm);
+    rm->arena_n = rm->arena_used;
+    if (rm->arena_n > SIZE_MAX / sizeof(float) || !(rm->arena = malloc((size_t)rm->arena_n * sizeof(float)))) {
+        uint64_t n = rm->arena_n;
+        free(rm);
+        return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu weights of model '%s' (scale it down)",
+                        (unsigned long long)n, m->name);
+    }
+    carve(rm);
+    init_weights(rm);
+    *out = rm;
+    return KVP_OK;
+}
+
+void kvp_ref_model_free(struct kvp_ref_model *rm)
+{
+    if (!rm)
+        return;
+    free(rm->arena);
+    free(rm);
+}
+
+uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm)
+{
+    return rm->vocab;
+}
+
+const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm)
+{
+    return &rm->m;
+}
+
+static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
+{
+    if (s->kind == KVP_LAYER_SLIDING)
+        return pos + 1 < s->window ? pos + 1 : s->window;
+    if (s->kind == KVP_LAYER_CHUNKED)
+        return pos % s->window + 1;
+    return pos + 1;
+}
+
+double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
+{
+    double H = rm->hidden, f = 2.0 * H * rm->vocab;
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(&rm->m, l);
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct kvp_layer_spec *src = s->kind == KVP_LAYER_SHARED ? kvp_model_layer(&rm->m, s->shares) : s;
+        double n = (double)attended(src, pos);
+        if (w->wk)
+            f += 2.0 * H * w->hkv * (w->dk + w->dv);
+        if (w->wq)
+            f += 2.0 * H * w->hq * (w->dk + w->dv) + 2.0 * n * w->hq * (w->dk + w->dv);
+        if (w->wdkv)
+            f += 2.0 * H * (w->rank + w->rope + w->hq * (w->dk + w->dv)) + 2.0 * w->hq * w->rank * (w->nope + w->dv) +
+                 2.0 * n * w->hq * (2.0 * w->rank + w->rope);
+        f += 4.0 * (double)w->S;
+        if (w->w1)
+            f += 6.0 * H * rm->inter;
+    }
+    return f;
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* out (n,) = W (n, d) @ x (d,) */
+static void matvec(float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const float *row = W + i * d;
+        float acc = 0;
+        for (uint64_t j = 0; j < d; j++)
+            acc += row[j] * x[j];
+        out[i] = acc;
+    }
+}
+
+static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
+{
+    double ss = 0;
+    for (uint64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = 1.0f / sqrtf((float)(ss / (double)n) + 1e-5f);
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = x[i] * r * g[i];
+}
+
+/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d). */
+static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
+{
+    for (uint32_t k = 0; k < h; k++)
+        for (uint32_t i = 0; i + 1 < d; i += 2) {
+            double th = (double)pos * pow(10000.0, -(double)i / d);
+            float c = (float)cos(th), s = (float)sin(th), a = x[k * stride + i], b = x[k * stride + i + 1];
+            x[k * stride + i] = a * c - b * s;
+            x[k * stride + i + 1] = a * s + b * c;
+        }
+}
+
+static void softmax(float *x, uint64_t n)
+{
+    float m = x[0];
+    double sum = 0;
+    for (uint64_t i = 1; i < n; i++)
+        m = fmaxf(m, x[i]);
+    for (uint64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)(x[i] / sum);
+}
+
+/* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
+static void mlp(const struct kvp_ref_model *rm, const struct lw *w, float *x, float *xb, float *h1, float *h3)
+{
+    rmsnorm(xb, x, w->ffn_norm, rm->hidden);
+    matvec(h1, w->w1, xb, rm->inter, rm->hidden);
+    matvec(h3, w->w3, xb, rm->inter, rm->hidden);
+    for (uint32_t i = 0; i < rm->inter; i++)
+        h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
+    matvec(xb, w->w2, h1, rm->hidden, rm->inter);
+    for (uint32_t i = 0; i < rm->hidden; i++)
+        x[i] += xb[i];
+}
+
+/* One step of the gated linear recurrence over S state elements:
+ *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
+ * The state is kept in the model's state dtype (st, S values). */
+static void recur(const struct kvp_ref_model *rm, const struct lw *w, enum kvp_dtype dt, uint8_t *st,
+                  const float *xb, float *y)
+{
+    uint32_t H = rm->hidden, sz = codec_plain_size(dt);
+    memset(y, 0, H * sizeof *y);
+    for (uint64_t i = 0; i < w->S; i++) {
+        float s;
+        codec_get_plain(dt, st + i * sz, 1, &s);
+        s = s / (1.0f + expf(-w->ra[i])) + w->rb[i] * xb[i % H];
+        codec_put_plain(dt, &s, 1, st + i * sz);
+        codec_get_plain(dt, st + i * sz, 1, &s);
+        y[i % H] += w->rc[i] * s;
+    }
+}
+
+static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
+{
+    rmsnorm(xb, x, rm->out_norm, rm->hidden);
+    matvec(logits, rm->lm_head, xb, rm->vocab, rm->hidden);
+}
+
+/* ---- one step through the cache ------------------------------------------ */
+
+struct scratch {
+    float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
+    float **pk, **pv;   /* (layers,) pending K/V rows of this step */
+    float *pend;
+};
+
+static void scratch_free(struct scratch *s)
+{
+    free(s->x);
+    free(s->pk);
+    free(s->pv);
+    free(s->pend);
+}
+
+static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_pos, struct scratch *s,
+                                   struct kvp_error *err)
+{
+    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        const struct lw *w = &rm->w[i];
+        uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
+        uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
+        wide = a > wide ? a : wide;
+        wide = b > wide ? b : wide;
+        heads = w->hq > heads ? w->hq : heads;
+    }
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+    }
+    uint64_t I = rm->inter, V = rm->vocab;
+    uint64_t n = 3 * H + 5 * wide + 2 * I + V + heads * (max_pos + 1);
+    s->x = calloc(n, sizeof(float));
+    s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
+    s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
+    s->pend = calloc(pend + 1, sizeof(float));
+    if (!s->x || !s->pk || !s->pv || !s->pend) {
+        scratch_free(s);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
+    }
+    s->xb = s->x + H;
+    s->q = s->xb + H + V; /* xb also holds logits when asked for none */
+    s->o = s->q + wide;
+    s->row = s->o + wide;
+    s->row2 = s->row + wide;
+    s->h1 = s->row2 + wide;
+    s->h3 = s->h1 + I;
+    s->att = s->h3 + I + wide;
+    float *p = s->pend;
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        if (w->wk) {
+            s->pk[l] = p;
+            s->pv[l] = p + (uint64_t)w->hkv * w->dk;
+            p += (uint64_t)w->hkv * (w->dk + w->dv);
+        } else if (w->wdkv) {
+            s->pk[l] = p;
+            p += w->rank + w->rope;
+        }
+    }
+    return KVP_OK;
+}
+
+/* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
+ * the newest (pos) from this step's pending rows. out (hq, dv). */
+static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct lw *w, uint32_t src,
+                   uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
+{
+    uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
+    float scale = 1.0f / sqrtf((float)w->dk);
+    (void)rm;
+    for (uint64_t j = lo; j <= pos; j++) {
+        const float *k = s->pk[src];
+        if (j < pos) {
+            cache_read_k(c, src, seq, j, s->row);
+            k = s->row;
+        }
+        for (uint32_t h = 0; h < w->hq; h++) {
+            const float *kh = k + (h / g) * w->dk, *qh = s->q + (uint64_t)h * w->dk;
+            float acc = 0;
+            for (uint32_t i = 0; i < w->dk; i++)
+                acc += qh[i] * kh[i];
+            s->att[h * n + (j - lo)] = acc * scale;
+        }
+    }
+    for (uint32_t h = 0; h < w->hq; h++)
+        softmax(s->att + h * n, n);
+    memset(s->o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
+    for (uint64_t j = lo; j <= pos; j++) {
+        const float *v = s->pv[src];
+        if (j < pos) {
+            cache_read_v(c, src, seq, j, s->row);
+            v = s->row;
+        }
+        for (uint32_t h = 0; h < w->hq; h++) {
+            float p = s->att[h * n + (j - lo)];
+            const float *vh = v + (h / g) * w->dv;
+            float *oh = s->o + (uint64_t)h * w->dv;
+            for (uint32_t i = 0; i < w->dv; i++)
+                oh[i] += p * vh[i];
+        }
+    }
+}
+
+/* MLA through the cache, in the absorbed form: per head, q_lat = W_uk^T q_nope
+ * (rank,) scores the cached latents directly, and the output latent is
+ * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
+ * cached latent per head (what kvp_ref_recompute does). */
+static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct lw *w, uint32_t l,
+                       uint32_t seq, uint64_t pos, struct scratch *s)
+{
+    uint64_t n = pos + 1, R = w->rank;
+    float scale = 1.0f / sqrtf((float)w->dk);
+    float *qlat = s->row2; /* (hq, rank) */
+    (void)rm;
+    for (uint32_t h = 0; h < w->hq; h++) {
+        const float *qn = s->q + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
+        for (uint64_t r = 0; r < R; r++) {
+            float acc = 0;
+            for (uint32_t i = 0; i < w->nope; i++)
+                acc += U[i * R + r] * qn[i];
+            qlat[h * R + r] = acc;
+        }
+    }
+    for (uint64_t j = 0; j < n; j++) {
+        const float *lat = s->pk[l];
+        if (j < pos) {
+            cache_read_k(c, l, seq, j, s->row);
+            lat = s->row;
+        }
+        for (uint32_t h = 0; h < w->hq; h++) {
+            const float *qr = s->q + (uint64_t)h * w->dk + w->nope;
+            float acc = 0;
+            for (uint64_t r = 0; r < R; r++)
+                acc += qlat[h * R + r] * lat[r];
+            for (uint32_t i = 0; i < w->rope; i++)
+                acc += qr[i] * lat[R + i];
+            s->att[h * n + j] = acc * scale;
+        }
+    }
+    for (uint32_t h = 0; h < w->hq; h++)
+        softmax(s->att + h * n, n);
+    float *olat = qlat; /* reuse: (hq, rank) */
+    memset(olat, 0, (uint64_t)w->hq * R * sizeof(float));
+    for (uint64_t j = 0; j < n; j++) {
+        const float *lat = s->pk[l];
+        if (j < pos) {
+            cache_read_k(c, l, seq, j, s->row);
+            lat = s->row;
+        }
+        for (uint32_t h = 0; h < w->hq; h++)
+            for (uint64_t r = 0; r < R; r++)
+                olat[h * R + r] += s->att[h * n + j] * lat[r];
+    }
+    for (uint32_t h = 0; h < w->hq; h++)
+        matvec(s->o + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, olat + h * R, w->dv, R);
+}
+
+static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
+{
+    return pos + 1 - attended(s, pos);
+}
+
+static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq, uint32_t token,
+                            float *logits, struct scratch *s, struct kvp_error *err)
+{
+    uint64_t pos = kvp_ref_seq_len(c, seq), H = rm->hidden;
+    enum kvp_status st;
+
+    if (token >= rm->vocab)
+        return kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", token, rm->vocab);
+    memcpy(s->x, rm->embed + (uint64_t)token * H, H * sizeof(float));
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        if (sp->kind != KVP_LAYER_NONE) {
+            rmsnorm(s->xb, s->x, w->attn_norm, H);
+            switch (sp->kind) {
+            case KVP_LAYER_FULL:
+            case KVP_LAYER_SLIDING:
+            case KVP_LAYER_CHUNKED:
+                matvec(s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
+                matvec(s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
+                rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
+                /* fallthrough */
+            case KVP_LAYER_SHARED: {
+                uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
+                matvec(s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
+                rope(s->q, w->hq, w->dk, w->dk, pos);
+                attend(rm, c, w, src, seq, window_lo(kvp_model_layer(&rm->m, src), pos), pos, s);
+                break;
+            }
+            case KVP_LAYER_MLA:
+                matvec(s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
+                rope(s->q + w->nope, w->hq, w->rope, w->dk, pos);
+                matvec(s->pk[l], w->wdkv, s->xb, w->rank, H);
+                matvec(s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
+                rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
+                attend_mla(rm, c, w, l, seq, pos, s);
+                break;
+            case KVP_LAYER_RECURRENT: {
+                uint8_t *state;
+                if ((st = cache_state(c, l, seq, &state, err)) != KVP_OK)
+                    return st;
+                recur(rm, w, cache_state_dtype(c), state, s->xb, s->o);
+                for (uint64_t i = 0; i < H; i++)
+                    s->x[i] += s->o[i];
+                break;
+            }
+            default:
+                break;
+            }
+            if (w->wo) {
+                matvec(s->xb, w->wo, s->o, H, (uint64_t)w->hq * w->dv);
+                for (uint64_t i = 0; i < H; i++)
+                    s->x[i] += s->xb[i];
+            }
+        }
+        if (w->w1)
+            mlp(rm, w, s->x, s->xb, s->h1, s->h3);
+    }
+    if (logits)
+        logits_of(rm, s->x, s->xb, logits);
+    return cache_commit(c, seq, (const float *const *)s->pk, (const float *const *)s->pv, err);
+}
+
+enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                             uint32_t token, float *logits, struct kvp_error *err)
+{
+    struct scratch s;
+    enum kvp_status st;
+    if ((st = scratch_new(rm, kvp_ref_seq_len(c, seq), &s, err)) != KVP_OK)
+        return st;
+    st = step(rm, c, seq, token, logits, &s, err);
+    scratch_free(&s);
+    return st;
+}
+
+enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                             struct kvp_error *err)
+{
+    struct scratch s;
+    enum kvp_status st;
+    uint64_t pos = kvp_ref_seq_len(c, seq);
+    if ((st = scratch_new(rm, 0, &s, err)) != KVP_OK)
+        return st;
+    for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        uint64_t nk = w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        for (uint64_t i = 0; i < nk; i++) /* synthetic, varied, bounded entries */
+            s.pk[l][i] = (float)sin((double)(pos * 31 + i * 7 + l));
+        if (w->ra) {
+            uint8_t *state;
+            if ((st = cache_state(c, l, seq, &state, err)) == KVP_OK)
+                recur(rm, w, cache_state_dtype(c), state, rm->embed, s.o);
+        }
+    }
+    if (st == KVP_OK)
+        st = cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err);
+    scratch_free(&s);
+    return st;
+}
+
+void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)
+{
+    const struct lw *w = &rm->w[rm->m.layer_spec[0]];
+    float *xb = malloc(rm->hidden * sizeof *xb);
+    if (!xb)
+        return;
+    rmsnorm(xb, rm->embed + (uint64_t)token * rm->hidden, w->attn_norm, rm->hidden);
+    matvec(q, w->wq, xb, (uint64_t)w->hq * w->dk, rm->hidden);
+    rope(q, w->hq, w->dk, w->dk, pos);
+    free(xb);
+}
+
+void ref_softmax(float *x, uint64_t n)
+{
+    softmax(x, n);
+}
+
+/* ---- recompute from scratch ------------------------------------------------ */
+
+/* Every layer's K, V (or MLA latent) for all n positions is computed again,
+ * and MLA latents are decompressed per head for every position: nothing is
+ * reused from a previous call. */
+enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t *tokens, uint64_t n,
+                                  float *logits, struct kvp_error *err)
+{
+    uint64_t H = rm->hidden, L = rm->m.n_layers, kmax = 1, smax = 1, wide = H;
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        const struct lw *w = &rm->w[i];
+        uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
+        kmax = a > kmax ? a : kmax;
+        smax = w->S > smax ? w->S : smax;
+        wide = a > wide ? a : wide;
+    }
+    /* X (n, H); per layer K (n, hkv*dk), V (n, hkv*dv) kept for shared layers */
+    float *X = calloc(n * H, sizeof(float)), *KV = calloc(L * n * kmax, sizeof(float));
+    float *xb = calloc(H + wide * 4 + 2 * (uint64_t)rm->inter + n + rm->vocab, sizeof(float));
+    uint8_t *state = calloc(smax, 4);
+    enum kvp_status st = KVP_OK;
+    if (!X || !KV || !xb || !state) {
+        st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory recomputing %llu tokens", (unsigned long long)n);
+        goto out;
+    }
+    float *q = xb + H, *o = q + wide, *kt = o + wide, *vt = kt + wide, *h1 = vt + wide, *h3 = h1 + rm->inter,
+          *att = h3 + rm->inter;
+    for (uint64_t t = 0; t < n; t++) {
+        if (tokens[t] >= rm->vocab) {
+            st = kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", tokens[t], rm->vocab);
+            goto out;
+        }
+        memcpy(X + t * H, rm->embed + (uint64_t)tokens[t] * H, H * sizeof(float));
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
+        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        float *K = KV + (uint64_t)l * n * kmax; /* (n, kmax): K then V of each position */
+        if (sp->kind == KVP_LAYER_RECURRENT)
+            memset(state, 0, smax * 4);
+        /* pass 1: this layer's K/V (or latent) of every position */
+        if (sp->kind == KVP_LAYER_FULL || sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ||
+            sp->kind == KVP_LAYER_MLA)
+            for (uint64_t t = 0; t < n; t++) {
+                float *row = K + t * kmax;
+                rmsnorm(xb, X + t * H, w->attn_norm, H);
+                if (sp->kind == KVP_LAYER_MLA) {
+                    matvec(row, w->wdkv, xb, w->rank, H);
+                    matvec(row + w->rank, w->wkr, xb, w->rope, H);
+                    rope(row + w->rank, 1, w->rope, w->rope, t);
+                } else {
+                    matvec(row, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
+                    matvec(row + (uint64_t)w->hkv * w->dk, w->wv, xb, (uint64_t)w->hkv * w->dv, H);
+                    rope(row, w->hkv, w->dk, w->dk, t);
+                }
+            }
+        /* pass 2: each position's mixer and MLP */
+        for (uint64_t t = 0; t < n; t++) {
+            float *x = X + t * H;
+            if (sp->kind != KVP_LAYER_NONE) {
+                rmsnorm(xb, x, w->attn_norm, H);
+                if (sp->kind == KVP_LAYER_RECURRENT) {
+                    recur(rm, w, rm->m.state_dtype, state, xb, o);
+                    for (uint64_t i = 0; i < H; i++)
+                        x[i] += o[i];
+                } else {
+                    uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
+                    const struct kvp_layer_spec *ss = kvp_model_layer(&rm->m, src);
+                    const float *SK = KV + (uint64_t)src * n * kmax;
+                    uint64_t lo = window_lo(ss, t), m = t - lo + 1;
+                    float scale = 1.0f / sqrtf((float)w->dk);
+                    matvec(q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
+                    memset(o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
+                    if (sp->kind == KVP_LAYER_MLA) {
+                        rope(q + w->nope, w->hq, w->rope, w->dk, t);
+                        for (uint32_t h = 0; h < w->hq; h++) {
+                            const float *Uk = w->wuk + (uint64_t)h * w->nope * w->rank;
+                            const float *Uv = w->wuv + (uint64_t)h * w->dv * w->rank;
+                            for (uint64_t j = lo; j <= t; j++) {
+                                const float *lat = SK + j * kmax;
+                                matvec(kt, Uk, lat, w->nope, w->rank); /* k_nope of head h at j */
+                                float acc = 0;
+                                for (uint32_t i = 0; i < w->nope; i++)
+                                    acc += q[(uint64_t)h * w->dk + i] * kt[i];
+                                for (uint32_t i = 0; i < w->rope; i++)
+                                    acc += q[(uint64_t)h * w->dk + w->nope + i] * lat[w->rank + i];
+                                att[j - lo] = acc * scale;
+                            }
+                            softmax(att, m);
+                            for (uint64_t j = lo; j <= t; j++) {
+                                matvec(vt, Uv, SK + j * kmax, w->dv, w->rank); /* v of head h at j */
+                                for (uint32_t i = 0; i < w->dv; i++)
+                                    o[(uint64_t)h * w->dv + i] += att[j - lo] * vt[i];
+                            }
+                        }
+                    } else {
+                        const struct lw *sw = &rm->w[rm->m.layer_spec[src]];
+                        uint64_t g = w->hq / sw->hkv;
+                        rope(q, w->hq, w->dk, w->dk, t);
+                        for (uint32_t h = 0; h < w->hq; h++) {
+                            for (uint64_t j = lo; j <= t; j++) {
+                                const float *kh = SK + j * kmax + (h / g) * w->dk;
+                                float acc = 0;
+                                for (uint32_t i = 0; i < w->dk; i++)
+                                    acc += q[(uint64_t)h * w->dk + i] * kh[i];
+                                att[j - lo] = acc * scale;
+                            }
+                            softmax(att, m);
+                            for (uint64_t j = lo; j <= t; j++) {
+                                const float *vh = SK + j * kmax + (uint64_t)sw->hkv * w->dk + (h / g) * w->dv;
+                                for (uint32_t i = 0; i < w->dv; i++)
+                                    o[(uint64_t)h * w->dv + i] += att[j - lo] * vh[i];
+                            }
+                        }
+                    }
+                    matvec(xb, w->wo, o, H, (uint64_t)w->hq * w->dv);
+                    for (uint64_t i = 0; i < H; i++)
+                        x[i] += xb[i];
+                }
+            }
+            if (w->w1)
+                mlp(rm, w, x, xb, h1, h3);
+        }
+    }
+    logits_of(rm, X + (n - 1) * H, xb, logits);
+out:
+    free(X);
+    free(KV);
+    free(xb);
+    free(state);
+    return st;
+}
