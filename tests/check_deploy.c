@@ -108,6 +108,7 @@ static void tiny_gemma3(struct kvp_model *m)
     struct kvp_layer_spec swa = attn(KVP_LAYER_SLIDING, 4, 2, 32, 128);
     struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 4, 2, 32, 0);
     blank(m, "tiny-gemma3");
+    snprintf(m->family, sizeof m->family, "gemma3"); /* llama.cpp applies windows by architecture */
     m->hidden = 128;
     m->intermediate = 256;
     m->vocab = 32;

@@ -81,6 +81,7 @@ struct kvp_deploy {
     bool kv_unified;            /* llama.cpp: one stream shared by all sequences */
     bool swa_full;              /* llama.cpp --swa-full: SWA layers get full size */
     bool mla_v;                 /* llama.cpp builds before 2026-01-24 also cached V for MLA */
+    int flash_attn;             /* llama.cpp -fa: -1 auto (on where it can), 0 off, 1 on */
     uint32_t split[KVP_MAX_STAGES]; /* llama.cpp: layers per device (0s = even split) */
 };
 
@@ -125,6 +126,7 @@ struct kvp_fit {
     uint64_t short_bytes;          /* how much is missing when it does not fit */
     /* llama.cpp: cells and per-device tensors */
     uint64_t cells, swa_cells;
+    bool windows_ignored;          /* llama.cpp runs this family without its sliding window */
     uint32_t n_stream;
     uint32_t n_devices;
     struct kvp_device_kv device[KVP_MAX_STAGES];

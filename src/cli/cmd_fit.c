@@ -35,6 +35,7 @@ static struct cli_opt opts[] = {
     {"kv-unified", NULL, "llama.cpp: one KV stream shared by all sequences", NULL},
     {"swa-full", NULL, "llama.cpp: full-size cache for sliding-window layers", NULL},
     {"mla-v", NULL, "llama.cpp before 2026-01-24: MLA also caches V", NULL},
+    {"flash-attn", "on|off|auto", "llama.cpp -fa (default auto); a quantized V needs it on", NULL},
     {"split", "L1,L2,...", "llama.cpp: layers per device, e.g. 41,23", NULL},
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
@@ -117,6 +118,16 @@ static int read_engine_opts(struct fitted *x)
     d->mla_v = cli_opt(&cmd, "mla-v") != NULL;
     if ((v = cli_opt(&cmd, "split")) && (rc = parse_split(v, d)))
         return rc;
+    if ((v = cli_opt(&cmd, "flash-attn")) != NULL) {
+        if (strcmp(v, "on") == 0)
+            d->flash_attn = 1;
+        else if (strcmp(v, "off") == 0)
+            d->flash_attn = 0;
+        else if (strcmp(v, "auto") == 0)
+            d->flash_attn = -1;
+        else
+            return cli_usage_error("--flash-attn must be on, off or auto (got '%s')", v);
+    }
     return CLI_OK;
 }
 
@@ -314,7 +325,8 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     bytes_row(&t, "KV per token", f->kv_bytes_per_token_per_gpu, si, "");
     bytes_row(&t, "KV required", f->kv_bytes_required, si, "the requests under the engine's rounding");
     if (d->engine == KVP_ENGINE_LLAMACPP) {
-        snprintf(note, sizeof note, "%u stream%s", f->n_stream, f->n_stream == 1 ? "" : "s");
+        snprintf(note, sizeof note, "%u stream%s%s", f->n_stream, f->n_stream == 1 ? "" : "s",
+                 f->windows_ignored ? "; llama.cpp runs this family without its window" : "");
         if (f->cache[1].layers)
             snprintf(note + strlen(note), sizeof note - strlen(note), "; SWA layers %s cells",
                      kvp_format_grouped(f->swa_cells, g[4], sizeof g[4]));

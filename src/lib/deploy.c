@@ -48,6 +48,7 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
     d->max_batched_tokens = 8192; /* vLLM V1 default for online serving on big GPUs: 8192 (2048 on smaller) */
     d->n_ubatch = 512;
     d->n_seq = 1;
+    d->flash_attn = -1;
 }
 
 /* ---- shared by the profiles ---- */

@@ -41,6 +41,26 @@ static bool add(uint64_t *acc, uint64_t v)
     return *acc != UINT64_MAX;
 }
 
+/* Architectures whose sliding windows (or chunks) llama.cpp applies: their
+ * GGUF carries the window and the layer pattern (llama-model.cpp). Others --
+ * Mistral and Qwen2 run as arch llama/qwen2 -- get full caches in every layer. */
+static bool honours_windows(const char *family)
+{
+    static const char *const arches[] = {
+        "gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text", "gpt_oss", "gpt-oss",
+        "cohere2", "olmo2", "exaone4", "llama4", "llama4_text", NULL,
+    };
+    for (const char *const *a = arches; *a; a++)
+        if (strcmp(*a, family) == 0)
+            return true;
+    return false;
+}
+
+static bool windowed(const struct kvp_model *m, const struct kvp_layer_spec *s)
+{
+    return (s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && honours_windows(m->family);
+}
+
 static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
 {
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_Q8_0,
@@ -49,6 +69,9 @@ static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_d
     enum kvp_status st = profile_formats(d, ok, 9, err);
     if (st != KVP_OK)
         return st;
+    if (d->flash_attn == 0 && quantized(d->v.dtype))
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "llama.cpp: quantized V cache (%s) requires flash_attn to be enabled",
+                        kvp_dtype_info(d->v.dtype)->name);
     for (uint32_t i = 0; i < m->n_specs; i++) {
         const struct kvp_layer_spec *s = &m->specs[i];
         const struct { const char *which; enum kvp_dtype t; uint32_t dim; } kv[2] = {
@@ -105,7 +128,7 @@ static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_
     }
     for (uint32_t i = 0; i < m->n_layers; i++) {
         const struct kvp_layer_spec *s = kvp_model_layer(m, i);
-        if ((s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && s->window > n_swa)
+        if (windowed(m, s) && s->window > n_swa)
             n_swa = s->window;
     }
     c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + d->n_ubatch, CELL_PAD);
@@ -148,6 +171,10 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
         return st;
     cells(m, d, context, &c);
     f->cells = c.base;
+    f->windows_ignored = false;
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if ((m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED) && !honours_windows(m->family))
+            f->windows_ignored = true;
     f->swa_cells = c.swa;
     f->n_stream = c.n_stream;
     f->n_devices = n_dev;
@@ -158,7 +185,7 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
         for (uint32_t i = 0; i < count[dev]; i++, layer++) {
             const struct kvp_layer_spec *s = kvp_model_layer(m, layer);
             uint64_t ek, ev, rows, kb, vb;
-            bool swa = s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED;
+            bool swa = windowed(m, s);
             if (s->kind == KVP_LAYER_RECURRENT) {
                 uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
                 kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
