@@ -158,3 +158,80 @@ tui-test: $(BIN)
 tui-bench: $(BIN)
 	@for m in llama-3.1-8b gemma-3-27b qwen3-next-80b-a3b deepseek-v3; do \
 	    KVPLAN_DATADIR=models ./$(BIN) tui --bench 200 $$m || exit 1; done
+
+# ---- robustness: fuzzing (clang + libFuzzer) and valgrind ----------------------
+# `make fuzz` builds the libFuzzer harnesses of tests/fuzz/ into build/fuzz/
+# (yaml, hf, gguf, num, plan; libkvplan rebuilt with clang, ASan, UBSan and unsigned-overflow checks),
+# replays tests/data/fuzz-regressions/, then fuzzes each harness for
+# FUZZ_SECONDS. `make fuzz-smoke` is the same for 10 s each (CI).
+# `make valgrind` runs every test binary and a few CLI commands under memcheck.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES   := yaml hf gguf num plan
+FUZZ_DIR     := build/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all
+FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) \
+                -Iinclude -Isrc/lib $(YAML_CFLAGS) -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"$(DATADIR)"'
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
+
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus valgrind
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_DIR)/libkvplan.a: $(FUZZ_LIB_OBJ)
+	$(AR) rcs $@ $^
+
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_DIR)/libkvplan.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_DIR)/libkvplan.a $(YAML_LIBS) $(LDLIBS) -o $@
+
+$(FUZZ_DIR)/gguf_seeds: tests/fuzz/gguf_seeds.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
+
+fuzz-build: $(FUZZ_BIN) $(FUZZ_DIR)/gguf_seeds
+
+# Seed corpora from the shipped and test inputs (libFuzzer adds what it finds).
+fuzz-corpus: $(FUZZ_DIR)/gguf_seeds
+	@mkdir -p $(FUZZ_NAMES:%=$(FUZZ_DIR)/corpus/%)
+	@cp models/*.yaml tests/data/*.yaml tests/data/bad/model-*.yaml $(FUZZ_DIR)/corpus/yaml/
+	@rm -f $(FUZZ_DIR)/corpus/yaml/gpus.yaml
+	@cp tests/data/hf/*.json tests/data/bad/hf-*.json $(FUZZ_DIR)/corpus/hf/
+	@$(FUZZ_DIR)/gguf_seeds $(FUZZ_DIR)/corpus/gguf
+	@cp $$(ls tests/data/bad/plan-*.yaml docs/examples/*.yaml 2>/dev/null | grep -v '\.err$$') $(FUZZ_DIR)/corpus/plan/ 2>/dev/null || true
+	@i=0; for s in 0 4096 32k 128K 1M 16G 18446744073709551615 80GiB '79.19 GiB' 80GB 0.5TB 512MiB \
+	    f16 fp8 q4_0 q8_0 iq4_nl int8 int4:group=64 int2:group=32:axis=channel:residual=128 \
+	    int4:scale=bf16:zp=no:outliers=0.01 mxfp4 nvfp4; do \
+	    i=$$((i + 1)); printf '%s' "$$s" > $(FUZZ_DIR)/corpus/num/seed-$$i; done
+
+fuzz: fuzz-build fuzz-corpus
+	@sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+fuzz-smoke: fuzz-build fuzz-corpus
+	@sh tests/fuzz/run.sh $(FUZZ_DIR) 10 $(FUZZ_NAMES)
+
+# Memory errors and definite/indirect leaks fail the target; a suite's own
+# test failures are `make check`'s business (a test binary exits 1 for those
+# too, so memcheck writes to per-process logs under build/valgrind/ and any
+# non-empty log is a failure). Suites fork (CK_FORK=yes) so Check's timeouts
+# still bound a hanging test; memcheck follows the forked children.
+VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+           --log-file=build/valgrind/$$name.%p.log
+valgrind: $(BIN) $(TEST_BIN)
+	@command -v valgrind >/dev/null || { echo "valgrind: not installed (apt-get install valgrind)"; exit 1; }
+	@rm -rf build/valgrind; mkdir -p build/valgrind; start=$$(date +%s); \
+	for t in $(TEST_BIN); do name=$$(basename $$t); \
+	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes CK_TIMEOUT_MULTIPLIER=3 $(VALGRIND) ./$$t >build/valgrind/$$name.out 2>&1; \
+	    echo "valgrind: $$t (suite exit $$?): $$(grep -h '^[0-9]*%: Checks' build/valgrind/$$name.out)"; done; \
+	i=0; for args in "size llama-3.1-8b --context 128k --explain" "size deepseek-v3 --context 32k --format json" \
+	    "show gemma-3-27b" "models" "gpus" "import tests/data/hf/qwen3-next-80b-a3b-instruct.json" \
+	    "fit llama-3.1-8b --gpu rtx-3090 --context 20000" \
+	    "fit qwen2.5-32b --engine llamacpp --gpu rtx-4090 --gpus 2 --context 32768 --kv-dtype q8_0 --split 41,23" \
+	    "size tests/data/bad/model-window-zero.yaml" "size llama-3.1-8b --context 99999999999999999999"; do \
+	    i=$$((i + 1)); name=cli-$$i; KVPLAN_DATADIR=models $(VALGRIND) ./$(BIN) $$args >/dev/null 2>&1; \
+	    echo "valgrind: kvplan $$args (exit $$?)"; done; \
+	bad=$$(find build/valgrind -name '*.log' -size +0 | sort); \
+	echo "valgrind: $$(ls build/valgrind/*.log | wc -l) processes checked in $$(( $$(date +%s) - start )) s"; \
+	if [ -n "$$bad" ]; then for f in $$bad; do echo "== $$f"; head -40 $$f; done; \
+	    echo "valgrind: memory errors or leaks in: $$bad"; exit 1; fi; echo "valgrind: no memory errors, no leaks"

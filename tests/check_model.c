@@ -711,7 +711,7 @@ static const struct {
     {REC_ZERO, "layer 1 (recurrent mamba): a state dimension is zero"},
     {DENSE_NO_WIDTH, "layer 0 has a dense MLP but 'intermediate' is 0"},
     {MOE_UNSET, "layer 1 is MoE but the experts are not set (experts 0, active 0, intermediate 0)"},
-    {MOE_ACTIVE_BIG, "layer 1 is MoE but the experts are not set (experts 8, active 9, intermediate 256)"},
+    {MOE_ACTIVE_BIG, "'active' must be 1..'experts' (got 9 and 8)"},
 };
 
 /* Layer 0: a full layer (or none), layer 1: the broken one, layer 2: full. */

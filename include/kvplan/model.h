@@ -32,6 +32,12 @@
 #define KVP_NAME_MAX 96
 #define KVP_TEXT_MAX 320
 #define KVP_MAX_WARNINGS 4
+/* Upper bounds kvp_model_validate enforces, so that the engine's products of
+ * up to three dimensions cannot wrap 64 bits (2^20 is 20x the widest real
+ * model's dims). */
+#define KVP_MAX_DIM (1u << 20)     /* heads, head dims, widths, ranks, state dims */
+#define KVP_MAX_VOCAB (1u << 24)
+#define KVP_MAX_EXPERTS 65536u
 
 enum kvp_layer_kind {
     KVP_LAYER_FULL,      /* causal attention over every past token */

@@ -252,6 +252,10 @@ static enum kvp_status check_shape(const struct kvp_model *m, int arch, const ch
             }
             break;
         case KVP_LAYER_SLIDING:
+            /* llama.cpp's converter writes Mistral as arch llama, with no window:
+             * its layers are cached in full, and so are they here */
+            if (arch == ARCH_LLAMA)
+                break;
             if (arch != ARCH_GEMMA3) {
                 snprintf(why, sizeof why, "layer %" PRIu32 " is sliding; use arch 'gemma3'", il);
                 return refuse(err, m, name, why);

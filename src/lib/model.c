@@ -10,7 +10,8 @@
 
 #include "kvplan/num.h"
 
-#define KVP_MAX_FILE_BYTES (64u << 20) /* configs are kilobytes; GGUF headers are read in part */
+#define KVP_MAX_FILE_BYTES (64u << 20) /* read at most this much: a GGUF's header is read in part */
+#define KVP_MAX_TEXT_BYTES (4u << 20)  /* YAML/JSON configs are kilobytes: libyaml's tree of 64 MiB would be GiBs */
 
 static const char *const layer_kinds[KVP_LAYER_KIND_COUNT] = {
     "full", "sliding", "chunked", "mla", "recurrent", "shared", "none",
@@ -151,10 +152,67 @@ static bool is_attention(enum kvp_layer_kind k)
            k == KVP_LAYER_SHARED;
 }
 
+/* One bounded field of a layer: its name and value. */
+struct bounded {
+    const char *name;
+    uint32_t v;
+};
+
+static enum kvp_status bounds_spec(uint32_t layer, const struct kvp_layer_spec *s, struct kvp_error *err)
+{
+    const struct kvp_recurrent *r = &s->rec;
+    const struct bounded f[] = {
+        {"heads", s->n_heads}, {"kv_heads", s->n_kv_heads}, {"head_dim_k", s->head_dim_k},
+        {"head_dim_v", s->head_dim_v}, {"kv_lora_rank", s->kv_lora_rank}, {"qk_rope_dim", s->qk_rope_dim},
+        {"q_lora_rank", s->q_lora_rank},
+    };
+    const struct bounded rf[] = {
+        {"d_inner", r->d_inner}, {"d_state", r->d_state}, {"d_conv", r->d_conv}, {"dt_rank", r->dt_rank},
+        {"n_groups", r->n_groups}, {"n_heads", r->n_heads}, {"n_k_heads", r->n_k_heads},
+        {"k_head_dim", r->k_head_dim}, {"v_head_dim", r->v_head_dim},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v > KVP_MAX_DIM)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (%s): '%s' must be at most %u (got %u)", layer,
+                            kvp_layer_kind_name(s->kind), f[i].name, KVP_MAX_DIM, f[i].v);
+    for (size_t i = 0; s->kind == KVP_LAYER_RECURRENT && i < sizeof rf / sizeof rf[0]; i++)
+        if (rf[i].v > KVP_MAX_DIM)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u (recurrent %s): '%s' must be at most %u (got %u)", layer,
+                            kvp_recurrent_kind_name(r->kind), rf[i].name, KVP_MAX_DIM, rf[i].v);
+    return KVP_OK;
+}
+
+static enum kvp_status bounds_model(const struct kvp_model *m, struct kvp_error *err)
+{
+    const struct bounded f[] = {
+        {"hidden", m->hidden}, {"intermediate", m->intermediate}, {"expert intermediate", m->expert_intermediate},
+        {"shared_intermediate", m->shared_intermediate}, {"norms_per_layer", m->norms_per_layer},
+        {"shared_experts", m->n_shared_experts},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v > KVP_MAX_DIM)
+            return kvp_fail(err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", f[i].name, KVP_MAX_DIM, f[i].v);
+    if (m->vocab > KVP_MAX_VOCAB)
+        return kvp_fail(err, KVP_ERR_RANGE, "'vocab' must be at most %u (got %u)", KVP_MAX_VOCAB, m->vocab);
+    if (m->learned_positions > KVP_MAX_VOCAB)
+        return kvp_fail(err, KVP_ERR_RANGE, "'learned_positions' must be at most %u (got %u)", KVP_MAX_VOCAB,
+                        m->learned_positions);
+    if (m->n_experts > KVP_MAX_EXPERTS)
+        return kvp_fail(err, KVP_ERR_RANGE, "'experts' must be at most %u (got %u)", KVP_MAX_EXPERTS, m->n_experts);
+    if (m->n_experts && (m->n_experts_active == 0 || m->n_experts_active > m->n_experts))
+        return kvp_fail(err, KVP_ERR_RANGE, "'active' must be 1..'experts' (got %u and %u)", m->n_experts_active,
+                        m->n_experts);
+    return KVP_OK;
+}
+
 static enum kvp_status validate_spec(const struct kvp_model *m, uint32_t layer,
                                      const struct kvp_layer_spec *s, struct kvp_error *err)
 {
     const char *kind = kvp_layer_kind_name(s->kind);
+    enum kvp_status st;
+
+    if ((st = bounds_spec(layer, s, err)) != KVP_OK)
+        return st;
 
     if (is_attention(s->kind) || s->kind == KVP_LAYER_MLA) {
         if (s->n_heads == 0)
@@ -227,6 +285,8 @@ enum kvp_status kvp_model_validate(const struct kvp_model *m, struct kvp_error *
         return kvp_fail(err, KVP_ERR_RANGE, "'vocab' must be positive");
     if (m->max_context == 0)
         return kvp_fail(err, KVP_ERR_RANGE, "'max_context' must be positive");
+    if ((st = bounds_model(m, err)) != KVP_OK)
+        return st;
     for (uint32_t i = 0; i < m->n_layers; i++) {
         if (m->layer_spec[i] >= m->n_specs)
             return kvp_fail(err, KVP_ERR_RANGE, "layer %u refers to a missing layer shape", i);
@@ -307,6 +367,11 @@ enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct 
         free(text);
         return kvp_fail_at(err, KVP_ERR_RANGE, file, 0, 0, "the file is larger than %u MiB",
                            KVP_MAX_FILE_BYTES >> 20);
+    }
+    if (!gguf && len > KVP_MAX_TEXT_BYTES) {
+        free(text);
+        return kvp_fail_at(err, KVP_ERR_RANGE, file, 0, 0, "the file is larger than %u MiB",
+                           KVP_MAX_TEXT_BYTES >> 20);
     }
     if (!(m = malloc(sizeof *m))) {
         free(text);

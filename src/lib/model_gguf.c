@@ -17,7 +17,8 @@
  *
  * The header is walked twice. The first walk checks the structure of every
  * pair and finds general.architecture; the second (which cannot fail on
- * structure) takes the `<arch>.` keys. Then the tensor infos are read for
+ * structure, only on a key kvplan reads appearing twice) takes the
+ * `<arch>.` keys. Then the tensor infos are read for
  * output.weight (absent = tied embeddings) and token_embd.weight (vocab).
  */
 #include <inttypes.h>
@@ -241,6 +242,7 @@ static uint64_t array_int(const struct cursor *c, const struct gval *v, uint64_t
 struct kv {
     bool set;
     struct gval v;
+    uint64_t index; /* which key/value pair it came from */
 };
 
 struct header {
@@ -297,8 +299,20 @@ static bool key_is(const char *key, uint64_t n, const char *want)
     return strlen(want) == n && memcmp(key, want, n) == 0;
 }
 
-/* Store the value of key in h when kvplan reads it. arch_known: the second walk. */
-static void take_kv(struct header *h, const char *key, uint64_t n, const struct gval *v, bool arch_known)
+/* Store pair i into slot; a key seen twice is refused, as llama.cpp's reader does. */
+static enum kvp_status store(struct cursor *c, struct kv *slot, const char *key, uint64_t n, const struct gval *v,
+                             uint64_t i)
+{
+    if (slot->set)
+        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0, "duplicate key '%.*s' (keys %" PRIu64 " and %" PRIu64 ")",
+                           n > 80 ? 80 : (int)n, key, slot->index, i);
+    *slot = (struct kv){true, *v, i};
+    return KVP_OK;
+}
+
+/* Store the value of pair i (key) in h when kvplan reads it. arch_known: the second walk. */
+static enum kvp_status take_kv(struct cursor *c, struct header *h, const char *key, uint64_t n, const struct gval *v,
+                               uint64_t i, bool arch_known)
 {
     size_t alen = strlen(h->arch);
 
@@ -308,21 +322,20 @@ static void take_kv(struct header *h, const char *key, uint64_t n, const struct 
             memcpy(h->arch, v->s, k);
             h->arch[k] = '\0';
         }
-        return;
+        return KVP_OK;
     }
     if (key_is(key, n, "general.name"))
-        h->name = (struct kv){true, *v};
-    else if (key_is(key, n, "general.file_type"))
-        h->file_type = (struct kv){true, *v};
-    else if (key_is(key, n, "tokenizer.ggml.tokens"))
-        h->tokens = (struct kv){true, *v};
+        return store(c, &h->name, key, n, v, i);
+    if (key_is(key, n, "general.file_type"))
+        return store(c, &h->file_type, key, n, v, i);
+    if (key_is(key, n, "tokenizer.ggml.tokens"))
+        return store(c, &h->tokens, key, n, v, i);
     if (alen == 0 || n <= alen + 1 || memcmp(key, h->arch, alen) != 0 || key[alen] != '.')
-        return;
-    for (size_t i = 0; i < sizeof arch_keys / sizeof arch_keys[0]; i++)
-        if (key_is(key + alen + 1, n - alen - 1, arch_keys[i].suffix)) {
-            struct kv *slot = (struct kv *)((char *)h + arch_keys[i].offset);
-            *slot = (struct kv){true, *v};
-        }
+        return KVP_OK;
+    for (size_t j = 0; j < sizeof arch_keys / sizeof arch_keys[0]; j++)
+        if (key_is(key + alen + 1, n - alen - 1, arch_keys[j].suffix))
+            return store(c, (struct kv *)((char *)h + arch_keys[j].offset), key, n, v, i);
+    return KVP_OK;
 }
 
 /* Walk the n_kv pairs from offset 24, checking each; take_kv stores the ones kvplan reads. */
@@ -343,7 +356,8 @@ static enum kvp_status walk_kvs(struct cursor *c, struct header *h, bool arch_kn
         snprintf(c->what, sizeof c->what, "key %" PRIu64 " ('%.*s')", i, klen > 80 ? 80 : (int)klen, key);
         if ((st = read_u32(c, &t)) != KVP_OK || (st = read_value(c, t, &v)) != KVP_OK)
             return st;
-        take_kv(h, key, klen, &v, arch_known);
+        if ((st = take_kv(c, h, key, klen, &v, i, arch_known)) != KVP_OK)
+            return st;
     }
     h->kv_end = c->pos;
     return KVP_OK;

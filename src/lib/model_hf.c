@@ -1083,6 +1083,9 @@ static enum kvp_status read_moe(struct hf *h)
         return st;
     if (m->n_experts == 0)
         return KVP_OK;
+    if (m->n_experts > KVP_MAX_EXPERTS)
+        return ydoc_fail(&h->d, n_at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", n_at.key,
+                         KVP_MAX_EXPERTS, m->n_experts);
     if ((st = get_pos_u32(h, KEYS("num_experts_per_tok", "experts_per_token", "moe_topk"), true, &m->n_experts_active,
                           &k_at)) ||
         (st = get_pos_u32(h, KEYS("moe_intermediate_size", "intermediate_size"), true, &m->expert_intermediate, NULL)))

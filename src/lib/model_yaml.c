@@ -242,6 +242,8 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
             return ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "'repeat' nested deeper than %d", MAX_REPEAT_DEPTH);
         if (times == 0 || times > KVP_MAX_LAYERS)
             return ydoc_fail(d, rep, p->err, KVP_ERR_RANGE, "'repeat' must be 1..%u (got %u)", KVP_MAX_LAYERS, times);
+        if (inner->type == YAML_SEQUENCE_NODE && inner->data.sequence.items.start == inner->data.sequence.items.top)
+            return ydoc_fail(d, inner, p->err, KVP_ERR_SCHEMA, "'layers' of a 'repeat' must not be empty");
         for (uint32_t t = 0; t < times; t++)
             if ((st = parse_stack(p, inner, depth + 1)) != KVP_OK)
                 return st;

@@ -134,21 +134,33 @@ static struct share mlp(struct tally *t, const struct kvp_model *m, uint64_t w, 
     return (struct share){t->params - before.params, t->bytes - before.bytes};
 }
 
+/* n - 1 more copies of what `one` added (experts are alike: count one, multiply). */
+static void repeat_share(struct tally *t, struct share one, uint64_t n)
+{
+    uint64_t p, b;
+    if (!t->ok || n <= 1)
+        return;
+    if (!kvp_mul(one.params, n - 1, &p) || !kvp_add(t->params, p, &t->params) || !kvp_mul(one.bytes, n - 1, &b) ||
+        !kvp_add(t->bytes, b, &t->bytes))
+        t->ok = false;
+}
+
 /* A MoE block; returns what one token does not read: the inactive experts. */
 static struct share moe(struct tally *t, const struct kvp_model *m)
 {
-    struct share one = {0, 0};
+    struct share one;
     uint64_t idle = m->n_experts - m->n_experts_active;
 
     matrix(t, m->n_experts, m->hidden);
     if (m->router_bias)
         vector(t, m->n_experts);
-    for (uint32_t e = 0; e < m->n_experts; e++)
-        one = mlp(t, m, m->expert_intermediate, m->expert_bias);
-    for (uint32_t e = 0; e < m->n_shared_experts; e++)
-        mlp(t, m, m->shared_intermediate, false);
+    one = mlp(t, m, m->expert_intermediate, m->expert_bias);
+    repeat_share(t, one, m->n_experts);
+    if (m->n_shared_experts)
+        repeat_share(t, mlp(t, m, m->shared_intermediate, false), m->n_shared_experts);
     if (m->shared_expert_gate)
         matrix(t, 1, m->hidden);
+    /* the idle experts' share is at most the whole, which did not overflow */
     return (struct share){one.params * idle, one.bytes * idle};
 }
 

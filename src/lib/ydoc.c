@@ -64,6 +64,43 @@ static const char *type_name(const yaml_node_t *n)
     }
 }
 
+struct keyref {
+    const char *key;
+    size_t index; /* position in the mapping */
+};
+
+static int by_key(const void *x, const void *y)
+{
+    const struct keyref *a = x, *b = y;
+    int c = strcmp(a->key, b->key);
+    return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+/* Fail on a key that appears twice in mapping n, at its second place. Sorted,
+ * so a config with 100,000 keys costs milliseconds, not minutes. */
+static enum kvp_status unique_keys(struct ydoc *d, yaml_node_t *n, struct kvp_error *err)
+{
+    yaml_node_pair_t *pairs = n->data.mapping.pairs.start;
+    size_t count = (size_t)(n->data.mapping.pairs.top - pairs), dup = SIZE_MAX;
+    struct keyref *refs;
+
+    if (count < 2)
+        return KVP_OK;
+    if (!(refs = malloc(count * sizeof *refs)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory checking %zu keys", count);
+    for (size_t i = 0; i < count; i++)
+        refs[i] = (struct keyref){ydoc_scalar(ydoc_node(d, pairs[i].key)), i};
+    qsort(refs, count, sizeof *refs, by_key);
+    for (size_t i = 1; i < count; i++)
+        if (strcmp(refs[i].key, refs[i - 1].key) == 0 && refs[i].index < dup)
+            dup = refs[i].index; /* the earliest second occurrence */
+    free(refs);
+    if (dup == SIZE_MAX)
+        return KVP_OK;
+    return ydoc_fail(d, ydoc_node(d, pairs[dup].key), err, KVP_ERR_SCHEMA, "duplicate key '%s'",
+                     ydoc_scalar(ydoc_node(d, pairs[dup].key)));
+}
+
 /* Walk every node once: reject duplicate keys and deep nesting. `seen`
  * guards against anchors/aliases making the walk exponential. */
 static enum kvp_status walk(struct ydoc *d, yaml_node_t *n, int depth, unsigned char *seen,
@@ -82,20 +119,17 @@ static enum kvp_status walk(struct ydoc *d, yaml_node_t *n, int depth, unsigned 
             if ((st = walk(d, ydoc_node(d, *it), depth + 1, seen, err)) != KVP_OK)
                 return st;
     } else if (n->type == YAML_MAPPING_NODE) {
-        yaml_node_pair_t *a, *b, *top = n->data.mapping.pairs.top;
+        yaml_node_pair_t *a, *top = n->data.mapping.pairs.top;
         for (a = n->data.mapping.pairs.start; a < top; a++) {
             yaml_node_t *ka = ydoc_node(d, a->key);
-            const char *sa = ydoc_scalar(ka);
-            if (!sa)
+            if (!ydoc_scalar(ka))
                 return ydoc_fail(d, ka, err, KVP_ERR_SCHEMA, "a key must be a scalar, not %s", type_name(ka));
-            for (b = n->data.mapping.pairs.start; b < a; b++) {
-                const char *sb = ydoc_scalar(ydoc_node(d, b->key));
-                if (sb && strcmp(sa, sb) == 0)
-                    return ydoc_fail(d, ka, err, KVP_ERR_SCHEMA, "duplicate key '%s'", sa);
-            }
+        }
+        if ((st = unique_keys(d, n, err)) != KVP_OK)
+            return st;
+        for (a = n->data.mapping.pairs.start; a < top; a++)
             if ((st = walk(d, ydoc_node(d, a->value), depth + 1, seen, err)) != KVP_OK)
                 return st;
-        }
     }
     return KVP_OK;
 }
@@ -115,9 +149,17 @@ enum kvp_status ydoc_load(struct ydoc *d, const char *text, uint64_t len, const 
     yaml_parser_set_input_string(&p, (const unsigned char *)text, (size_t)len);
     if (!yaml_parser_load(&p, &d->doc)) {
         const yaml_mark_t *m = p.problem_mark.line || p.problem_mark.column ? &p.problem_mark : &p.context_mark;
-        if (p.error == YAML_MEMORY_ERROR)
+        if (p.error == YAML_MEMORY_ERROR) {
             st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory parsing");
-        else
+        } else if (p.error == YAML_READER_ERROR) {
+            /* a bad byte: libyaml gives its offset, not a mark */
+            size_t line = 0, col = 0;
+            for (size_t i = 0; i < p.problem_offset && i < (size_t)len; i++, col++)
+                if (text[i] == '\n')
+                    line++, col = (size_t)-1;
+            st = kvp_fail_at(err, KVP_ERR_SYNTAX, file, one_based(line), one_based(col), "%s",
+                             p.problem ? p.problem : "malformed text");
+        } else
             st = kvp_fail_at(err, KVP_ERR_SYNTAX, file, one_based(m->line), one_based(m->column), "%s%s%s",
                              p.problem ? p.problem : "malformed YAML", p.context ? " " : "",
                              p.context ? p.context : "");

@@ -71,7 +71,8 @@ tiny oracle-mqa-hd16 'specs:
   attn: {kind: full, heads: 4, kv_heads: 1, head_dim: 16}
 layers:
   - {spec: attn, count: 3}'
-tiny oracle-gemma3-irregular 'qk_norm: true
+tiny oracle-gemma3-irregular 'family: gemma3
+qk_norm: true
 norms_per_layer: 4
 specs:
   local: {kind: sliding, window: 300, heads: 4, kv_heads: 2, head_dim: 64}
@@ -147,7 +148,9 @@ printf '%-26s %6s %-5s %-5s %2s %2s %4s %14s %14s  %s\n' model ctx K V sq sw fa 
 for model in $MODELS; do
     name=$(basename "$model" .yaml)
     gguf="$O/gguf/$name.gguf"
-    if ! "$KVPLAN" export-gguf "$model" "$gguf" --sparse --dense-moe >/dev/null 2>"$O/export.err"; then
+    arch=""
+    [ "$name" = mistral-7b-v0.1 ] && arch="--arch llama" # as llama.cpp's converter writes it
+    if ! "$KVPLAN" export-gguf "$model" "$gguf" --sparse --dense-moe $arch >/dev/null 2>"$O/export.err"; then
         echo "oracle: skip $name: $(cat "$O/export.err")" | tee -a "$NOTES"
         skip=$((skip + 1))
         continue
