@@ -29,6 +29,9 @@ struct kvp_buf {
 void kvp_buf_printf(struct kvp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kvp_buf_put(struct kvp_buf *b, const char *s, size_t n);
 void kvp_buf_release(struct kvp_buf *b);
+/* Append s as XML/HTML character data or double-quoted attribute text:
+ * & < > " escaped, and the control characters XML 1.0 cannot hold dropped. */
+void kvp_buf_xml(struct kvp_buf *b, const char *s);
 
 enum kvp_out { KVP_OUT_TEXT, KVP_OUT_JSON, KVP_OUT_CSV, KVP_OUT_MD };
 bool kvp_out_from_name(const char *s, enum kvp_out *out);

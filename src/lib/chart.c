@@ -87,23 +87,11 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
 
 /* ---- drawing ---- */
 
-static void esc(struct kvp_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': kvp_buf_put(b, "&amp;", 5); break;
-        case '<': kvp_buf_put(b, "&lt;", 4); break;
-        case '>': kvp_buf_put(b, "&gt;", 4); break;
-        case '"': kvp_buf_put(b, "&quot;", 6); break;
-        default: kvp_buf_put(b, s, 1);
-        }
-    }
-}
 
 static void text(struct kvp_buf *b, double x, double y, const char *attrs, const char *s)
 {
     kvp_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" %s>", x, y, attrs);
-    esc(b, s);
+    kvp_buf_xml(b, s);
     kvp_buf_printf(b, "</text>\n");
 }
 
@@ -207,7 +195,7 @@ static void draw_axes(struct kvp_buf *b, const struct frame *f)
     kvp_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" "
                       "transform=\"rotate(-90 %.1f %.1f)\">",
                    22.0, PLOT_T + PLOT_H / 2, 22.0, PLOT_T + PLOT_H / 2);
-    esc(b, f->linear ? "memory: weights + KV cache (bytes, IEC)" : "memory: weights + KV cache (bytes, IEC; log scale)");
+    kvp_buf_xml(b, f->linear ? "memory: weights + KV cache (bytes, IEC)" : "memory: weights + KV cache (bytes, IEC; log scale)");
     kvp_buf_printf(b, "</text>\n");
 }
 

@@ -9,41 +9,13 @@
 #include <strings.h>
 
 #include "kvplan/num.h"
+#include "io.h"
 #include "ydoc.h"
 
 #define GPU_FILE_MAX (4u << 20) /* bytes; the shipped catalog is a few KiB */
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Read all of path (at most GPU_FILE_MAX bytes) into a malloc'd, NUL-terminated buffer. */
-static enum kvp_status slurp(const char *path, char **out, uint64_t *len, struct kvp_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-
-    if (!f)
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
-    if (!(buf = malloc(GPU_FILE_MAX + 1))) {
-        fclose(f);
-        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
-    }
-    n = fread(buf, 1, GPU_FILE_MAX + 1, f);
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
-    }
-    fclose(f);
-    if (n > GPU_FILE_MAX) {
-        free(buf);
-        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the file is larger than %u MiB", GPU_FILE_MAX >> 20);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return KVP_OK;
-}
 
 /* ---- typed fields ------------------------------------------------------- */
 
@@ -201,7 +173,7 @@ enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, st
     uint64_t len = 0;
     enum kvp_status st;
 
-    if ((st = slurp(path, &text, &len, err)) != KVP_OK)
+    if ((st = kvp_read_file(path, GPU_FILE_MAX, &text, &len, NULL, err)) != KVP_OK)
         return st;
     if (!(c = calloc(1, sizeof *c))) {
         free(text);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "kvplan/num.h"
+#include "io.h"
 
 #define KVP_MAX_FILE_BYTES (64u << 20) /* read at most this much: a GGUF's header is read in part */
 #define KVP_MAX_TEXT_BYTES (4u << 20)  /* YAML/JSON configs are kilobytes: libyaml's tree of 64 MiB would be GiBs */
@@ -296,49 +297,6 @@ enum kvp_status kvp_model_validate(const struct kvp_model *m, struct kvp_error *
     return KVP_OK;
 }
 
-/* Read at most KVP_MAX_FILE_BYTES of path; *truncated says whether more was
- * there (a GGUF's header is all kvplan reads of it). */
-static enum kvp_status read_file(const char *path, char **out, uint64_t *len, bool *truncated,
-                                 struct kvp_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-
-    if (!f)
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
-    for (;;) {
-        if (n == cap) {
-            char *nb;
-            if (cap >= KVP_MAX_FILE_BYTES) {
-                *truncated = true;
-                break;
-            }
-            cap = cap ? cap * 2 : 65536;
-            if (!(nb = realloc(buf, cap + 1))) {
-                free(buf);
-                fclose(f);
-                return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return KVP_OK;
-}
-
 static bool has_suffix(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -360,7 +318,7 @@ enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct 
     snprintf(file, sizeof file, "%s", path);
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         snprintf(file, sizeof file, "%s/config.json", path);
-    if ((st = read_file(file, &text, &len, &truncated, err)) != KVP_OK)
+    if ((st = kvp_read_file(file, KVP_MAX_FILE_BYTES, &text, &len, &truncated, err)) != KVP_OK)
         return st;
     gguf = len >= 4 && memcmp(text, "GGUF", 4) == 0;
     if (truncated && !gguf) {

@@ -18,6 +18,7 @@
 
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
+#include "io.h"
 #include "ydoc.h"
 
 #define PLAN_FILE_MAX (1u << 20) /* bytes; a plan is a few KiB */
@@ -54,35 +55,6 @@ bool kvp_check_higher_is_better(enum kvp_check_kind k)
 
 /* ---- reading files ------------------------------------------------------ */
 
-/* Read all of path (at most PLAN_FILE_MAX bytes) into a malloc'd, NUL-terminated buffer. */
-static enum kvp_status slurp(const char *path, char **out, uint64_t *len, struct kvp_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-
-    if (!f)
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
-    if (!(buf = malloc(PLAN_FILE_MAX + 1))) {
-        fclose(f);
-        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
-    }
-    n = fread(buf, 1, PLAN_FILE_MAX + 1, f);
-    if (ferror(f)) {
-        free(buf);
-        fclose(f);
-        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "read error");
-    }
-    fclose(f);
-    if (n > PLAN_FILE_MAX) {
-        free(buf);
-        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the file is larger than %u MiB", PLAN_FILE_MAX >> 20);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return KVP_OK;
-}
 
 /* dir/rel into out, where dir is the directory of `file` ("" when none);
  * an absolute rel stays as it is. false if it does not fit. */
@@ -710,7 +682,7 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
 
     if (!eff)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
-    if ((st = slurp(path, &text, &len, err)) != KVP_OK) {
+    if ((st = kvp_read_file(path, PLAN_FILE_MAX, &text, &len, NULL, err)) != KVP_OK) {
         free(eff);
         return st;
     }
@@ -969,7 +941,7 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
 
     if (!(tolerance >= 0.0 && tolerance < 1.0))
         return kvp_fail(err, KVP_ERR_USAGE, "the tolerance must be in [0, 1) (got %g)", tolerance);
-    if ((st = slurp(path, &text, &len, err)) != KVP_OK)
+    if ((st = kvp_read_file(path, PLAN_FILE_MAX, &text, &len, NULL, err)) != KVP_OK)
         return st;
     if ((st = ydoc_load(&d, text, len, path, err)) != KVP_OK)
         goto done;
@@ -1259,24 +1231,6 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
     kvp_buf_printf(b, "\n");
 }
 
-/* XML character data / attribute text: escapes markup and drops the control
- * characters XML 1.0 cannot hold. */
-static void xml_text(struct kvp_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        switch (c) {
-        case '&': kvp_buf_printf(b, "&amp;"); break;
-        case '<': kvp_buf_printf(b, "&lt;"); break;
-        case '>': kvp_buf_printf(b, "&gt;"); break;
-        case '"': kvp_buf_printf(b, "&quot;"); break;
-        case '\'': kvp_buf_printf(b, "&apos;"); break;
-        default:
-            if (c >= 0x20 || c == '\n' || c == '\t')
-                kvp_buf_put(b, s, 1);
-        }
-    }
-}
 
 static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_buf *b)
 {
@@ -1294,19 +1248,19 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
             end++;
         }
         kvp_buf_printf(b, "  <testsuite name=\"");
-        xml_text(b, dep->name);
+        kvp_buf_xml(b, dep->name);
         kvp_buf_printf(b, "\" tests=\"%u\" failures=\"%u\" errors=\"0\" file=\"", end - i, fails);
-        xml_text(b, dep->file);
+        kvp_buf_xml(b, dep->file);
         kvp_buf_printf(b, "\">\n");
         for (; i < end; i++) {
             const struct kvp_check_result *res = &r->results[i];
             char lab[128], m[48], l[48], note[96], msg[320];
             kvp_buf_printf(b, "    <testcase classname=\"kvplan.");
-            xml_text(b, dep->name);
+            kvp_buf_xml(b, dep->name);
             kvp_buf_printf(b, "\" name=\"");
-            xml_text(b, label(res, lab, sizeof lab));
+            kvp_buf_xml(b, label(res, lab, sizeof lab));
             kvp_buf_printf(b, "\" file=\"");
-            xml_text(b, dep->file);
+            kvp_buf_xml(b, dep->file);
             kvp_buf_printf(b, "\" line=\"%u\"", res->check->line);
             baseline_note(res, si, note, sizeof note);
             snprintf(msg, sizeof msg, "%s: measured %s, want %s %s%s", res->check->id,
@@ -1314,17 +1268,17 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
                      human(res->check->kind, res->check->limit, si, l, sizeof l), note);
             if (res->pass && !res->regressed) {
                 kvp_buf_printf(b, ">\n      <system-out>");
-                xml_text(b, msg);
+                kvp_buf_xml(b, msg);
                 kvp_buf_printf(b, "</system-out>\n    </testcase>\n");
                 continue;
             }
             kvp_buf_printf(b, ">\n      <failure type=\"%s\" message=\"", res->pass ? "regression" : kinds[res->check->kind].name);
-            xml_text(b, msg);
+            kvp_buf_xml(b, msg);
             kvp_buf_printf(b, "\">");
-            xml_text(b, msg);
+            kvp_buf_xml(b, msg);
             kvp_buf_printf(b, "\n");
             if (res->derivation)
-                xml_text(b, res->derivation);
+                kvp_buf_xml(b, res->derivation);
             kvp_buf_printf(b, "</failure>\n    </testcase>\n");
         }
         kvp_buf_printf(b, "  </testsuite>\n");

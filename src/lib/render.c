@@ -56,6 +56,22 @@ void kvp_buf_release(struct kvp_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+void kvp_buf_xml(struct kvp_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '&': kvp_buf_put(b, "&amp;", 5); break;
+        case '<': kvp_buf_put(b, "&lt;", 4); break;
+        case '>': kvp_buf_put(b, "&gt;", 4); break;
+        case '"': kvp_buf_put(b, "&quot;", 6); break;
+        default:
+            if (c >= 0x20 || c == '\n' || c == '\t')
+                kvp_buf_put(b, s, 1);
+        }
+    }
+}
+
 bool kvp_out_from_name(const char *s, enum kvp_out *out)
 {
     static const char *const names[] = {"text", "json", "csv", "md"};

@@ -141,18 +141,6 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
 
 /* ---- shared pieces ---- */
 
-static void html_escape(struct kvp_buf *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': kvp_buf_put(b, "&amp;", 5); break;
-        case '<': kvp_buf_put(b, "&lt;", 4); break;
-        case '>': kvp_buf_put(b, "&gt;", 4); break;
-        case '"': kvp_buf_put(b, "&quot;", 6); break;
-        default: kvp_buf_put(b, s, 1);
-        }
-    }
-}
 
 /* A figure in unit u with two decimals; "<0.01" rather than a false zero. */
 static const char *in_unit(uint64_t bytes, struct kvp_unit u, char *buf, uint32_t n)
@@ -240,7 +228,7 @@ static void heading(struct doc *d, int level, const char *text)
 {
     if (d->fmt == KVP_TABLE_HTML) {
         kvp_buf_printf(d->b, "<h%d>", level);
-        html_escape(d->b, text);
+        kvp_buf_xml(d->b, text);
         kvp_buf_printf(d->b, "</h%d>\n", level);
     } else if (d->fmt == KVP_TABLE_MD) {
         kvp_buf_printf(d->b, "%s %s\n\n", level == 2 ? "##" : "###", text);
@@ -256,7 +244,7 @@ static void para(struct doc *d, const char *text)
 {
     if (d->fmt == KVP_TABLE_HTML) {
         kvp_buf_put(d->b, "<p>", 3);
-        html_escape(d->b, text);
+        kvp_buf_xml(d->b, text);
         kvp_buf_put(d->b, "</p>\n", 5);
     } else {
         kvp_buf_printf(d->b, "%s\n\n", text);
@@ -270,7 +258,7 @@ static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, c
         kvp_buf_printf(d->b, "<table>\n<thead><tr>");
         for (uint32_t c = 0; c < ncols; c++) {
             kvp_buf_printf(d->b, "<th>");
-            html_escape(d->b, head[c]);
+            kvp_buf_xml(d->b, head[c]);
             kvp_buf_printf(d->b, "</th>");
         }
         kvp_buf_printf(d->b, "</tr></thead>\n<tbody>\n");
@@ -278,7 +266,7 @@ static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, c
             kvp_buf_printf(d->b, "<tr>");
             for (uint32_t c = 0; c < ncols; c++) {
                 kvp_buf_printf(d->b, c ? "<td class=\"num\">" : "<td>");
-                html_escape(d->b, cells[r * ncols + c]);
+                kvp_buf_xml(d->b, cells[r * ncols + c]);
                 kvp_buf_printf(d->b, "</td>");
             }
             kvp_buf_printf(d->b, "</tr>\n");

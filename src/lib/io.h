@@ -1,0 +1,25 @@
+/* io.h -- reading a whole input file, bounded (internal).
+ *
+ *     char *text; uint64_t len;
+ *     if (kvp_read_file("x.yaml", 4u << 20, &text, &len, NULL, &err) != KVP_OK) ...
+ *     ...
+ *     free(text);
+ */
+#ifndef KVPLAN_IO_H
+#define KVPLAN_IO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/error.h"
+
+/* Read at most max bytes of path into a malloc'd, NUL-terminated buffer
+ * that the caller frees; the buffer grows as the file does, so a small file
+ * costs little. With truncated NULL a larger file is an error ("the file is
+ * larger than N MiB"); otherwise the first max bytes are returned and
+ * *truncated says whether there was more (a GGUF's header is all kvplan
+ * reads of it). */
+enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
+                              struct kvp_error *err);
+
+#endif
