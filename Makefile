@@ -147,18 +147,6 @@ docs-check: $(BIN)
 oracle: deps $(BIN)
 	KVPLAN_BIN=$(BIN) KVPLAN_DATADIR=models sh tests/oracle/run.sh
 
-# ---- kvplan tui (issue #8): the terminal UI ----
-# tui-test drives the real binary in tmux (tests/tui.sh: 80x24, typing, resizing to
-# 120x40, 20x5 and 1x1, help, model picker, saving a plan `kvplan check` accepts, q).
-# tui-bench times what one keypress costs: a recompute and a full redraw (a 60 Hz frame is 16,667 us).
-.PHONY: tui-test tui-bench
-tui-test: $(BIN)
-	KVPLAN_BIN=$(BIN) sh tests/tui.sh
-
-tui-bench: $(BIN)
-	@for m in llama-3.1-8b gemma-3-27b qwen3-next-80b-a3b deepseek-v3; do \
-	    KVPLAN_DATADIR=models ./$(BIN) tui --bench 200 $$m || exit 1; done
-
 # ---- robustness: fuzzing (clang + libFuzzer) and valgrind ----------------------
 # `make fuzz` builds the libFuzzer harnesses of tests/fuzz/ into build/fuzz/
 # (yaml, hf, gguf, num, plan; libkvplan rebuilt with clang, ASan, UBSan and unsigned-overflow checks),
@@ -235,3 +223,63 @@ valgrind: $(BIN) $(TEST_BIN)
 	echo "valgrind: $$(ls build/valgrind/*.log | wc -l) processes checked in $$(( $$(date +%s) - start )) s"; \
 	if [ -n "$$bad" ]; then for f in $$bad; do echo "== $$f"; head -40 $$f; done; \
 	    echo "valgrind: memory errors or leaks in: $$bad"; exit 1; fi; echo "valgrind: no memory errors, no leaks"
+
+# ---- kvplan tui (issue #8): the terminal UI ----
+# tui-test drives the real binary in tmux (tests/tui.sh: 80x24, typing, resizing to
+# 120x40, 20x5 and 1x1, help, model picker, saving a plan `kvplan check` accepts, q).
+# tui-bench times what one keypress costs: a recompute and a full redraw (a 60 Hz frame is 16,667 us).
+.PHONY: tui-test tui-bench
+tui-test: $(BIN)
+	KVPLAN_BIN=$(BIN) sh tests/tui.sh
+
+tui-bench: $(BIN)
+	@for m in llama-3.1-8b gemma-3-27b qwen3-next-80b-a3b deepseek-v3; do \
+	    KVPLAN_DATADIR=models ./$(BIN) tui --bench 200 $$m || exit 1; done
+
+# ---- benchmarks (issue #10): `make bench` regenerates docs/performance.md ----
+# tests/bench/run.sh runs build/rel/bench (engine, CLI, TUI, reference decoder
+# against a STREAM-like bandwidth, cached vs recompute) and writes the page
+# with the machine it ran on. Not part of `make check`: it takes minutes and
+# its figures depend on the machine.
+.PHONY: bench
+BENCH_BIN := build/rel/bench
+$(BENCH_BIN): tests/bench/bench.c build/rel/libkvplan.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -pthread $< build/rel/libkvplan.a $(YAML_LIBS) $(LDLIBS) -pthread -o $@
+
+bench: build/rel/kvplan $(BENCH_BIN)
+	KVPLAN_DATADIR=models KVPLAN_BIN=build/rel/kvplan BENCH=$(BENCH_BIN) sh tests/bench/run.sh docs/performance.md
+
+# ---- CUDA backend of the reference decoder (issue #5) ----
+# `make cuda-build` is `make CUDA=1 BUILD=build/cuda`: libkvplan.a gains
+# src/ref/cuda/*.cu (nvcc) and the C sources are compiled with -DKVP_CUDA, all
+# under build/cuda/ so that build/rel (no CUDA) is never mixed with it.
+# Compiling needs nvcc, not a GPU; running `kvplan validate --device cuda` does.
+# Code for sm_80 (A100), sm_89 (L4, RTX 4090), sm_90 (H100, H200), plus
+# compute_90 PTX for newer GPUs to JIT.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=sm_89 \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -O2 -g
+.PHONY: cuda-build
+cuda-build:
+	$(MAKE) CUDA=1 BUILD=build/cuda build/cuda/kvplan build/cuda/tests/check_ref_cuda
+
+ifdef CUDA
+ifneq ($(BUILD),build/cuda)
+$(error CUDA=1 builds into build/cuda, not $(BUILD): run make cuda-build (or make CUDA=1 BUILD=build/cuda))
+endif
+CUDA_SRC := $(wildcard src/ref/cuda/*.cu)
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+comma := ,
+CUDA_WARN := -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) $(if $(WERROR),-Werror all-warnings)
+ALL_CFLAGS += -DKVP_CUDA
+LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+$(LIB): $(CUDA_OBJ)
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 $(CUDA_ARCH) $(NVCCFLAGS) $(CUDA_WARN) -DKVP_CUDA -Iinclude -Isrc/lib -Isrc/ref \
+	    -MMD -MP -c $< -o $@
+-include $(CUDA_OBJ:.o=.d)
+endif

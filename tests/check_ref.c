@@ -1,6 +1,7 @@
 /* check_ref.c -- the reference decoder: cached decoding equals recomputing,
  * and the bytes it allocates equal the engine's prediction exactly. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,30 +234,77 @@ START_TEST(paged_free_list)
 }
 END_TEST
 
-/* KIVI's ordering on a model whose keys have outlier channels. */
+/* KIVI's ordering on the synthesized fidelity model (outlier key channels,
+ * sparse attention, loud values), fixed seeds, 2 and 4 bits, group 32: keys
+ * per-channel beat per-token on scores; values per-token beat per-channel on
+ * attention output although per-channel reconstructs values no worse; a
+ * residual lowers per-channel keys' score error; 8 bits beats 2. */
 START_TEST(fidelity_ordering)
+{
+    static const uint64_t seeds[] = {1, 2};
+    static const unsigned bits[] = {2, 4};
+    for (size_t si = 0; si < sizeof seeds / sizeof seeds[0]; si++)
+        for (size_t bi = 0; bi < sizeof bits / sizeof bits[0]; bi++) {
+            struct kvp_model m;
+            struct kvp_error err = {0};
+            struct kvp_ref_model *rm;
+            struct kvp_ref_opts o;
+            struct kvp_ref_fidelity kc, kt, vc, kr;
+            char s_kc[64], s_kt[64], s_kr[64];
+            ck_assert_kvp_ok(kvp_ref_kivi_model(seeds[si], &m, &o, &err), err);
+            ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+            snprintf(s_kc, sizeof s_kc, "int%u:group=32:axis=channel", bits[bi]);
+            snprintf(s_kt, sizeof s_kt, "int%u:group=32", bits[bi]);
+            snprintf(s_kr, sizeof s_kr, "int%u:group=32:axis=channel:residual=64", bits[bi]);
+            struct kvp_format fkc = fmt(s_kc), fkt = fmt(s_kt), fkr = fmt(s_kr);
+            /* 64 prompt tokens, then 64 steps: T runs through a whole residual cycle of 64 */
+            ck_assert_kvp_ok(kvp_ref_fidelity(rm, &fkc, &fkt, 64, 64, seeds[si], &kc, &err), err); /* KIVI */
+            ck_assert_kvp_ok(kvp_ref_fidelity(rm, &fkt, &fkt, 64, 64, seeds[si], &kt, &err), err);
+            ck_assert_kvp_ok(kvp_ref_fidelity(rm, &fkc, &fkc, 64, 64, seeds[si], &vc, &err), err);
+            ck_assert_kvp_ok(kvp_ref_fidelity(rm, &fkr, &fkt, 64, 64, seeds[si], &kr, &err), err);
+            /* the model is what it claims: sparse attention, uneven values */
+            ck_assert_msg(kc.sparsity > 0.75 && kc.top_mass > 0.6, "seed %llu: sparsity %g, top-10%% mass %g",
+                          (unsigned long long)seeds[si], kc.sparsity, kc.top_mass);
+            ck_assert_msg(kc.value_top > 0.5, "value energy of the top 10%% rows %g", kc.value_top);
+            /* keys */
+            ck_assert_msg(kc.key_err < kt.key_err, "seed %llu int%u keys: per-channel %g vs per-token %g",
+                          (unsigned long long)seeds[si], bits[bi], kc.key_err, kt.key_err);
+            ck_assert_msg(kc.score_err < kt.score_err, "seed %llu int%u scores: per-channel %g vs per-token %g",
+                          (unsigned long long)seeds[si], bits[bi], kc.score_err, kt.score_err);
+            /* values: output error says per-token, reconstruction error does not */
+            ck_assert_msg(kc.output_err < vc.output_err, "seed %llu int%u output: V per-token %g vs per-channel %g",
+                          (unsigned long long)seeds[si], bits[bi], kc.output_err, vc.output_err);
+            /* at 2 bits reconstruction ranks values per-channel first; at 4 within 15% */
+            ck_assert_msg(vc.value_err < kc.value_err * (bits[bi] == 2 ? 1.0 : 1.15),
+                          "seed %llu int%u values: per-channel %g vs per-token %g", (unsigned long long)seeds[si],
+                          bits[bi], vc.value_err, kc.value_err);
+            ck_assert_msg(kc.sparsity == vc.sparsity, "the fp32 run depends on the format");
+            /* residual */
+            ck_assert_msg(kr.score_err < kc.score_err, "seed %llu int%u: residual 64 %g vs none %g",
+                          (unsigned long long)seeds[si], bits[bi], kr.score_err, kc.score_err);
+            kvp_ref_model_free(rm);
+        }
+}
+END_TEST
+
+/* A model without the shaping options runs as before: the fidelity model's
+ * other weights are those of its seed, and the shaping is deterministic. */
+START_TEST(fidelity_deterministic)
 {
     struct kvp_model m;
     struct kvp_error err = {0};
     struct kvp_ref_model *rm;
-    struct kvp_ref_opts o = {.seed = 11, .key_outliers = 4};
-    struct kvp_layer_spec full = {.kind = KVP_LAYER_FULL, .n_heads = 4, .n_kv_heads = 2, .head_dim_k = 64, .head_dim_v = 64};
-    struct kvp_ref_fidelity kc, kt, k8;
-    kvp_model_init(&m);
-    m.hidden = 64;
-    m.intermediate = 128;
-    m.vocab = 64;
-    m.max_context = 1024;
-    ck_assert_kvp_ok(kvp_model_add_layers(&m, &full, 2, &err), err);
+    struct kvp_ref_opts o;
+    struct kvp_ref_fidelity a, b;
+    ck_assert_kvp_ok(kvp_ref_kivi_model(7, &m, &o, &err), err);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    struct kvp_format v = fmt("int2:group=32"), k2c = fmt("int2:group=32:axis=channel"), k2t = fmt("int2:group=32"),
-                      k8c = fmt("int8:group=32:axis=channel");
-    ck_assert_kvp_ok(kvp_ref_fidelity(rm, &k2c, &v, 64, 16, 1, &kc, &err), err);
-    ck_assert_kvp_ok(kvp_ref_fidelity(rm, &k2t, &v, 64, 16, 1, &kt, &err), err);
-    ck_assert_kvp_ok(kvp_ref_fidelity(rm, &k8c, &v, 64, 16, 1, &k8, &err), err);
-    ck_assert_msg(kc.key_err < kt.key_err, "keys: per-channel %g vs per-token %g", kc.key_err, kt.key_err);
-    ck_assert_msg(kc.score_err < kt.score_err, "scores: per-channel %g vs per-token %g", kc.score_err, kt.score_err);
-    ck_assert_msg(k8.key_err < kc.key_err, "8 bits %g vs 2 bits %g", k8.key_err, kc.key_err);
+    struct kvp_format k = fmt("int2:group=32:axis=channel"), v = fmt("int2:group=32");
+    ck_assert_kvp_ok(kvp_ref_fidelity(rm, &k, &v, 40, 8, 3, &a, &err), err);
+    ck_assert_kvp_ok(kvp_ref_fidelity(rm, &k, &v, 40, 8, 3, &b, &err), err);
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    ck_assert(a.output_err > 0 && a.output_err < 10);
+    ck_assert_int_eq(kvp_ref_fidelity(rm, &k, &v, 0, 8, 3, &a, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "'prompt' must be at least 1 (got 0)");
     kvp_ref_model_free(rm);
 }
 END_TEST
@@ -301,6 +349,7 @@ static Suite *suite(void)
     tcase_add_test(core, measured_equals_predicted);
     tcase_add_test(core, paged_free_list);
     tcase_add_test(core, fidelity_ordering);
+    tcase_add_test(core, fidelity_deterministic);
     tcase_add_test(limits, refusals);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);

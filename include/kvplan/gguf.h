@@ -20,6 +20,10 @@
  * message naming the field. The file is written to a temporary name next to
  * `path` and renamed over it, so a failed write leaves no partial file.
  * Nothing is kept after the call; the options struct is the caller's.
+ *
+ * With o.weights the data comes from the caller: `kvplan export-gguf
+ * --ref-weights` passes the reference decoder's (ref.h kvp_ref_weights_new)
+ * with its norm epsilon and untied lm_head, so llama.cpp runs the same model.
  */
 #ifndef KVPLAN_GGUF_H
 #define KVPLAN_GGUF_H
@@ -37,6 +41,16 @@ struct kvp_gguf_options {
     bool dense_moe;         /* write MoE layers as a dense MLP of `intermediate` (KV unchanged) */
     uint64_t seed;          /* weights U(-0.1, 0.1) from this seed; norms are 1.0 */
     uint64_t max_dense_bytes; /* refuse a non-sparse file larger than this; 0 = 4 GiB */
+    /* Dense weights from the caller instead of random ones (NULL = random):
+     * called once per tensor with its GGUF name ("blk.0.attn_q.weight") and
+     * element count, it returns that many f32 values (ne0 innermost), owned
+     * by the caller, or NULL when it has no such tensor of that size (the
+     * write fails naming it). Norms are asked for too. Arch llama only. */
+    const float *(*weights)(void *ctx, const char *name, uint64_t n);
+    void *weights_ctx;
+    float rms_eps;          /* attention.layer_norm_rms_epsilon; 0 = 1e-6 */
+    float rope_base;        /* rope.freq_base; 0 = 10000 */
+    bool untied;            /* write output.weight even when the model ties its embeddings */
     /* outputs, filled on success */
     char arch_out[16];      /* the architecture written */
     uint64_t n_tensors;

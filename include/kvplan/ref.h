@@ -74,6 +74,18 @@ struct kvp_ref_opts {
     uint32_t q_per_kv;     /* query heads per KV head (MLA: query heads) */
     uint32_t key_outliers; /* channels of every K head scaled x outlier_gain (KIVI's outlier keys) */
     float outlier_gain;    /* default 20 */
+    /* The rest of KIVI's premises, off when 0 (see kvp_ref_kivi_model):
+     * heavy_tokens vocabulary tokens (picked from the seed) whose keys carry
+     * a direction every query shares, adding about heavy_gain to their
+     * pre-softmax scores, so a few tokens take most of the attention mass;
+     * loud_tokens other tokens whose values are about value_gain x larger. */
+    uint32_t heavy_tokens;
+    float heavy_gain;
+    uint32_t loud_tokens;
+    float value_gain;
+    uint32_t threads;      /* threads sharing each matrix-vector product's rows; 0 or 1 = the
+                            * calling thread only. Results do not depend on it: every row
+                            * is summed in the same order by whichever thread owns it. */
 };
 
 struct kvp_ref_model;
@@ -89,6 +101,43 @@ uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
 const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
 /* Floating-point operations of one decode step at position pos (a cost estimate). */
 double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos);
+
+/* ---- the weights by llama.cpp tensor name (weights_export.c) --------- */
+
+/* The decoder's conventions, as a GGUF of arch llama states them: RMS norm
+ * x / sqrt(mean(x^2) + eps) with eps 1e-5 (attention.layer_norm_rms_epsilon),
+ * RoPE on adjacent pairs (2i, 2i+1) of every head dim at pos * base^(-2i/d)
+ * with base 10000 (rope.freq_base; llama.cpp's NORM rope), scores scaled by
+ * 1/sqrt(head_dim_k), query head h reading KV head h / (hq / hkv), SwiGLU
+ * silu(gate) * up, and an lm_head of its own (untied, even for a model whose
+ * embeddings are tied). */
+#define KVP_REF_RMS_EPS 1e-5f
+#define KVP_REF_ROPE_BASE 10000.0f
+
+struct kvp_ref_weights;
+
+/* The float32 weights kvp_ref_model_new(m, o) builds, regenerated from the
+ * same seed in the same draw order, laid out as llama.cpp reads them.
+ * Layers of full, sliding or chunked attention with a gated MLP only (what
+ * arch llama holds); a spec of another kind is refused with its name.
+ *
+ *     struct kvp_ref_weights *w;
+ *     kvp_ref_weights_new(model, &(struct kvp_ref_opts){.seed = 1}, &w, &err);
+ *     uint64_t ne[2];
+ *     const float *q = kvp_ref_weights_get(w, "blk.0.attn_q.weight", ne);
+ *     // ne[0] == hidden (innermost), ne[1] == heads * head_dim_k: the
+ *     // decoder's row-major (out, in) matrix, byte for byte
+ *     kvp_ref_weights_free(w);
+ */
+enum kvp_status kvp_ref_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+                                    struct kvp_ref_weights **out, struct kvp_error *err);
+void kvp_ref_weights_free(struct kvp_ref_weights *w);
+/* Tensor `name` (GGUF name: token_embd, output_norm, output, blk.N.attn_norm,
+ * attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down,
+ * with or without the ".weight" suffix): ne[0] * ne[1] floats owned by w,
+ * ne[0] innermost (1-D tensors: ne[1] == 1); NULL when there is no such
+ * tensor (ne untouched). */
+const float *kvp_ref_weights_get(const struct kvp_ref_weights *w, const char *name, uint64_t ne[2]);
 
 /* ---- the cache ------------------------------------------------------- */
 
@@ -144,7 +193,19 @@ struct kvp_ref_fidelity {
     double score_err;   /* ||QK^T - QK'^T|| / ||QK^T||, pre-softmax scores */
     double output_err;  /* ||softmax(QK'^T)V' - softmax(QK^T)V|| / ||...|| */
     double agreement;   /* greedy next tokens equal to the fp32 cache's, fraction */
+    /* what the fp32 run's attention and values look like (the model, not the format) */
+    double sparsity;    /* attention weights below 1/T, fraction (KIVI's model: ~0.84) */
+    double top_mass;    /* attention mass on the top 10% of tokens, fraction */
+    double value_top;   /* value energy (sum of ||v||^2) in the 10% largest rows, fraction */
 };
+
+/* The model of the fidelity experiment, filled into m and o for seed:
+ * 2 full layers, 4 KV heads x 64 (8 query heads), hidden 64, MLP 128,
+ * vocab 256; keys with 4 outlier channels x20; 4 heavy-hitter tokens whose
+ * scores every query raises by ~4.5 (sparse attention); 24 loud tokens
+ * whose values are ~5x larger (rms), concentrated in a few channels. */
+enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kvp_ref_opts *o,
+                                   struct kvp_error *err);
 
 /* Run the fp32-cache decoder and one with formats k, v on the same random
  * prompt of `prompt` tokens then `steps` greedy tokens, measuring the errors

@@ -296,7 +296,8 @@ static enum kvp_status check_shape(const struct kvp_model *m, int arch, const ch
 
 /* ---- keys and tensors ------------------------------------------------------- */
 
-static void keys(struct writer *w, const struct kvp_model *m, int arch, const char *name, bool any_f16)
+static void keys(struct writer *w, const struct kvp_model *m, int arch, const char *name, bool any_f16,
+                 const struct kvp_gguf_options *opt)
 {
     const struct kvp_layer_spec *s0 = kvp_model_layer(m, 0);
 
@@ -311,8 +312,8 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
     kv_u32(w, "feed_forward_length", m->intermediate);
     kv_u32(w, "vocab_size", m->vocab);
     kv_u32(w, "attention.head_count", s0->n_heads);
-    kv_f32(w, "attention.layer_norm_rms_epsilon", 1e-6f);
-    kv_f32(w, "rope.freq_base", 10000.0f);
+    kv_f32(w, "attention.layer_norm_rms_epsilon", opt->rms_eps > 0 ? opt->rms_eps : 1e-6f);
+    kv_f32(w, "rope.freq_base", opt->rope_base > 0 ? opt->rope_base : 10000.0f);
     if (arch == ARCH_DEEPSEEK2) {
         /* MLA is stored as MQA of one latent "head": K = latent + rope, V = latent */
         kv_u32(w, "attention.head_count_kv", 1);
@@ -353,14 +354,14 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
     }
 }
 
-static void tensors(struct writer *w, const struct kvp_model *m, int arch)
+static void tensors(struct writer *w, const struct kvp_model *m, int arch, bool untied)
 {
     const struct kvp_layer_spec *s0 = kvp_model_layer(m, 0);
     uint64_t E = m->hidden, V = m->vocab, F = m->intermediate, H = s0->n_heads;
 
     tensor2(w, "token_embd.weight", E, V);
     tensor1(w, "output_norm.weight", E, true);
-    if (!m->tied_embeddings)
+    if (!m->tied_embeddings || untied)
         tensor2(w, "output.weight", E, V);
     for (uint32_t il = 0; il < m->n_layers && w->st == KVP_OK; il++) {
         layer_tensor(w, il, "attn_norm.weight", 1, E, 1, 1, true);
@@ -421,11 +422,11 @@ static enum kvp_status io_fail(struct kvp_error *err, const char *what, const ch
 }
 
 /* The dense data: each f32 tensor in order, norms 1.0, the rest random; zero padding between. */
-static enum kvp_status write_data(FILE *f, const struct writer *w, uint64_t seed, const char *tmp,
-                                  struct kvp_error *err)
+static enum kvp_status write_data(FILE *f, const struct writer *w, const struct kvp_gguf_options *opt,
+                                  const char *tmp, struct kvp_error *err)
 {
     static const char zeros[ALIGN] = {0};
-    uint64_t at = 0, s = seed;
+    uint64_t at = 0, s = opt->seed;
     float buf[1024];
 
     for (uint64_t i = 0; i < w->n_t; i++) {
@@ -433,6 +434,15 @@ static enum kvp_status write_data(FILE *f, const struct writer *w, uint64_t seed
         uint64_t left = t->bytes / 4;
         if (fwrite(zeros, 1, (size_t)(t->offset - at), f) != t->offset - at)
             return io_fail(err, "write", tmp);
+        if (opt->weights) { /* the caller's floats, already f32 in GGUF order */
+            const float *p = opt->weights(opt->weights_ctx, t->name, left);
+            if (!p)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "no weights for tensor '%s' of %" PRIu64 " values",
+                                t->name, left);
+            if (left && fwrite(p, 4, (size_t)left, f) != left)
+                return io_fail(err, "write", tmp);
+            left = 0;
+        }
         while (left) {
             size_t n = left < 1024 ? (size_t)left : 1024;
             for (size_t j = 0; j < n; j++)
@@ -449,8 +459,8 @@ static enum kvp_status write_data(FILE *f, const struct writer *w, uint64_t seed
 }
 
 /* The whole file at tmp: header, infos, padding, then data or a hole. */
-static enum kvp_status write_file(const struct writer *w, const char *tmp, uint64_t seed, uint64_t *header,
-                                  struct kvp_error *err)
+static enum kvp_status write_file(const struct writer *w, const char *tmp, const struct kvp_gguf_options *opt,
+                                  uint64_t *header, struct kvp_error *err)
 {
     struct kvp_buf h = {0};
     enum kvp_status st = KVP_OK;
@@ -488,7 +498,7 @@ static enum kvp_status write_file(const struct writer *w, const char *tmp, uint6
         if (fflush(f) != 0 || ftruncate(fileno(f), (off_t)(h.len + w->data_bytes)) != 0)
             st = io_fail(err, "extend", tmp);
     } else {
-        st = write_data(f, w, seed, tmp, err);
+        st = write_data(f, w, opt, tmp, err);
     }
     if (fclose(f) != 0 && st == KVP_OK)
         st = io_fail(err, "close", tmp);
@@ -521,6 +531,9 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
         return refuse(err, m, name, "the model has no layers");
     if ((st = check_shape(m, arch, name, opt, err)) != KVP_OK)
         return st;
+    if (opt->weights && (arch != ARCH_LLAMA || opt->sparse || m->attn_qkv_bias))
+        return refuse(err, m, name, "the caller's weights are written for arch 'llama' only, dense, "
+                                    "without q/k/v biases");
     if (strlen(path) > KVP_TEXT_MAX)
         return kvp_fail(err, KVP_ERR_USAGE, "output path is too long (%zu bytes)", strlen(path));
 
@@ -528,8 +541,8 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
     w.sparse = opt->sparse;
     w.err = err;
     snprintf(w.prefix, sizeof w.prefix, "%s.", name);
-    tensors(&w, m, arch);
-    keys(&w, m, arch, name, w.sparse);
+    tensors(&w, m, arch, opt->untied);
+    keys(&w, m, arch, name, w.sparse, opt);
     if (w.st == KVP_OK && w.kv.nomem)
         w.st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the GGUF keys");
     if ((st = w.st) != KVP_OK)
@@ -542,7 +555,7 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
         goto out;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    if ((st = write_file(&w, tmp, opt->seed, &header, err)) != KVP_OK) {
+    if ((st = write_file(&w, tmp, opt, &header, err)) != KVP_OK) {
         remove(tmp);
         goto out;
     }

@@ -154,9 +154,14 @@ enum kvp_status ydoc_load(struct ydoc *d, const char *text, uint64_t len, const 
         } else if (p.error == YAML_READER_ERROR) {
             /* a bad byte: libyaml gives its offset, not a mark */
             size_t line = 0, col = 0;
-            for (size_t i = 0; i < p.problem_offset && i < (size_t)len; i++, col++)
-                if (text[i] == '\n')
-                    line++, col = (size_t)-1;
+            for (size_t i = 0; i < p.problem_offset && i < (size_t)len; i++) {
+                if (text[i] == '\n') {
+                    line++;
+                    col = 0;
+                } else {
+                    col++;
+                }
+            }
             st = kvp_fail_at(err, KVP_ERR_SYNTAX, file, one_based(line), one_based(col), "%s",
                              p.problem ? p.problem : "malformed text");
         } else

@@ -10,6 +10,8 @@
  * layer runs one dense SwiGLU (the cache does not see experts).
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +128,7 @@ static void init_weights(struct kvp_ref_model *rm)
         rm->embed[i] = pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
     ones(rm->out_norm, H);
     fill(rm->lm_head, (uint64_t)rm->vocab * H, H, &r);
+    ref_shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct kvp_layer_spec *s = &rm->m.specs[i];
         struct lw *w = &rm->w[i];
@@ -133,19 +136,13 @@ static void init_weights(struct kvp_ref_model *rm)
         if (w->wk) {
             fill(w->wk, (uint64_t)w->hkv * w->dk * H, H, &r);
             fill(w->wv, (uint64_t)w->hkv * w->dv * H, H, &r);
-            /* outlier channels: the same few channels of every K head are
-             * large for every token (what KIVI and KVQuant observe) */
-            for (uint32_t h = 0; h < w->hkv; h++)
-                for (uint32_t c = 0; c < rm->o.key_outliers && c < w->dk; c++) {
-                    uint32_t ch = (c * 7 + 3) % w->dk;
-                    for (uint64_t j = 0; j < H; j++)
-                        w->wk[((uint64_t)h * w->dk + ch) * H + j] *= rm->o.outlier_gain;
-                }
         }
         if (w->wq) {
             fill(w->wq, (uint64_t)w->hq * w->dk * H, H, &r);
             fill(w->wo, H * w->hq * w->dv, (uint64_t)w->hq * w->dv, &r);
         }
+        if (w->wk) /* KIVI's outlier keys, heavy hitters, loud values (measure.c) */
+            ref_shape_attention(&rm->o, (uint32_t)H, w->hq, w->hkv, w->dk, w->dv, w->wq, w->wk, w->wv);
         if (s->kind == KVP_LAYER_MLA) {
             fill(w->wdkv, (uint64_t)w->rank * H, H, &r);
             fill(w->wkr, (uint64_t)w->rope * H, H, &r);
@@ -304,15 +301,81 @@ double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
 
 /* ---- kernels ------------------------------------------------------------- */
 
-/* out (n,) = W (n, d) @ x (d,) */
-static void matvec(float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+/* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,). Sixteen partial sums per
+ * row (lanes j mod 16, folded pairwise at the end; the tail into lane 0) break the chain of dependent
+ * adds, so the loop runs at memory speed instead of at the FP add latency;
+ * the order is fixed, so a row's result never depends on who computes it. */
+static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
 {
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = lo; i < hi; i++) {
         const float *row = W + i * d;
-        float acc = 0;
-        for (uint64_t j = 0; j < d; j++)
-            acc += row[j] * x[j];
-        out[i] = acc;
+        /* four groups of four lanes, written out so that the compiler keeps
+         * them in four vector registers (a loop over an array of sums
+         * compiled to a load-add-store chain through the stack) */
+        float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+        uint64_t j = 0;
+        for (; j + 16 <= d; j += 16) {
+            const float *r = row + j, *v = x + j;
+            a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
+            b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
+            c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
+            e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
+        }
+        for (; j < d; j++) /* the tail, d mod 16 values, into lane 0 */
+            a0 += row[j] * x[j];
+        a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
+        out[i] = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+    }
+}
+
+#define MATVEC_MAX_THREADS 64
+/* Below this many weights (floats) a product is too short for a thread to
+ * pay off its start (~tens of us): 1 Mi floats is 4 MiB, ~0.3 ms from DRAM. */
+#define MATVEC_PAR_MIN (1ull << 20)
+
+struct mv_job {
+    float *out;
+    const float *W, *x;
+    uint64_t lo, hi, d;
+};
+
+static void *mv_run(void *p)
+{
+    const struct mv_job *j = p;
+    matvec_rows(j->out, j->W, j->x, j->lo, j->hi, j->d);
+    return NULL;
+}
+
+/* out (n,) = W (n, d) @ x (d,), rows split among rm->o.threads threads (the
+ * caller runs the first share). A thread that cannot start leaves its rows
+ * to the caller, so the result is always complete. */
+static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+{
+    uint32_t t = rm->o.threads;
+    struct mv_job job[MATVEC_MAX_THREADS];
+    pthread_t th[MATVEC_MAX_THREADS];
+    bool started[MATVEC_MAX_THREADS] = {false};
+
+    if (t > MATVEC_MAX_THREADS)
+        t = MATVEC_MAX_THREADS;
+    if (t > n)
+        t = (uint32_t)n;
+    if (t <= 1 || n * d < MATVEC_PAR_MIN) {
+        matvec_rows(out, W, x, 0, n, d);
+        return;
+    }
+    for (uint32_t i = 0; i < t; i++) {
+        job[i] = (struct mv_job){out, W, x, n * i / t, n * (i + 1) / t, d};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, mv_run, &job[i]) == 0;
+    }
+    mv_run(&job[0]);
+    for (uint32_t i = 1; i < t; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            mv_run(&job[i]);
     }
 }
 
@@ -356,11 +419,11 @@ static void softmax(float *x, uint64_t n)
 static void mlp(const struct kvp_ref_model *rm, const struct lw *w, float *x, float *xb, float *h1, float *h3)
 {
     rmsnorm(xb, x, w->ffn_norm, rm->hidden);
-    matvec(h1, w->w1, xb, rm->inter, rm->hidden);
-    matvec(h3, w->w3, xb, rm->inter, rm->hidden);
+    matvec(rm, h1, w->w1, xb, rm->inter, rm->hidden);
+    matvec(rm, h3, w->w3, xb, rm->inter, rm->hidden);
     for (uint32_t i = 0; i < rm->inter; i++)
         h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
-    matvec(xb, w->w2, h1, rm->hidden, rm->inter);
+    matvec(rm, xb, w->w2, h1, rm->hidden, rm->inter);
     for (uint32_t i = 0; i < rm->hidden; i++)
         x[i] += xb[i];
 }
@@ -386,7 +449,7 @@ static void recur(const struct kvp_ref_model *rm, const struct lw *w, enum kvp_d
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
 {
     rmsnorm(xb, x, rm->out_norm, rm->hidden);
-    matvec(logits, rm->lm_head, xb, rm->vocab, rm->hidden);
+    matvec(rm, logits, rm->lm_head, xb, rm->vocab, rm->hidden);
 }
 
 /* ---- one step through the cache ------------------------------------------ */
@@ -547,7 +610,7 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
                 olat[h * R + r] += s->att[h * n + j] * lat[r];
     }
     for (uint32_t h = 0; h < w->hq; h++)
-        matvec(s->o + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, olat + h * R, w->dv, R);
+        matvec(rm, s->o + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, olat + h * R, w->dv, R);
 }
 
 static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
@@ -573,22 +636,22 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
             case KVP_LAYER_FULL:
             case KVP_LAYER_SLIDING:
             case KVP_LAYER_CHUNKED:
-                matvec(s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
-                matvec(s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
+                matvec(rm, s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
+                matvec(rm, s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
                 rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
                 /* fallthrough */
             case KVP_LAYER_SHARED: {
                 uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
-                matvec(s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
+                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
                 rope(s->q, w->hq, w->dk, w->dk, pos);
                 attend(rm, c, w, src, seq, window_lo(kvp_model_layer(&rm->m, src), pos), pos, s);
                 break;
             }
             case KVP_LAYER_MLA:
-                matvec(s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
+                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
                 rope(s->q + w->nope, w->hq, w->rope, w->dk, pos);
-                matvec(s->pk[l], w->wdkv, s->xb, w->rank, H);
-                matvec(s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
+                matvec(rm, s->pk[l], w->wdkv, s->xb, w->rank, H);
+                matvec(rm, s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
                 rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
                 attend_mla(rm, c, w, l, seq, pos, s);
                 break;
@@ -605,7 +668,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 break;
             }
             if (w->wo) {
-                matvec(s->xb, w->wo, s->o, H, (uint64_t)w->hq * w->dv);
+                matvec(rm, s->xb, w->wo, s->o, H, (uint64_t)w->hq * w->dv);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->xb[i];
             }
@@ -662,7 +725,7 @@ void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t p
     if (!xb)
         return;
     rmsnorm(xb, rm->embed + (uint64_t)token * rm->hidden, w->attn_norm, rm->hidden);
-    matvec(q, w->wq, xb, (uint64_t)w->hq * w->dk, rm->hidden);
+    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, rm->hidden);
     rope(q, w->hq, w->dk, w->dk, pos);
     free(xb);
 }
@@ -719,12 +782,12 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                 float *row = K + t * kmax;
                 rmsnorm(xb, X + t * H, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_MLA) {
-                    matvec(row, w->wdkv, xb, w->rank, H);
-                    matvec(row + w->rank, w->wkr, xb, w->rope, H);
+                    matvec(rm, row, w->wdkv, xb, w->rank, H);
+                    matvec(rm, row + w->rank, w->wkr, xb, w->rope, H);
                     rope(row + w->rank, 1, w->rope, w->rope, t);
                 } else {
-                    matvec(row, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
-                    matvec(row + (uint64_t)w->hkv * w->dk, w->wv, xb, (uint64_t)w->hkv * w->dv, H);
+                    matvec(rm, row, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
+                    matvec(rm, row + (uint64_t)w->hkv * w->dk, w->wv, xb, (uint64_t)w->hkv * w->dv, H);
                     rope(row, w->hkv, w->dk, w->dk, t);
                 }
             }
@@ -743,7 +806,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                     const float *SK = KV + (uint64_t)src * n * kmax;
                     uint64_t lo = window_lo(ss, t), m = t - lo + 1;
                     float scale = 1.0f / sqrtf((float)w->dk);
-                    matvec(q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
+                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
                     memset(o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
                     if (sp->kind == KVP_LAYER_MLA) {
                         rope(q + w->nope, w->hq, w->rope, w->dk, t);
@@ -752,7 +815,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                             const float *Uv = w->wuv + (uint64_t)h * w->dv * w->rank;
                             for (uint64_t j = lo; j <= t; j++) {
                                 const float *lat = SK + j * kmax;
-                                matvec(kt, Uk, lat, w->nope, w->rank); /* k_nope of head h at j */
+                                matvec(rm, kt, Uk, lat, w->nope, w->rank); /* k_nope of head h at j */
                                 float acc = 0;
                                 for (uint32_t i = 0; i < w->nope; i++)
                                     acc += q[(uint64_t)h * w->dk + i] * kt[i];
@@ -762,7 +825,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                             }
                             softmax(att, m);
                             for (uint64_t j = lo; j <= t; j++) {
-                                matvec(vt, Uv, SK + j * kmax, w->dv, w->rank); /* v of head h at j */
+                                matvec(rm, vt, Uv, SK + j * kmax, w->dv, w->rank); /* v of head h at j */
                                 for (uint32_t i = 0; i < w->dv; i++)
                                     o[(uint64_t)h * w->dv + i] += att[j - lo] * vt[i];
                             }
@@ -787,7 +850,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                             }
                         }
                     }
-                    matvec(xb, w->wo, o, H, (uint64_t)w->hq * w->dv);
+                    matvec(rm, xb, w->wo, o, H, (uint64_t)w->hq * w->dv);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += xb[i];
                 }

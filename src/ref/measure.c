@@ -1,6 +1,7 @@
 /* measure.c -- what the reference decoder measures besides bytes: resident
  * memory, quantization fidelity (KIVI's experiment) and decode time. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,166 @@ uint64_t kvp_ref_rss_bytes(void)
     return resident * kvp_ref_page_bytes();
 }
 
+/* ---- the fidelity model ------------------------------------------------------ */
+
+/* KIVI's argument rests on three properties of real models' layer inputs,
+ * which random weights lack, so the fidelity model builds them in:
+ *   1. outlier key channels: the same few channels of every K head are large
+ *      for every token (KIVI, KVQuant), so per-token key groups that hold
+ *      one lose the other channels' precision;
+ *   2. sparse attention: a few heavy-hitter tokens take most of the mass
+ *      (KIVI measures 84% of weights near zero), so the errors that count
+ *      are those of the few attended tokens;
+ *   3. values whose scale varies by token (loud tokens): a channel group of
+ *      G tokens that holds a loud token takes its range, which per-channel
+ *      quantization spreads onto the quiet, attended tokens of the group.
+ * The last two are built from reserved hidden dims of the embeddings: dim 0
+ * is a shared bias (a massive activation every token carries), dim 1 flags
+ * the heavy hitters, dims 2..3 flag the loud tokens (two loud directions). */
+enum { DIM_BIAS = 0, DIM_HEAVY = 1, DIM_LOUD = 2, N_LOUD = 2, DIMS_USED = DIM_LOUD + N_LOUD };
+#define SPIKE 2.6457513f /* sqrt(7): u^3 of u ~ U[-1, 1) has rms 1/sqrt(7) */
+static const float EMB_BIAS = 2.0f, EMB_FLAG = 3.0f; /* embedding entries; the rest are U[-1, 1) */
+
+/* Token t's class from a seeded bijection of [0, vocab): rank < heavy are
+ * heavy hitters, the next `loud` are loud, the others plain. */
+struct classes { uint64_t a, b; };
+static struct classes classes_of(const struct kvp_ref_opts *o, uint32_t vocab)
+{
+    struct pcg r;
+    struct classes c;
+    pcg_seed(&r, o->seed, 13);
+    for (;;) { /* a multiplier coprime with vocab makes t -> (a t + b) mod vocab a bijection */
+        uint64_t x = pcg_next(&r) % vocab, y = vocab;
+        c.a = x;
+        while (y) {
+            uint64_t t = x % y;
+            x = y;
+            y = t;
+        }
+        if (x == 1 && c.a)
+            break;
+        if (vocab == 1) {
+            c.a = 1;
+            break;
+        }
+    }
+    c.b = pcg_next(&r) % vocab;
+    return c;
+}
+
+static uint64_t rank_of(const struct classes *c, uint32_t vocab, uint32_t t)
+{
+    return (c->a * t + c->b) % vocab;
+}
+
+static bool shaped(const struct kvp_ref_opts *o, uint32_t H)
+{
+    return (o->heavy_tokens || o->loud_tokens) && H >= 2 * DIMS_USED;
+}
+
+void ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed)
+{
+    if (!shaped(o, H))
+        return;
+    struct classes c = classes_of(o, vocab);
+    for (uint32_t t = 0; t < vocab; t++) {
+        float *e = embed + (uint64_t)t * H;
+        uint64_t k = rank_of(&c, vocab, t);
+        for (uint32_t i = 0; i < DIMS_USED; i++)
+            e[i] = 0;
+        e[DIM_BIAS] = EMB_BIAS;
+        if (k < o->heavy_tokens)
+            e[DIM_HEAVY] = EMB_FLAG;
+        else if (k < (uint64_t)o->heavy_tokens + o->loud_tokens)
+            e[DIM_LOUD + k % N_LOUD] = EMB_FLAG;
+    }
+}
+
+void ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
+                         uint32_t dv, float *wq, float *wk, float *wv)
+{
+    /* 1. outlier channels: the same few channels of every K head are large
+     * for every token (what KIVI and KVQuant observe) */
+    for (uint32_t h = 0; h < hkv; h++)
+        for (uint32_t c = 0; c < o->key_outliers && c < dk; c++) {
+            uint32_t ch = (c * 7 + 3) % dk;
+            for (uint64_t j = 0; j < H; j++)
+                wk[((uint64_t)h * dk + ch) * H + j] *= o->outlier_gain;
+        }
+    if (!shaped(o, H) || dk < 2)
+        return;
+    /* rmsnorm'd embedding entries: a plain token's bias dim, a flagged token's flag dim */
+    float plain = sqrtf(((float)(H - DIMS_USED) / 3.0f + EMB_BIAS * EMB_BIAS) / (float)H);
+    float flagged = sqrtf(((float)(H - DIMS_USED) / 3.0f + EMB_BIAS * EMB_BIAS + EMB_FLAG * EMB_FLAG) / (float)H);
+    float xb = EMB_BIAS / plain, xf = EMB_FLAG / flagged;
+    /* 2. heavy hitters: every query reads the bias dim into channel dk-2, the
+     * heavy hitters' keys put their flag there. dk-2 is the slowest rope pair
+     * (10000^(-(dk-2)/dk) rad per token), so the product stays ~constant over
+     * thousands of positions: q.k/sqrt(dk) gains ~heavy_gain for them. */
+    if (o->heavy_tokens) {
+        float gk = o->heavy_gain * sqrtf((float)dk) / (xb * xf);
+        for (uint32_t h = 0; h < hq; h++)
+            wq[((uint64_t)h * dk + dk - 2) * H + DIM_BIAS] = 1.0f;
+        for (uint32_t h = 0; h < hkv; h++)
+            wk[((uint64_t)h * dk + dk - 2) * H + DIM_HEAVY] = gk;
+    }
+    /* 3. loud values: each loud flag dim writes a random spiky direction (u^3:
+     * a few channels carry most of it) into every V head, with rms value_gain
+     * x a plain token's value entry (sqrt(1/3) x its rmsnorm'd random part) */
+    if (o->loud_tokens) {
+        struct pcg r;
+        float plain_v = sqrtf(1.0f / 3.0f) * sqrtf((float)(H - DIMS_USED) / (float)H) / plain;
+        float g = o->value_gain * plain_v / xf * sqrtf(3.0f); /* U[-1,1) has rms 1/sqrt(3) */
+        pcg_seed(&r, o->seed, 17);
+        for (uint64_t i = 0; i < (uint64_t)hkv * dv; i++)
+            for (uint32_t f = 0; f < N_LOUD; f++) {
+                float u = pcg_float(&r);
+                wv[i * H + DIM_LOUD + f] = g * u * u * u * SPIKE;
+            }
+    }
+}
+
+enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kvp_ref_opts *o,
+                                   struct kvp_error *err)
+{
+    struct kvp_layer_spec full = {.kind = KVP_LAYER_FULL, .n_heads = 8, .n_kv_heads = 4, .head_dim_k = 64,
+                                  .head_dim_v = 64};
+    kvp_model_init(m);
+    strcpy(m->name, "kivi-synthetic");
+    m->hidden = 64;
+    m->intermediate = 128;
+    m->vocab = 256;
+    m->max_context = 4096;
+    *o = (struct kvp_ref_opts){.seed = seed, .hidden = 64, .intermediate = 128, .vocab = 256, .q_per_kv = 2,
+                               .key_outliers = 4, .outlier_gain = 20.0f, .heavy_tokens = 4, .heavy_gain = 4.5f,
+                               .loud_tokens = 24, .value_gain = 5.0f};
+    return kvp_model_add_layers(m, &full, 2, err);
+}
+
 /* ---- fidelity --------------------------------------------------------------- */
 
 /* Squared norms accumulated over steps, so the ratios are over everything. */
 struct acc {
     double k_err, k_ref, v_err, v_ref, s_err, s_ref, o_err, o_ref;
+    double below, weights, top, heads; /* attention weights < 1/T; of all; top-10% mass; head-steps */
+    double v_top, v_all;               /* value energy of the 10% largest rows; of all rows */
 };
+
+static int descending(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Sum of the largest ceil(n/10) of x (n,), sorted in place. */
+static double top_tenth(float *x, uint64_t n)
+{
+    double s = 0;
+    qsort(x, n, sizeof *x, descending);
+    for (uint64_t j = 0; j < (n + 9) / 10; j++)
+        s += x[j];
+    return s;
+}
 
 /* Compare layer 0's caches of the fp32 run (a) and the quantized run (b) at
  * the state after token pos: keys, values, scores and outputs of the query
@@ -46,7 +201,7 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
     uint32_t hkv = sp->n_kv_heads, hq = sp->n_heads, dk = sp->head_dim_k, dv = sp->head_dim_v, g = hq / hkv;
     uint64_t nk = (uint64_t)hkv * dk, nv = (uint64_t)hkv * dv;
     float *K = buf, *Kq = K + n * nk, *V = Kq + n * nk, *Vq = V + n * nv, *q = Vq + n * nv;
-    float *sa = q + (uint64_t)hq * dk, *sb = sa + n, *oa = sb + n, *ob = oa + dv;
+    float *sa = q + (uint64_t)hq * dk, *sb = sa + n, *oa = sb + n, *ob = oa + dv, *tmp = ob + dv; /* tmp (n,) */
     for (uint64_t j = 0; j < n; j++) {
         cache_read_k(a, 0, 0, j, K + j * nk);
         cache_read_k(b, 0, 0, j, Kq + j * nk);
@@ -61,6 +216,14 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         acc->v_err += (double)(V[i] - Vq[i]) * (V[i] - Vq[i]);
         acc->v_ref += (double)V[i] * V[i];
     }
+    for (uint64_t j = 0; j < n; j++) { /* row energies of the fp32 values: how uneven they are */
+        double e = 0;
+        for (uint64_t i = 0; i < nv; i++)
+            e += (double)V[j * nv + i] * V[j * nv + i];
+        tmp[j] = (float)e;
+        acc->v_all += e;
+    }
+    acc->v_top += top_tenth(tmp, n);
     ref_layer0_query(rm, token, n - 1, q);
     for (uint32_t h = 0; h < hq; h++) {
         const float *qh = q + (uint64_t)h * dk;
@@ -78,6 +241,13 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         }
         ref_softmax(sa, n);
         ref_softmax(sb, n);
+        for (uint64_t j = 0; j < n; j++) { /* how sparse the fp32 attention is */
+            acc->below += sa[j] < 1.0f / (float)n;
+            tmp[j] = sa[j];
+        }
+        acc->weights += (double)n;
+        acc->top += top_tenth(tmp, n);
+        acc->heads += 1;
         memset(oa, 0, 2 * dv * sizeof(float));
         for (uint64_t j = 0; j < n; j++)
             for (uint32_t i = 0; i < dv; i++) {
@@ -129,7 +299,7 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     uint64_t nk = (uint64_t)sp->n_kv_heads * sp->head_dim_k, nv = (uint64_t)sp->n_kv_heads * sp->head_dim_v;
     la = malloc(V * sizeof *la);
     lb = malloc(V * sizeof *lb);
-    buf = malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 2 * n + 2 * sp->head_dim_v) * sizeof *buf);
+    buf = malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 3 * n + 2 * sp->head_dim_v) * sizeof *buf);
     if (!la || !lb || !buf) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
         goto out;
@@ -152,6 +322,9 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     out->score_err = sqrt(acc.s_err / (acc.s_ref + 1e-30));
     out->output_err = sqrt(acc.o_err / (acc.o_ref + 1e-30));
     out->agreement = steps ? (double)agree / (double)steps : 1.0;
+    out->sparsity = acc.weights > 0 ? acc.below / acc.weights : 0;
+    out->top_mass = acc.heads > 0 ? acc.top / acc.heads : 0;
+    out->value_top = acc.v_all > 0 ? acc.v_top / acc.v_all : 0;
 out:
     kvp_ref_cache_free(a);
     kvp_ref_cache_free(b);

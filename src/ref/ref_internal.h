@@ -50,4 +50,14 @@ enum kvp_dtype cache_state_dtype(const struct kvp_ref_cache *c);
 void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
 void ref_softmax(float *x, uint64_t n);
 
+/* ---- measure.c, for decoder.c: the fidelity model's weights -------------- */
+/* Shape the embeddings (vocab, H) and one attention spec's wq (hq*dk, H),
+ * wk (hkv*dk, H), wv (hkv*dv, H) after their random fill, as o asks
+ * (outlier key channels, heavy-hitter tokens, loud values); no-ops when o
+ * asks for none of them. Uses its own PCG stream, so the other weights stay
+ * those of the seed. */
+void ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed);
+void ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
+                         uint32_t dv, float *wq, float *wk, float *wv);
+
 #endif

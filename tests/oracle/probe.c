@@ -15,6 +15,14 @@
  * tokens 1..N one at a time (flash attention off, f32 cache) and prints
  * "ok <n> <logit[0]> <logit[1]>" when every logit is finite.
  *
+ *     probe LIBDIR MODEL.gguf logits N
+ *
+ * the same run over tokens 1 + (37 i) mod (vocab - 1), i = 0..N-1 (the
+ * sequence tests/oracle/ref_logits.c feeds kvplan's reference decoder), one
+ * token per llama_decode, printing one line per step: the step, then every
+ * logit (%.9g). Flash attention off and an f32 K/V cache: the path that
+ * stays within float rounding of a plain fp32 decoder.
+ *
  * TYPE_K/TYPE_V are ggml type names (f16, bf16, q8_0, q4_0, f32); FA is -1
  * (auto), 0 (off) or 1 (on). Exit 0 for both answers; 2 for bad usage.
  * Built against the headers of the same llama.cpp release (tests/oracle/run.sh).
@@ -56,8 +64,9 @@ static int type_from_name(const char *s, enum ggml_type *out)
     return 0;
 }
 
-/* Decode n tokens and check the logits: the file's weights really load and run. */
-static int decode(const char *path, int n)
+/* Decode n tokens and check the logits: the file's weights really load and run.
+ * all: print every logit of every step (the `logits` mode) instead. */
+static int decode(const char *path, int n, int all)
 {
     struct llama_model_params mp = llama_model_default_params();
     struct llama_context_params cp = llama_context_default_params();
@@ -70,7 +79,7 @@ static int decode(const char *path, int n)
         printf("refused %s\n", last_error[0] ? last_error : "model load failed");
         return 0;
     }
-    cp.n_ctx = 256;
+    cp.n_ctx = n > 256 ? (uint32_t)n : 256;
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.n_threads = cp.n_threads_batch = 1;
@@ -80,7 +89,7 @@ static int decode(const char *path, int n)
     }
     n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
     for (int i = 0; i < n; i++) {
-        llama_token tok = (llama_token)(1 + i % (n_vocab - 1));
+        llama_token tok = (llama_token)(all ? 1 + (37 * i) % (n_vocab - 1) : 1 + i % (n_vocab - 1));
         if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
             printf("refused decode failed at step %d\n", i);
             return 0;
@@ -91,6 +100,17 @@ static int decode(const char *path, int n)
                 printf("bad logit %d at step %d\n", v, i);
                 return 1;
             }
+        if (all) {
+            printf("%d", i);
+            for (int v = 0; v < n_vocab; v++)
+                printf(" %.9g", lg[v]);
+            printf("\n");
+        }
+    }
+    if (all) {
+        llama_free(ctx);
+        llama_model_free(model);
+        return 0;
     }
     printf("ok %d %.6f %.6f\n", n, lg ? lg[0] : 0.0f, lg ? lg[1] : 0.0f);
     llama_free(ctx);
@@ -107,12 +127,12 @@ int main(int argc, char **argv)
     enum ggml_type tk, tv;
     unsigned long long mb = 0, kb = 0, cb = 0;
 
-    if (argc == 5 && strcmp(argv[3], "decode") == 0) {
+    if (argc == 5 && (strcmp(argv[3], "decode") == 0 || strcmp(argv[3], "logits") == 0)) {
         verbose = getenv("PROBE_VERBOSE") != NULL;
         llama_log_set(log_cb, NULL);
         ggml_backend_load_all_from_path(argv[1]);
         llama_backend_init();
-        return decode(argv[2], atoi(argv[4]));
+        return decode(argv[2], atoi(argv[4]), strcmp(argv[3], "logits") == 0);
     }
     if (argc != 9 || !type_from_name(argv[4], &tk) || !type_from_name(argv[5], &tv)) {
         fprintf(stderr, "usage: probe LIBDIR MODEL.gguf N_CTX TYPE_K TYPE_V N_SEQ SWA_FULL FA\n");

@@ -11,6 +11,10 @@
 # `kvplan fit --engine llamacpp --format json` (k_bytes + v_bytes). Where
 # llama.cpp refuses a configuration, kvplan must refuse it too.
 # Downloads are cached under build/oracle/, so a second run is fast.
+# Then, on the same weights, the reference decoder's logits against
+# llama.cpp's (section 5): `export-gguf --ref-weights` writes the decoder's
+# own f32 weights, tests/oracle/ref_logits.c prints its logits and the
+# probe's `logits` mode prints llama.cpp's (flash attention off, f32 cache).
 # Exit 0: every row agrees (or the npm registry cannot be reached: skipped);
 # 1: a mismatch; 2: the setup failed.
 set -u
@@ -61,6 +65,12 @@ if [ ! -x "$PROBE" ] || [ tests/oracle/probe.c -nt "$PROBE" ] || [ tests/oracle/
             -l:libggml-base.so -Wl,-rpath,"$(cd "$LIB" && pwd)" -o "$PROBE" || exit 2
 fi
 LIBABS=$(cd "$LIB" && pwd)
+REFL="$O/ref_logits"
+if [ ! -x "$REFL" ] || [ tests/oracle/ref_logits.c -nt "$REFL" ] || [ build/rel/libkvplan.a -nt "$REFL" ]; then
+    echo "oracle: building $REFL"
+    ${CC:-cc} -std=c11 -O1 -Wall -Iinclude tests/oracle/ref_logits.c build/rel/libkvplan.a \
+        $(pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml) -lm -pthread -o "$REFL" || exit 2
+fi
 
 # ---- 3. models: shipped ones, plus small shapes for MQA, head dim 16 and SWA layouts
 tiny() { # name, specs+layers text, tied embeddings (default true)
@@ -181,8 +191,64 @@ for model in oracle-mqa-hd16 oracle-gemma3-irregular oracle-mla; do
     fi
 done
 
+# ---- 5. logits on the same weights: the reference decoder against llama.cpp ----
+# Both sides compute in fp32 on the same floats; they differ only in rounding
+# (summation order, expf, RoPE angles in float vs double), measured at
+# ~2e-7 of max |logit|. The bound, 2e-6 of max |logit| over every step and
+# vocab entry, is 10x that, and still catches a convention off by a hair:
+# rms eps 1e-6 instead of 1e-5 moves the logits by 1.2e-5 relative, a RoPE
+# base of 10001 instead of 10000 by 3.6e-6 (GQA shape below, measured once
+# by patching the GGUF); a wrong rope pairing, eps or untied head is ~1e-1.
+LTOL=${ORACLE_LOGITS_TOL:-2e-6} # the bound can be set for a run, to see the check fail
+LSTEPS=32
+LTABLE="$O/logits.md"
+printf '| shape | heads / kv heads x head dim | layers | steps | vocab | max abs(logit) | max abs(delta) | relative | bound | result |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n' >"$LTABLE"
+refmodel() { # name, heads, kv heads, head dim, layers, tied
+    printf 'kvplan: 1\nname: %s\ndtype: f32\nmax_context: 4096\nhidden: 256\nintermediate: 512\nvocab: 512\ntied_embeddings: %s\nspecs:\n  attn: {kind: full, heads: %s, kv_heads: %s, head_dim: %s}\nlayers:\n  - {spec: attn, count: %s}\n' \
+        "$1" "$6" "$2" "$3" "$4" "$5" >"$O/models/$1.yaml"
+}
+refmodel oracle-ref-gqa 8 2 32 4 true
+refmodel oracle-ref-mqa 6 1 48 4 true # 6 x 48 = 288 != hidden: key_length is read, not derived
+refmodel oracle-ref-mha 4 4 64 3 false
+seed=11
+for model in oracle-ref-gqa oracle-ref-mqa oracle-ref-mha; do
+    seed=$((seed + 1))
+    yaml="$O/models/$model.yaml" gguf="$O/gguf/$model.gguf"
+    layers=$(sed -n 's/.*count: \([0-9]*\)}/\1/p' "$yaml")
+    geo=$(sed -n 's/.*heads: \([0-9]*\), kv_heads: \([0-9]*\), head_dim: \([0-9]*\)}/\1 \/ \2 x \3/p' "$yaml")
+    if ! "$KVPLAN" export-gguf "$yaml" "$gguf" --ref-weights --seed $seed >/dev/null 2>"$O/export.err" ||
+        ! "$REFL" "$yaml" $seed $LSTEPS >"$O/$model.ref.txt" 2>"$O/ref.err" ||
+        ! GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$gguf" logits $LSTEPS >"$O/$model.llama.txt" 2>"$O/probe.err"; then
+        echo "MISMATCH logits $model: cannot run: $(cat "$O/export.err" "$O/ref.err") $(head -c 300 "$O/$model.llama.txt")" >>"$NOTES"
+        fail=$((fail + 1))
+        continue
+    fi
+    # steps, max |delta| over steps x vocab, max |logit| (reference), their ratio; "bad" when the runs differ in shape
+    r=$(awk 'NR == FNR { for (i = 2; i <= NF; i++) ref[$1, i] = $i; nf[$1] = NF; next }
+        { if (!($1 in nf) || nf[$1] != NF) { bad = 1; next }
+          for (i = 2; i <= NF; i++) { d = $i - ref[$1, i]; if (d < 0) d = -d; if (d > md) md = d
+              a = ref[$1, i]; if (a < 0) a = -a; if (a > ma) ma = a }
+          n++; v = NF - 1 }
+        END { if (bad || n == 0 || ma == 0) { print "bad"; exit }
+              printf "%d %d %.4g %.3g %.3g\n", n, v, ma, md, md / ma }' "$O/$model.ref.txt" "$O/$model.llama.txt")
+    set -- $r
+    if [ "$1" = bad ] || [ "$1" != $LSTEPS ] || [ "$(wc -l <"$O/$model.ref.txt")" != $LSTEPS ]; then
+        res=MISMATCH; fail=$((fail + 1))
+        echo "MISMATCH logits $model: the runs differ in steps or vocab ($r)" >>"$NOTES"
+        set -- - - - - -
+    elif awk -v r="$5" -v t=$LTOL 'BEGIN { exit !(r <= t) }'; then
+        res=within; pass=$((pass + 1))
+    else
+        res=MISMATCH; fail=$((fail + 1))
+        echo "MISMATCH logits $model: max |dlogit| $4 is $5 of max |logit| $3, over the bound $LTOL" >>"$NOTES"
+    fi
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$model" "$geo" "$layers" "$1" "$2" "$3" "$4" "$5" $LTOL "$res" >>"$LTABLE"
+    echo "logits $model ($geo, $layers layers, seed $seed, fa off, f32 cache): $1 steps x $2 vocab, max |logit| $3," \
+        "max |dlogit| $4 = $5 relative (bound $LTOL): $res" >>"$NOTES"
+done
+
 echo
 cat "$NOTES"
 echo
-echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; table in $TABLE"
+echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE"
 [ $fail -eq 0 ]
