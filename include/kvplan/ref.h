@@ -116,8 +116,8 @@ double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos);
 
 struct kvp_ref_weights;
 
-/* The float32 weights kvp_ref_model_new(m, o) builds, regenerated from the
- * same seed in the same draw order, laid out as llama.cpp reads them.
+/* The float32 weights of kvp_ref_model_new(m, o) itself (their one
+ * generator), laid out as llama.cpp reads them.
  * Layers of full, sliding or chunked attention with a gated MLP only (what
  * arch llama holds); a spec of another kind is refused with its name.
  *

@@ -2,8 +2,8 @@
  * host-side arithmetic that checks it.
  *
  * The CUDA decoder runs the same model as the CPU decoder (ref.h): the host
- * regenerates the CPU decoder's weights from the same PCG32 seed, in the same
- * draw order (kvp_cuda_weights_new), and copies them to the device. It runs
+ * takes the CPU decoder's own weights for the same seed (kvp_cuda_weights_new
+ * builds a kvp_ref_model), and copies them to the device. It runs
  * attention layers (full, sliding, chunked; MHA/GQA/MQA) with SwiGLU MLPs over
  * a KV cache that is contiguous (static: one allocation per layer, sequence
  * and K|V, a ring for windows) or paged (blocks of `block` tokens allocated on
@@ -116,7 +116,7 @@ struct kvp_cuda_weights {
     uint64_t n;
 };
 
-/* The CPU decoder's weights for m under o (ref.h), drawn in its order.
+/* The CPU decoder's weights for m under o (ref.h kvp_ref_model_new's own).
  * Errors: a layer kind the CUDA decoder does not run (MLA, shared, recurrent:
  * the message names it), a missing hidden/MLP/vocab size, no memory. */
 enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,

@@ -1,6 +1,6 @@
 /* cuda_host.c -- the host side of the CUDA reference decoder (ref_cuda.h),
- * built in every configuration: the CPU decoder's weights regenerated in its
- * draw order, the float32 forward the kernels implement, and the driver
+ * built in every configuration: the CPU decoder's weights as offsets into
+ * one array, the float32 forward the kernels implement, and the driver
  * granularity arithmetic. Without CUDA the device entry points answer
  * KVP_ERR_UNSUPPORTED. */
 #include <math.h>
@@ -130,26 +130,6 @@ double kvp_cuda_logit_tolerance(const struct kvp_format *k, const struct kvp_for
 
 /* ---- weights -------------------------------------------------------------- */
 
-static void fill(float *p, uint64_t n, uint64_t fan_in, struct pcg *r)
-{
-    float a = 1.0f / sqrtf((float)(fan_in ? fan_in : 1));
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = a * pcg_float(r);
-}
-
-static void ones(float *p, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = 1.0f;
-}
-
-static uint64_t take(uint64_t *used, uint64_t n)
-{
-    uint64_t at = *used;
-    *used += n;
-    return at;
-}
-
 void kvp_cuda_weights_free(struct kvp_cuda_weights *w)
 {
     if (!w)
@@ -228,105 +208,52 @@ const struct kvp_gpu *kvp_cuda_gpu_guess(const struct kvp_gpu_catalog *c, const 
     return best;
 }
 
-/* Mirrors decoder.c: shape() for the attention kinds, then init_weights()'s
- * draws in the same order (embed, lm_head, then per spec wk, wv, wq, wo,
- * w1, w3, w2) with its shaping calls (measure.c's ref_shape_embed and
- * ref_shape_attention), so the same seed gives the same floats. */
+/* Offset in floats of tensor p of rm's arena; NONE for a tensor it lacks. */
+static uint64_t off(const struct kvp_ref_model *rm, const float *p)
+{
+    return p ? (uint64_t)(p - rm->arena) : NONE;
+}
+
+/* The CPU decoder's own model (decoder.c draws the weights, ref_internal.h),
+ * its arena taken over and its tensors turned into offsets, so the same seed
+ * gives the same floats by construction. */
 enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
                                      struct kvp_cuda_weights **out, struct kvp_error *err)
 {
-    struct kvp_cuda_layer spec[KVP_MAX_SPECS];
     struct kvp_cuda_weights *w;
-    uint64_t used = 0, H, I;
-    struct pcg r;
-    struct kvp_ref_opts ro = *o; /* as kvp_ref_model_new keeps it */
-    if (ro.outlier_gain == 0)
-        ro.outlier_gain = 20.0f;
-
+    struct kvp_ref_model *rm;
     enum kvp_status st;
     *out = NULL;
     if ((st = kvp_cuda_model_ok(m, err)) != KVP_OK)
         return st;
+    if ((st = kvp_ref_model_new(m, o, &rm, err)) != KVP_OK)
+        return st;
     if (!(w = calloc(1, sizeof *w)) || !(w->layer = calloc(m->n_layers ? m->n_layers : 1, sizeof *w->layer))) {
         free(w);
+        kvp_ref_model_free(rm);
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
     }
-    w->hidden = o->hidden ? o->hidden : m->hidden;
-    w->inter = o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
-    w->vocab = o->vocab ? o->vocab : m->vocab;
-    w->n_layers = m->n_layers;
-    if (w->hidden == 0 || w->vocab == 0 || w->inter == 0) {
-        kvp_cuda_weights_free(w);
-        return kvp_fail(err, KVP_ERR_RANGE, "model '%s' has no hidden, intermediate or vocab size", m->name);
+    w->hidden = rm->hidden;
+    w->inter = rm->inter;
+    w->vocab = rm->vocab;
+    w->n_layers = rm->m.n_layers;
+    w->embed = off(rm, rm->embed);
+    w->out_norm = off(rm, rm->out_norm);
+    w->lm_head = off(rm, rm->lm_head);
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(&rm->m, l);
+        const struct ref_layer *x = &rm->w[rm->m.layer_spec[l]];
+        w->layer[l] = (struct kvp_cuda_layer){
+            .kind = s->kind, .hq = x->hq, .hkv = x->hkv, .dk = x->dk, .dv = x->dv,
+            .window = s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED ? s->window : 0,
+            .attn_norm = off(rm, x->attn_norm), .wq = off(rm, x->wq), .wk = off(rm, x->wk), .wv = off(rm, x->wv),
+            .wo = off(rm, x->wo), .ffn_norm = off(rm, x->ffn_norm), .w1 = off(rm, x->w1), .w3 = off(rm, x->w3),
+            .w2 = off(rm, x->w2)};
     }
-    H = w->hidden;
-    I = w->inter;
-    w->embed = take(&used, (uint64_t)w->vocab * H);
-    w->out_norm = take(&used, H);
-    w->lm_head = take(&used, (uint64_t)w->vocab * H);
-    for (uint32_t i = 0; i < m->n_specs; i++) {
-        const struct kvp_layer_spec *s = &m->specs[i];
-        struct kvp_cuda_layer *y = &spec[i];
-        memset(y, 0, sizeof *y);
-        y->kind = s->kind;
-        y->window = s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED ? s->window : 0;
-        y->wq = y->wk = y->wv = y->wo = y->ffn_norm = y->w1 = y->w2 = y->w3 = NONE;
-        y->attn_norm = take(&used, H);
-        if (s->kind != KVP_LAYER_NONE) {
-            uint32_t hkv = s->n_kv_heads ? s->n_kv_heads : 1, g = s->n_heads / hkv;
-            if (g == 0)
-                g = 1;
-            if (o->q_per_kv && g > o->q_per_kv)
-                g = o->q_per_kv;
-            y->hkv = hkv;
-            y->hq = hkv * g;
-            y->dk = s->head_dim_k;
-            y->dv = s->head_dim_v;
-            y->wk = take(&used, (uint64_t)y->hkv * y->dk * H);
-            y->wv = take(&used, (uint64_t)y->hkv * y->dv * H);
-            y->wq = take(&used, (uint64_t)y->hq * y->dk * H);
-            y->wo = take(&used, H * y->hq * y->dv);
-        }
-        if (s->mlp != KVP_MLP_NONE) {
-            y->ffn_norm = take(&used, H);
-            y->w1 = take(&used, I * H);
-            y->w3 = take(&used, I * H);
-            y->w2 = take(&used, H * I);
-        }
-    }
-    w->n = used;
-    if (used > SIZE_MAX / sizeof(float) || !(w->w = malloc((size_t)used * sizeof(float)))) {
-        kvp_cuda_weights_free(w);
-        return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu weights of model '%s' (scale it down)",
-                        (unsigned long long)used, m->name);
-    }
-    float *p = w->w;
-    pcg_seed(&r, o->seed, 1);
-    for (uint64_t i = 0; i < (uint64_t)w->vocab * H; i++)
-        p[w->embed + i] = pcg_float(&r);
-    ones(p + w->out_norm, H);
-    fill(p + w->lm_head, (uint64_t)w->vocab * H, H, &r);
-    ref_shape_embed(&ro, (uint32_t)H, w->vocab, p + w->embed); /* measure.c: KIVI's token classes */
-    for (uint32_t i = 0; i < m->n_specs; i++) {
-        struct kvp_cuda_layer *y = &spec[i];
-        ones(p + y->attn_norm, H);
-        if (y->wk != NONE) {
-            fill(p + y->wk, (uint64_t)y->hkv * y->dk * H, H, &r);
-            fill(p + y->wv, (uint64_t)y->hkv * y->dv * H, H, &r);
-            fill(p + y->wq, (uint64_t)y->hq * y->dk * H, H, &r);
-            fill(p + y->wo, H * y->hq * y->dv, (uint64_t)y->hq * y->dv, &r);
-            /* outlier keys, heavy hitters, loud values: the CPU decoder's own code */
-            ref_shape_attention(&ro, (uint32_t)H, y->hq, y->hkv, y->dk, y->dv, p + y->wq, p + y->wk, p + y->wv);
-        }
-        if (y->w1 != NONE) {
-            ones(p + y->ffn_norm, H);
-            fill(p + y->w1, I * H, H, &r);
-            fill(p + y->w3, I * H, H, &r);
-            fill(p + y->w2, H * I, I, &r);
-        }
-    }
-    for (uint32_t l = 0; l < m->n_layers; l++)
-        w->layer[l] = spec[m->layer_spec[l]];
+    w->w = rm->arena; /* taken: kvp_ref_model_free then frees only the struct */
+    w->n = rm->arena_n;
+    rm->arena = NULL;
+    kvp_ref_model_free(rm);
     *out = w;
     return KVP_OK;
 }

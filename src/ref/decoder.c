@@ -19,88 +19,64 @@
 #include "kvplan/num.h"
 #include "ref_internal.h"
 
-/* Weights of one layer spec; layers of a spec share them. */
-struct lw {
-    uint32_t hq, hkv, dk, dv; /* query heads, KV heads, K/Q and V head dims */
-    uint32_t nope, rope, rank; /* MLA */
-    uint64_t S;                /* recurrent state elements */
-    float *attn_norm;          /* (hidden,) */
-    float *wq;                 /* (hq*dk, hidden) */
-    float *wk, *wv;            /* (hkv*dk, hidden), (hkv*dv, hidden) */
-    float *wo;                 /* (hidden, hq*dv) */
-    float *wdkv, *wkr;         /* MLA: (rank, hidden), (rope, hidden) */
-    float *wuk, *wuv;          /* MLA: (hq, nope, rank), (hq, dv, rank) */
-    float *ra, *rb, *rc;       /* recurrent: (S,) decay logit, input and output gains */
-    float *ffn_norm;           /* (hidden,) */
-    float *w1, *w3;            /* (inter, hidden) */
-    float *w2;                 /* (hidden, inter) */
-};
-
-struct kvp_ref_model {
-    struct kvp_model m; /* the shape as run (scaled) */
-    struct kvp_ref_opts o;
-    uint32_t hidden, inter, vocab;
-    float *embed;       /* (vocab, hidden) */
-    float *out_norm;    /* (hidden,) */
-    float *lm_head;     /* (vocab, hidden) */
-    struct lw w[KVP_MAX_SPECS];
-    float *arena;
-    uint64_t arena_n, arena_used;
-};
-
 /* ---- weights ------------------------------------------------------------- */
 
-static float *take(struct kvp_ref_model *rm, uint64_t n)
+/* a*b*c floats more from the arena (pass 1, arena NULL, only counts). An
+ * overflowing count pins arena_used at UINT64_MAX, which later takes keep. */
+static float *take(struct kvp_ref_model *rm, uint64_t a, uint64_t b, uint64_t c)
 {
     float *p = rm->arena ? rm->arena + rm->arena_used : NULL;
-    rm->arena_used += n;
+    uint64_t n;
+    if (!kvp_mul3(a, b, c, &n) || !kvp_add(rm->arena_used, n, &rm->arena_used))
+        rm->arena_used = UINT64_MAX;
     return p;
 }
 
-/* Carve every weight from the arena (pass 1 with arena NULL counts). */
+/* Carve every weight from the arena in ref_internal.h's order (pass 1 with
+ * arena NULL counts). */
 static void carve(struct kvp_ref_model *rm)
 {
     uint64_t H = rm->hidden, I = rm->inter;
     rm->arena_used = 0;
-    rm->embed = take(rm, (uint64_t)rm->vocab * H);
-    rm->out_norm = take(rm, H);
-    rm->lm_head = take(rm, (uint64_t)rm->vocab * H);
+    rm->embed = take(rm, rm->vocab, H, 1);
+    rm->out_norm = take(rm, H, 1, 1);
+    rm->lm_head = take(rm, rm->vocab, H, 1);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct lw *w = &rm->w[i];
-        w->attn_norm = take(rm, H);
+        struct ref_layer *w = &rm->w[i];
+        w->attn_norm = take(rm, H, 1, 1);
         switch (s->kind) {
         case KVP_LAYER_FULL:
         case KVP_LAYER_SLIDING:
         case KVP_LAYER_CHUNKED:
-            w->wk = take(rm, (uint64_t)w->hkv * w->dk * H);
-            w->wv = take(rm, (uint64_t)w->hkv * w->dv * H);
+            w->wk = take(rm, w->hkv, w->dk, H);
+            w->wv = take(rm, w->hkv, w->dv, H);
             /* fallthrough */
         case KVP_LAYER_SHARED:
-            w->wq = take(rm, (uint64_t)w->hq * w->dk * H);
-            w->wo = take(rm, H * w->hq * w->dv);
+            w->wq = take(rm, w->hq, w->dk, H);
+            w->wo = take(rm, H, w->hq, w->dv);
             break;
         case KVP_LAYER_MLA:
-            w->wq = take(rm, (uint64_t)w->hq * w->dk * H);
-            w->wdkv = take(rm, (uint64_t)w->rank * H);
-            w->wkr = take(rm, (uint64_t)w->rope * H);
-            w->wuk = take(rm, (uint64_t)w->hq * w->nope * w->rank);
-            w->wuv = take(rm, (uint64_t)w->hq * w->dv * w->rank);
-            w->wo = take(rm, H * w->hq * w->dv);
+            w->wq = take(rm, w->hq, w->dk, H);
+            w->wdkv = take(rm, w->rank, H, 1);
+            w->wkr = take(rm, w->rope, H, 1);
+            w->wuk = take(rm, w->hq, w->nope, w->rank);
+            w->wuv = take(rm, w->hq, w->dv, w->rank);
+            w->wo = take(rm, H, w->hq, w->dv);
             break;
         case KVP_LAYER_RECURRENT:
-            w->ra = take(rm, w->S);
-            w->rb = take(rm, w->S);
-            w->rc = take(rm, w->S);
+            w->ra = take(rm, w->S, 1, 1);
+            w->rb = take(rm, w->S, 1, 1);
+            w->rc = take(rm, w->S, 1, 1);
             break;
         default:
             break;
         }
         if (s->mlp != KVP_MLP_NONE) {
-            w->ffn_norm = take(rm, H);
-            w->w1 = take(rm, I * H);
-            w->w3 = take(rm, I * H);
-            w->w2 = take(rm, H * I);
+            w->ffn_norm = take(rm, H, 1, 1);
+            w->w1 = take(rm, I, H, 1);
+            w->w3 = take(rm, I, H, 1);
+            w->w2 = take(rm, H, I, 1);
         }
     }
 }
@@ -119,6 +95,11 @@ static void ones(float *p, uint64_t n)
         p[i] = 1.0f;
 }
 
+/* The only place the reference weights are drawn: cuda_host.c and
+ * weights_export.c read a kvp_ref_model's tensors (ref_internal.h). One PCG32
+ * stream (seed, stream 1) in this order: embed, lm_head, then per spec wk,
+ * wv, wq, wo, MLA's, recurrent's, w1, w3, w2; measure.c's shaping uses its
+ * own streams, so adding it leaves the other draws alone. */
 static void init_weights(struct kvp_ref_model *rm)
 {
     struct pcg r;
@@ -131,7 +112,7 @@ static void init_weights(struct kvp_ref_model *rm)
     ref_shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct lw *w = &rm->w[i];
+        struct ref_layer *w = &rm->w[i];
         ones(w->attn_norm, H);
         if (w->wk) {
             fill(w->wk, (uint64_t)w->hkv * w->dk * H, H, &r);
@@ -169,7 +150,7 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
 {
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct lw *w = &rm->w[i];
+        struct ref_layer *w = &rm->w[i];
         const struct kvp_layer_spec *src = s;
         if (s->kind == KVP_LAYER_SHARED) {
             if (s->shares >= rm->m.n_layers)
@@ -238,6 +219,10 @@ enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_re
     }
     carve(rm);
     rm->arena_n = rm->arena_used;
+    if (rm->arena_n == UINT64_MAX) {
+        free(rm);
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights of model '%s' overflow 64 bits (scale it down)", m->name);
+    }
     if (rm->arena_n > SIZE_MAX / sizeof(float) || !(rm->arena = malloc((size_t)rm->arena_n * sizeof(float)))) {
         uint64_t n = rm->arena_n;
         free(rm);
@@ -282,7 +267,7 @@ double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
     double H = rm->hidden, f = 2.0 * H * rm->vocab;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct kvp_layer_spec *s = kvp_model_layer(&rm->m, l);
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         const struct kvp_layer_spec *src = s->kind == KVP_LAYER_SHARED ? kvp_model_layer(&rm->m, s->shares) : s;
         double n = (double)attended(src, pos);
         if (w->wk)
@@ -416,7 +401,7 @@ static void softmax(float *x, uint64_t n)
 }
 
 /* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
-static void mlp(const struct kvp_ref_model *rm, const struct lw *w, float *x, float *xb, float *h1, float *h3)
+static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float *x, float *xb, float *h1, float *h3)
 {
     rmsnorm(xb, x, w->ffn_norm, rm->hidden);
     matvec(rm, h1, w->w1, xb, rm->inter, rm->hidden);
@@ -431,7 +416,7 @@ static void mlp(const struct kvp_ref_model *rm, const struct lw *w, float *x, fl
 /* One step of the gated linear recurrence over S state elements:
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
  * The state is kept in the model's state dtype (st, S values). */
-static void recur(const struct kvp_ref_model *rm, const struct lw *w, enum kvp_dtype dt, uint8_t *st,
+static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
                   const float *xb, float *y)
 {
     uint32_t H = rm->hidden, sz = codec_plain_size(dt);
@@ -474,7 +459,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
-        const struct lw *w = &rm->w[i];
+        const struct ref_layer *w = &rm->w[i];
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
         uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
         wide = a > wide ? a : wide;
@@ -482,7 +467,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
         heads = w->hq > heads ? w->hq : heads;
     }
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
     }
     uint64_t I = rm->inter, V = rm->vocab;
@@ -505,7 +490,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     s->att = s->h3 + I + wide;
     float *p = s->pend;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (w->wk) {
             s->pk[l] = p;
             s->pv[l] = p + (uint64_t)w->hkv * w->dk;
@@ -520,7 +505,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
 
 /* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
  * the newest (pos) from this step's pending rows. out (hq, dv). */
-static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct lw *w, uint32_t src,
+static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
                    uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
 {
     uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
@@ -563,7 +548,7 @@ static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c
  * (rank,) scores the cached latents directly, and the output latent is
  * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
  * cached latent per head (what kvp_ref_recompute does). */
-static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct lw *w, uint32_t l,
+static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
                        uint32_t seq, uint64_t pos, struct scratch *s)
 {
     uint64_t n = pos + 1, R = w->rank;
@@ -629,7 +614,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
     memcpy(s->x, rm->embed + (uint64_t)token * H, H * sizeof(float));
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (sp->kind != KVP_LAYER_NONE) {
             rmsnorm(s->xb, s->x, w->attn_norm, H);
             switch (sp->kind) {
@@ -702,7 +687,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
     if ((st = scratch_new(rm, 0, &s, err)) != KVP_OK)
         return st;
     for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         uint64_t nk = w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
         for (uint64_t i = 0; i < nk; i++) /* synthetic, varied, bounded entries */
             s.pk[l][i] = (float)sin((double)(pos * 31 + i * 7 + l));
@@ -720,7 +705,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
 
 void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)
 {
-    const struct lw *w = &rm->w[rm->m.layer_spec[0]];
+    const struct ref_layer *w = &rm->w[rm->m.layer_spec[0]];
     float *xb = malloc(rm->hidden * sizeof *xb);
     if (!xb)
         return;
@@ -745,7 +730,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
 {
     uint64_t H = rm->hidden, L = rm->m.n_layers, kmax = 1, smax = 1, wide = H;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
-        const struct lw *w = &rm->w[i];
+        const struct ref_layer *w = &rm->w[i];
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
         kmax = a > kmax ? a : kmax;
         smax = w->S > smax ? w->S : smax;
@@ -771,7 +756,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     }
     for (uint32_t l = 0; l < L; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
-        const struct lw *w = &rm->w[rm->m.layer_spec[l]];
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         float *K = KV + (uint64_t)l * n * kmax; /* (n, kmax): K then V of each position */
         if (sp->kind == KVP_LAYER_RECURRENT)
             memset(state, 0, smax * 4);
@@ -831,7 +816,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                             }
                         }
                     } else {
-                        const struct lw *sw = &rm->w[rm->m.layer_spec[src]];
+                        const struct ref_layer *sw = &rm->w[rm->m.layer_spec[src]];
                         uint64_t g = w->hq / sw->hkv;
                         rope(q, w->hq, w->dk, w->dk, t);
                         for (uint32_t h = 0; h < w->hq; h++) {

@@ -45,6 +45,48 @@ void cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, u
 enum kvp_status cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
 enum kvp_dtype cache_state_dtype(const struct kvp_ref_cache *c);
+/* ---- decoder.c: the model and its seeded weights ----------------------------
+ * The one generator of the reference weights: kvp_ref_model_new shapes the
+ * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
+ * in one order. cuda_host.c (kvp_cuda_weights_new) and weights_export.c
+ * (kvp_ref_weights_new) build a kvp_ref_model and read its tensors here
+ * instead of drawing their own, so the three cannot drift apart.
+ * Matrices are row-major (out, in); NULL where the spec has no such tensor. */
+
+/* Weights of one layer spec; layers of a spec share them. */
+struct ref_layer {
+    uint32_t hq, hkv, dk, dv;  /* query heads (scaled), KV heads, K/Q and V head dims */
+    uint32_t nope, rope, rank; /* MLA */
+    uint64_t S;                /* recurrent state elements */
+    float *attn_norm;          /* (hidden,) */
+    float *wq;                 /* (hq*dk, hidden) */
+    float *wk, *wv;            /* (hkv*dk, hidden), (hkv*dv, hidden) */
+    float *wo;                 /* (hidden, hq*dv) */
+    float *wdkv, *wkr;         /* MLA: (rank, hidden), (rope, hidden) */
+    float *wuk, *wuv;          /* MLA: (hq, nope, rank), (hq, dv, rank) */
+    float *ra, *rb, *rc;       /* recurrent: (S,) decay logit, input and output gains */
+    float *ffn_norm;           /* (hidden,) */
+    float *w1, *w3;            /* (inter, hidden) */
+    float *w2;                 /* (hidden, inter) */
+};
+
+/* Every tensor points into arena (one malloc of arena_n floats), carved in
+ * the order embed, out_norm, lm_head, then per spec attn_norm, wk, wv, wq,
+ * wo (MLA: wq, wdkv, wkr, wuk, wuv, wo; recurrent: ra, rb, rc), ffn_norm,
+ * w1, w3, w2. A reader may take the arena (set it to NULL) before
+ * kvp_ref_model_free, which then frees only the struct. */
+struct kvp_ref_model {
+    struct kvp_model m;     /* the shape as run (scaled; n_heads = hq) */
+    struct kvp_ref_opts o;  /* as given, outlier_gain defaulted to 20 */
+    uint32_t hidden, inter, vocab;
+    float *embed;           /* (vocab, hidden) */
+    float *out_norm;        /* (hidden,) */
+    float *lm_head;         /* (vocab, hidden) */
+    struct ref_layer w[KVP_MAX_SPECS]; /* indexed like m.specs */
+    float *arena;
+    uint64_t arena_n, arena_used; /* floats */
+};
+
 /* ---- decoder.c, for measure.c ------------------------------------------ */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
 void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
