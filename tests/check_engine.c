@@ -1072,6 +1072,112 @@ START_TEST(shipped_models_compute)
 }
 END_TEST
 
+/* ---- preallocated capacity ------------------------------------------------ */
+
+/* kvp_cache_capacity against brute force over every t <= T: it holds every
+ * step (>= max_t bytes(t)); plain and token-axis formats need exactly the
+ * bytes at T; channel-axis needs the largest quantized part plus the largest
+ * residual part, each taken over t <= T, which is max_t bytes(t) exactly
+ * when T < R' or T mod R' == R' - 1 and strictly more otherwise. */
+START_TEST(capacity_brute_force)
+{
+    static const struct {
+        const char *f;
+        uint64_t rp; /* R' for axis=channel, 0 for the monotone formats */
+    } cases[] = {
+        {"f16", 0},
+        {"q8_0", 0},
+        {"int4:group=32", 0},
+        {"int4:group=16:residual=16", 0},
+        {"int2:group=4:axis=channel", 4},
+        {"int2:group=4:axis=channel:residual=8", 8},
+        {"int4:group=8:axis=channel:residual=32:zp=no", 32},
+        {"int4:group=32:axis=channel", 32},
+        {"int2:group=32:axis=channel:residual=128:scale=f32", 128},
+        {"int8:group=16:axis=channel:residual=48", 48},
+        {"int4:group=8:axis=channel:residual=16:outliers=0.01", 16},
+    };
+    static const uint64_t dims[][2] = {{1, 128}, {2, 64}, {8, 32}}; /* n_kv, d */
+    struct kvp_error err = {0};
+    for (size_t i = 0; i < N_ELEMS(cases); i++)
+        for (size_t di = 0; di < N_ELEMS(dims); di++) {
+            struct kvp_format f = fmt(cases[i].f);
+            uint64_t n = dims[di][0], d = dims[di][1], rp = cases[i].rp;
+            uint64_t most = 0, most_q = 0, most_r = 0; /* running maxima over t <= T */
+            for (uint64_t T = 0; T <= 300; T++) {
+                uint64_t b, cap;
+                ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T, &b, &err), err);
+                most = b > most ? b : most;
+                if (rp) { /* the two parts of bytes(T), each priced on its own */
+                    uint64_t q, r;
+                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T - T % rp, &q, &err), err);
+                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T % rp, &r, &err), err);
+                    ck_assert_uint_eq(q + r, b);
+                    most_q = q > most_q ? q : most_q;
+                    most_r = r > most_r ? r : most_r;
+                }
+                ck_assert_kvp_ok(kvp_cache_capacity(&f, n, d, T, &cap, &err), err);
+                ck_assert_msg(cap >= most, "%s %llux%llu T %llu: capacity %llu < max bytes %llu", cases[i].f,
+                              (unsigned long long)n, (unsigned long long)d, (unsigned long long)T,
+                              (unsigned long long)cap, (unsigned long long)most);
+                if (!rp) {
+                    ck_assert_uint_eq(cap, b);
+                    ck_assert_uint_eq(cap, most);
+                    continue;
+                }
+                ck_assert_msg(cap == most_q + most_r, "%s %llux%llu T %llu: capacity %llu, parts %llu + %llu",
+                              cases[i].f, (unsigned long long)n, (unsigned long long)d, (unsigned long long)T,
+                              (unsigned long long)cap, (unsigned long long)most_q, (unsigned long long)most_r);
+                if (T < rp || T % rp == rp - 1)
+                    ck_assert_uint_eq(cap, most);
+                else
+                    ck_assert_uint_gt(cap, most);
+            }
+        }
+}
+END_TEST
+
+/* The figures of engine.h's example, and the query flag in kvp_kv_compute:
+ * off, nothing changes; on, every spec prices its capacity and the peak is
+ * the total (a preallocated cache copies nothing). */
+START_TEST(capacity_preallocated_plan)
+{
+    struct kvp_format f = fmt("int2:group=32:axis=channel");
+    struct kvp_error err = {0};
+    uint64_t cap, b;
+    ck_assert_kvp_ok(kvp_cache_capacity(&f, 1, 128, 64, &cap, &err), err);
+    ck_assert_uint_eq(cap, 11008); /* 64 tokens: 2048 codes + 1024 meta; 31 residual: 7936 */
+    ck_assert_kvp_ok(kvp_cache_bytes(&f, 1, 128, 63, &b, &err), err);
+    ck_assert_uint_eq(b, 9472); /* the largest bytes(t), t <= 64 */
+
+    struct kvp_model m;
+    one_layer(&m, KVP_LAYER_FULL, 4, 64, 0);
+    static const uint64_t ts[] = {1, 31, 32, 33, 100, 127, 128, 129};
+    for (size_t i = 0; i < N_ELEMS(ts); i++) {
+        struct kvp_kv_query q = {.context = ts[i], .batch = 3, .k = fmt("int2:group=32:axis=channel:residual=64"),
+                                 .v = fmt("int4:group=32")};
+        struct kvp_kv_plan held, pre;
+        uint64_t kc, vc;
+        ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &held, &err), err);
+        q.preallocated = true;
+        ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &pre, &err), err);
+        ck_assert_kvp_ok(kvp_cache_capacity(&q.k, 4, 64, ts[i], &kc, &err), err);
+        ck_assert_kvp_ok(kvp_cache_capacity(&q.v, 4, 64, ts[i], &vc, &err), err);
+        ck_assert_uint_eq(pre.k_bytes, 3 * kc);
+        ck_assert_uint_eq(pre.v_bytes, 3 * vc);
+        ck_assert_uint_eq(pre.v_bytes, held.v_bytes); /* token axis: monotone */
+        ck_assert_uint_eq(pre.peak_bytes, pre.total_bytes);
+        if (ts[i] > 1) /* held: a copy of the largest tensor at T-1 tokens */
+            ck_assert_uint_gt(held.peak_bytes, held.total_bytes);
+        ck_assert_uint_eq(pre.kv_bytes_per_token, held.kv_bytes_per_token);
+        if (ts[i] % 64 == 63 || ts[i] < 64)
+            ck_assert_uint_ge(pre.k_bytes, held.k_bytes);
+        else
+            ck_assert_uint_gt(pre.k_bytes, held.k_bytes);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine");
@@ -1119,6 +1225,8 @@ static Suite *suite(void)
     tcase_add_test(limits, overflow_state);
     tcase_add_test(limits, overflow_quantized);
     tcase_add_test(limits, weights_errors);
+    tcase_add_test(limits, capacity_brute_force);
+    tcase_add_test(limits, capacity_preallocated_plan);
     suite_add_tcase(s, limits);
     return s;
 }

@@ -8,7 +8,12 @@
 #include "kvplan/engine.h"
 #include "kvplan/ref.h"
 #include "testutil.h"
+/* the codec's own entry points (bytes of one row), not public */
+#include "../src/ref/ref_internal.h"
 
+/* 1 once src/ref/cache.c's check_format stores every block type (it
+ * refused all but q8_0 and q4_0 before the codecs existed); the decoder
+ * test below then measures the new formats instead of expecting the refusal. */
 /* A small model with every layer kind (window 5 / chunk 4, so that short
  * runs cross them). */
 static void zoo(struct kvp_model *m, enum kvp_dtype state)
@@ -321,10 +326,13 @@ START_TEST(refusals)
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
     struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1,
                                     .k = fmt("int4:axis=channel"), .v = fmt("f16")};
+    /* static holds axis=channel at its capacity, but not on the zoo's windowed layers */
     ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.msg, "axis=channel needs policy dynamic"));
+    ck_assert_str_eq(err.msg, "K format 'int4:axis=channel': axis=channel on a windowed layer is not implemented");
     co.policy = KVP_REF_PAGED;
     co.block = 4;
+    ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "axis=channel needs policy static or dynamic"));
     co.k = fmt("int4:residual=4");
     ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
     co.policy = KVP_REF_STATIC;
@@ -335,6 +343,317 @@ START_TEST(refusals)
     ck_assert_int_eq(kvp_ref_fill(rm, c, 0, &err), KVP_ERR_RANGE);
     kvp_ref_cache_free(c);
     ck_assert_uint_eq(al.cur_total, 0);
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
+/* Static + axis=channel: the cache allocates kvp_cache_capacity (the query's
+ * preallocated flag) for every T around the group (32) and residual (32, 128)
+ * boundaries, every step fits in it (the sanitizer build checks the
+ * bounds), and it decodes the same logits as the dynamic cache, which holds
+ * exactly kvp_cache_bytes at each step. */
+START_TEST(static_channel_capacity)
+{
+    static const char *const fk[] = {"int2:group=32:axis=channel", "int2:group=32:axis=channel:residual=32",
+                                     "int2:group=32:axis=channel:residual=128"};
+    static const char *const fv[] = {"int4:group=32:axis=channel", "int4:group=32:axis=channel:residual=32",
+                                     "int4:group=32:axis=channel:residual=128"};
+    static const uint64_t ctx[] = {31, 32, 33, 127, 128, 129, 255, 256};
+    struct kvp_model m, mc;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 5};
+    zoo(&m, KVP_DTYPE_BF16);
+    kvp_model_init(&mc); /* the zoo without windows: full, MQA, MLA, recurrent */
+    mc = m;
+    mc.n_layers = 0;
+    mc.n_specs = 0;
+    for (uint32_t l = 0; l < m.n_layers; l++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(&m, l);
+        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
+            ck_assert_kvp_ok(kvp_model_add_layers(&mc, s, 1, &err), err);
+    }
+    ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rm, &err), err);
+    uint32_t V = kvp_ref_vocab(rm);
+    float *ls = malloc(V * sizeof *ls), *ld = malloc(V * sizeof *ld);
+    for (size_t fi = 0; fi < 3; fi++)
+        for (int swap = 0; swap < 2; swap++) {
+            struct kvp_format k = fmt(swap ? fv[fi] : fk[fi]), v = fmt(swap ? fk[fi] : fv[fi]);
+            for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
+                uint64_t T = ctx[j];
+                struct kvp_ref_alloc as = {0}, ad = {0};
+                struct kvp_ref_cache *cs, *cd;
+                struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = T, .batch = 2, .k = k, .v = v};
+                struct kvp_kv_query q = {.context = T, .batch = 2, .k = k, .v = v, .preallocated = true};
+                struct kvp_kv_plan plan, held;
+                ck_assert_kvp_ok(kvp_kv_compute(&mc, &q, &plan, &err), err);
+                q.preallocated = false;
+                ck_assert_kvp_ok(kvp_kv_compute(&mc, &q, &held, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &as, &cs, &err), err);
+                /* preallocated: the capacity is there before the first token */
+                ck_assert_uint_eq(as.cur[KVP_REF_K], plan.k_bytes);
+                ck_assert_uint_eq(as.cur[KVP_REF_V], plan.v_bytes);
+                co.policy = KVP_REF_DYNAMIC;
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &ad, &cd, &err), err);
+                for (uint64_t t = 0; t < T; t++)
+                    for (uint32_t b = 0; b < 2; b++) {
+                        uint32_t tok = (uint32_t)(t * 7 + b * 3) % 50;
+                        ck_assert_kvp_ok(kvp_ref_step(rm, cs, b, tok, ls, &err), err);
+                        ck_assert_kvp_ok(kvp_ref_step(rm, cd, b, tok, ld, &err), err);
+                        ck_assert_msg(memcmp(ls, ld, V * sizeof *ls) == 0, "K %s V %s T %llu: step %llu seq %u differs",
+                                      swap ? fv[fi] : fk[fi], swap ? fk[fi] : fv[fi], (unsigned long long)T,
+                                      (unsigned long long)t, b);
+                    }
+                ck_assert_msg(as.cur[KVP_REF_K] == plan.k_bytes && as.cur[KVP_REF_V] == plan.v_bytes &&
+                                  as.cur[KVP_REF_STATE] == plan.state_bytes && as.peak_total == plan.total_bytes &&
+                                  as.cur_total == plan.total_bytes,
+                              "K %s V %s T %llu: measured K %llu V %llu peak %llu, predicted %llu %llu %llu",
+                              swap ? fv[fi] : fk[fi], swap ? fk[fi] : fv[fi], (unsigned long long)T,
+                              (unsigned long long)as.cur[KVP_REF_K], (unsigned long long)as.cur[KVP_REF_V],
+                              (unsigned long long)as.peak_total, (unsigned long long)plan.k_bytes,
+                              (unsigned long long)plan.v_bytes, (unsigned long long)plan.total_bytes);
+                /* the dynamic cache holds the bytes at T; static holds at least that */
+                ck_assert_uint_eq(ad.cur_total, held.total_bytes);
+                ck_assert_uint_ge(plan.total_bytes, held.total_bytes);
+                kvp_ref_cache_free(cs);
+                kvp_ref_cache_free(cd);
+                ck_assert_uint_eq(as.cur_total, 0);
+                ck_assert_uint_eq(ad.cur_total, 0);
+            }
+        }
+    free(ls);
+    free(ld);
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
+/* ---- ggml / OCP / NVIDIA block formats ------------------------------- */
+
+/* Every block type the codec stores, with its bytes per block and the
+ * relative RMS error ||x - x'|| / ||x|| it must stay under on uniform
+ * [-1, 1) data times 0.1, 1 and 30 (measured, worst gain: q8_0 0.0038,
+ * q4_0 0.064, q4_1 0.061, q5_0 0.032, q5_1 0.029, iq4_nl 0.068 (its grid
+ * suits bell-shaped data), mxfp4 0.14 (a power-of-two scale), nvfp4 0.103);
+ * each bound is about 1.3x that, so a codec that loses a bit fails. */
+static const struct {
+    const char *name;
+    uint32_t elems, bytes;
+    double max_rel_rms;
+} blocks[] = {
+    {"q8_0", 32, 34, 0.005},  {"q4_0", 32, 18, 0.083},  {"q4_1", 32, 20, 0.079}, {"q5_0", 32, 22, 0.041},
+    {"q5_1", 32, 24, 0.038},  {"iq4_nl", 32, 18, 0.089}, {"mxfp4", 32, 17, 0.18}, {"nvfp4", 16, 9, 0.134},
+};
+
+static double rel_rms(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, float gain)
+{
+    uint64_t nb = codec_row_bytes(f, n_kv, d);
+    uint8_t *buf = malloc(nb);
+    float *y = malloc((size_t)n_kv * d * sizeof *y), *xs = malloc((size_t)n_kv * d * sizeof *xs);
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++)
+        xs[i] = x[i] * gain;
+    codec_encode_row(f, n_kv, d, xs, buf);
+    codec_decode_row(f, n_kv, d, buf, y);
+    for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++) {
+        num += ((double)xs[i] - y[i]) * ((double)xs[i] - y[i]);
+        den += (double)xs[i] * xs[i];
+    }
+    free(buf);
+    free(y);
+    free(xs);
+    return sqrt(num / den);
+}
+
+/* Round trip on 4 heads x 128 random values per format, at three magnitudes
+ * (the scale formats must not depend on it), and 5 bits beat 4. */
+START_TEST(block_round_trip)
+{
+    enum { NKV = 4, D = 128 };
+    /* nvfp4's scale is e4m3 with no per-tensor scale: below amax ~ 6 * 2^-6
+     * the block scale is subnormal and coarse (x0.01 measured 0.12), so
+     * the smallest gain here keeps the scale normal */
+    static const float gains[] = {1.0f, 0.1f, 30.0f};
+    float x[NKV * D];
+    double err[sizeof blocks / sizeof blocks[0]];
+    struct pcg r;
+    pcg_seed(&r, 11, 3);
+    for (int i = 0; i < NKV * D; i++)
+        x[i] = pcg_float(&r);
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        struct kvp_format f = fmt(blocks[i].name);
+        for (size_t g = 0; g < sizeof gains / sizeof gains[0]; g++) {
+            double e = rel_rms(&f, NKV, D, x, gains[g]);
+            if (g == 0)
+                err[i] = e;
+            ck_assert_msg(e > 0 && e < blocks[i].max_rel_rms, "%s x%g: relative rms error %g, bound %g",
+                          blocks[i].name, gains[g], e, blocks[i].max_rel_rms);
+        }
+    }
+    ck_assert_msg(err[4] < err[2] && err[3] < err[1], "5 bits no better than 4: q5_1 %g q4_1 %g q5_0 %g q4_0 %g",
+                  err[4], err[2], err[3], err[1]);
+    ck_assert_msg(err[0] < err[3], "q8_0 %g vs q5_0 %g", err[0], err[3]);
+}
+END_TEST
+
+/* Bytes of one row: n_kv heads x d values, each head d / block blocks; the
+ * encoder writes exactly those bytes (a guard after them stays untouched)
+ * and agrees with format.c's kvp_format_row_bytes. */
+START_TEST(block_row_bytes)
+{
+    static const uint32_t dims[] = {32, 64, 128, 576};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        for (size_t j = 0; j < sizeof dims / sizeof dims[0]; j++) {
+            struct kvp_format f = fmt(blocks[i].name);
+            struct kvp_error err = {0};
+            uint32_t d = dims[j], n_kv = 3;
+            uint64_t want = (uint64_t)n_kv * (d / blocks[i].elems) * blocks[i].bytes, lib;
+            ck_assert_kvp_ok(kvp_format_row_bytes(&f, d, &lib, &err), err);
+            ck_assert_uint_eq(lib * n_kv, want);
+            ck_assert_uint_eq(codec_row_bytes(&f, n_kv, d), want);
+            uint8_t *buf = malloc(want + 16);
+            float *x = malloc((size_t)n_kv * d * sizeof *x);
+            for (uint64_t k = 0; k < (uint64_t)n_kv * d; k++)
+                x[k] = (float)((k * 37) % 101) / 50.0f - 1.0f;
+            memset(buf, 0xA5, want + 16);
+            codec_encode_row(&f, n_kv, d, x, buf);
+            for (int k = 0; k < 16; k++)
+                ck_assert_msg(buf[want + k] == 0xA5, "%s d %u: byte %llu past the row written", blocks[i].name, d,
+                              (unsigned long long)(want + k));
+            free(buf);
+            free(x);
+        }
+}
+END_TEST
+
+/* Exact bytes of one block per new format, on inputs whose grid is known,
+ * and their exact decode: pins the field order, the nibble order (value j
+ * in byte j % (block/2), high half for the second half) and q5's qh bits. */
+START_TEST(block_layouts)
+{
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    static const int8_t nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    static const struct {
+        const char *name;
+        uint32_t n, head; /* values; bytes before the nibbles */
+        uint8_t pre[8];
+    } cases[] = {
+        /* x = i - 16: d = -16 / -16 = 1, q = i; the fifth bit is set for i >= 16 */
+        {"q5_0", 32, 6, {0x00, 0x3c, 0x00, 0x00, 0xff, 0xff}},
+        /* x = 1 + i/2: d = 0.5 (0x3800), m = 1 (0x3c00), q = i */
+        {"q5_1", 32, 8, {0x00, 0x38, 0x00, 0x3c, 0x00, 0x00, 0xff, 0xff}},
+        /* x = i % 16: d = 1, m = 0, q = i % 16 */
+        {"q4_1", 32, 4, {0x00, 0x3c, 0x00, 0x00}},
+        /* x = kvalues[i % 16] / 4: first scale -127 / -31.75 hits the grid, d = 0.25 (0x3400) */
+        {"iq4_nl", 32, 2, {0x00, 0x34}},
+        /* x = 4 * e2m1[i % 16]: amax 24, e = floor(log2 24) - 2 + 127 = 129, scale 4 */
+        {"mxfp4", 32, 1, {129}},
+        /* x = e2m1[i] / 2: amax 3, scale 0.5 = e4m3 0x30 */
+        {"nvfp4", 16, 1, {0x30}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct kvp_format f = fmt(cases[c].name);
+        float x[32], y[32];
+        uint8_t b[32];
+        uint32_t n = cases[c].n, h = cases[c].head;
+        for (uint32_t i = 0; i < n; i++) {
+            switch (c) {
+            case 0: x[i] = (float)i - 16; break;
+            case 1: x[i] = 1 + (float)i / 2; break;
+            case 2: x[i] = (float)(i % 16); break;
+            case 3: x[i] = (float)nl[i % 16] / 4; break;
+            case 4: x[i] = 4 * e2m1[i % 16]; break;
+            default: x[i] = e2m1[i] / 2; break;
+            }
+        }
+        ck_assert_uint_eq(codec_row_bytes(&f, 1, n), h + n / 2);
+        codec_encode_row(&f, 1, n, x, b);
+        for (uint32_t k = 0; k < h; k++)
+            ck_assert_msg(b[k] == cases[c].pre[k], "%s byte %u: 0x%02x, want 0x%02x", cases[c].name, k, b[k],
+                          cases[c].pre[k]);
+        for (uint32_t j = 0; j < n / 2; j++) {
+            /* codes: q = i (q5), i % 16 (the rest); e2m1's -0 is coded +0 (code 0 wins the tie) */
+            uint32_t lo = j % 16, hi = (j + n / 2) % 16;
+            if (c >= 4) {
+                lo = lo == 8 ? 0 : lo;
+                hi = hi == 8 ? 0 : hi;
+            }
+            ck_assert_msg(b[h + j] == (uint8_t)(lo | hi << 4), "%s nibble byte %u: 0x%02x", cases[c].name, j,
+                          b[h + j]);
+        }
+        codec_decode_row(&f, 1, n, b, y);
+        for (uint32_t i = 0; i < n; i++)
+            ck_assert_msg(y[i] == x[i], "%s value %u: %g, want %g", cases[c].name, i, y[i], x[i]);
+    }
+}
+END_TEST
+
+/* An all-zero block decodes to zeros (no division by a zero scale), and a
+ * block of large values (up to 32000, inside fp16's 65504 that q4_1 / q5_1
+ * store their minimum in) keeps its scale finite. */
+START_TEST(block_edges)
+{
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        struct kvp_format f = fmt(blocks[i].name);
+        float x[32] = {0}, y[32];
+        uint8_t b[64];
+        codec_encode_row(&f, 1, 32, x, b);
+        codec_decode_row(&f, 1, 32, b, y);
+        for (int j = 0; j < 32; j++)
+            ck_assert_msg(y[j] == 0, "%s: zero decodes to %g", blocks[i].name, y[j]);
+        for (int j = 0; j < 32; j++)
+            x[j] = (j % 2 ? 1 : -1) * 1e3f * (float)(j + 1);
+        codec_encode_row(&f, 1, 32, x, b);
+        codec_decode_row(&f, 1, 32, b, y);
+        for (int j = 0; j < 32; j++)
+            ck_assert_msg(isfinite(y[j]), "%s: %g decodes to %g", blocks[i].name, x[j], y[j]);
+    }
+}
+END_TEST
+
+/* The decoder stores each new block format at exactly the engine's bytes:
+ * T one below, at and one above a block boundary of 32 tokens, static and
+ * paged (blocks of 4 tokens), K and V of different formats. */
+START_TEST(blocks_measured_equals_predicted)
+{
+    static const char *const kv[][2] = {
+        {"q4_1", "q5_0"}, {"q5_1", "iq4_nl"}, {"mxfp4", "nvfp4"}, {"nvfp4", "q4_1"}, {"iq4_nl", "q5_1"}, {"q5_0", "mxfp4"},
+    };
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_PAGED};
+    static const uint64_t ctx[] = {31, 32, 33};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 4};
+    zoo(&m, KVP_DTYPE_BF16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        for (size_t p = 0; p < sizeof pol / sizeof pol[0]; p++)
+            for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
+                struct kvp_ref_alloc al = {0};
+                struct kvp_ref_cache *c;
+                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = ctx[j], .batch = 2, .block = 4,
+                                                .k = fmt(kv[i][0]), .v = fmt(kv[i][1])};
+                struct kvp_kv_query q = {.context = ctx[j], .batch = 2, .k = co.k, .v = co.v,
+                                         .block = pol[p] == KVP_REF_PAGED ? 4 : 0};
+                struct kvp_kv_plan plan;
+                ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+                enum kvp_status st = kvp_ref_cache_new(rm, &co, &al, &c, &err);
+                ck_assert_kvp_ok(st, err);
+                for (uint64_t t = 0; t < ctx[j]; t++)
+                    for (uint32_t b = 0; b < 2; b++)
+                        ck_assert_kvp_ok(kvp_ref_step(rm, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
+                ck_assert_msg(al.cur[KVP_REF_K] == plan.k_bytes && al.cur[KVP_REF_V] == plan.v_bytes &&
+                                  al.cur[KVP_REF_STATE] == plan.state_bytes && al.peak_total == plan.total_bytes,
+                              "%s K %s V %s T %llu: measured K %llu V %llu S %llu peak %llu, predicted %llu %llu "
+                              "%llu %llu",
+                              kvp_ref_policy_name(pol[p]), kv[i][0], kv[i][1], (unsigned long long)ctx[j],
+                              (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
+                              (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)al.peak_total,
+                              (unsigned long long)plan.k_bytes, (unsigned long long)plan.v_bytes,
+                              (unsigned long long)plan.state_bytes, (unsigned long long)plan.total_bytes);
+                kvp_ref_cache_free(c);
+                ck_assert_uint_eq(al.cur_total, 0);
+            }
     kvp_ref_model_free(rm);
 }
 END_TEST
@@ -350,6 +669,12 @@ static Suite *suite(void)
     tcase_add_test(core, paged_free_list);
     tcase_add_test(core, fidelity_ordering);
     tcase_add_test(core, fidelity_deterministic);
+    tcase_add_test(core, static_channel_capacity);
+    tcase_add_test(core, block_round_trip);
+    tcase_add_test(core, block_layouts);
+    tcase_add_test(core, blocks_measured_equals_predicted);
+    tcase_add_test(limits, block_row_bytes);
+    tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);

@@ -28,10 +28,20 @@
  * and the newest tokens (the residual, KIVI) stay in the scale dtype:
  *   axis=token:   quantized = max(T - R, 0), residual = min(T, R)
  *   axis=channel: residual = T mod R' (R' = R, or G when R = 0), quantized = T - residual
+ *
+ * A preallocated (static) cache must hold every step t <= T, not just T.
+ * Token-axis and plain formats grow monotonically, so their capacity is the
+ * bytes at T. Channel-axis bytes are not monotone (the residual empties
+ * every R' tokens), and a buffer with a fixed quantized region and a fixed
+ * residual region needs each region at its own largest size:
+ *   capacity = quantized(floor(T/R') * R') + residual(min(T, R' - 1))
+ * which is at least max over t <= T of the bytes at t, and equal to it when
+ * T < R' or T mod R' = R' - 1 (see kvp_cache_capacity).
  */
 #ifndef KVPLAN_ENGINE_H
 #define KVPLAN_ENGINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvplan/error.h"
@@ -43,6 +53,10 @@ struct kvp_kv_query {
     uint64_t batch;   /* sequences, B */
     uint32_t block;   /* tokens per block (paged cache): each layer's held tokens per
                        * sequence round up to a whole number of blocks; 0 = no paging */
+    bool preallocated; /* a static cache sized up front for T: k_seq / v_seq (and the
+                        * totals) are kvp_cache_capacity, not the bytes held at T,
+                        * and peak_bytes == total_bytes (nothing is copied);
+                        * false = the bytes held at T */
     struct kvp_format k;
     struct kvp_format v;
 };
@@ -90,6 +104,21 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
  * heads of dim d in format f (the formula above). */
 enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d,
                                 uint64_t tokens, uint64_t *out, struct kvp_error *err);
+
+/* Bytes a buffer preallocated for T tokens of one sequence needs so that
+ * it can hold every step t <= T, laid out as two fixed regions (quantized,
+ * residual). Plain and token-axis formats: kvp_cache_bytes(T) (monotone in
+ * T). Channel-axis formats: quantized bytes of floor(T/R')*R' tokens plus
+ * min(T, R'-1) residual tokens in the scale dtype. Why: bytes(t) =
+ * Q(t - t mod R') + res(t mod R') with Q and res nondecreasing; for t <= T,
+ * t - t mod R' <= floor(T/R')*R' (reached at t = T) and t mod R' <=
+ * min(T, R'-1) (reached at t = min(T, R'-1), or at T when T mod R' = R'-1),
+ * so each fixed region must be that large, and no larger. Both maxima fall
+ * on one t only when T < R' or T mod R' = R'-1; otherwise the capacity
+ * exceeds max_t bytes(t) by the difference, e.g. int2:group=32, 1 x 128,
+ * T = 64: capacity 11008 B, max_t bytes(t) 9472 B (t = 63). */
+enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+                                   uint64_t *out, struct kvp_error *err);
 
 /* Elements of recurrent state per sequence for one layer: conv and SSM. */
 void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);

@@ -83,7 +83,10 @@ static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, st
                    bool force_alloc, bool force_compute, struct run *r, struct kvp_error *err)
 {
     struct kvp_kv_query q = {.context = r->context, .batch = r->batch, .k = co.k, .v = co.v,
-                             .block = co.policy == KVP_REF_PAGED ? co.block : 0};
+                             .block = co.policy == KVP_REF_PAGED ? co.block : 0,
+                             /* static preallocates for every step up to T (axis=channel: more
+                              * than the bytes at T, see kvp_cache_capacity) */
+                             .preallocated = co.policy == KVP_REF_STATIC};
     struct kvp_ref_cache *c = NULL;
     double flops = 0;
     enum kvp_status st;

@@ -66,6 +66,27 @@ enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint6
     return KVP_OK;
 }
 
+enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+                                   uint64_t *out, struct kvp_error *err)
+{
+    uint64_t r, quant, resid, qbytes, rbytes = 0;
+    enum kvp_status st;
+
+    if (!kvp_dtype_info(f->dtype)->grouped || f->axis != KVP_AXIS_CHANNEL)
+        return kvp_cache_bytes(f, n_kv, d, tokens, out, err); /* monotone in tokens */
+    /* R' >= G >= 1 (format.h checks group and residual) */
+    r = f->residual ? f->residual : f->group;
+    quant = tokens - tokens % r;          /* the most whole groups held at any t <= T */
+    resid = tokens < r - 1 ? tokens : r - 1; /* the most residual tokens held at any t <= T */
+    if ((st = quantized_bytes(f, n_kv, d, quant, &qbytes, err)) != KVP_OK)
+        return st;
+    if (resid && (!kvp_mul3(n_kv, d, resid, &rbytes) || !kvp_format_residual_bytes(f, rbytes, &rbytes)))
+        return OVERFLOW(err, "residual size");
+    if (!kvp_add(qbytes, rbytes, out))
+        return OVERFLOW(err, "cache size");
+    return KVP_OK;
+}
+
 /* What one more token adds in steady state: for channel-axis groups, a
  * group's bytes spread over its G tokens (rounded up). */
 static enum kvp_status token_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t *out,
@@ -152,6 +173,16 @@ static enum kvp_status largest_tensor(const struct kvp_model *m, const struct kv
     return KVP_OK;
 }
 
+/* One sequence's bytes of one layer's K or V: held at T, or the capacity of
+ * a preallocated cache (held tokens are monotone in T, so the capacity of
+ * held(T) covers every held(t), t <= T). */
+static enum kvp_status seq_bytes(const struct kvp_kv_query *q, const struct kvp_format *f, uint64_t n_kv,
+                                 uint64_t d, uint64_t tokens, uint64_t *out, struct kvp_error *err)
+{
+    return q->preallocated ? kvp_cache_capacity(f, n_kv, d, tokens, out, err)
+                           : kvp_cache_bytes(f, n_kv, d, tokens, out, err);
+}
+
 /* Per-layer bytes of one spec. */
 static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_layer_spec *s,
                                   const struct kvp_kv_query *q, struct kvp_spec_bytes *b,
@@ -166,14 +197,14 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
     case KVP_LAYER_CHUNKED:
         if ((st = token_bytes(&q->k, s->n_kv_heads, s->head_dim_k, &b->k_token, err)) ||
             (st = token_bytes(&q->v, s->n_kv_heads, s->head_dim_v, &b->v_token, err)) ||
-            (st = kvp_cache_bytes(&q->k, s->n_kv_heads, s->head_dim_k, b->tokens, &b->k_seq, err)) ||
-            (st = kvp_cache_bytes(&q->v, s->n_kv_heads, s->head_dim_v, b->tokens, &b->v_seq, err)))
+            (st = seq_bytes(q, &q->k, s->n_kv_heads, s->head_dim_k, b->tokens, &b->k_seq, err)) ||
+            (st = seq_bytes(q, &q->v, s->n_kv_heads, s->head_dim_v, b->tokens, &b->v_seq, err)))
             return st;
         break;
     case KVP_LAYER_MLA: {
         uint64_t latent = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
         if ((st = token_bytes(&q->k, 1, latent, &b->k_token, err)) ||
-            (st = kvp_cache_bytes(&q->k, 1, latent, b->tokens, &b->k_seq, err)))
+            (st = seq_bytes(q, &q->k, 1, latent, b->tokens, &b->k_seq, err)))
             return st;
         break;
     }
@@ -241,7 +272,8 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
         return kvp_fail(err, KVP_ERR_OVERFLOW, "KV cache of %llu sequences of %llu tokens overflows 64 bits",
                         (unsigned long long)q->batch, (unsigned long long)q->context);
     plan->peak_bytes = plan->total_bytes;
-    if (q->block == 0 && q->context > 0) {
+    /* a preallocated cache copies nothing: its peak is what it holds */
+    if (q->block == 0 && q->context > 0 && !q->preallocated) {
         /* the peak is an extra figure: a cache whose size fits but whose
          * peak does not still gets its plan, with peak_bytes = UINT64_MAX */
         uint64_t copy;

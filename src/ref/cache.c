@@ -10,9 +10,14 @@
  * capacity), so a window or a residual evicts its oldest row in place.
  * Channel-axis formats store whole G-token groups per channel; the residual
  * collects T mod R' tokens and is quantized in one go when it fills.
+ * Channel-axis bytes are not monotone in T, so a static store is sized by
+ * kvp_cache_capacity instead: a quantized region for floor(C/R')*R' tokens
+ * and a residual of min(C, R'-1) tokens (the token that completes R' goes
+ * straight into its groups, so the residual never holds R').
  *
  * Policies:
- *   static   one allocation per store for held(context), made up front
+ *   static   one allocation per store for held(context) (channel axis: its
+ *            capacity), made up front
  *   dynamic  every append allocates the store's next size, copies what it
  *            keeps and frees the old one (torch.cat): the copy is in the peak
  *   paged    blocks of N rows from a per-layer free list; a block table per
@@ -80,6 +85,7 @@ struct store {
     /* static / dynamic */
     uint8_t *buf;
     uint64_t bytes, qcap, rcap;
+    bool fixed;        /* channel axis, static: regions sized for qcap / rcap tokens */
     /* paged */
     struct blocks table;
     struct blocks *free; /* the layer's free list */
@@ -128,6 +134,20 @@ static uint64_t codes_bytes(const struct store *s, uint64_t q)
 static uint64_t meta_bytes(const struct store *s, uint64_t q)
 {
     return s->n * (q / s->f->group) * codec_meta_size(s->f);
+}
+
+/* Channel-axis offsets with q quantized tokens held: meta after the codes,
+ * the residual after the meta. Dynamic buffers are exactly q tokens long; a
+ * static one keeps its regions at capacity, so nothing moves as groups fill. */
+static uint64_t chan_meta_off(const struct store *s, uint64_t q)
+{
+    return codes_bytes(s, s->fixed ? s->qcap : q);
+}
+
+static uint64_t chan_res_off(const struct store *s, uint64_t q)
+{
+    uint64_t c = s->fixed ? s->qcap : q;
+    return codes_bytes(s, c) + meta_bytes(s, c);
 }
 
 /* Where a row of position pos lives (rows mode, static/dynamic). */
@@ -181,12 +201,12 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
     if (s->mode == CHANNEL) {
         uint64_t q = T - resid_of(s, T);
         if (pos >= q) {
-            codec_get_plain(s->f->scale, s->buf + codes_bytes(s, q) + meta_bytes(s, q) + (pos - q) * s->rrow, s->n, out);
+            codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - q) * s->rrow, s->n, out);
             return;
         }
         for (uint64_t c = 0; c < s->n; c++)
             codec_decode_value(s->f, s->n, pos / s->f->group, c, pos % s->f->group, s->buf,
-                               s->buf + codes_bytes(s, q), &out[c]);
+                               s->buf + chan_meta_off(s, q), &out[c]);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
@@ -213,6 +233,30 @@ static void rows_put(struct store *s, const float *x, float *tmp)
         codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
     else
         codec_encode_row(s->f, s->n_kv, s->d, x, s->buf + (T % s->qcap) * s->qrow);
+}
+
+/* Channel axis, static: x goes into the residual, or, when it completes R'
+ * tokens, the residual and x are quantized into R'/G groups in place (the
+ * regions are at capacity: see the top of the file). */
+static void channel_put(struct store *s, const float *x, float *tmp)
+{
+    uint64_t T = s->len, r = T % s->R, q = T - r;
+    uint8_t *res = s->buf + chan_res_off(s, q);
+    if (r + 1 < s->R) {
+        codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
+        return;
+    }
+    for (uint64_t k = 0; k < s->R / s->f->group; k++) {
+        float *g = tmp; /* (G, n) */
+        for (uint64_t j = 0; j < s->f->group; j++) {
+            uint64_t i = k * s->f->group + j;
+            if (i < r)
+                codec_get_plain(s->f->scale, res + i * s->rrow, s->n, g + j * s->n);
+            else
+                memcpy(g + j * s->n, x, s->n * sizeof *x);
+        }
+        codec_encode_groups(s->f, s->n, q / s->f->group + k, g, s->buf, s->buf + chan_meta_off(s, q));
+    }
 }
 
 /* Dynamic: a new buffer of the next size; copy what stays; free the old. */
@@ -291,6 +335,8 @@ static enum kvp_status store_append(struct kvp_ref_cache *c, struct store *s, co
         if (!row)
             return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate a block of %u tokens", c->o.block);
         codec_encode_row(s->f, s->n_kv, s->d, x, row);
+    } else if (s->mode == CHANNEL) {
+        channel_put(s, x, tmp);
     } else {
         rows_put(s, x, tmp);
     }
@@ -341,19 +387,16 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
     uint64_t row;
     enum kvp_status st;
     kvp_format_name(f, name, sizeof name);
-    if (t->block_elems > 1 && f->dtype != KVP_DTYPE_Q8_0 && f->dtype != KVP_DTYPE_Q4_0)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder stores q8_0 and q4_0 blocks only",
-                        which, name);
     if (f->outliers_ppm)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': dense-and-sparse outliers are not implemented", which, name);
     if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
         return st;
     if (t->grouped && f->axis == KVP_AXIS_CHANNEL) {
-        if (o->policy != KVP_REF_DYNAMIC)
+        if (o->policy == KVP_REF_PAGED)
             return kvp_fail(err, KVP_ERR_UNSUPPORTED,
-                            "%s format '%s': axis=channel needs policy dynamic; a %s cache cannot hold "
-                            "kvp_cache_bytes(T) at every T (its residual of T mod R' tokens is not monotone in T)",
-                            which, name, kvp_ref_policy_name(o->policy));
+                            "%s format '%s': axis=channel needs policy static or dynamic; a paged cache cannot "
+                            "hold kvp_cache_bytes(T) at every T (its residual of T mod R' tokens is not monotone in T)",
+                            which, name);
         if (windowed)
             return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': axis=channel on a windowed layer is not implemented",
                             which, name);
@@ -504,9 +547,16 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
             if (!s->f)
                 continue;
             uint64_t h = held_of(s, o->context);
-            s->rcap = h < s->R ? h : s->R;
-            s->qcap = h - s->rcap;
-            s->bytes = s->qcap * s->qrow + s->rcap * s->rrow;
+            if (s->mode == CHANNEL) { /* kvp_cache_capacity's two regions */
+                s->fixed = true;
+                s->qcap = h - h % s->R;
+                s->rcap = h < s->R - 1 ? h : s->R - 1;
+                s->bytes = codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + s->rcap * s->rrow;
+            } else {
+                s->rcap = h < s->R ? h : s->R;
+                s->qcap = h - s->rcap;
+                s->bytes = s->qcap * s->qrow + s->rcap * s->rrow;
+            }
             if (s->bytes && !(s->buf = kvp_ref_alloc_get(a, s->tag, s->bytes)))
                 goto err;
         }

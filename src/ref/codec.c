@@ -7,7 +7,20 @@
  *                 groups' scale (+ zero point) in the scale dtype
  *   axis=channel: codes of whole G-token groups, packed over the whole cache,
  *                 and one scale (+ zero point) per channel per group
- *   q8_0 / q4_0:  ggml blocks of 32: fp16 d, then 32 int8 / 16 bytes of nibbles
+ *   ggml blocks of 32 (ggml-common.h's structs, little-endian, no padding):
+ *     q8_0   34 B: fp16 d, 32 int8                         x = q*d
+ *     q4_0   18 B: fp16 d, 16 B nibbles                    x = (q-8)*d
+ *     q4_1   20 B: fp16 d, fp16 m, 16 B nibbles            x = q*d + m
+ *     q5_0   22 B: fp16 d, 4 B high bits, 16 B nibbles     x = (q-16)*d
+ *     q5_1   24 B: fp16 d, fp16 m, 4 B high bits, 16 B     x = q*d + m
+ *     iq4_nl 18 B: fp16 d, 16 B nibbles                    x = kvalues_iq4nl[q]*d
+ *     mxfp4  17 B: e8m0 e, 16 B e2m1 nibbles               x = e2m1[q]*2^(e-127)
+ *   nibble j of a 32-block sits in byte j%16, low half for j < 16 (ggml's order);
+ *   q5's fifth bit of value j is bit j of the 32-bit qh.
+ *     nvfp4   9 B per 16: fp8 e4m3 scale s, 8 B e2m1 nibbles  x = e2m1[q]*s
+ *   (ggml's block_nvfp4 groups four such sub-blocks into 36 B per 64; the
+ *   engine prices one scale per 16, so a block here is one sub-block, laid
+ *   out like ggml's: scale first, value j in byte j%8, low half for j < 8.)
  */
 #include <math.h>
 #include <string.h>
@@ -300,6 +313,279 @@ static void q4_0_decode(const uint8_t *b, float *x)
     }
 }
 
+static void put_f16(uint8_t *b, float v)
+{
+    uint16_t h = f32_to_f16(v);
+    memcpy(b, &h, 2);
+}
+
+static float get_f16(const uint8_t *b)
+{
+    uint16_t h;
+    memcpy(&h, b, 2);
+    return f16_to_f32(h);
+}
+
+/* Smallest and largest of a block of 32, for the asymmetric q4_1 / q5_1. */
+static void min_max32(const float *x, float *lo, float *hi)
+{
+    *lo = x[0];
+    *hi = x[0];
+    for (int i = 1; i < 32; i++) {
+        *lo = fminf(*lo, x[i]);
+        *hi = fmaxf(*hi, x[i]);
+    }
+}
+
+/* q4_1: codes (x - min) / d rounded half up, d = (max - min) / 15. The
+ * rounding uses the float d and min, as ggml does; only the stored ones are
+ * fp16. */
+static void q4_1_encode(const float *x, uint8_t *b)
+{
+    float lo, hi;
+    min_max32(x, &lo, &hi);
+    float d = (hi - lo) / 15.0f, id = d ? 1.0f / d : 0;
+    put_f16(b, d);
+    put_f16(b + 2, lo);
+    for (int i = 0; i < 16; i++) {
+        int q0 = (int)((x[i] - lo) * id + 0.5f), q1 = (int)((x[16 + i] - lo) * id + 0.5f);
+        q0 = q0 > 15 ? 15 : q0;
+        q1 = q1 > 15 ? 15 : q1;
+        b[4 + i] = (uint8_t)(q0 | (q1 << 4));
+    }
+}
+
+static void q4_1_decode(const uint8_t *b, float *x)
+{
+    float d = get_f16(b), m = get_f16(b + 2);
+    for (int i = 0; i < 16; i++) {
+        x[i] = (float)(b[4 + i] & 15) * d + m;
+        x[16 + i] = (float)(b[4 + i] >> 4) * d + m;
+    }
+}
+
+/* Five-bit codes q[0..32) into 16 bytes of low nibbles and a 32-bit qh. */
+static void q5_pack(const int *q, uint8_t *qh_at, uint8_t *qs)
+{
+    uint32_t qh = 0;
+    for (int i = 0; i < 16; i++) {
+        qs[i] = (uint8_t)((q[i] & 15) | ((q[16 + i] & 15) << 4));
+        qh |= (uint32_t)((q[i] >> 4) & 1) << i;
+        qh |= (uint32_t)((q[16 + i] >> 4) & 1) << (16 + i);
+    }
+    qh_at[0] = (uint8_t)qh; /* little-endian, as ggml's memcpy on x86 and ARM */
+    qh_at[1] = (uint8_t)(qh >> 8);
+    qh_at[2] = (uint8_t)(qh >> 16);
+    qh_at[3] = (uint8_t)(qh >> 24);
+}
+
+static int q5_code(const uint8_t *qh_at, const uint8_t *qs, int j)
+{
+    uint32_t qh = (uint32_t)qh_at[0] | (uint32_t)qh_at[1] << 8 | (uint32_t)qh_at[2] << 16 | (uint32_t)qh_at[3] << 24;
+    int lo = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    return lo | (int)(((qh >> j) & 1) << 4);
+}
+
+/* q5_0: like q4_0 with 32 levels: d = max / -16 (max the signed value of
+ * largest magnitude), code x/d + 16.5 truncated, at most 31. */
+static void q5_0_encode(const float *x, uint8_t *b)
+{
+    float amax = 0, max = 0;
+    int q[32];
+    for (int i = 0; i < 32; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    float d = max / -16.0f, id = d ? 1.0f / d : 0;
+    put_f16(b, d);
+    for (int i = 0; i < 32; i++) {
+        q[i] = (int)(x[i] * id + 16.5f);
+        q[i] = q[i] > 31 ? 31 : q[i] < 0 ? 0 : q[i];
+    }
+    q5_pack(q, b + 2, b + 6);
+}
+
+static void q5_0_decode(const uint8_t *b, float *x)
+{
+    float d = get_f16(b);
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(q5_code(b + 2, b + 6, j) - 16) * d;
+}
+
+/* q5_1: d = (max - min) / 31, code (x - min)/d rounded half up. */
+static void q5_1_encode(const float *x, uint8_t *b)
+{
+    float lo, hi;
+    int q[32];
+    min_max32(x, &lo, &hi);
+    float d = (hi - lo) / 31.0f, id = d ? 1.0f / d : 0;
+    put_f16(b, d);
+    put_f16(b + 2, lo);
+    for (int i = 0; i < 32; i++) {
+        q[i] = (int)((x[i] - lo) * id + 0.5f);
+        q[i] = q[i] > 31 ? 31 : q[i]; /* ggml does not clamp; (x-min)/d <= 31 + rounding */
+    }
+    q5_pack(q, b + 4, b + 8);
+}
+
+static void q5_1_decode(const uint8_t *b, float *x)
+{
+    float d = get_f16(b), m = get_f16(b + 2);
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)q5_code(b + 4, b + 8, j) * d + m;
+}
+
+/* iq4_nl: the non-linear grid of ggml (kvalues_iq4nl). */
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Index of the grid value nearest v (ties to the lower), by bisection. */
+static int iq4nl_index(float v)
+{
+    if (v <= iq4nl_values[0])
+        return 0;
+    if (v >= iq4nl_values[15])
+        return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v < iq4nl_values[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return v - iq4nl_values[hi - 1] < iq4nl_values[hi] - v ? hi - 1 : hi;
+}
+
+/* quantize_row_iq4_nl_ref (ntry = -1, no importance weights): a first
+ * scale max / -127 picks each value's grid index, then d is the weighted
+ * least-squares scale sum(w q x) / sum(w q^2) with w = x^2 for those
+ * indices. A block below 1e-15 in magnitude stores d = 0. */
+static void iq4_nl_encode(const float *x, uint8_t *b)
+{
+    float amax = 0, max = 0;
+    int q[32];
+    for (int i = 0; i < 32; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    float d = 0;
+    if (amax < 1e-15f) {
+        for (int i = 0; i < 32; i++)
+            q[i] = 8; /* value 1: any code decodes to 0 with d = 0 */
+    } else {
+        float id = (float)iq4nl_values[0] / max, sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; i++) {
+            q[i] = iq4nl_index(id * x[i]);
+            float v = iq4nl_values[q[i]], w = x[i] * x[i];
+            sumqx += w * v * x[i];
+            sumq2 += w * v * v;
+        }
+        d = sumq2 > 0 ? sumqx / sumq2 : 0;
+    }
+    put_f16(b, d);
+    for (int i = 0; i < 16; i++)
+        b[2 + i] = (uint8_t)(q[i] | (q[16 + i] << 4));
+}
+
+static void iq4_nl_decode(const uint8_t *b, float *x)
+{
+    float d = get_f16(b);
+    for (int i = 0; i < 16; i++) {
+        x[i] = (float)iq4nl_values[b[2 + i] & 15] * d;
+        x[16 + i] = (float)iq4nl_values[b[2 + i] >> 4] * d;
+    }
+}
+
+/* e2m1 by code: bit 3 the sign, bits 0-2 the magnitude index. */
+static const float e2m1_values[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+/* The e2m1 code whose value times s is nearest v; ties go to the lower code
+ * (ggml's best_index_mxfp4 scans in code order and keeps a strict best). */
+static uint8_t e2m1_index(float v, float s)
+{
+    uint8_t best = 0;
+    float err = fabsf(e2m1_values[0] * s - v);
+    for (uint8_t i = 1; i < 16; i++) {
+        float e = fabsf(e2m1_values[i] * s - v);
+        if (e < err) {
+            best = i;
+            err = e;
+        }
+    }
+    return best;
+}
+
+/* mxfp4 (OCP MX v1.0): shared exponent floor(log2(amax)) - 2 (e2m1's
+ * largest exponent), biased by 127 into one e8m0 byte, clamped to the
+ * finite codes 0..254 (255 is NaN). */
+static void mxfp4_encode(const float *x, uint8_t *b)
+{
+    float amax = 0;
+    for (int i = 0; i < 32; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    int e = 0;
+    if (amax > 0) {
+        float l = floorf(log2f(amax)) - 2 + 127;
+        e = l < 0 ? 0 : l > 254 ? 254 : (int)l;
+    }
+    float s = ldexpf(1.0f, e - 127);
+    b[0] = (uint8_t)e;
+    for (int i = 0; i < 16; i++)
+        b[1 + i] = (uint8_t)(e2m1_index(x[i], s) | (e2m1_index(x[16 + i], s) << 4));
+}
+
+static void mxfp4_decode(const uint8_t *b, float *x)
+{
+    float s = ldexpf(1.0f, (int)b[0] - 127);
+    for (int i = 0; i < 16; i++) {
+        x[i] = e2m1_values[b[1 + i] & 15] * s;
+        x[16 + i] = e2m1_values[b[1 + i] >> 4] * s;
+    }
+}
+
+/* nvfp4: scale amax / 6 (6 = e2m1's largest) rounded to e4m3 (saturating at
+ * 448), then each value's nearest e2m1 code at the stored scale. NVIDIA's
+ * second, per-tensor fp32 scale is not stored (a KV row has none). */
+static void nvfp4_encode(const float *x, uint8_t *b)
+{
+    float amax = 0, s;
+    for (int i = 0; i < 16; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    b[0] = f32_to_fp8(amax / 6.0f, 3, 7, 448.0f);
+    s = fp8_to_f32(b[0], 3, 7);
+    for (int i = 0; i < 8; i++)
+        b[1 + i] = (uint8_t)(e2m1_index(x[i], s) | (e2m1_index(x[8 + i], s) << 4));
+}
+
+static void nvfp4_decode(const uint8_t *b, float *x)
+{
+    float s = fp8_to_f32(b[0], 3, 7);
+    for (int i = 0; i < 8; i++) {
+        x[i] = e2m1_values[b[1 + i] & 15] * s;
+        x[8 + i] = e2m1_values[b[1 + i] >> 4] * s;
+    }
+}
+
+/* One block of a block type: kvp_dtype_info's block_elems values in
+ * block_bits / 8 bytes. NULL for a type that is not a block type. */
+struct block_codec {
+    void (*encode)(const float *x, uint8_t *b);
+    void (*decode)(const uint8_t *b, float *x);
+};
+
+static const struct block_codec *block_codec(enum kvp_dtype t)
+{
+    static const struct block_codec table[KVP_DTYPE_COUNT] = {
+        [KVP_DTYPE_Q8_0] = {q8_0_encode, q8_0_decode},     [KVP_DTYPE_Q4_0] = {q4_0_encode, q4_0_decode},
+        [KVP_DTYPE_Q4_1] = {q4_1_encode, q4_1_decode},     [KVP_DTYPE_Q5_0] = {q5_0_encode, q5_0_decode},
+        [KVP_DTYPE_Q5_1] = {q5_1_encode, q5_1_decode},     [KVP_DTYPE_IQ4_NL] = {iq4_nl_encode, iq4_nl_decode},
+        [KVP_DTYPE_MXFP4] = {mxfp4_encode, mxfp4_decode}, [KVP_DTYPE_NVFP4] = {nvfp4_encode, nvfp4_decode},
+    };
+    return (unsigned)t < KVP_DTYPE_COUNT && table[t].encode ? &table[t] : NULL;
+}
+
 /* ---- rows (token-wise) ------------------------------------------------- */
 
 static uint64_t head_row_bytes(const struct kvp_format *f, uint32_t d)
@@ -322,9 +608,10 @@ void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
     const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
     for (uint32_t h = 0; h < n_kv; h++, x += d, dst += hb) {
-        if (f->dtype == KVP_DTYPE_Q8_0 || f->dtype == KVP_DTYPE_Q4_0) {
-            for (uint32_t b = 0; b < d / 32; b++)
-                (f->dtype == KVP_DTYPE_Q8_0 ? q8_0_encode : q4_0_encode)(x + 32 * b, dst + b * (t->block_bits / 8));
+        const struct block_codec *bc = block_codec(f->dtype);
+        if (bc) {
+            for (uint32_t b = 0; b < d / t->block_elems; b++)
+                bc->encode(x + (uint64_t)b * t->block_elems, dst + (uint64_t)b * (t->block_bits / 8));
         } else if (t->grouped) {
             uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
             memset(dst, 0, cb);
@@ -347,9 +634,10 @@ void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
     const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
     for (uint32_t h = 0; h < n_kv; h++, x += d, src += hb) {
-        if (f->dtype == KVP_DTYPE_Q8_0 || f->dtype == KVP_DTYPE_Q4_0) {
-            for (uint32_t b = 0; b < d / 32; b++)
-                (f->dtype == KVP_DTYPE_Q8_0 ? q8_0_decode : q4_0_decode)(src + b * (t->block_bits / 8), x + 32 * b);
+        const struct block_codec *bc = block_codec(f->dtype);
+        if (bc) {
+            for (uint32_t b = 0; b < d / t->block_elems; b++)
+                bc->decode(src + (uint64_t)b * (t->block_bits / 8), x + (uint64_t)b * t->block_elems);
         } else if (t->grouped) {
             uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
             for (uint32_t i = 0; i < d; i++)
