@@ -34,59 +34,14 @@ static struct kvp_model *load(const char *name)
     return m;
 }
 
-static struct kvp_format fmt(const char *s)
-{
-    struct kvp_format f;
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_format_parse(s, &f, &err), err);
-    return f;
-}
-
-/* A model with the weight fields every validation needs and no layers yet. */
-static void blank(struct kvp_model *m, const char *name)
-{
-    kvp_model_init(m);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->hidden = 4096;
-    m->intermediate = 11008;
-    m->vocab = 32000;
-    m->max_context = 1u << 20;
-}
-
-static struct kvp_layer_spec attn(enum kvp_layer_kind kind, uint32_t heads, uint32_t kv, uint32_t dim,
-                                  uint32_t window)
-{
-    struct kvp_layer_spec s;
-    memset(&s, 0, sizeof s);
-    s.kind = kind;
-    s.mlp = KVP_MLP_DENSE;
-    s.n_heads = heads;
-    s.n_kv_heads = kv;
-    s.head_dim_k = s.head_dim_v = dim;
-    s.window = window;
-    return s;
-}
-
-static void add(struct kvp_model *m, const struct kvp_layer_spec *s, uint32_t n)
-{
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_model_add_layers(m, s, n, &err), err);
-}
-
-static void validate(const struct kvp_model *m)
-{
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
-}
-
 /* n layers of one spec: kind over H heads, KV heads of dim, window. */
 static void uniform(struct kvp_model *m, const char *name, enum kvp_layer_kind kind, uint32_t n, uint32_t heads,
                     uint32_t kv, uint32_t dim, uint32_t window)
 {
-    struct kvp_layer_spec s = attn(kind, heads, kv, dim, window);
-    blank(m, name);
-    add(m, &s, n);
-    validate(m);
+    struct kvp_layer_spec s = test_attn(kind, heads, kv, dim, window);
+    test_blank(m, name);
+    test_add(m, &s, n);
+    test_validate(m);
 }
 
 /* The oracle's tiny llama shapes: E (hidden) over H4 KV2, L2, V32. */
@@ -97,7 +52,7 @@ static void tiny_llama(struct kvp_model *m, uint32_t hidden)
     m->intermediate = 2 * hidden;
     m->vocab = 32;
     m->max_context = 4096;
-    validate(m);
+    test_validate(m);
 }
 
 /* The oracle's tiny gemma3: 6 layers, pattern 3 (layer il is SWA iff
@@ -105,19 +60,19 @@ static void tiny_llama(struct kvp_model *m, uint32_t hidden)
  * shape (H4 KV2 hd32: 64 K and 64 V values per cell and layer). */
 static void tiny_gemma3(struct kvp_model *m)
 {
-    struct kvp_layer_spec swa = attn(KVP_LAYER_SLIDING, 4, 2, 32, 128);
-    struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 4, 2, 32, 0);
-    blank(m, "tiny-gemma3");
+    struct kvp_layer_spec swa = test_attn(KVP_LAYER_SLIDING, 4, 2, 32, 128);
+    struct kvp_layer_spec full = test_attn(KVP_LAYER_FULL, 4, 2, 32, 0);
+    test_blank(m, "tiny-gemma3");
     snprintf(m->family, sizeof m->family, "gemma3"); /* llama.cpp applies windows by architecture */
     m->hidden = 128;
     m->intermediate = 256;
     m->vocab = 32;
     m->max_context = 4096;
     for (int rep = 0; rep < 2; rep++) {
-        add(m, &swa, 2);
-        add(m, &full, 1);
+        test_add(m, &swa, 2);
+        test_add(m, &full, 1);
     }
-    validate(m);
+    test_validate(m);
 }
 
 static struct kvp_fit fit_ok(const struct kvp_model *m, const struct kvp_deploy *d)
@@ -200,7 +155,7 @@ START_TEST(llamacpp_real_log)
 
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
     d.context = 32768;
-    d.k = d.v = fmt("q8_0");
+    d.k = d.v = test_fmt("q8_0");
     d.n_gpus = 2;
     d.split[0] = 41;
     d.split[1] = 23;
@@ -256,8 +211,8 @@ START_TEST(llamacpp_oracle_shipped)
 
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
     d.context = c->n_ctx;
-    d.k = fmt(c->k);
-    d.v = fmt(c->v);
+    d.k = test_fmt(c->k);
+    d.v = test_fmt(c->v);
     d.n_seq = c->n_seq;
     f = fit_ok(m, &d);
     ck_assert_msg(cache_total(&f) == c->bytes, "%s n_ctx %llu %s/%s n_seq %u: %llu bytes, oracle %llu", c->model,
@@ -335,8 +290,8 @@ START_TEST(llamacpp_oracle_tiny)
         tiny_llama(&m, c->hidden);
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
     d.context = c->n_ctx;
-    d.k = fmt(c->k);
-    d.v = fmt(c->v);
+    d.k = test_fmt(c->k);
+    d.v = test_fmt(c->v);
     d.n_seq = c->n_seq;
     d.swa_full = c->swa_full;
     f = fit_ok(&m, &d);
@@ -506,7 +461,7 @@ START_TEST(vllm_fp8_halves)
     d.kv_memory = 1 * GiB;
     d.context = 8192;
     f16 = fit_ok(m, &d);
-    d.k = d.v = fmt("fp8_e4m3");
+    d.k = d.v = test_fmt("fp8_e4m3");
     f8 = fit_ok(m, &d);
     ck_assert_uint_eq(f16.kv_bytes_per_token_per_gpu, 131072);
     ck_assert_uint_eq(f8.kv_bytes_per_token_per_gpu, 65536);
@@ -626,15 +581,15 @@ static const struct { uint64_t context, bytes; } static_cases[] = {
 START_TEST(hf_static)
 {
     struct kvp_model m;
-    struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 4, 2, 32, 0);
-    struct kvp_layer_spec swa = attn(KVP_LAYER_SLIDING, 4, 2, 32, 64);
+    struct kvp_layer_spec full = test_attn(KVP_LAYER_FULL, 4, 2, 32, 0);
+    struct kvp_layer_spec swa = test_attn(KVP_LAYER_SLIDING, 4, 2, 32, 64);
     struct kvp_deploy d;
     struct kvp_fit f;
 
-    blank(&m, "full-and-sliding");
-    add(&m, &full, 1);
-    add(&m, &swa, 1);
-    validate(&m);
+    test_blank(&m, "full-and-sliding");
+    test_add(&m, &full, 1);
+    test_add(&m, &swa, 1);
+    test_validate(&m);
     kvp_deploy_init(&d, KVP_ENGINE_HF_STATIC, &m);
     d.kv_memory = 1 * MiB;
     d.context = static_cases[_i].context;
@@ -833,7 +788,7 @@ START_TEST(llamacpp_block_refused)
     tiny_llama(&m, 64); /* hd 16 */
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
     d.context = 512;
-    d.k = d.v = fmt("q8_0");
+    d.k = d.v = test_fmt("q8_0");
     ck_assert_int_eq(kvp_fit_compute(&m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "K cache type q8_0 with block size 32 does not divide n_embd_head_k=16") != NULL,
                   "%s", err.msg);
@@ -841,16 +796,16 @@ START_TEST(llamacpp_block_refused)
     ck_assert_kvp_ok(kvp_model_load("tests/data/hd80.yaml", &hd80, &err), err);
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, hd80);
     d.context = 512;
-    d.k = fmt("q8_0");
+    d.k = test_fmt("q8_0");
     ck_assert_int_eq(kvp_fit_compute(hd80, &d, &f, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "K cache type q8_0 with block size 32 does not divide n_embd_head_k=80") != NULL,
                   "%s", err.msg);
-    d.k = fmt("q4_0");
+    d.k = test_fmt("q4_0");
     ck_assert_int_eq(kvp_fit_compute(hd80, &d, &f, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "K cache type q4_0 with block size 32 does not divide n_embd_head_k=80") != NULL,
                   "%s", err.msg);
-    d.k = fmt("f16"); /* f16 and bf16 have blocks of 1 */
-    d.v = fmt("bf16");
+    d.k = test_fmt("f16"); /* f16 and bf16 have blocks of 1 */
+    d.v = test_fmt("bf16");
     f = fit_ok(hd80, &d);
     /* 4 layers x KV2 x 80 x 2 B x 512 cells x 2 (K, V) */
     ck_assert_uint_eq(cache_total(&f), 4ull * 2 * 80 * 2 * 512 * 2);
@@ -869,8 +824,8 @@ START_TEST(llamacpp_mla_types_refused)
 
     kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
     d.context = 16384;
-    d.k = fmt("q8_0");
-    d.v = fmt("f16");
+    d.k = test_fmt("q8_0");
+    d.v = test_fmt("f16");
     ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "model does not support different K and V cache types") != NULL, "%s", err.msg);
     kvp_model_free(m);
@@ -892,8 +847,8 @@ START_TEST(vllm_formats_refused)
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.kv_memory = 1 * GiB;
     d.context = 8192;
-    d.k = fmt(vllm_refused[_i].k);
-    d.v = fmt(vllm_refused[_i].v);
+    d.k = test_fmt(vllm_refused[_i].k);
+    d.v = test_fmt(vllm_refused[_i].v);
     ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_UNSUPPORTED);
     ck_assert(err.msg[0] != '\0');
     kvp_model_free(m);

@@ -31,19 +31,11 @@ static struct kvp_model *load(const char *name)
     return m;
 }
 
-static struct kvp_format fmt(const char *s)
-{
-    struct kvp_format f;
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_format_parse(s, &f, &err), err);
-    return f;
-}
-
 /* The plan for T tokens, B sequences, K and V in formats k and v (must succeed). */
 static struct kvp_kv_plan plan_of(const struct kvp_model *m, uint64_t t, uint64_t b, const char *k,
                                   const char *v)
 {
-    struct kvp_kv_query q = {.context = t, .batch = b, .k = fmt(k), .v = fmt(v)};
+    struct kvp_kv_query q = {.context = t, .batch = b, .k = test_fmt(k), .v = test_fmt(v)};
     struct kvp_kv_plan p;
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_kv_compute(m, &q, &p, &err), err);
@@ -52,68 +44,31 @@ static struct kvp_kv_plan plan_of(const struct kvp_model *m, uint64_t t, uint64_
 
 static struct kvp_weights weights_of(const struct kvp_model *m, const char *wf)
 {
-    struct kvp_format f = fmt(wf);
+    struct kvp_format f = test_fmt(wf);
     struct kvp_weights w;
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_weights_compute(m, &f, &w, &err), err);
     return w;
 }
 
-/* A model with the weight fields every validation needs and no layers yet. */
-static void blank(struct kvp_model *m, const char *name)
-{
-    kvp_model_init(m);
-    snprintf(m->name, sizeof m->name, "%s", name);
-    m->hidden = 4096;
-    m->intermediate = 11008;
-    m->vocab = 32000;
-    m->max_context = 1u << 20;
-}
-
-static struct kvp_layer_spec attn(enum kvp_layer_kind kind, uint32_t heads, uint32_t kv, uint32_t dim,
-                                  uint32_t window)
-{
-    struct kvp_layer_spec s;
-    memset(&s, 0, sizeof s);
-    s.kind = kind;
-    s.mlp = KVP_MLP_DENSE;
-    s.n_heads = heads;
-    s.n_kv_heads = kv;
-    s.head_dim_k = s.head_dim_v = dim;
-    s.window = window;
-    return s;
-}
-
-static void add(struct kvp_model *m, const struct kvp_layer_spec *s, uint32_t n)
-{
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_model_add_layers(m, s, n, &err), err);
-}
-
-static void validate(const struct kvp_model *m)
-{
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
-}
-
 /* One layer of kind over heads x dim, and nothing else. */
 static void one_layer(struct kvp_model *m, enum kvp_layer_kind kind, uint32_t kv, uint32_t dim, uint32_t window)
 {
-    struct kvp_layer_spec s = attn(kind, kv, kv, dim, window);
-    blank(m, "one-layer");
-    add(m, &s, 1);
-    validate(m);
+    struct kvp_layer_spec s = test_attn(kind, kv, kv, dim, window);
+    test_blank(m, "one-layer");
+    test_add(m, &s, 1);
+    test_validate(m);
 }
 
 /* Llama-2-7B as the seeds describe it: 32 layers, 32 heads of 128, MHA, f16. */
 static void llama2_7b(struct kvp_model *m)
 {
-    struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 32, 32, 128, 0);
-    blank(m, "llama-2-7b-in-code");
+    struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 32, 32, 128, 0);
+    test_blank(m, "llama-2-7b-in-code");
     m->dtype = KVP_DTYPE_F16;
     m->max_context = 4096;
-    add(m, &s, 32);
-    validate(m);
+    test_add(m, &s, 32);
+    test_validate(m);
 }
 
 /* ---- the seeds' figures on models built in code ------------------------- */
@@ -147,12 +102,12 @@ END_TEST
 START_TEST(seed_gpt3_in_code)
 {
     struct kvp_model m;
-    struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 96, 96, 128, 0);
+    struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 96, 96, 128, 0);
     struct kvp_kv_plan p;
-    blank(&m, "gpt3-in-code");
+    test_blank(&m, "gpt3-in-code");
     m.hidden = 12288;
-    add(&m, &s, 96);
-    validate(&m);
+    test_add(&m, &s, 96);
+    test_validate(&m);
     p = plan_of(&m, 2048, 1, "f16", "f16");
     ck_assert_uint_eq(p.kv_bytes_per_token, 2ull * 96 * 12288 * 2);
     ck_assert_uint_eq(p.kv_bytes_per_token, 4718592);
@@ -242,7 +197,7 @@ START_TEST(seed_mistral_window)
         }
     }
     ck_assert_uint_gt(sliding, 0);
-    validate(full);
+    test_validate(full);
     w32 = plan_of(m, 32768, 1, "bf16", "bf16");
     f32 = plan_of(full, 32768, 1, "bf16", "bf16");
     w4 = plan_of(m, 4096, 1, "bf16", "bf16");
@@ -369,18 +324,18 @@ END_TEST
 START_TEST(window_mixed)
 {
     struct kvp_model m;
-    struct kvp_layer_spec local = attn(KVP_LAYER_SLIDING, 16, 8, 128, 1024);
-    struct kvp_layer_spec global = attn(KVP_LAYER_FULL, 16, 8, 128, 0);
-    struct kvp_layer_spec tiny = attn(KVP_LAYER_SLIDING, 16, 8, 128, 1);
+    struct kvp_layer_spec local = test_attn(KVP_LAYER_SLIDING, 16, 8, 128, 1024);
+    struct kvp_layer_spec global = test_attn(KVP_LAYER_FULL, 16, 8, 128, 0);
+    struct kvp_layer_spec tiny = test_attn(KVP_LAYER_SLIDING, 16, 8, 128, 1);
     struct kvp_kv_plan p;
     uint64_t row = 8 * 128 * 2;
-    blank(&m, "mixed");
+    test_blank(&m, "mixed");
     for (int i = 0; i < 4; i++) {
-        add(&m, &local, 5);
-        add(&m, &global, 1);
+        test_add(&m, &local, 5);
+        test_add(&m, &global, 1);
     }
-    add(&m, &tiny, 2);
-    validate(&m);
+    test_add(&m, &tiny, 2);
+    test_validate(&m);
     ck_assert_uint_eq(m.n_specs, 3);
     p = plan_of(&m, 100000, 1, "bf16", "bf16");
     ck_assert_uint_eq(p.spec[0].layers, 20);
@@ -427,7 +382,7 @@ START_TEST(mla_ignores_v)
     static const char *const vfmts[] = {"f16", "f32", "q8_0", "nvfp4", "int4:group=64"};
     struct kvp_model m;
     struct kvp_layer_spec s;
-    blank(&m, "mla");
+    test_blank(&m, "mla");
     memset(&s, 0, sizeof s);
     s.kind = KVP_LAYER_MLA;
     s.mlp = KVP_MLP_DENSE;
@@ -437,8 +392,8 @@ START_TEST(mla_ignores_v)
     s.head_dim_v = 128;
     s.kv_lora_rank = 512;
     s.qk_rope_dim = 64;
-    add(&m, &s, 27);
-    validate(&m);
+    test_add(&m, &s, 27);
+    test_validate(&m);
     for (size_t i = 0; i < N_ELEMS(vfmts); i++) {
         struct kvp_kv_plan p = plan_of(&m, 4096, 2, "f16", vfmts[i]);
         ck_assert_uint_eq(p.spec[0].tokens, 4096);
@@ -461,16 +416,16 @@ END_TEST
 START_TEST(shared_and_none_hold_nothing)
 {
     struct kvp_model m;
-    struct kvp_layer_spec full = attn(KVP_LAYER_FULL, 8, 4, 64, 0);
-    struct kvp_layer_spec shared = attn(KVP_LAYER_SHARED, 8, 4, 64, 0);
-    struct kvp_layer_spec none = attn(KVP_LAYER_NONE, 0, 0, 0, 0);
+    struct kvp_layer_spec full = test_attn(KVP_LAYER_FULL, 8, 4, 64, 0);
+    struct kvp_layer_spec shared = test_attn(KVP_LAYER_SHARED, 8, 4, 64, 0);
+    struct kvp_layer_spec none = test_attn(KVP_LAYER_NONE, 0, 0, 0, 0);
     struct kvp_kv_plan p;
-    blank(&m, "shared");
+    test_blank(&m, "shared");
     shared.shares = 0;
-    add(&m, &full, 1);
-    add(&m, &shared, 3);
-    add(&m, &none, 2);
-    validate(&m);
+    test_add(&m, &full, 1);
+    test_add(&m, &shared, 3);
+    test_add(&m, &none, 2);
+    test_validate(&m);
     ck_assert_uint_eq(m.n_specs, 3);
     p = plan_of(&m, 1000, 4, "f16", "f16");
     ck_assert_uint_eq(p.spec[0].tokens, 1000);
@@ -537,14 +492,14 @@ START_TEST(recurrent_state_constant)
             struct kvp_model m;
             struct kvp_layer_spec s;
             uint64_t per = (rec_table[r].conv + rec_table[r].ssm) * dts[d].bytes;
-            blank(&m, "rec");
+            test_blank(&m, "rec");
             m.state_dtype = dts[d].d;
             memset(&s, 0, sizeof s);
             s.kind = KVP_LAYER_RECURRENT;
             s.mlp = KVP_MLP_DENSE;
             s.rec = rec_table[r].r;
-            add(&m, &s, 3);
-            validate(&m);
+            test_add(&m, &s, 3);
+            test_validate(&m);
             for (size_t i = 0; i < N_ELEMS(ts); i++) {
                 for (uint64_t b = 1; b <= 5; b += 4) {
                     /* the K/V formats do not matter to state */
@@ -573,7 +528,7 @@ static uint64_t kivi_expect(uint64_t hd, uint64_t t)
 START_TEST(kivi_channel_residual)
 {
     static const uint64_t ts[] = {0, 1, 31, 32, 127, 128, 129, 255, 256, 257, 1000, 4096};
-    struct kvp_format f = fmt("int2:group=32:axis=channel:residual=128");
+    struct kvp_format f = test_fmt("int2:group=32:axis=channel:residual=128");
     struct kvp_model m;
     one_layer(&m, KVP_LAYER_FULL, 8, 128, 0);
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
@@ -615,7 +570,7 @@ END_TEST
 START_TEST(channel_no_residual)
 {
     static const uint64_t ts[] = {0, 1, 31, 32, 33, 64, 100};
-    struct kvp_format f = fmt("int4:group=32:axis=channel:zp=no");
+    struct kvp_format f = test_fmt("int4:group=32:axis=channel:zp=no");
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b, r = ts[i] % 32, q = ts[i] - r;
@@ -629,7 +584,7 @@ END_TEST
 START_TEST(token_residual)
 {
     static const uint64_t ts[] = {0, 1, 63, 64, 65, 128, 1000};
-    struct kvp_format f = fmt("int4:residual=64");
+    struct kvp_format f = test_fmt("int4:residual=64");
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b, r = ts[i] < 64 ? ts[i] : 64, q = ts[i] - r;
@@ -640,7 +595,7 @@ START_TEST(token_residual)
     }
     /* residual in the scale dtype: f32 */
     {
-        struct kvp_format g = fmt("int4:residual=64:scale=f32");
+        struct kvp_format g = test_fmt("int4:residual=64:scale=f32");
         struct kvp_error err = {0};
         uint64_t b;
         ck_assert_kvp_ok(kvp_cache_bytes(&g, 1, 128, 10, &b, &err), err);
@@ -656,7 +611,7 @@ END_TEST
 START_TEST(outliers)
 {
     static const uint64_t ts[] = {0, 1, 1000};
-    struct kvp_format f = fmt("int4:outliers=0.01");
+    struct kvp_format f = test_fmt("int4:outliers=0.01");
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b;
@@ -707,13 +662,13 @@ END_TEST
 START_TEST(k_v_dims_differ)
 {
     struct kvp_model m;
-    struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 16, 4, 0, 0);
+    struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 16, 4, 0, 0);
     struct kvp_kv_plan p;
-    blank(&m, "dims");
+    test_blank(&m, "dims");
     s.head_dim_k = 192;
     s.head_dim_v = 128;
-    add(&m, &s, 10);
-    validate(&m);
+    test_add(&m, &s, 10);
+    test_validate(&m);
     p = plan_of(&m, 100, 1, "bf16", "bf16");
     ck_assert_uint_eq(p.k_bytes_per_token, 10 * 4 * 192 * 2);
     ck_assert_uint_eq(p.v_bytes_per_token, 10 * 4 * 128 * 2);
@@ -741,12 +696,12 @@ START_TEST(block_format_refused)
     struct kvp_kv_query q = {.context = 100, .batch = 1};
     struct kvp_kv_plan p;
     ck_assert_kvp_ok(kvp_model_load("tests/data/hd80.yaml", &m, &err), err);
-    q.k = fmt("q8_0");
-    q.v = fmt("f16");
+    q.k = test_fmt("q8_0");
+    q.v = test_fmt("f16");
     ck_assert_int_eq(kvp_kv_compute(m, &q, &p, &err), KVP_ERR_RANGE);
     ck_assert_str_eq(err.msg, "q8_0 stores blocks of 32 values, which does not divide a row of 80");
-    q.k = fmt("f16");
-    q.v = fmt("nvfp4"); /* 80 = 5 x 16: fine */
+    q.k = test_fmt("f16");
+    q.v = test_fmt("nvfp4"); /* 80 = 5 x 16: fine */
     ck_assert_kvp_ok(kvp_kv_compute(m, &q, &p, &err), err);
     ck_assert_uint_eq(p.v_bytes_per_token, 4 * 2 * 5 * 9);
     kvp_model_free(m);
@@ -813,14 +768,14 @@ END_TEST
 START_TEST(overflow_sum_of_layers)
 {
     struct kvp_model m;
-    struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 1, 1, 1, 0);
+    struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 1, 1, 1, 0);
     struct kvp_kv_query q = {.context = 1ull << 55, .batch = 1,
                              .k = kvp_format_plain(KVP_DTYPE_F16), .v = kvp_format_plain(KVP_DTYPE_F16)};
     struct kvp_kv_plan p;
     struct kvp_error err = {0};
-    blank(&m, "many");
-    add(&m, &s, 255); /* 255 x 2^56 fits in K; K + V does not */
-    validate(&m);
+    test_blank(&m, "many");
+    test_add(&m, &s, 255); /* 255 x 2^56 fits in K; K + V does not */
+    test_validate(&m);
     ck_assert_int_eq(kvp_kv_compute(&m, &q, &p, &err), KVP_ERR_OVERFLOW);
     q.context = 1ull << 54;
     ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &p, &err), err);
@@ -837,13 +792,13 @@ START_TEST(overflow_state)
                              .k = kvp_format_plain(KVP_DTYPE_F16), .v = kvp_format_plain(KVP_DTYPE_F16)};
     struct kvp_kv_plan p;
     struct kvp_error err = {0};
-    blank(&m, "rec");
+    test_blank(&m, "rec");
     memset(&s, 0, sizeof s);
     s.kind = KVP_LAYER_RECURRENT;
     s.mlp = KVP_MLP_DENSE;
     s.rec = rec_table[0].r;
-    add(&m, &s, 1);
-    validate(&m);
+    test_add(&m, &s, 1);
+    test_validate(&m);
     ck_assert_int_eq(kvp_kv_compute(&m, &q, &p, &err), KVP_ERR_OVERFLOW);
 }
 END_TEST
@@ -854,7 +809,7 @@ START_TEST(overflow_quantized)
     static const char *const fs[] = {"int2:axis=channel:residual=128", "int4:residual=64", "q8_0",
                                      "int4:outliers=0.01"};
     for (size_t i = 0; i < N_ELEMS(fs); i++) {
-        struct kvp_format f = fmt(fs[i]);
+        struct kvp_format f = test_fmt(fs[i]);
         struct kvp_error err = {0};
         uint64_t b = 0;
         ck_assert_msg(kvp_cache_bytes(&f, 128, 128, 1ull << 62, &b, &err) == KVP_ERR_OVERFLOW, "%s", fs[i]);
@@ -938,14 +893,14 @@ START_TEST(weights_int4_per_matrix)
      * group count up (hidden 200: 2 groups; 300: 3 groups) */
     {
         struct kvp_model t;
-        struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 2, 2, 100, 0);
-        blank(&t, "odd");
+        struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 2, 2, 100, 0);
+        test_blank(&t, "odd");
         t.hidden = 200;
         t.intermediate = 300;
         t.vocab = 10;
         t.act = KVP_ACT_PLAIN;
-        add(&t, &s, 1);
-        validate(&t);
+        test_add(&t, &s, 1);
+        test_validate(&t);
         w = weights_of(&t, "int4:group=128");
         ck_assert_uint_eq(w.params, 4000 + 4 * 40000 + 2 * 60000 + 600);
         ck_assert_uint_eq(w.bytes, 8000 + 4 * 200 * 108 + 300 * 108 + 200 * 162 + 1200);
@@ -1023,27 +978,27 @@ END_TEST
 START_TEST(weights_errors)
 {
     struct kvp_model m;
-    struct kvp_layer_spec s = attn(KVP_LAYER_FULL, 2, 2, 100, 0);
-    struct kvp_format f = fmt("q8_0");
+    struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 2, 2, 100, 0);
+    struct kvp_format f = test_fmt("q8_0");
     struct kvp_weights w;
     struct kvp_error err = {0};
 
     /* q8_0 cannot store a row of 200 inputs */
-    blank(&m, "odd");
+    test_blank(&m, "odd");
     m.hidden = 200;
     m.intermediate = 320;
-    add(&m, &s, 1);
-    validate(&m);
+    test_add(&m, &s, 1);
+    test_validate(&m);
     ck_assert_int_eq(kvp_weights_compute(&m, &f, &w, &err), KVP_ERR_RANGE);
     ck_assert_str_eq(err.msg, "q8_0 stores blocks of 32 values, which does not divide a row of 200");
 
     /* the largest dims overflow 64 bits: vocab x hidden twice (untied) */
-    blank(&m, "huge");
+    test_blank(&m, "huge");
     m.hidden = UINT32_MAX;
     m.vocab = UINT32_MAX;
-    s = attn(KVP_LAYER_FULL, 1, 1, 1, 0);
-    add(&m, &s, 1);
-    f = fmt("bf16");
+    s = test_attn(KVP_LAYER_FULL, 1, 1, 1, 0);
+    test_add(&m, &s, 1);
+    f = test_fmt("bf16");
     memset(&err, 0, sizeof err);
     ck_assert_int_eq(kvp_weights_compute(&m, &f, &w, &err), KVP_ERR_OVERFLOW);
     ck_assert_str_eq(err.msg, "weights of 'huge' overflow 64 bits");
@@ -1101,7 +1056,7 @@ START_TEST(capacity_brute_force)
     struct kvp_error err = {0};
     for (size_t i = 0; i < N_ELEMS(cases); i++)
         for (size_t di = 0; di < N_ELEMS(dims); di++) {
-            struct kvp_format f = fmt(cases[i].f);
+            struct kvp_format f = test_fmt(cases[i].f);
             uint64_t n = dims[di][0], d = dims[di][1], rp = cases[i].rp;
             uint64_t most = 0, most_q = 0, most_r = 0; /* running maxima over t <= T */
             for (uint64_t T = 0; T <= 300; T++) {
@@ -1142,7 +1097,7 @@ END_TEST
  * the total (a preallocated cache copies nothing). */
 START_TEST(capacity_preallocated_plan)
 {
-    struct kvp_format f = fmt("int2:group=32:axis=channel");
+    struct kvp_format f = test_fmt("int2:group=32:axis=channel");
     struct kvp_error err = {0};
     uint64_t cap, b;
     ck_assert_kvp_ok(kvp_cache_capacity(&f, 1, 128, 64, &cap, &err), err);
@@ -1154,8 +1109,8 @@ START_TEST(capacity_preallocated_plan)
     one_layer(&m, KVP_LAYER_FULL, 4, 64, 0);
     static const uint64_t ts[] = {1, 31, 32, 33, 100, 127, 128, 129};
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
-        struct kvp_kv_query q = {.context = ts[i], .batch = 3, .k = fmt("int2:group=32:axis=channel:residual=64"),
-                                 .v = fmt("int4:group=32")};
+        struct kvp_kv_query q = {.context = ts[i], .batch = 3, .k = test_fmt("int2:group=32:axis=channel:residual=64"),
+                                 .v = test_fmt("int4:group=32")};
         struct kvp_kv_plan held, pre;
         uint64_t kc, vc;
         ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &held, &err), err);

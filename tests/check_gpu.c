@@ -12,35 +12,10 @@
 #include "testutil.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
-#define BAD_DIR "tests/data/bad"
+#define BAD_DIR TEST_BAD_DIR
 #define SHIPPED "models/gpus.yaml"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* Read a whole file into a malloc'd NUL-terminated string; NULL if it cannot. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-        !(buf = malloc((size_t)n + 1))) {
-        fclose(f);
-        return NULL;
-    }
-    buf[fread(buf, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
 
 static struct kvp_gpu_catalog *load_shipped(void)
 {
@@ -199,47 +174,19 @@ START_TEST(load_missing_file)
 }
 END_TEST
 
+static enum kvp_status load_gpus(const char *path, struct kvp_error *err)
+{
+    struct kvp_gpu_catalog *c = NULL;
+    enum kvp_status st = kvp_gpus_load(path, &c, err);
+    if (st != KVP_OK)
+        ck_assert_ptr_null(c);
+    kvp_gpus_free(c);
+    return st;
+}
+
 START_TEST(bad_files)
 {
-    DIR *d = opendir(BAD_DIR);
-    struct dirent *e;
-    int n = 0, wrong = 0;
-    char report[8192] = "";
-
-    ck_assert_msg(d != NULL, "cannot open " BAD_DIR);
-    while ((e = readdir(d)) != NULL) {
-        char path[512], errpath[520], got[KVP_ERROR_TEXT_MAX];
-        struct kvp_gpu_catalog *c = NULL;
-        struct kvp_error err = {0};
-        enum kvp_status st;
-        char *want;
-        size_t len;
-
-        if (strncmp(e->d_name, "gpus-", 5) != 0 || !ends_with(e->d_name, ".yaml"))
-            continue;
-        snprintf(path, sizeof path, BAD_DIR "/%s", e->d_name);
-        snprintf(errpath, sizeof errpath, "%s.err", path);
-        want = slurp(errpath);
-        ck_assert_msg(want != NULL, "%s has no .err file", path);
-        len = strlen(want);
-        while (len && (want[len - 1] == '\n' || want[len - 1] == '\r'))
-            want[--len] = '\0';
-        st = kvp_gpus_load(path, &c, &err);
-        ck_assert_msg(st != KVP_OK, "%s loaded", path);
-        ck_assert_ptr_null(c);
-        ck_assert_int_eq(err.code, st);
-        kvp_error_text(&err, got, sizeof got);
-        if (strcmp(got, want) != 0) {
-            size_t o = strlen(report);
-            snprintf(report + o, sizeof report - o, "\n  got:  %s\n  want: %s", got, want);
-            wrong++;
-        }
-        free(want);
-        n++;
-    }
-    closedir(d);
-    ck_assert_int_ge(n, 1);
-    ck_assert_msg(wrong == 0, "%d of %d bad files give another error:%s", wrong, n, report);
+    test_bad_files("gpus-", ".yaml", load_gpus);
 }
 END_TEST
 

@@ -15,48 +15,9 @@
 #include "testutil.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
-#define BAD_DIR "tests/data/bad"
+#define BAD_DIR TEST_BAD_DIR
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* Read a whole file into a malloc'd NUL-terminated string; NULL if it cannot. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-
-    if (!f)
-        return NULL;
-    do {
-        if (n + 4096 + 1 > cap) {
-            char *nb;
-            cap = cap ? cap * 2 : 8192;
-            if (!(nb = realloc(buf, cap))) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, 4096, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-static bool starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
 
 /* Parse YAML text into a fresh heap model; the caller frees it. */
 static struct kvp_model *parse_text(const char *text, struct kvp_error *err, enum kvp_status *st)
@@ -253,7 +214,7 @@ static bool is_model_file(const char *text)
         else
             p++;
     }
-    return starts_with(p, "kvplan:") || strstr(text, "\nkvplan:") != NULL;
+    return test_starts_with(p, "kvplan:") || strstr(text, "\nkvplan:") != NULL;
 }
 
 START_TEST(shipped_models_round_trip)
@@ -268,10 +229,10 @@ START_TEST(shipped_models_round_trip)
         char *text;
         struct kvp_model *m = NULL;
         struct kvp_error err = {0};
-        if (!ends_with(e->d_name, ".yaml"))
+        if (!test_ends_with(e->d_name, ".yaml"))
             continue;
         snprintf(path, sizeof path, "models/%s", e->d_name);
-        text = slurp(path);
+        text = test_slurp(path);
         ck_assert_msg(text != NULL, "cannot read %s", path);
         if (!is_model_file(text)) {
             free(text);
@@ -513,48 +474,19 @@ END_TEST
 
 /* ---- bad inputs: tests/data/bad/model-*.yaml against their .err ---------- */
 
+static enum kvp_status load_model(const char *path, struct kvp_error *err)
+{
+    struct kvp_model *m = NULL;
+    enum kvp_status st = kvp_model_load(path, &m, err);
+    if (st != KVP_OK)
+        ck_assert_ptr_null(m);
+    kvp_model_free(m);
+    return st;
+}
+
 START_TEST(bad_files)
 {
-    DIR *d = opendir(BAD_DIR);
-    struct dirent *e;
-    int n = 0, wrong = 0;
-    char report[8192] = "";
-
-    ck_assert_msg(d != NULL, "cannot open " BAD_DIR);
-    while ((e = readdir(d)) != NULL) {
-        char path[512], errpath[520], got[KVP_ERROR_TEXT_MAX];
-        char *want;
-        struct kvp_model *m = NULL;
-        struct kvp_error err = {0};
-        enum kvp_status st;
-        size_t len;
-
-        if (!starts_with(e->d_name, "model-") || !ends_with(e->d_name, ".yaml"))
-            continue;
-        snprintf(path, sizeof path, BAD_DIR "/%s", e->d_name);
-        snprintf(errpath, sizeof errpath, "%s.err", path);
-        want = slurp(errpath);
-        ck_assert_msg(want != NULL, "%s has no .err file", path);
-        len = strlen(want);
-        while (len && (want[len - 1] == '\n' || want[len - 1] == '\r'))
-            want[--len] = '\0';
-        st = kvp_model_load(path, &m, &err);
-        ck_assert_msg(st != KVP_OK, "%s loaded", path);
-        ck_assert_ptr_null(m);
-        ck_assert_int_eq(err.code, st);
-        kvp_error_text(&err, got, sizeof got);
-        /* collect every mismatch, so one run shows them all */
-        if (strcmp(got, want) != 0) {
-            size_t o = strlen(report);
-            snprintf(report + o, sizeof report - o, "\n  got:  %s\n  want: %s", got, want);
-            wrong++;
-        }
-        free(want);
-        n++;
-    }
-    closedir(d);
-    ck_assert_int_ge(n, 1);
-    ck_assert_msg(wrong == 0, "%d of %d bad files give another error:%s", wrong, n, report);
+    test_bad_files("model-", ".yaml", load_model);
 }
 END_TEST
 

@@ -11,7 +11,7 @@
 #include "kvplan/plan.h"
 #include "testutil.h"
 
-#define BAD_DIR "tests/data/bad"
+#define BAD_DIR TEST_BAD_DIR
 
 static struct kvp_catalog *models;
 static struct kvp_gpu_catalog *gpus;
@@ -46,20 +46,6 @@ static const char *put(const char *name, const char *text)
     fputs(text, f);
     ck_assert_int_eq(fclose(f), 0);
     return path;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-    if (!f)
-        return NULL;
-    buf = calloc(1, 1 << 20);
-    n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 /* Llama-3.1-70B, fp8 weights, 4 x H100, vLLM, 64 x 8K: kvplan fit prints
@@ -171,7 +157,7 @@ START_TEST(includes_defaults_and_relative_paths)
     struct kvp_plan p = {0};
     struct kvp_plan_report r = {0};
     struct kvp_error err = {0};
-    char *model = slurp("models/llama-3.1-8b.yaml");
+    char *model = test_slurp("models/llama-3.1-8b.yaml");
     char dir[128];
     const char *plan;
 
@@ -299,54 +285,19 @@ END_TEST
 
 /* ---- limits ---- */
 
-static int ends_with(const char *s, const char *suffix)
+static enum kvp_status load_plan(const char *path, struct kvp_error *err)
 {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
+    struct kvp_plan p = {0};
+    enum kvp_status st = kvp_plan_load(&p, path, models, gpus, err);
+    if (st != KVP_OK)
+        ck_assert_uint_eq(p.n, 0); /* an invalid plan leaves nothing to report as passed */
+    kvp_plan_release(&p);
+    return st;
 }
 
 START_TEST(bad_files)
 {
-    DIR *d = opendir(BAD_DIR);
-    struct dirent *e;
-    int n = 0, wrong = 0;
-    char report[8192] = "";
-
-    ck_assert_msg(d != NULL, "cannot open " BAD_DIR);
-    while ((e = readdir(d)) != NULL) {
-        char path[512], errpath[520], got[KVP_ERROR_TEXT_MAX];
-        struct kvp_plan p = {0};
-        struct kvp_error err = {0};
-        enum kvp_status st;
-        char *want;
-        size_t len;
-
-        if (strncmp(e->d_name, "plan-", 5) != 0 || !ends_with(e->d_name, ".yaml"))
-            continue;
-        snprintf(path, sizeof path, BAD_DIR "/%s", e->d_name);
-        snprintf(errpath, sizeof errpath, "%s.err", path);
-        want = slurp(errpath);
-        ck_assert_msg(want != NULL, "%s has no .err file", path);
-        len = strlen(want);
-        while (len && (want[len - 1] == '\n' || want[len - 1] == '\r'))
-            want[--len] = '\0';
-        st = kvp_plan_load(&p, path, models, gpus, &err);
-        ck_assert_msg(st != KVP_OK, "%s loaded", path);
-        ck_assert_uint_eq(p.n, 0); /* an invalid plan leaves nothing to report as passed */
-        ck_assert_int_eq(err.code, st);
-        kvp_error_text(&err, got, sizeof got);
-        if (strcmp(got, want) != 0) {
-            size_t o = strlen(report);
-            snprintf(report + o, sizeof report - o, "\n  got:  %s\n  want: %s", got, want);
-            wrong++;
-        }
-        kvp_plan_release(&p);
-        free(want);
-        n++;
-    }
-    closedir(d);
-    ck_assert_int_ge(n, 20);
-    ck_assert_msg(wrong == 0, "%d of %d bad files give another error:%s", wrong, n, report);
+    test_bad_files("plan-", ".yaml", load_plan);
 }
 END_TEST
 
