@@ -7,8 +7,9 @@
  * chunked local, shared-KV (reads an earlier layer's cache) and a recurrent
  * layer whose state has exactly the modeled element count. Its KV cache
  * stores every format the engine prices (plain, fp8, grouped int with axis,
- * residual, ggml blocks) under one of three allocation policies, and every
- * cache byte goes through a counting allocator the caller owns.
+ * residual, KVQuant's dense-and-sparse outliers, ggml blocks) under one of
+ * three allocation policies, keys after RoPE or, with pre_rope_keys, before
+ * it, and every cache byte goes through a counting allocator the caller owns.
  *
  *     struct kvp_ref_alloc a = {0};
  *     struct kvp_ref_model *rm;
@@ -83,6 +84,10 @@ struct kvp_ref_opts {
     float heavy_gain;
     uint32_t loud_tokens;
     float value_gain;
+    bool pre_rope_keys;    /* cache keys before RoPE (KVQuant): the cache stores un-rotated
+                            * keys, which attention rotates by their position after reading
+                            * (dequantizing) them; the same bytes as post-RoPE keys. MLA:
+                            * the latent's decoupled RoPE part likewise. */
     uint32_t threads;      /* threads sharing each matrix-vector product's rows; 0 or 1 = the
                             * calling thread only. Results do not depend on it: every row
                             * is summed in the same order by whichever thread owns it. */
@@ -209,7 +214,9 @@ enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kv
 
 /* Run the fp32-cache decoder and one with formats k, v on the same random
  * prompt of `prompt` tokens then `steps` greedy tokens, measuring the errors
- * above on layer 0 at every step (averaged). Model: built by the caller. */
+ * above on layer 0 at every step (averaged). Model: built by the caller; with
+ * pre_rope_keys both caches hold un-rotated keys, and keys and scores are
+ * compared after rotation (what attention sees; RoPE keeps row norms). */
 enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kvp_format *k,
                                  const struct kvp_format *v, uint64_t prompt, uint64_t steps, uint64_t seed,
                                  struct kvp_ref_fidelity *out, struct kvp_error *err);

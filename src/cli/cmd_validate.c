@@ -23,7 +23,7 @@ static struct cli_opt opts[] = {
                    "or HIDDEN,MLP,VOCAB,QPERKV", NULL},
     {"alloc-only", NULL, "fill the cache with synthetic entries through the same path (no attention)", NULL},
     {"compute", NULL, "always run the decoder (default: when it takes under ~2 GFLOP)", NULL},
-    {"fidelity", NULL, "quantization fidelity grid (KIVI) on a synthesized model: K/V axis x bits x residual", NULL},
+    {"fidelity", NULL, "quantization fidelity grid (KIVI) on a synthesized model: K/V axis x bits x residual; KVQuant: pre-RoPE keys, outliers", NULL},
     {"seed", "N", "--fidelity: seed of the synthesized model and prompt (default 1)", NULL},
     {"prompt", "N", "--fidelity: random prompt tokens (default 128)", NULL},
     {"steps", "N", "--fidelity: greedy steps measured (default 128)", NULL},
@@ -244,8 +244,48 @@ static struct kivi_check kivi_check(struct kvp_ref_fidelity r[FID_AXES][FID_BITS
     return c;
 }
 
+/* KVQuant's two key techniques on the same model: keys per-channel or
+ * per-token at 2 and 4 bits, with and without dense-and-sparse outliers
+ * (1%), cached after RoPE (as everywhere else) or before it (un-rotated,
+ * rotated after dequantizing); values int<bits> per-token, group 32. */
+enum { KVQ_AXES = 2, KVQ_BITS = 2, KVQ_OUTL = 2, KVQ_ROPE = 2 };
+static const unsigned kvq_bits[KVQ_BITS] = {2, 4};
+static const char *const kvq_axes[KVQ_AXES] = {"channel", "token"}, *const kvq_outl[KVQ_OUTL] = {"", ":outliers=0.01"};
+
+static void kvq_format(int a, int bi, int oi, char *ks, char *vs, size_t n)
+{
+    snprintf(ks, n, "int%u:group=32:axis=%s%s", kvq_bits[bi], kvq_axes[a], kvq_outl[oi]);
+    snprintf(vs, n, "int%u:group=32", kvq_bits[bi]);
+}
+
+/* Run the KVQuant table: post-RoPE keys on rm, pre-RoPE keys on a model of
+ * the same seed built with pre_rope_keys (the same weights). */
+static enum kvp_status kvquant(const struct kvp_ref_model *rm, const struct kvp_model *fm, struct kvp_ref_opts o,
+                               uint64_t seed, uint64_t prompt, uint64_t steps,
+                               struct kvp_ref_fidelity r[KVQ_AXES][KVQ_BITS][KVQ_OUTL][KVQ_ROPE], struct kvp_error *err)
+{
+    struct kvp_ref_model *pre;
+    enum kvp_status st;
+    o.pre_rope_keys = true;
+    if ((st = kvp_ref_model_new(fm, &o, &pre, err)) != KVP_OK)
+        return st;
+    for (int a = 0; a < KVQ_AXES && st == KVP_OK; a++)
+        for (int bi = 0; bi < KVQ_BITS && st == KVP_OK; bi++)
+            for (int oi = 0; oi < KVQ_OUTL && st == KVP_OK; oi++)
+                for (int ro = 0; ro < KVQ_ROPE && st == KVP_OK; ro++) {
+                    char ks[96], vs[96];
+                    struct kvp_format k, v;
+                    kvq_format(a, bi, oi, ks, vs, sizeof ks);
+                    if ((st = kvp_format_parse(ks, &k, err)) == KVP_OK && (st = kvp_format_parse(vs, &v, err)) == KVP_OK)
+                        st = kvp_ref_fidelity(ro ? pre : rm, &k, &v, prompt, steps, seed, &r[a][bi][oi][ro], err);
+                }
+    kvp_ref_model_free(pre);
+    return st;
+}
+
 static int fidelity(enum kvp_out fmt, uint64_t seed, uint64_t prompt, uint64_t steps)
 {
+    struct kvp_ref_fidelity kq[KVQ_AXES][KVQ_BITS][KVQ_OUTL][KVQ_ROPE]; /* (K axis, bits, outliers, pre-RoPE) */
     struct kvp_ref_fidelity res[FID_AXES][FID_BITS][FID_RESID]; /* (K/V axes, bits, residual) */
     struct kvp_ref_opts o;
     struct kvp_model fm;
@@ -270,7 +310,19 @@ static int fidelity(enum kvp_out fmt, uint64_t seed, uint64_t prompt, uint64_t s
                     return cli_error(&err);
                 }
             }
+    if (kvquant(rm, &fm, o, seed, prompt, steps, kq, &err) != KVP_OK) {
+        kvp_ref_model_free(rm);
+        return cli_error(&err);
+    }
     kvp_ref_model_free(rm);
+    /* KVQuant's claims on this model, per bit width: pre-RoPE lowers
+     * per-channel keys' score error; 1% outliers lower key error on both axes */
+    bool pre_helps = true, outl_helps = true;
+    for (int bi = 0; bi < KVQ_BITS; bi++) {
+        pre_helps = pre_helps && kq[0][bi][0][1].score_err < kq[0][bi][0][0].score_err;
+        for (int a = 0; a < KVQ_AXES; a++)
+            outl_helps = outl_helps && kq[a][bi][1][0].key_err < kq[a][bi][0][0].key_err;
+    }
     const struct kvp_ref_fidelity *f0 = &res[0][0][0]; /* the fp32 run's statistics are the same in every cell */
     struct kivi_check c = kivi_check(res);
     snprintf(desc, sizeof desc,
@@ -295,6 +347,28 @@ static int fidelity(enum kvp_out fmt, uint64_t seed, uint64_t prompt, uint64_t s
         kvp_json_bool(&j, "values_per_token_best", c.values);
         kvp_json_bool(&j, "value_err_points_wrong_way", c.value_err_wrong_way);
         kvp_json_bool(&j, "residual_helps_channel_keys", c.residual);
+        kvp_json_bool(&j, "pre_rope_helps_channel_keys", pre_helps);
+        kvp_json_bool(&j, "outliers_lower_key_err", outl_helps);
+        kvp_json_begin(&j, "kvquant", '[');
+        for (int a = 0; a < KVQ_AXES; a++)
+            for (int bi = 0; bi < KVQ_BITS; bi++)
+                for (int oi = 0; oi < KVQ_OUTL; oi++)
+                    for (int ro = 0; ro < KVQ_ROPE; ro++) {
+                        const struct kvp_ref_fidelity *f = &kq[a][bi][oi][ro];
+                        char ks[96], vs[96];
+                        kvq_format(a, bi, oi, ks, vs, sizeof ks);
+                        kvp_json_begin(&j, NULL, '{');
+                        kvp_json_str(&j, "k", ks);
+                        kvp_json_str(&j, "v", vs);
+                        kvp_json_bool(&j, "pre_rope_keys", ro == 1);
+                        kvp_json_double(&j, "key_err", f->key_err);
+                        kvp_json_double(&j, "value_err", f->value_err);
+                        kvp_json_double(&j, "score_err", f->score_err);
+                        kvp_json_double(&j, "output_err", f->output_err);
+                        kvp_json_double(&j, "agreement", f->agreement);
+                        kvp_json_end(&j, '}');
+                    }
+        kvp_json_end(&j, ']');
         kvp_json_begin(&j, "results", '[');
     } else {
         kvp_buf_printf(&b,
@@ -358,6 +432,28 @@ static int fidelity(enum kvp_out fmt, uint64_t seed, uint64_t prompt, uint64_t s
                            "unquantized\n",
                        c.residual ? "yes" : "NO", r[0][0][2].score_err, r[0][1][2].score_err, r[0][2][2].score_err,
                        r[0][0][0].score_err, r[0][1][0].score_err, r[0][2][0].score_err);
+        kvp_buf_printf(&b, "\nKVQuant: keys cached before RoPE (rotated after dequantizing; the same bytes) and\n"
+                           "dense-and-sparse outliers (1%% of each token's values kept as fp32 + int32 index);\n"
+                           "V int<bits>:group=32 per-token\n");
+        kvp_buf_printf(&b, "%-8s %4s %8s %5s %9s %9s %9s %6s\n", "K axis", "bits", "outliers", "RoPE", "key err",
+                       "score err", "out err", "agree");
+        for (int a = 0; a < KVQ_AXES; a++)
+            for (int bi = 0; bi < KVQ_BITS; bi++)
+                for (int oi = 0; oi < KVQ_OUTL; oi++)
+                    for (int ro = 0; ro < KVQ_ROPE; ro++) {
+                        const struct kvp_ref_fidelity *f = &kq[a][bi][oi][ro];
+                        kvp_buf_printf(&b, "%-8s %4u %8s %5s %9.4f %9.4f %9.4f %6.3f\n", kvq_axes[a], kvq_bits[bi],
+                                       oi ? "0.01" : "0", ro ? "pre" : "post", f->key_err, f->score_err, f->output_err,
+                                       f->agreement);
+                    }
+        kvp_buf_printf(&b, "pre-RoPE lowers per-channel keys' score error (2/4 bits): %s (%.4f/%.4f vs %.4f/%.4f)\n",
+                       pre_helps ? "yes" : "NO", kq[0][0][0][1].score_err, kq[0][1][0][1].score_err,
+                       kq[0][0][0][0].score_err, kq[0][1][0][0].score_err);
+        kvp_buf_printf(&b, "outliers=0.01 lowers key error (per-channel, per-token; 2/4 bits; post-RoPE): %s "
+                           "(%.4f/%.4f, %.4f/%.4f vs %.4f/%.4f, %.4f/%.4f)\n",
+                       outl_helps ? "yes" : "NO", kq[0][0][1][0].key_err, kq[0][1][1][0].key_err,
+                       kq[1][0][1][0].key_err, kq[1][1][1][0].key_err, kq[0][0][0][0].key_err,
+                       kq[0][1][0][0].key_err, kq[1][0][0][0].key_err, kq[1][1][0][0].key_err);
     }
     int rc = cli_write(&b);
     kvp_buf_release(&b);

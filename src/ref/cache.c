@@ -10,6 +10,12 @@
  * capacity), so a window or a residual evicts its oldest row in place.
  * Channel-axis formats store whole G-token groups per channel; the residual
  * collects T mod R' tokens and is quantized in one go when it fills.
+ * Dense-and-sparse outliers (outliers=F, KVQuant): every quantized token
+ * keeps its ceil(F * n) largest-magnitude values as fp32 value + int32 index
+ * (8 B each), left out of the group ranges. Token axis: after the row's
+ * codes, in the same slot; channel axis: a region of its own, one entry
+ * list per quantized token, between the meta and the residual. Residual
+ * tokens carry none (the engine prices quantized tokens only).
  * Channel-axis bytes are not monotone in T, so a static store is sized by
  * kvp_cache_capacity instead: a quantized region for floor(C/R')*R' tokens
  * and a residual of min(C, R'-1) tokens (the token that completes R' goes
@@ -79,7 +85,10 @@ struct store {
     uint64_t n;        /* values per token: n_kv * d */
     uint64_t window;   /* 0 = every token */
     uint64_t R;        /* residual tokens: rows: f->residual; channel: R' */
-    uint64_t qrow;     /* bytes of one quantized token row (rows mode) */
+    uint64_t qrow;     /* bytes of one quantized token row (rows mode), outliers included */
+    uint64_t ob;       /* bytes of one quantized token's outliers: 8 * ceil(F * n) */
+    float *otmp;       /* (n,) the cache's scratch: a row with its outliers taken out */
+    struct codec_okey *heap; /* the cache's scratch: ceil(F * n) entries */
     uint64_t rrow;     /* bytes of one residual token: n values in the scale dtype */
     uint64_t len;      /* tokens appended */
     /* static / dynamic */
@@ -102,6 +111,8 @@ struct kvp_ref_cache {
     uint64_t *state_bytes;  /* (layers,) */
     struct blocks *free;    /* (layers, 2) */
     float *tmp;             /* a store's row, or a G-token group (G, n) */
+    float *otmp;            /* a store's row (outliers only) */
+    struct codec_okey *heap;
 };
 
 static uint64_t held_of(const struct store *s, uint64_t T)
@@ -136,6 +147,11 @@ static uint64_t meta_bytes(const struct store *s, uint64_t q)
     return s->n * (q / s->f->group) * codec_meta_size(s->f);
 }
 
+static uint64_t outl_bytes(const struct store *s, uint64_t q)
+{
+    return q * s->ob;
+}
+
 /* Channel-axis offsets with q quantized tokens held: meta after the codes,
  * the residual after the meta. Dynamic buffers are exactly q tokens long; a
  * static one keeps its regions at capacity, so nothing moves as groups fill. */
@@ -144,10 +160,45 @@ static uint64_t chan_meta_off(const struct store *s, uint64_t q)
     return codes_bytes(s, s->fixed ? s->qcap : q);
 }
 
-static uint64_t chan_res_off(const struct store *s, uint64_t q)
+/* The outlier lists of the quantized tokens, after the meta. */
+static uint64_t chan_out_off(const struct store *s, uint64_t q)
 {
     uint64_t c = s->fixed ? s->qcap : q;
     return codes_bytes(s, c) + meta_bytes(s, c);
+}
+
+static uint64_t chan_res_off(const struct store *s, uint64_t q)
+{
+    uint64_t c = s->fixed ? s->qcap : q;
+    return codes_bytes(s, c) + meta_bytes(s, c) + outl_bytes(s, c);
+}
+
+/* Rows mode: one quantized row, its outliers (if any) after the codes. */
+static void row_encode(const struct store *s, const float *x, uint8_t *dst)
+{
+    if (!s->ob) {
+        codec_encode_row(s->f, s->n_kv, s->d, x, dst);
+        return;
+    }
+    memcpy(s->otmp, x, s->n * sizeof *x);
+    codec_split_outliers(s->f, s->n, s->otmp, s->heap, dst + s->qrow - s->ob);
+    codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
+}
+
+static void row_decode(const struct store *s, const uint8_t *src, float *out)
+{
+    codec_decode_row(s->f, s->n_kv, s->d, src, out);
+    if (s->ob)
+        codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, out);
+}
+
+/* Channel axis: take the outliers of the G tokens of group x (G, n), the
+ * tokens first..first+G-1, into the list region at out (in place: x is the
+ * caller's scratch). */
+static void chan_split(const struct store *s, float *x, uint64_t first, uint8_t *out)
+{
+    for (uint64_t j = 0; s->ob && j < s->f->group; j++)
+        codec_split_outliers(s->f, s->n, x + j * s->n, s->heap, out + (first + j) * s->ob);
 }
 
 /* Where a row of position pos lives (rows mode, static/dynamic). */
@@ -195,7 +246,7 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
     bool resid;
     if (block) {
         const uint8_t *row = paged_row((struct store *)s, NULL, block, pos, false);
-        codec_decode_row(s->f, s->n_kv, s->d, row, out);
+        row_decode(s, row, out);
         return;
     }
     if (s->mode == CHANNEL) {
@@ -207,13 +258,15 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
         for (uint64_t c = 0; c < s->n; c++)
             codec_decode_value(s->f, s->n, pos / s->f->group, c, pos % s->f->group, s->buf,
                                s->buf + chan_meta_off(s, q), &out[c]);
+        if (s->ob)
+            codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + pos * s->ob, out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
     if (resid)
         codec_get_plain(s->f->scale, row, s->n, out);
     else
-        codec_decode_row(s->f, s->n_kv, s->d, row, out);
+        row_decode(s, row, out);
 }
 
 /* Rows mode, static: the token leaving the residual is quantized into its
@@ -226,13 +279,13 @@ static void rows_put(struct store *s, const float *x, float *tmp)
         uint64_t out = T - s->R; /* leaves the residual */
         if (out >= T + 1 - held2 && s->qcap) {
             codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
-            codec_encode_row(s->f, s->n_kv, s->d, tmp, s->buf + (out % s->qcap) * s->qrow);
+            row_encode(s, tmp, s->buf + (out % s->qcap) * s->qrow);
         }
     }
     if (r2)
         codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
     else
-        codec_encode_row(s->f, s->n_kv, s->d, x, s->buf + (T % s->qcap) * s->qrow);
+        row_encode(s, x, s->buf + (T % s->qcap) * s->qrow);
 }
 
 /* Channel axis, static: x goes into the residual, or, when it completes R'
@@ -255,6 +308,7 @@ static void channel_put(struct store *s, const float *x, float *tmp)
             else
                 memcpy(g + j * s->n, x, s->n * sizeof *x);
         }
+        chan_split(s, g, q + k * s->f->group, s->buf + chan_out_off(s, q));
         codec_encode_groups(s->f, s->n, q / s->f->group + k, g, s->buf, s->buf + chan_meta_off(s, q));
     }
 }
@@ -272,9 +326,11 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
         if (s->buf) {
             memcpy(nbuf, s->buf, codes_bytes(s, q));
             memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q), meta_bytes(s, q));
+            if (s->ob)
+                memcpy(nbuf + chan_out_off(s, q2), s->buf + chan_out_off(s, q), outl_bytes(s, q));
         }
         if (q2 > q) { /* the residual is full: quantize its R'/G groups */
-            const uint8_t *res = s->buf + codes_bytes(s, q) + meta_bytes(s, q);
+            const uint8_t *res = s->buf + chan_res_off(s, q);
             float *g = tmp; /* (G, n) */
             for (uint64_t k = 0; k < s->R / s->f->group; k++) {
                 for (uint64_t j = 0; j < s->f->group; j++) {
@@ -284,12 +340,13 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
                     else
                         memcpy(g + j * s->n, x, s->n * sizeof *x);
                 }
+                chan_split(s, g, q + k * s->f->group, nbuf + chan_out_off(s, q2));
                 codec_encode_groups(s->f, s->n, q / s->f->group + k, g, nbuf, nbuf + codes_bytes(s, q2));
             }
         } else {
-            uint8_t *res2 = nbuf + codes_bytes(s, q2) + meta_bytes(s, q2);
+            uint8_t *res2 = nbuf + chan_res_off(s, q2);
             if (r)
-                memcpy(res2, s->buf + codes_bytes(s, q) + meta_bytes(s, q), r * s->rrow);
+                memcpy(res2, s->buf + chan_res_off(s, q), r * s->rrow);
             codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
         }
     } else {
@@ -307,13 +364,13 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
                 memcpy(dst, src, now ? s->rrow : s->qrow);
             } else { /* leaves the residual: quantize it now */
                 codec_get_plain(s->f->scale, src, s->n, tmp);
-                codec_encode_row(s->f, s->n_kv, s->d, tmp, dst);
+                row_encode(s, tmp, dst);
             }
         }
         if (r2)
             codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
         else
-            codec_encode_row(s->f, s->n_kv, s->d, x, nbuf + (T % s->qcap) * s->qrow);
+            row_encode(s, x, nbuf + (T % s->qcap) * s->qrow);
         kvp_ref_alloc_put(a, s->tag, old.buf, old.bytes);
         s->len = T2;
         return KVP_OK;
@@ -334,7 +391,7 @@ static enum kvp_status store_append(struct kvp_ref_cache *c, struct store *s, co
         uint8_t *row = paged_row(s, c->a, c->o.block, s->len, true);
         if (!row)
             return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate a block of %u tokens", c->o.block);
-        codec_encode_row(s->f, s->n_kv, s->d, x, row);
+        row_encode(s, x, row);
     } else if (s->mode == CHANNEL) {
         channel_put(s, x, tmp);
     } else {
@@ -387,8 +444,9 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
     uint64_t row;
     enum kvp_status st;
     kvp_format_name(f, name, sizeof name);
-    if (f->outliers_ppm)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': dense-and-sparse outliers are not implemented", which, name);
+    if (f->outliers_ppm && !t->grouped) /* format.h gives settings to the integer types only */
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)",
+                        which, name, f->outliers_ppm / 1e6);
     if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
         return st;
     if (t->grouped && f->axis == KVP_AXIS_CHANNEL) {
@@ -421,7 +479,8 @@ static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref
     s->R = kvp_dtype_info(f->dtype)->grouped ? f->residual : 0;
     if (s->mode == CHANNEL && s->R == 0)
         s->R = f->group;
-    s->qrow = codec_row_bytes(f, n_kv, d);
+    s->ob = 8 * codec_outliers(f, s->n);
+    s->qrow = codec_row_bytes(f, n_kv, d) + s->ob;
     s->rrow = s->n * codec_plain_size(f->scale);
     s->free = fl;
 }
@@ -463,6 +522,8 @@ void kvp_ref_cache_free(struct kvp_ref_cache *c)
     free(c->free);
     free(c->len);
     free(c->tmp);
+    free(c->otmp);
+    free(c->heap);
     free(c);
 }
 
@@ -528,6 +589,18 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         }
         if (!(c->tmp = malloc(most * sizeof *c->tmp)))
             goto err;
+        uint64_t row = 1, k = 1; /* outlier scratch, shared by the stores like tmp */
+        for (uint64_t i = 0; i < L * B * 2; i++)
+            if (c->st[i].f) {
+                row = c->st[i].n > row ? c->st[i].n : row;
+                k = c->st[i].ob / 8 > k ? c->st[i].ob / 8 : k;
+            }
+        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)))
+            goto err;
+        for (uint64_t i = 0; i < L * B * 2; i++) {
+            c->st[i].otmp = c->otmp;
+            c->st[i].heap = c->heap;
+        }
     }
     /* free lists can hold every block the batch may ever own */
     if (o->policy == KVP_REF_PAGED)
@@ -551,7 +624,7 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
                 s->fixed = true;
                 s->qcap = h - h % s->R;
                 s->rcap = h < s->R - 1 ? h : s->R - 1;
-                s->bytes = codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + s->rcap * s->rrow;
+                s->bytes = codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + outl_bytes(s, s->qcap) + s->rcap * s->rrow;
             } else {
                 s->rcap = h < s->R ? h : s->R;
                 s->qcap = h - s->rcap;

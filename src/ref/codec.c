@@ -219,10 +219,12 @@ static void group_params(const struct kvp_format *f, const float *x, uint64_t n,
 {
     uint32_t bits = bits_of(f), sz = codec_plain_size(f->scale);
     float lo = x[0], hi = x[0];
-    for (uint64_t i = 1; i < n; i++) {
+    for (uint64_t i = 1; i < n; i++) { /* fminf/fmaxf skip a NaN: an outlier left out */
         lo = fminf(lo, x[i * s]);
         hi = fmaxf(hi, x[i * s]);
     }
+    if (lo != lo) /* every value of the group is an outlier */
+        lo = hi = 0;
     if (f->zero_point) {
         *scale = (hi - lo) / (float)((1u << bits) - 1);
         *zp = lo;
@@ -242,6 +244,8 @@ static void group_params(const struct kvp_format *f, const float *x, uint64_t n,
 static uint32_t quantize(const struct kvp_format *f, float x, float scale, float zp)
 {
     uint32_t bits = bits_of(f), top = (1u << bits) - 1;
+    if (x != x) /* an outlier: its code is never read back */
+        return 0;
     float q = scale > 0 ? nearbyintf((x - zp) / scale) : 0;
     if (!f->zero_point)
         q += (float)(1u << (bits - 1));
@@ -668,4 +672,76 @@ void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint
 {
     *out = dequantize(f, get_code(codes, (g * n + c) * f->group + j, bits_of(f)),
                       meta + (g * n + c) * codec_meta_size(f));
+}
+
+/* ---- dense-and-sparse outliers (KVQuant) --------------------------------- */
+
+uint64_t codec_outliers(const struct kvp_format *f, uint64_t n)
+{
+    return (n * f->outliers_ppm + 999999) / 1000000; /* the engine's ceil(F * n) */
+}
+
+/* a ranks above b: larger magnitude, then the lower index (a total order,
+ * so the chosen set does not depend on the scan) */
+static bool outranks(const struct codec_okey *a, const struct codec_okey *b)
+{
+    return a->mag > b->mag || (a->mag == b->mag && a->idx < b->idx);
+}
+
+/* Restore the min-heap (root = the lowest-ranked kept value) below i. */
+static void sift_down(struct codec_okey *h, uint64_t k, uint64_t i)
+{
+    for (;;) {
+        uint64_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < k && outranks(&h[m], &h[l]))
+            m = l;
+        if (r < k && outranks(&h[m], &h[r]))
+            m = r;
+        if (m == i)
+            return;
+        struct codec_okey t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+void codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst)
+{
+    uint64_t k = codec_outliers(f, n), have = 0;
+    if (k > n)
+        k = n;
+    for (uint64_t i = 0; i < n; i++) {
+        struct codec_okey e = {fabsf(x[i]), (uint32_t)i};
+        if (have < k) {
+            heap[have++] = e;
+            if (have == k) /* heapify once full */
+                for (uint64_t j = k / 2; j-- > 0;)
+                    sift_down(heap, k, j);
+        } else if (k && outranks(&e, &heap[0])) {
+            heap[0] = e;
+            sift_down(heap, k, 0);
+        }
+    }
+    for (uint64_t j = 0; j < k; j++) {
+        int32_t idx = (int32_t)heap[j].idx;
+        memcpy(dst + 8 * j, &x[heap[j].idx], 4);
+        memcpy(dst + 8 * j + 4, &idx, 4);
+        x[heap[j].idx] = NAN;
+    }
+}
+
+void codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x)
+{
+    uint64_t k = codec_outliers(f, n);
+    if (k > n)
+        k = n;
+    for (uint64_t j = 0; j < k; j++) {
+        int32_t idx;
+        float v;
+        memcpy(&v, src + 8 * j, 4);
+        memcpy(&idx, src + 8 * j + 4, 4);
+        if (idx >= 0 && (uint64_t)idx < n)
+            x[idx] = v;
+    }
 }

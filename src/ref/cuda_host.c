@@ -226,6 +226,8 @@ enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp
     *out = NULL;
     if ((st = kvp_cuda_model_ok(m, err)) != KVP_OK)
         return st;
+    if (o->pre_rope_keys) /* the kernels rotate keys before caching them */
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "pre_rope_keys is not implemented on the device");
     if ((st = kvp_ref_model_new(m, o, &rm, err)) != KVP_OK)
         return st;
     if (!(w = calloc(1, sizeof *w)) || !(w->layer = calloc(m->n_layers ? m->n_layers : 1, sizeof *w->layer))) {

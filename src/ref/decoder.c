@@ -386,6 +386,11 @@ static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos
         }
 }
 
+void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
+{
+    rope(x, h, d, stride, pos);
+}
+
 static void softmax(float *x, uint64_t n)
 {
     float m = x[0];
@@ -510,13 +515,17 @@ static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c
 {
     uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
     float scale = 1.0f / sqrtf((float)w->dk);
-    (void)rm;
     for (uint64_t j = lo; j <= pos; j++) {
         const float *k = s->pk[src];
         if (j < pos) {
             cache_read_k(c, src, seq, j, s->row);
             k = s->row;
+        } else if (rm->o.pre_rope_keys) {
+            memcpy(s->row, k, (uint64_t)w->hkv * w->dk * sizeof *k);
+            k = s->row;
         }
+        if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
+            rope(s->row, w->hkv, w->dk, w->dk, j);
         for (uint32_t h = 0; h < w->hq; h++) {
             const float *kh = k + (h / g) * w->dk, *qh = s->q + (uint64_t)h * w->dk;
             float acc = 0;
@@ -554,7 +563,6 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
     uint64_t n = pos + 1, R = w->rank;
     float scale = 1.0f / sqrtf((float)w->dk);
     float *qlat = s->row2; /* (hq, rank) */
-    (void)rm;
     for (uint32_t h = 0; h < w->hq; h++) {
         const float *qn = s->q + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
         for (uint64_t r = 0; r < R; r++) {
@@ -569,7 +577,12 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
         if (j < pos) {
             cache_read_k(c, l, seq, j, s->row);
             lat = s->row;
+        } else if (rm->o.pre_rope_keys) {
+            memcpy(s->row, lat, (R + w->rope) * sizeof *lat);
+            lat = s->row;
         }
+        if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
+            rope(s->row + R, 1, w->rope, w->rope, j);
         for (uint32_t h = 0; h < w->hq; h++) {
             const float *qr = s->q + (uint64_t)h * w->dk + w->nope;
             float acc = 0;
@@ -623,7 +636,8 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
             case KVP_LAYER_CHUNKED:
                 matvec(rm, s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
                 matvec(rm, s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
-                rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
+                if (!rm->o.pre_rope_keys) /* else attend rotates them after reading */
+                    rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
                 /* fallthrough */
             case KVP_LAYER_SHARED: {
                 uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
@@ -637,7 +651,8 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 rope(s->q + w->nope, w->hq, w->rope, w->dk, pos);
                 matvec(rm, s->pk[l], w->wdkv, s->xb, w->rank, H);
                 matvec(rm, s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
-                rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
+                if (!rm->o.pre_rope_keys)
+                    rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
                 attend_mla(rm, c, w, l, seq, pos, s);
                 break;
             case KVP_LAYER_RECURRENT: {

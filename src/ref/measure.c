@@ -207,6 +207,10 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         cache_read_k(b, 0, 0, j, Kq + j * nk);
         cache_read_v(a, 0, 0, j, V + j * nv);
         cache_read_v(b, 0, 0, j, Vq + j * nv);
+        if (rm->o.pre_rope_keys) { /* both caches hold un-rotated keys */
+            ref_rope(K + j * nk, hkv, dk, dk, j);
+            ref_rope(Kq + j * nk, hkv, dk, dk, j);
+        }
     }
     for (uint64_t i = 0; i < n * nk; i++) {
         acc->k_err += (double)(K[i] - Kq[i]) * (K[i] - Kq[i]);

@@ -2,6 +2,7 @@
 #ifndef KVPLAN_REF_INTERNAL_H
 #define KVPLAN_REF_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,17 @@ void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, con
 void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out);
 uint32_t codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
+/* KVQuant dense-and-sparse outliers of one token row of n values (all heads):
+ * codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
+ * int32 index into the row (the engine's price). codec_split_outliers keeps
+ * the largest |x| (ties: lower index) in dst and sets them to NaN in x, which
+ * the group quantizer leaves out of its ranges (KVQuant's exclusion, not
+ * zeroing); heap is scratch of codec_outliers(f, n) entries.
+ * codec_merge_outliers writes them back over a decoded row. */
+struct codec_okey { float mag; uint32_t idx; };
+uint64_t codec_outliers(const struct kvp_format *f, uint64_t n);
+void codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
+void codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x);
 
 /* ---- rng ------------------------------------------------------------- */
 struct pcg { uint64_t state, inc; };
@@ -91,6 +103,8 @@ struct kvp_ref_model {
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
 void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
 void ref_softmax(float *x, uint64_t n);
+/* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
+void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
 
 /* ---- measure.c, for decoder.c: the fidelity model's weights -------------- */
 /* Shape the embeddings (vocab, H) and one attention spec's wq (hq*dk, H),
