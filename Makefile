@@ -86,7 +86,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 	    $(YAML_LIBS) $(LDLIBS) -o $@
 
 run: deps $(BIN)
-	./$(BIN) size llama-3.1-8b --context 128k --explain
+	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
 check: deps $(BIN) $(TEST_BIN)
 	@failed=0; for t in $(TEST_BIN); do \

@@ -358,7 +358,8 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_format_grouped(want, g[0], sizeof g[0]),
                        kvp_format_grouped(d->context, g[1], sizeof g[1]));
         if (x->min_tp)
-            kvp_buf_printf(b, "fewest GPUs: tp %u (x pp %u = %u GPUs)", x->min_tp, d->pp, x->min_tp * d->pp);
+            kvp_buf_printf(b, "fewest GPUs: tp %u (x pp %u = %u GPU%s)", x->min_tp, d->pp, x->min_tp * d->pp,
+                           x->min_tp * d->pp == 1 ? "" : "s");
         else
             kvp_buf_printf(b, "no tp up to the --max-gpus limit fits");
         if (x->min_util > 0)
