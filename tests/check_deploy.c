@@ -15,24 +15,11 @@
 #include "kvplan/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* Load models/<name>.yaml; the caller frees it. */
-static struct kvp_model *load(const char *name)
-{
-    char path[256];
-    struct kvp_model *m = NULL;
-    struct kvp_error err = {0};
-    snprintf(path, sizeof path, "models/%s.yaml", name);
-    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
-    ck_assert_ptr_nonnull(m);
-    return m;
-}
 
 /* n layers of one spec: kind over H heads, KV heads of dim, window. */
 static void uniform(struct kvp_model *m, const char *name, enum kvp_layer_kind kind, uint32_t n, uint32_t heads,
@@ -108,7 +95,7 @@ static uint64_t device_total(const struct kvp_fit *f)
  *   per request cdiv(20000, 16) = 1250 blocks -> 1952 / 1250 = 1.5616 */
 START_TEST(vllm_real_log)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     char buf[32];
@@ -149,7 +136,7 @@ END_TEST
  * CUDA1 = 23 x 68 = 1564 MiB. */
 START_TEST(llamacpp_real_log)
 {
-    struct kvp_model *m = load("qwen2.5-32b");
+    struct kvp_model *m = test_load("qwen2.5-32b");
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -205,7 +192,7 @@ static const struct oracle_case {
 START_TEST(llamacpp_oracle_shipped)
 {
     const struct oracle_case *c = &oracle_cases[_i];
-    struct kvp_model *m = load(c->model);
+    struct kvp_model *m = test_load(c->model);
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -230,7 +217,7 @@ END_TEST
 /* DeepSeek-V3 stores no V at all (V-less MLA cache). */
 START_TEST(llamacpp_mla_v_less)
 {
-    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_model *m = test_load("deepseek-v3");
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -384,7 +371,7 @@ static const struct {
 
 START_TEST(vllm_hybrid_groups)
 {
-    struct kvp_model *m = load(hybrid_cases[_i].model);
+    struct kvp_model *m = test_load(hybrid_cases[_i].model);
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -406,7 +393,7 @@ END_TEST
  * not divided by TP: 61 x 576 x 2 B at every tp. */
 START_TEST(vllm_mla)
 {
-    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_model *m = test_load("deepseek-v3");
     struct kvp_deploy d;
     struct kvp_fit f1, f8;
 
@@ -436,7 +423,7 @@ static const struct { uint32_t tp; uint64_t per_token; } tp_cases[] = {
 
 START_TEST(vllm_tp_heads)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -453,7 +440,7 @@ END_TEST
 /* fp8 stores one byte per value: half of bf16. */
 START_TEST(vllm_fp8_halves)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f16, f8;
 
@@ -490,7 +477,7 @@ static const struct {
 
 START_TEST(sglang_tokens)
 {
-    struct kvp_model *m = load(sglang_cases[_i].model);
+    struct kvp_model *m = test_load(sglang_cases[_i].model);
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -515,7 +502,7 @@ END_TEST
  * tp 2: round((81089.875 - 10752) / 81089.875, 3) = 0.867. */
 START_TEST(sglang_default_fraction)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -545,7 +532,7 @@ static const struct { const char *model; uint64_t per_token, tokens, blocks; } t
 
 START_TEST(trtllm_blocks)
 {
-    struct kvp_model *m = load(trt_cases[_i].model);
+    struct kvp_model *m = test_load(trt_cases[_i].model);
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -650,7 +637,7 @@ END_TEST
  * floor(1e9 / 131072000) = 7. */
 START_TEST(ideal_concurrency)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
 
@@ -684,7 +671,7 @@ END_TEST
  *         15139759718 // 1 MiB = 14438 blocks: 28.2 requests -> tp 2 */
 START_TEST(inverse_min_gpus)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
@@ -721,7 +708,7 @@ END_TEST
  * 0.791 gives 18.984 GiB. */
 START_TEST(inverse_min_util)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
@@ -757,7 +744,7 @@ END_TEST
  * each step; one request of 1000 tokens holds 131072000 B of KV. */
 START_TEST(roofline_decode)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_roofline r;
     struct kvp_error err = {0};
@@ -817,7 +804,7 @@ END_TEST
  * cache types"). */
 START_TEST(llamacpp_mla_types_refused)
 {
-    struct kvp_model *m = load("deepseek-v3");
+    struct kvp_model *m = test_load("deepseek-v3");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
@@ -839,7 +826,7 @@ static const struct { const char *k, *v; } vllm_refused[] = {
 
 START_TEST(vllm_formats_refused)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
@@ -881,7 +868,7 @@ static const struct usage_case {
 START_TEST(usage_errors)
 {
     const struct usage_case *c = &usage_cases[_i];
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
@@ -905,7 +892,7 @@ END_TEST
  * 2^62 bytes, so a smaller figure is a wrapped one). */
 START_TEST(overflow_context)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     enum kvp_engine_id e = (enum kvp_engine_id)_i;
     const char *name = kvp_engine_info(e)->name;
     struct kvp_deploy d;
@@ -938,7 +925,7 @@ static const struct { double bandwidth, peak; } roofline_bad[] = {
 
 START_TEST(roofline_refused)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_roofline r;
     struct kvp_error err = {0};
@@ -955,7 +942,7 @@ END_TEST
 /* A layer split that does not add up to the model's layers is refused. */
 START_TEST(llamacpp_bad_split)
 {
-    struct kvp_model *m = load("qwen2.5-32b");
+    struct kvp_model *m = test_load("qwen2.5-32b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};

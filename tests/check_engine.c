@@ -12,24 +12,11 @@
 #include "kvplan/num.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
 
 /* ---- helpers ------------------------------------------------------------ */
-
-/* Load models/<name>.yaml; the caller frees it. */
-static struct kvp_model *load(const char *name)
-{
-    char path[256];
-    struct kvp_model *m = NULL;
-    struct kvp_error err = {0};
-    snprintf(path, sizeof path, "models/%s.yaml", name);
-    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
-    ck_assert_ptr_nonnull(m);
-    return m;
-}
 
 /* The plan for T tokens, B sequences, K and V in formats k and v (must succeed). */
 static struct kvp_kv_plan plan_of(const struct kvp_model *m, uint64_t t, uint64_t b, const char *k,
@@ -119,7 +106,7 @@ END_TEST
 
 START_TEST(seed_gpt3)
 {
-    struct kvp_model *m = load("gpt-3-175b");
+    struct kvp_model *m = test_load("gpt-3-175b");
     struct kvp_kv_plan p = plan_of(m, 2048, 1, "f16", "f16");
     struct kvp_weights w = weights_of(m, "f16");
     ck_assert_uint_eq(p.kv_bytes_per_token, 4718592); /* ~4.7 MB */
@@ -143,7 +130,7 @@ START_TEST(seed_llama2_7b)
         {32768, 16 * GiB},
         {131072, 68719476736ull},
     };
-    struct kvp_model *m = load("llama-2-7b");
+    struct kvp_model *m = test_load("llama-2-7b");
     for (size_t i = 0; i < N_ELEMS(t); i++) {
         struct kvp_kv_plan p = plan_of(m, t[i].t, 1, "f16", "f16");
         ck_assert_uint_eq(p.kv_bytes_per_token, 524288);
@@ -156,7 +143,7 @@ END_TEST
 
 START_TEST(seed_opt_13b)
 {
-    struct kvp_model *m = load("opt-13b");
+    struct kvp_model *m = test_load("opt-13b");
     struct kvp_kv_plan p = plan_of(m, 2048, 1, "f16", "f16");
     ck_assert_uint_eq(p.kv_bytes_per_token, 819200);
     ck_assert_uint_eq(p.kv_bytes, 1677721600ull);
@@ -167,7 +154,7 @@ END_TEST
 /* KIVI: OPT-175B, batch 512, prompt 512 -> 1.2 TB of KV cache. */
 START_TEST(seed_opt_175b_kivi)
 {
-    struct kvp_model *m = load("opt-175b");
+    struct kvp_model *m = test_load("opt-175b");
     struct kvp_kv_plan p = plan_of(m, 512, 512, "f16", "f16");
     ck_assert_uint_eq(p.kv_bytes_per_token, 4718592);
     ck_assert_uint_eq(p.kv_bytes, 4718592ull * 512 * 512);
@@ -181,7 +168,7 @@ END_TEST
  * same model with full attention, and equal to it at 4K. */
 START_TEST(seed_mistral_window)
 {
-    struct kvp_model *m = load("mistral-7b-v0.1");
+    struct kvp_model *m = test_load("mistral-7b-v0.1");
     struct kvp_model *full = malloc(sizeof *full);
     struct kvp_kv_plan w32, f32, w4, f4;
     uint32_t sliding = 0;
@@ -217,8 +204,8 @@ END_TEST
  * against 32 GiB of attention cache; Jamba's Mamba state is counted apart. */
 START_TEST(seed_jamba_mixtral)
 {
-    struct kvp_model *jamba = load("jamba-v0.1");
-    struct kvp_model *mixtral = load("mixtral-8x7b");
+    struct kvp_model *jamba = test_load("jamba-v0.1");
+    struct kvp_model *mixtral = test_load("mixtral-8x7b");
     struct kvp_kv_plan j = plan_of(jamba, 262144, 1, "bf16", "bf16");
     struct kvp_kv_plan x = plan_of(mixtral, 262144, 1, "bf16", "bf16");
     /* 28 Mamba layers of (d_conv-1) x d_inner + d_inner x d_state bf16 values */
@@ -241,7 +228,7 @@ END_TEST
 START_TEST(seed_deepseek_v2)
 {
     static const char *const vfmts[] = {"bf16", "f32", "q4_0", "int2:axis=channel:residual=128", "fp8"};
-    struct kvp_model *m = load("deepseek-v2");
+    struct kvp_model *m = test_load("deepseek-v2");
     for (size_t i = 0; i < N_ELEMS(vfmts); i++) {
         struct kvp_kv_plan p = plan_of(m, 1000, 1, "bf16", vfmts[i]);
         ck_assert_uint_eq(p.k_bytes_per_token, 576 * 60 * 2);
@@ -258,7 +245,7 @@ END_TEST
  * 136 B x 32768 = 2,176 MiB; V stays f16. */
 START_TEST(seed_qwen_q8)
 {
-    struct kvp_model *m = load("qwen2.5-32b");
+    struct kvp_model *m = test_load("qwen2.5-32b");
     struct kvp_kv_plan p = plan_of(m, 32768, 1, "q8_0", "f16");
     ck_assert_uint_eq(p.k_bytes, 2176 * MiB);
     ck_assert_uint_eq(p.v_bytes, 4 * GiB);
@@ -270,7 +257,7 @@ END_TEST
 
 START_TEST(seed_llama31_8b)
 {
-    struct kvp_model *m = load("llama-3.1-8b");
+    struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_kv_plan p = plan_of(m, 131072, 1, "bf16", "bf16");
     ck_assert_uint_eq(p.kv_bytes_per_token, 131072); /* GQA: 8 of 32 heads */
     ck_assert_uint_eq(p.kv_bytes, 16 * GiB);
@@ -282,7 +269,7 @@ END_TEST
  * at 128K (weights and cache in fp16). */
 START_TEST(seed_kvquant_share)
 {
-    struct kvp_model *m = load("llama-2-7b");
+    struct kvp_model *m = test_load("llama-2-7b");
     struct kvp_weights w = weights_of(m, "f16");
     struct kvp_kv_plan short_ctx = plan_of(m, 512, 1, "f16", "f16");
     struct kvp_kv_plan long_ctx = plan_of(m, 131072, 1, "f16", "f16");
@@ -350,7 +337,7 @@ END_TEST
 START_TEST(batch_multiplies)
 {
     static const uint64_t bs[] = {1, 2, 3, 7, 64, 1024};
-    struct kvp_model *jamba = load("jamba-v0.1");
+    struct kvp_model *jamba = test_load("jamba-v0.1");
     struct kvp_kv_plan one = plan_of(jamba, 5000, 1, "bf16", "bf16");
     ck_assert_uint_gt(one.state_bytes, 0);
     for (size_t i = 0; i < N_ELEMS(bs); i++) {
@@ -721,7 +708,7 @@ START_TEST(overflow)
     ck_assert_int_eq(err.code, KVP_ERR_OVERFLOW);
     ck_assert(err.msg[0] != '\0');
     {
-        struct kvp_model *l = load("llama-2-7b");
+        struct kvp_model *l = test_load("llama-2-7b");
         memset(&err, 0, sizeof err);
         ck_assert_int_eq(kvp_kv_compute(l, &q, &p, &err), KVP_ERR_OVERFLOW);
         kvp_model_free(l);
@@ -833,7 +820,7 @@ static const struct {
 START_TEST(weights_exact)
 {
     for (size_t i = 0; i < N_ELEMS(exact_params); i++) {
-        struct kvp_model *m = load(exact_params[i].name);
+        struct kvp_model *m = test_load(exact_params[i].name);
         struct kvp_weights w = weights_of(m, "bf16");
         ck_assert_msg(w.params == exact_params[i].params, "%s: %llu params, want %llu", exact_params[i].name,
                       (unsigned long long)w.params, (unsigned long long)exact_params[i].params);
@@ -863,7 +850,7 @@ END_TEST
 /* Mixtral: each token uses 2 of the 8 experts. */
 START_TEST(weights_mixtral_active)
 {
-    struct kvp_model *m = load("mixtral-8x7b");
+    struct kvp_model *m = test_load("mixtral-8x7b");
     struct kvp_weights w = weights_of(m, "bf16");
     uint64_t expert = 3ull * 4096 * 14336;
     ck_assert_uint_eq(w.params, 46702792704ull);
@@ -960,7 +947,7 @@ START_TEST(weights_shipped_published)
             struct kvp_weights w;
             ck_assert_msg(kvp_parse_u64(digits, &want), "published-params.tsv: bad count '%s' for '%s'", digits,
                           name);
-            m = load(name);
+            m = test_load(name);
             w = weights_of(m, "bf16");
             ck_assert_msg(w.params == want, "%s: %llu params, published %llu (off by %lld)", name,
                           (unsigned long long)w.params, (unsigned long long)want,
@@ -1014,7 +1001,7 @@ static const char *const seed_models[] = {
 START_TEST(shipped_models_compute)
 {
     for (size_t i = 0; i < N_ELEMS(seed_models); i++) {
-        struct kvp_model *m = load(seed_models[i]);
+        struct kvp_model *m = test_load(seed_models[i]);
         struct kvp_kv_plan p = plan_of(m, m->max_context, 1, "bf16", "bf16");
         struct kvp_kv_plan q = plan_of(m, m->max_context, 1, "int4", "int4");
         struct kvp_weights w = weights_of(m, "bf16");

@@ -5,7 +5,6 @@
 #include "kvplan/format.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Parse s, failing the test with the error's text if it does not parse. */
 static struct kvp_format parse_ok(const char *s)

@@ -5,7 +5,6 @@
 #include "kvplan/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- a tiny GGUF writer ------------------------------------------------- */
 

@@ -11,7 +11,6 @@
 #include "kvplan/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 static char dir[64];
 

@@ -11,7 +11,6 @@
 #include "kvplan/gpu.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define BAD_DIR TEST_BAD_DIR
 #define SHIPPED "models/gpus.yaml"
 

@@ -16,7 +16,6 @@
 #include "kvplan/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define HF_DIR "tests/data/hf/"
 #define BAD_DIR TEST_BAD_DIR "/"
 

@@ -14,7 +14,6 @@
 #include "kvplan/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define BAD_DIR TEST_BAD_DIR
 
 /* ---- helpers ------------------------------------------------------------ */

@@ -5,7 +5,6 @@
 #include "kvplan/num.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- kvp_parse_count ---------------------------------------------------- */
 

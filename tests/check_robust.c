@@ -24,7 +24,6 @@
 #include "kvplan/num.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define REGRESS_DIR "tests/data/fuzz-regressions"
 #define BAD_DIR "tests/data/bad"
 

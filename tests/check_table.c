@@ -15,16 +15,6 @@
 
 #define GOLDEN "tests/data/golden/table/"
 
-static struct kvp_model *load(const char *name)
-{
-    char path[256];
-    struct kvp_model *m = NULL;
-    struct kvp_error err = {0};
-    snprintf(path, sizeof path, "models/%s.yaml", name);
-    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
-    return m;
-}
-
 /* Compare b with the golden file (or write it when regenerating). */
 static void golden(const char *name, const struct kvp_buf *b)
 {
@@ -107,7 +97,7 @@ END_TEST
 /* The seeds' worked example (004): a 7B MHA model in fp16 at batch 1. */
 START_TEST(test_seed_cells)
 {
-    struct kvp_model *m = load("llama-2-7b");
+    struct kvp_model *m = test_load("llama-2-7b");
     const struct kvp_model *ms[] = {m};
     uint64_t ctx[] = {4096, 32768, 131072}, batch[] = {1, 8};
     struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_F16), kvp_format_plain(KVP_DTYPE_Q4_0)};
@@ -137,7 +127,7 @@ END_TEST
 /* With a GPU: 79.19 GiB, 12.55 GiB of weights: 128K fits once, not 8 times. */
 START_TEST(test_fit_cells)
 {
-    struct kvp_model *m = load("llama-2-7b");
+    struct kvp_model *m = test_load("llama-2-7b");
     const struct kvp_model *ms[] = {m};
     uint64_t ctx[] = {131072}, batch[] = {1, 8};
     struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_F16)};
@@ -157,7 +147,7 @@ END_TEST
 
 static void render_llama(enum kvp_table_fmt fmt, bool gpu, const char *name)
 {
-    struct kvp_model *m = load("llama-2-7b"), *j = load("jamba-v0.1");
+    struct kvp_model *m = test_load("llama-2-7b"), *j = test_load("jamba-v0.1");
     const struct kvp_model *ms[] = {m, j};
     uint64_t ctx[] = {1024, 4096, 32768, 131072}, batch[] = {1, 8};
     struct kvp_format fmt3[3];
@@ -191,7 +181,7 @@ END_TEST
 
 START_TEST(test_golden_svg)
 {
-    struct kvp_model *m = load("llama-3.1-8b"), *d = load("deepseek-v2-lite");
+    struct kvp_model *m = test_load("llama-3.1-8b"), *d = test_load("deepseek-v2-lite");
     struct kvp_chart *c = calloc(1, sizeof *c);
     uint64_t ctx[] = {1024, 4096, 16384, 65536, 262144, 1048576};
     struct kvp_format f = kvp_format_plain(KVP_DTYPE_BF16), q = kvp_format_plain(KVP_DTYPE_Q4_0);
@@ -254,7 +244,7 @@ END_TEST
 
 START_TEST(test_bad_sizing)
 {
-    struct kvp_model *m = load("llama-2-7b");
+    struct kvp_model *m = test_load("llama-2-7b");
     const struct kvp_model *ms[] = {m};
     uint64_t ctx[KVP_SIZING_MAX_AXIS + 1], batch[] = {1};
     struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_F16)};

@@ -17,7 +17,6 @@
 #include "../src/tui/model.h"
 #include "testutil.h"
 
-#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Key sequences: enum tui_key values and characters, 0-terminated. */
 #define DN TUI_KEY_DOWN

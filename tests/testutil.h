@@ -13,6 +13,8 @@
 #include "kvplan/format.h"
 #include "kvplan/model.h"
 
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
 /* Run one suite and return the number of failures (the test binary's exit code). */
 static inline int run_suite(Suite *s)
 {
@@ -34,6 +36,18 @@ static inline int run_suite(Suite *s)
     } while (0)
 
 /* ---- building models in code ---- */
+
+/* Load models/<name>.yaml (must load); the caller frees it. */
+static inline struct kvp_model *test_load(const char *name)
+{
+    char path[256];
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    snprintf(path, sizeof path, "models/%s.yaml", name);
+    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
+    ck_assert_ptr_nonnull(m);
+    return m;
+}
 
 /* A format from its string (must parse). */
 static inline struct kvp_format test_fmt(const char *s)
