@@ -1080,8 +1080,7 @@ START_TEST(capacity_brute_force)
 END_TEST
 
 /* The figures of engine.h's example, and the query flag in kvp_kv_compute:
- * off, nothing changes; on, every spec prices its capacity and the peak is
- * the total (a preallocated cache copies nothing). */
+ * off, nothing changes; on, every spec prices its capacity. */
 START_TEST(capacity_preallocated_plan)
 {
     struct kvp_format f = test_fmt("int2:group=32:axis=channel");
@@ -1108,15 +1107,100 @@ START_TEST(capacity_preallocated_plan)
         ck_assert_uint_eq(pre.k_bytes, 3 * kc);
         ck_assert_uint_eq(pre.v_bytes, 3 * vc);
         ck_assert_uint_eq(pre.v_bytes, held.v_bytes); /* token axis: monotone */
-        ck_assert_uint_eq(pre.peak_bytes, pre.total_bytes);
-        if (ts[i] > 1) /* held: a copy of the largest tensor at T-1 tokens */
-            ck_assert_uint_gt(held.peak_bytes, held.total_bytes);
         ck_assert_uint_eq(pre.kv_bytes_per_token, held.kv_bytes_per_token);
         if (ts[i] % 64 == 63 || ts[i] < 64)
             ck_assert_uint_ge(pre.k_bytes, held.k_bytes);
         else
             ck_assert_uint_gt(pre.k_bytes, held.k_bytes);
     }
+}
+END_TEST
+
+/* ---- the dynamic policy's peak ------------------------------------------- */
+
+/* kvp_kv_dynamic_peak on one layer of 1 x 128: K int2:group=32:axis=channel
+ * (a group of 32 tokens: 1024 B codes + 512 B f16 scale and zero point; the
+ * residual 256 B a token), V f16 (256 B a token). Step 63 grows both (S(63)
+ * = 1536 + 31 x 256 + 63 x 256 = 25600) and its last copy is V at 62 tokens
+ * (15872): 41472. Step 64 quantizes K's residual: K shrinks 9472 -> 3072 and
+ * goes first (S(63) + 3072 = 28672), then V (S(64) + 16128 = 35584, the
+ * plain-format rule, which would miss step 63). Three sequences: the two
+ * others are at 25600 during step 63 (92672). */
+START_TEST(dynamic_peak_channel)
+{
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_kv_query q = {.context = 64, .batch = 1, .k = test_fmt("int2:group=32:axis=channel"),
+                             .v = test_fmt("f16")};
+    struct kvp_kv_plan plan;
+    uint64_t peak, last = 0;
+    one_layer(&m, KVP_LAYER_FULL, 1, 128, 0);
+    ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m, &q, &peak, &err), err);
+    ck_assert_uint_eq(peak, 41472);
+    ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+    ck_assert_uint_eq(plan.total_bytes, 19456);
+    q.batch = 3;
+    ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m, &q, &peak, &err), err);
+    ck_assert_uint_eq(peak, 92672);
+    /* the high-water mark of a run never falls as the run gets longer, and
+     * is never below what the cache holds at the end */
+    for (q.context = 0; q.context <= 200; q.context++) {
+        ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m, &q, &peak, &err), err);
+        ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+        ck_assert_uint_ge(peak, last);
+        ck_assert_uint_ge(peak, plan.total_bytes);
+        last = peak;
+    }
+}
+END_TEST
+
+/* Plain and token-axis formats never shrink: the peak is the total at T plus
+ * the largest single tensor at T-1 (the hf-dynamic rule), for every kind. */
+START_TEST(dynamic_peak_monotone)
+{
+    static const enum kvp_layer_kind kinds[] = {KVP_LAYER_FULL, KVP_LAYER_SLIDING, KVP_LAYER_CHUNKED};
+    struct kvp_error err = {0};
+    for (size_t k = 0; k < N_ELEMS(kinds); k++)
+        for (uint64_t T = 1; T <= 40; T++) {
+            struct kvp_model m;
+            struct kvp_kv_query q = {.context = T, .batch = 2, .k = test_fmt("int4:group=32:residual=8"),
+                                     .v = test_fmt("bf16")};
+            struct kvp_kv_plan plan;
+            uint64_t peak, kb, vb, held = kinds[k] == KVP_LAYER_FULL || T - 1 < 16 ? T - 1 : 16;
+            one_layer(&m, kinds[k], 2, 64, kinds[k] == KVP_LAYER_FULL ? 0 : 16);
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+            ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m, &q, &peak, &err), err);
+            ck_assert_kvp_ok(kvp_cache_bytes(&q.k, 2, 64, held, &kb, &err), err);
+            ck_assert_kvp_ok(kvp_cache_bytes(&q.v, 2, 64, held, &vb, &err), err);
+            ck_assert_uint_eq(peak, plan.total_bytes + (kb > vb ? kb : vb));
+        }
+}
+END_TEST
+
+/* The dynamic policy neither pages nor preallocates; a paged cache holds
+ * rows of equal bytes, which channel groups and residuals are not. */
+START_TEST(dynamic_peak_and_paged_refusals)
+{
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_kv_query q = {.context = 64, .batch = 1, .block = 16, .k = test_fmt("f16"), .v = test_fmt("f16")};
+    struct kvp_kv_plan plan;
+    uint64_t peak;
+    one_layer(&m, KVP_LAYER_FULL, 1, 128, 0);
+    ck_assert_int_eq(kvp_kv_dynamic_peak(&m, &q, &peak, &err), KVP_ERR_USAGE);
+    q.block = 0;
+    q.preallocated = true;
+    ck_assert_int_eq(kvp_kv_dynamic_peak(&m, &q, &peak, &err), KVP_ERR_USAGE);
+    q.preallocated = false;
+    q.block = 16;
+    q.v = test_fmt("int2:axis=channel");
+    ck_assert_int_eq(kvp_kv_compute(&m, &q, &plan, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "V format 'int2:axis=channel': a paged cache"));
+    q.v = test_fmt("int8:residual=32");
+    ck_assert_int_eq(kvp_kv_compute(&m, &q, &plan, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "the newest 32 tokens in f16"));
+    q.v = test_fmt("int8:group=64"); /* per-token groups are rows */
+    ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
 }
 END_TEST
 
@@ -1169,6 +1253,9 @@ static Suite *suite(void)
     tcase_add_test(limits, weights_errors);
     tcase_add_test(limits, capacity_brute_force);
     tcase_add_test(limits, capacity_preallocated_plan);
+    tcase_add_test(core, dynamic_peak_channel);
+    tcase_add_test(core, dynamic_peak_monotone);
+    tcase_add_test(limits, dynamic_peak_and_paged_refusals);
     suite_add_tcase(s, limits);
     return s;
 }

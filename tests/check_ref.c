@@ -59,12 +59,39 @@ static void zoo(struct kvp_model *m, enum kvp_dtype state)
     ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
 }
 
+/* The layers of zoo m that channel-axis formats run on (no windows), in mc. */
+static void zoo_unwindowed(const struct kvp_model *m, struct kvp_model *mc)
+{
+    struct kvp_error err = {0};
+    *mc = *m;
+    mc->n_layers = 0;
+    mc->n_specs = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(m, l);
+        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
+            ck_assert_kvp_ok(kvp_model_add_layers(mc, s, 1, &err), err);
+    }
+}
+
 static struct kvp_format fmt(const char *s)
 {
     struct kvp_format f;
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_format_parse(s, &f, &err), err);
     return f;
+}
+
+/* What the counting allocator's peak must be: the dynamic policy's
+ * high-water mark; static and paged copy nothing, so what the cache holds. */
+static uint64_t predicted_peak(const struct kvp_model *m, const struct kvp_kv_query *q, enum kvp_ref_policy p,
+                               const struct kvp_kv_plan *plan)
+{
+    struct kvp_error err = {0};
+    uint64_t peak;
+    if (p != KVP_REF_DYNAMIC)
+        return plan->total_bytes;
+    ck_assert_kvp_ok(kvp_kv_dynamic_peak(m, q, &peak, &err), err);
+    return peak;
 }
 
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
@@ -162,16 +189,7 @@ START_TEST(measured_equals_predicted)
     struct kvp_ref_model *rm, *rmc;
     struct kvp_ref_opts o = {.seed = 3};
     zoo(&m, KVP_DTYPE_BF16);
-    /* channel-axis formats run on the unwindowed layers only */
-    kvp_model_init(&mc);
-    mc = m;
-    mc.n_layers = 0;
-    mc.n_specs = 0;
-    for (uint32_t l = 0; l < m.n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(&m, l);
-        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
-            ck_assert_kvp_ok(kvp_model_add_layers(&mc, s, 1, &err), err);
-    }
+    zoo_unwindowed(&m, &mc);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
     ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rmc, &err), err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -198,17 +216,72 @@ START_TEST(measured_equals_predicted)
                           (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
                           (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)plan.k_bytes,
                           (unsigned long long)plan.v_bytes, (unsigned long long)plan.state_bytes);
-            if (cases[i].p == KVP_REF_DYNAMIC && !channel) /* channel axis is not monotone: see the report */
-                ck_assert_msg(al.peak_total == plan.peak_bytes, "%s/%s T %llu: peak %llu, predicted %llu", cases[i].k,
-                              cases[i].v, (unsigned long long)ctx[j], (unsigned long long)al.peak_total,
-                              (unsigned long long)plan.peak_bytes);
-            else if (cases[i].p != KVP_REF_DYNAMIC)
-                ck_assert_uint_eq(al.peak_total, plan.total_bytes);
+            ck_assert_msg(al.peak_total == predicted_peak(mm, &q, cases[i].p, &plan),
+                          "%s K %s V %s T %llu: peak %llu, predicted %llu", kvp_ref_policy_name(cases[i].p), cases[i].k,
+                          cases[i].v, (unsigned long long)ctx[j], (unsigned long long)al.peak_total,
+                          (unsigned long long)predicted_peak(mm, &q, cases[i].p, &plan));
             kvp_ref_cache_free(c);
             ck_assert_uint_eq(al.cur_total, 0);
         }
     kvp_ref_model_free(rm);
     kvp_ref_model_free(rmc);
+}
+END_TEST
+
+/* The dynamic policy's measured peak == kvp_kv_dynamic_peak at every T from 1
+ * to 60, batch 2: channel-axis K and V flushing on different periods (12 and
+ * 8: the peak moves between them), f32 scales, plain V, and a 1 x 6 head
+ * whose int2 groups of 3 tokens are not whole bytes (36 bits). */
+START_TEST(dynamic_peak_every_step)
+{
+    static const char *const kv[][2] = {
+        {"int2:group=4:axis=channel:residual=12", "int4:group=8:axis=channel"},
+        {"int8:group=3:axis=channel:scale=f32", "f16"},
+        {"f16", "int4:group=2:axis=channel:residual=4:zp=no"},
+    };
+    struct kvp_model z, m[2];
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm[2];
+    struct kvp_ref_opts o = {.seed = 5};
+    struct kvp_layer_spec tiny = {.kind = KVP_LAYER_FULL, .n_heads = 1, .n_kv_heads = 1, .head_dim_k = 6, .head_dim_v = 6};
+    zoo(&z, KVP_DTYPE_F32);
+    zoo_unwindowed(&z, &m[0]);
+    kvp_model_init(&m[1]);
+    strcpy(m[1].name, "tiny");
+    m[1].hidden = 12;
+    m[1].intermediate = 16;
+    m[1].vocab = 20;
+    m[1].max_context = 4096;
+    ck_assert_kvp_ok(kvp_model_add_layers(&m[1], &tiny, 2, &err), err);
+    ck_assert_kvp_ok(kvp_model_validate(&m[1], &err), err);
+    for (int i = 0; i < 2; i++)
+        ck_assert_kvp_ok(kvp_ref_model_new(&m[i], &o, &rm[i], &err), err);
+    for (int i = 0; i < 2; i++)
+        for (size_t f = 0; f < N_ELEMS(kv); f++)
+            for (uint64_t T = 1; T <= 60; T++) {
+                struct kvp_ref_alloc al = {0};
+                struct kvp_ref_cache *c;
+                struct kvp_ref_cache_opts co = {.policy = KVP_REF_DYNAMIC, .context = T, .batch = 2,
+                                                .k = fmt(kv[f][0]), .v = fmt(kv[f][1])};
+                struct kvp_kv_query q = {.context = T, .batch = 2, .k = co.k, .v = co.v};
+                struct kvp_kv_plan plan;
+                uint64_t peak;
+                ck_assert_kvp_ok(kvp_kv_compute(&m[i], &q, &plan, &err), err);
+                ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m[i], &q, &peak, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm[i], &co, &al, &c, &err), err);
+                for (uint64_t t = 0; t < T; t++)
+                    for (uint32_t b = 0; b < 2; b++)
+                        ck_assert_kvp_ok(kvp_ref_fill(rm[i], c, b, &err), err);
+                ck_assert_msg(al.cur_total == plan.total_bytes && al.peak_total == peak,
+                              "%s K %s V %s T %llu: measured %llu peak %llu, predicted %llu peak %llu", m[i].name,
+                              kv[f][0], kv[f][1], (unsigned long long)T, (unsigned long long)al.cur_total,
+                              (unsigned long long)al.peak_total, (unsigned long long)plan.total_bytes,
+                              (unsigned long long)peak);
+                kvp_ref_cache_free(c);
+                ck_assert_uint_eq(al.cur_total, 0);
+            }
+    for (int i = 0; i < 2; i++)
+        kvp_ref_model_free(rm[i]);
 }
 END_TEST
 
@@ -332,9 +405,13 @@ START_TEST(refusals)
     co.policy = KVP_REF_PAGED;
     co.block = 4;
     ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(err.msg, "axis=channel needs policy static or dynamic"));
+    ck_assert_str_eq(err.msg, "K format 'int4:axis=channel': a paged cache stores each token as a row of equal bytes, "
+                              "and axis=channel groups span 32 tokens (use policy static or dynamic, or axis=token)");
     co.k = fmt("int4:residual=4");
     ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.msg, "K format 'int4:residual=4': a paged cache stores each token as a row of equal bytes, "
+                              "and a residual keeps the newest 4 tokens in f16 until they age into the format (use "
+                              "policy static or dynamic)");
     co.policy = KVP_REF_STATIC;
     co.k = fmt("f16");
     ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &al, &c, &err), err);
@@ -685,15 +762,7 @@ START_TEST(outliers_measured_equals_predicted)
     struct kvp_ref_model *rm, *rmc;
     struct kvp_ref_opts o = {.seed = 11};
     zoo(&m, KVP_DTYPE_BF16);
-    kvp_model_init(&mc); /* channel axis: the zoo without windows */
-    mc = m;
-    mc.n_layers = 0;
-    mc.n_specs = 0;
-    for (uint32_t l = 0; l < m.n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(&m, l);
-        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
-            ck_assert_kvp_ok(kvp_model_add_layers(&mc, s, 1, &err), err);
-    }
+    zoo_unwindowed(&m, &mc);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
     ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rmc, &err), err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -710,6 +779,7 @@ START_TEST(outliers_measured_equals_predicted)
                                      .preallocated = channel && cases[i].p == KVP_REF_STATIC};
             struct kvp_kv_plan plan, bare;
             ck_assert_kvp_ok(kvp_kv_compute(mm, &q, &plan, &err), err);
+            uint64_t peak = predicted_peak(mm, &q, cases[i].p, &plan);
             q.k.outliers_ppm = q.v.outliers_ppm = 0;
             ck_assert_kvp_ok(kvp_kv_compute(mm, &q, &bare, &err), err);
             ck_assert_kvp_ok(kvp_ref_cache_new(r, &co, &al, &c, &err), err);
@@ -723,10 +793,7 @@ START_TEST(outliers_measured_equals_predicted)
                           (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
                           (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)plan.k_bytes,
                           (unsigned long long)plan.v_bytes, (unsigned long long)plan.state_bytes);
-            if (cases[i].p == KVP_REF_DYNAMIC && !channel)
-                ck_assert_uint_eq(al.peak_total, plan.peak_bytes);
-            else if (cases[i].p != KVP_REF_DYNAMIC)
-                ck_assert_uint_eq(al.peak_total, plan.total_bytes);
+            ck_assert_uint_eq(al.peak_total, peak);
             /* token axis without residual: every held token is quantized and carries outliers */
             if (!channel && !strstr(cases[i].k, "residual"))
                 ck_assert_uint_gt(plan.k_bytes, bare.k_bytes);
@@ -919,6 +986,7 @@ static Suite *suite(void)
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);
+    tcase_add_test(core, dynamic_peak_every_step);
     tcase_add_test(core, paged_free_list);
     tcase_add_test(core, fidelity_ordering);
     tcase_add_test(core, fidelity_deterministic);

@@ -54,8 +54,7 @@ struct kvp_kv_query {
     uint32_t block;   /* tokens per block (paged cache): each layer's held tokens per
                        * sequence round up to a whole number of blocks; 0 = no paging */
     bool preallocated; /* a static cache sized up front for T: k_seq / v_seq (and the
-                        * totals) are kvp_cache_capacity, not the bytes held at T,
-                        * and peak_bytes == total_bytes (nothing is copied);
+                        * totals) are kvp_cache_capacity, not the bytes held at T;
                         * false = the bytes held at T */
     struct kvp_format k;
     struct kvp_format v;
@@ -84,21 +83,38 @@ struct kvp_kv_plan {
     uint64_t kv_bytes;
     uint64_t state_bytes; /* recurrent state, all layers, B sequences */
     uint64_t total_bytes; /* kv_bytes + state_bytes */
-    /* growth by concatenation (HF DynamicCache, the `dynamic` policy): each step
-     * builds a tensor's new copy while the old one is alive, so the peak is
-     * total_bytes + the largest single tensor (one layer's K or V of one
-     * sequence) at T-1 tokens -- the hf-dynamic profile's rule. Equal to
-     * total_bytes when block != 0 or T == 0 (no copies); UINT64_MAX when it
-     * does not fit in 64 bits (the rest of the plan is still exact). */
-    uint64_t peak_bytes;
     uint32_t n_specs;
     struct kvp_spec_bytes spec[KVP_MAX_SPECS]; /* indexed like model->specs */
 };
 
 /* Fill plan for model m (validated) under query q. Errors: a format that
- * does not divide a head dim, an invalid residual, overflow. */
+ * does not divide a head dim, an invalid residual, a format a paged cache
+ * cannot hold (block != 0: kvp_format_check_paged), overflow. */
 enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_query *q,
                                struct kvp_kv_plan *plan, struct kvp_error *err);
+
+/* The most bytes alive while B sequences grow to T tokens by concatenation
+ * (HF DynamicCache, the reference decoder's `dynamic` policy): every step,
+ * each of a sequence's stores (one layer's K or V) builds its new tensor
+ * while the old one is alive, then frees the old. q->block and
+ * q->preallocated must be 0 (KVP_ERR_USAGE otherwise).
+ *
+ * The schedule: sequences advance in turn (0 first); within one, stores
+ * that shrink (axis=channel: the step that quantizes a full residual of R'
+ * tokens) go first, largest new size first, then the rest, smallest old
+ * size first. With S(t) = one sequence's bytes at t (state included from
+ * its first step), step t (tokens t-1 -> t) peaks at
+ *   (B-1) * max(S(t), S(t-1)) + max(S(t-1) + max_shrinking b(t),
+ *                                    S(t) + max_other b(t-1))
+ * (b: one store's bytes): the first shrinking store copies before anything
+ * was freed; the last growing one copies when all else is at t. Plain and
+ * token-axis formats never shrink, so the peak is step T's, total_bytes +
+ * the largest single tensor at T-1 (the hf-dynamic profile's rule).
+ * Channel-axis bytes drop at every flush, and between flushes the step
+ * peak is nondecreasing, so the answer is the largest of step T and of
+ * each flush step t = kR' <= T and the step before it: O(T / R') steps. */
+enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
+                                    struct kvp_error *err);
 
 /* Bytes of one sequence of T tokens in one layer's K (or V) cache with n_kv
  * heads of dim d in format f (the formula above). */

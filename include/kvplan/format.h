@@ -102,6 +102,13 @@ enum kvp_status kvp_format_row_bytes(const struct kvp_format *f, uint64_t n, uin
 /* Bytes of n values stored in the scale dtype (the full-precision residual). */
 bool kvp_format_residual_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out);
 
+/* Can a paged cache (blocks of N tokens, every token one row of equal
+ * bytes) hold f? Not when a token's bytes are not a fixed row of its own:
+ * axis=channel groups span G tokens, and a residual keeps the newest tokens
+ * in the scale dtype until they age into the format. KVP_ERR_UNSUPPORTED
+ * with a message that starts "<which> format '<name>': "; KVP_OK otherwise. */
+enum kvp_status kvp_format_check_paged(const struct kvp_format *f, const char *which, struct kvp_error *err);
+
 /* Bits per value averaged over a row of n values, metadata included (for display). */
 double kvp_format_bits_per_value(const struct kvp_format *f, uint64_t n);
 

@@ -143,36 +143,6 @@ static uint64_t block_tokens(uint64_t tokens, uint32_t block)
     return block ? kvp_cdiv(tokens, block) * block : tokens;
 }
 
-/* The largest single K or V tensor of one layer of one sequence at T-1
- * tokens: what growth by concatenation copies last (see peak_bytes). */
-static enum kvp_status largest_tensor(const struct kvp_model *m, const struct kvp_kv_query *q,
-                                      const struct kvp_kv_plan *plan, uint64_t *out, struct kvp_error *err)
-{
-    uint64_t best = 0, b;
-    enum kvp_status st;
-
-    for (uint32_t i = 0; i < m->n_specs; i++) {
-        const struct kvp_layer_spec *s = &m->specs[i];
-        uint64_t t = held_tokens(s, q->context - 1);
-        if (plan->spec[i].layers == 0)
-            continue;
-        if (s->kind == KVP_LAYER_MLA) {
-            if ((st = kvp_cache_bytes(&q->k, 1, (uint64_t)s->kv_lora_rank + s->qk_rope_dim, t, &b, err)))
-                return st;
-            best = b > best ? b : best;
-        } else if (s->kind == KVP_LAYER_FULL || s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) {
-            if ((st = kvp_cache_bytes(&q->k, s->n_kv_heads, s->head_dim_k, t, &b, err)))
-                return st;
-            best = b > best ? b : best;
-            if ((st = kvp_cache_bytes(&q->v, s->n_kv_heads, s->head_dim_v, t, &b, err)))
-                return st;
-            best = b > best ? b : best;
-        }
-    }
-    *out = best;
-    return KVP_OK;
-}
-
 /* One sequence's bytes of one layer's K or V: held at T, or the capacity of
  * a preallocated cache (held tokens are monotone in T, so the capacity of
  * held(T) covers every held(t), t <= T). */
@@ -195,6 +165,8 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
     case KVP_LAYER_FULL:
     case KVP_LAYER_SLIDING:
     case KVP_LAYER_CHUNKED:
+        if (q->block && ((st = kvp_format_check_paged(&q->k, "K", err)) || (st = kvp_format_check_paged(&q->v, "V", err))))
+            return st;
         if ((st = token_bytes(&q->k, s->n_kv_heads, s->head_dim_k, &b->k_token, err)) ||
             (st = token_bytes(&q->v, s->n_kv_heads, s->head_dim_v, &b->v_token, err)) ||
             (st = seq_bytes(q, &q->k, s->n_kv_heads, s->head_dim_k, b->tokens, &b->k_seq, err)) ||
@@ -203,6 +175,8 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
         break;
     case KVP_LAYER_MLA: {
         uint64_t latent = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
+        if (q->block && (st = kvp_format_check_paged(&q->k, "K", err)))
+            return st;
         if ((st = token_bytes(&q->k, 1, latent, &b->k_token, err)) ||
             (st = seq_bytes(q, &q->k, 1, latent, b->tokens, &b->k_seq, err)))
             return st;
@@ -271,16 +245,104 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
         !kvp_add(plan->kv_bytes, plan->state_bytes, &plan->total_bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "KV cache of %llu sequences of %llu tokens overflows 64 bits",
                         (unsigned long long)q->batch, (unsigned long long)q->context);
-    plan->peak_bytes = plan->total_bytes;
-    /* a preallocated cache copies nothing: its peak is what it holds */
-    if (q->block == 0 && q->context > 0 && !q->preallocated) {
-        /* the peak is an extra figure: a cache whose size fits but whose
-         * peak does not still gets its plan, with peak_bytes = UINT64_MAX */
-        uint64_t copy;
-        /* err NULL: its message is not wanted, and zeroing a struct
-         * kvp_error per call cost a fifth of the time of a call */
-        if (largest_tensor(m, q, plan, &copy, NULL) != KVP_OK || !kvp_add(plan->total_bytes, copy, &plan->peak_bytes))
-            plan->peak_bytes = UINT64_MAX;
+    return KVP_OK;
+}
+
+/* Stores that grow alike under the dynamic policy: `count` per sequence
+ * (the layers of one spec), one K or V tensor each. */
+struct growth {
+    const struct kvp_layer_spec *s;
+    const struct kvp_format *f;
+    uint64_t n_kv, d, count;
+};
+
+/* The most bytes alive during decode step t (1 <= t <= T; tokens t-1 -> t)
+ * of batch sequences that advance in turn, seq 0 first; each sequence's
+ * stores grow in the order engine.h gives. state: recurrent bytes of one
+ * sequence (allocated at its first step, before its stores grow). */
+static enum kvp_status step_peak(const struct growth *g, uint32_t n, uint64_t state, uint64_t batch, uint64_t t,
+                                 uint64_t *out, struct kvp_error *err)
+{
+    uint64_t now = state, prev = state, shrink = 0, grow = 0, b1, b0, p, others;
+    bool shrinks = false, grows = false;
+    enum kvp_status st;
+
+    for (uint32_t i = 0; i < n; i++) {
+        if ((st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, held_tokens(g[i].s, t), &b1, err)) ||
+            (st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, held_tokens(g[i].s, t - 1), &b0, err)))
+            return st;
+        if (!add_product(&now, b1, g[i].count, 1) || !add_product(&prev, b0, g[i].count, 1))
+            return OVERFLOW(err, "peak");
+        if (b1 < b0) { /* the first shrinking store: nothing has been freed yet */
+            shrinks = true;
+            shrink = b1 > shrink ? b1 : shrink;
+        } else {       /* the last growing store: everything else is at t */
+            grows = true;
+            grow = b0 > grow ? b0 : grow;
+        }
     }
+    p = now > prev ? now : prev;
+    others = p; /* the other sequences: those done at t, the rest at t-1 */
+    if ((shrinks && prev + shrink < prev) || (grows && now + grow < now))
+        return OVERFLOW(err, "peak");
+    if (shrinks && prev + shrink > p)
+        p = prev + shrink;
+    if (grows && now + grow > p)
+        p = now + grow;
+    if (!add_product(&p, others, batch - 1, 1))
+        return OVERFLOW(err, "peak");
+    *out = p;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
+                                    struct kvp_error *err)
+{
+    struct growth g[2 * KVP_MAX_SPECS];
+    struct kvp_kv_plan plan;
+    uint64_t state = 0, r[2] = {0, 0}, best = 0, p;
+    uint32_t n = 0;
+    enum kvp_status st;
+
+    if (q->block || q->preallocated)
+        return kvp_fail(err, KVP_ERR_USAGE, "the dynamic policy neither pages (block %u) nor preallocates", q->block);
+    if ((st = kvp_kv_compute(m, q, &plan, err)) != KVP_OK)
+        return st;
+    *out = 0;
+    if (q->context == 0 || q->batch == 0)
+        return KVP_OK;
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        const struct kvp_layer_spec *s = &m->specs[i];
+        uint64_t layers = plan.spec[i].layers;
+        if (layers == 0)
+            continue;
+        if (s->kind == KVP_LAYER_RECURRENT && !add_product(&state, plan.spec[i].state_seq, layers, 1))
+            return OVERFLOW(err, "peak");
+        if (s->kind == KVP_LAYER_MLA)
+            g[n++] = (struct growth){s, &q->k, 1, (uint64_t)s->kv_lora_rank + s->qk_rope_dim, layers};
+        if (s->kind == KVP_LAYER_FULL || s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) {
+            g[n++] = (struct growth){s, &q->k, s->n_kv_heads, s->head_dim_k, layers};
+            g[n++] = (struct growth){s, &q->v, s->n_kv_heads, s->head_dim_v, layers};
+        }
+    }
+    /* only a flush (axis=channel: R' tokens quantized at once) shrinks a
+     * store; between flushes every step's peak is nondecreasing, so the
+     * candidates are T and each flush step and the step before it */
+    for (uint32_t i = 0; i < n; i++)
+        if (kvp_dtype_info(g[i].f->dtype)->grouped && g[i].f->axis == KVP_AXIS_CHANNEL)
+            r[g[i].f == &q->v] = g[i].f->residual ? g[i].f->residual : g[i].f->group;
+    if (r[1] == r[0])
+        r[1] = 0;
+    if ((st = step_peak(g, n, state, q->batch, q->context, &best, err)) != KVP_OK)
+        return st;
+    for (int k = 0; k < 2; k++)
+        for (uint64_t j = 1; r[k] && j <= q->context / r[k]; j++)
+            for (uint64_t t = j * r[k] - 1; t <= j * r[k]; t++)
+                if (t >= 1) {
+                    if ((st = step_peak(g, n, state, q->batch, t, &p, err)) != KVP_OK)
+                        return st;
+                    best = p > best ? p : best;
+                }
+    *out = best;
     return KVP_OK;
 }

@@ -213,6 +213,23 @@ bool kvp_format_residual_bytes(const struct kvp_format *f, uint64_t n, uint64_t 
     return kvp_mul(n, dtypes[f->scale].block_bits / 8, out);
 }
 
+enum kvp_status kvp_format_check_paged(const struct kvp_format *f, const char *which, struct kvp_error *err)
+{
+    char name[64];
+    if (!dtypes[f->dtype].grouped || (f->axis == KVP_AXIS_TOKEN && f->residual == 0))
+        return KVP_OK;
+    kvp_format_name(f, name, sizeof name);
+    if (f->axis == KVP_AXIS_CHANNEL)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                        "%s format '%s': a paged cache stores each token as a row of equal bytes, and axis=channel "
+                        "groups span %u tokens (use policy static or dynamic, or axis=token)",
+                        which, name, f->group);
+    return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                    "%s format '%s': a paged cache stores each token as a row of equal bytes, and a residual keeps "
+                    "the newest %u tokens in %s until they age into the format (use policy static or dynamic)",
+                    which, name, f->residual, dtypes[f->scale].name);
+}
+
 double kvp_format_bits_per_value(const struct kvp_format *f, uint64_t n)
 {
     const struct kvp_dtype_info *t = &dtypes[f->dtype];

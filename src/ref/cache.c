@@ -25,7 +25,9 @@
  *   static   one allocation per store for held(context) (channel axis: its
  *            capacity), made up front
  *   dynamic  every append allocates the store's next size, copies what it
- *            keeps and frees the old one (torch.cat): the copy is in the peak
+ *            keeps and frees the old one (torch.cat): the copy is in the peak;
+ *            a step's stores go in kvp_kv_dynamic_peak's order (shrinking
+ *            ones first, largest new size first; then smallest first)
  *   paged    blocks of N rows from a per-layer free list; a block table per
  *            store; a window reuses its ceil(W/N) blocks as a ring; blocks
  *            return to the free list when the sequence ends
@@ -449,19 +451,11 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
                         which, name, f->outliers_ppm / 1e6);
     if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
         return st;
-    if (t->grouped && f->axis == KVP_AXIS_CHANNEL) {
-        if (o->policy == KVP_REF_PAGED)
-            return kvp_fail(err, KVP_ERR_UNSUPPORTED,
-                            "%s format '%s': axis=channel needs policy static or dynamic; a paged cache cannot "
-                            "hold kvp_cache_bytes(T) at every T (its residual of T mod R' tokens is not monotone in T)",
-                            which, name);
-        if (windowed)
-            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': axis=channel on a windowed layer is not implemented",
-                            which, name);
-    }
-    if (t->grouped && f->residual && o->policy == KVP_REF_PAGED)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
-                        "%s format '%s': a residual cannot be paged in blocks of equal size", which, name);
+    if (o->policy == KVP_REF_PAGED)
+        return kvp_format_check_paged(f, which, err);
+    if (t->grouped && f->axis == KVP_AXIS_CHANNEL && windowed)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': axis=channel on a windowed layer is not implemented",
+                        which, name);
     return KVP_OK;
 }
 
@@ -674,12 +668,19 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
 struct pending {
     struct store *s;
     const float *x;
-    uint64_t bytes; /* the store's bytes now */
+    uint64_t bytes, next; /* the store's bytes now, and after this append (dynamic) */
 };
 
-static int by_bytes(const void *a, const void *b)
+/* Dynamic: stores that shrink first, largest new size first; then the rest,
+ * smallest first (kvp_kv_dynamic_peak's schedule). */
+static int growth_order(const void *a, const void *b)
 {
     const struct pending *x = a, *y = b;
+    bool xs = x->next < x->bytes, ys = y->next < y->bytes;
+    if (xs != ys)
+        return xs ? -1 : 1;
+    if (xs)
+        return x->next > y->next ? -1 : x->next < y->next;
     return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
@@ -699,12 +700,11 @@ enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float 
         for (int kv = 0; kv < 2; kv++) {
             struct store *s = ST(c, l, seq, kv);
             if (s->f)
-                p[n++] = (struct pending){s, kv ? v[l] : k[l], s->bytes};
+                p[n++] = (struct pending){s, kv ? v[l] : k[l], s->bytes,
+                                          c->o.policy == KVP_REF_DYNAMIC ? store_bytes_at(s, s->len + 1) : 0};
         }
-    /* dynamic: grow the smallest tensors first, so that the step's peak is
-     * the cache at T plus the largest tensor at T-1 (peak_bytes) */
     if (c->o.policy == KVP_REF_DYNAMIC)
-        qsort(p, n, sizeof *p, by_bytes);
+        qsort(p, n, sizeof *p, growth_order);
     for (uint32_t i = 0; i < n && st == KVP_OK; i++)
         st = store_append(c, p[i].s, p[i].x, c->tmp, err);
     free(p);
