@@ -522,7 +522,7 @@ START_TEST(kivi_channel_residual)
         struct kvp_error err = {0};
         uint64_t b = 0;
         struct kvp_kv_plan p;
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], 0, &b, &err), err);
         ck_assert_msg(b == kivi_expect(8 * 128, ts[i]), "T=%llu: got %llu, want %llu",
                       (unsigned long long)ts[i], (unsigned long long)b,
                       (unsigned long long)kivi_expect(8 * 128, ts[i]));
@@ -534,15 +534,15 @@ START_TEST(kivi_channel_residual)
     {
         uint64_t hd = 8 * 128, b;
         struct kvp_error err = {0};
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 0, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 0, 0, &b, &err), err);
         ck_assert_uint_eq(b, 0);
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 127, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 127, 0, &b, &err), err);
         ck_assert_uint_eq(b, hd * 127 * 2);               /* all residual */
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 128, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 128, 0, &b, &err), err);
         ck_assert_uint_eq(b, hd * 32 + hd * 4 * 4);        /* all quantized: 4 groups */
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 129, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 129, 0, &b, &err), err);
         ck_assert_uint_eq(b, hd * 32 + hd * 16 + hd * 2);
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 256, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, 256, 0, &b, &err), err);
         ck_assert_uint_eq(b, 2 * (hd * 32 + hd * 16));
     }
     /* steady state per token: a 32-token group's bytes over 32 tokens */
@@ -561,7 +561,7 @@ START_TEST(channel_no_residual)
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b, r = ts[i] % 32, q = ts[i] - r;
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 2, 64, ts[i], &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 2, 64, ts[i], 0, &b, &err), err);
         ck_assert_uint_eq(b, 128 * q / 2 + 128 * (q / 32) * 2 + 128 * r * 2);
     }
 }
@@ -575,7 +575,7 @@ START_TEST(token_residual)
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b, r = ts[i] < 64 ? ts[i] : 64, q = ts[i] - r;
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], 0, &b, &err), err);
         /* int4 row of 128: 64 B codes + 4 groups x (f16 scale + f16 zero) */
         ck_assert_msg(b == 8 * 80 * q + 8 * 128 * 2 * r, "T=%llu: got %llu", (unsigned long long)ts[i],
                       (unsigned long long)b);
@@ -585,9 +585,9 @@ START_TEST(token_residual)
         struct kvp_format g = test_fmt("int4:residual=64:scale=f32");
         struct kvp_error err = {0};
         uint64_t b;
-        ck_assert_kvp_ok(kvp_cache_bytes(&g, 1, 128, 10, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&g, 1, 128, 10, 0, &b, &err), err);
         ck_assert_uint_eq(b, 128 * 10 * 4);
-        ck_assert_kvp_ok(kvp_cache_bytes(&g, 1, 128, 100, &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&g, 1, 128, 100, 0, &b, &err), err);
         ck_assert_uint_eq(b, 128 * 64 * 4 + 36 * (64 + 4 * 8));
     }
 }
@@ -602,7 +602,7 @@ START_TEST(outliers)
     for (size_t i = 0; i < N_ELEMS(ts); i++) {
         struct kvp_error err = {0};
         uint64_t b;
-        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], &b, &err), err);
+        ck_assert_kvp_ok(kvp_cache_bytes(&f, 8, 128, ts[i], 0, &b, &err), err);
         /* 1024 values x 1% = 10.24 -> 11 outliers of 8 B per token */
         ck_assert_uint_eq(b, ts[i] * (8 * 80 + 11 * 8));
     }
@@ -799,7 +799,7 @@ START_TEST(overflow_quantized)
         struct kvp_format f = test_fmt(fs[i]);
         struct kvp_error err = {0};
         uint64_t b = 0;
-        ck_assert_msg(kvp_cache_bytes(&f, 128, 128, 1ull << 62, &b, &err) == KVP_ERR_OVERFLOW, "%s", fs[i]);
+        ck_assert_msg(kvp_cache_bytes(&f, 128, 128, 1ull << 62, 0, &b, &err) == KVP_ERR_OVERFLOW, "%s", fs[i]);
     }
 }
 END_TEST
@@ -1048,17 +1048,17 @@ START_TEST(capacity_brute_force)
             uint64_t most = 0, most_q = 0, most_r = 0; /* running maxima over t <= T */
             for (uint64_t T = 0; T <= 300; T++) {
                 uint64_t b, cap;
-                ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T, &b, &err), err);
+                ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T, 0, &b, &err), err);
                 most = b > most ? b : most;
                 if (rp) { /* the two parts of bytes(T), each priced on its own */
                     uint64_t q, r;
-                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T - T % rp, &q, &err), err);
-                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T % rp, &r, &err), err);
+                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T - T % rp, 0, &q, &err), err);
+                    ck_assert_kvp_ok(kvp_cache_bytes(&f, n, d, T % rp, 0, &r, &err), err);
                     ck_assert_uint_eq(q + r, b);
                     most_q = q > most_q ? q : most_q;
                     most_r = r > most_r ? r : most_r;
                 }
-                ck_assert_kvp_ok(kvp_cache_capacity(&f, n, d, T, &cap, &err), err);
+                ck_assert_kvp_ok(kvp_cache_capacity(&f, n, d, T, 0, &cap, &err), err);
                 ck_assert_msg(cap >= most, "%s %llux%llu T %llu: capacity %llu < max bytes %llu", cases[i].f,
                               (unsigned long long)n, (unsigned long long)d, (unsigned long long)T,
                               (unsigned long long)cap, (unsigned long long)most);
@@ -1086,9 +1086,9 @@ START_TEST(capacity_preallocated_plan)
     struct kvp_format f = test_fmt("int2:group=32:axis=channel");
     struct kvp_error err = {0};
     uint64_t cap, b;
-    ck_assert_kvp_ok(kvp_cache_capacity(&f, 1, 128, 64, &cap, &err), err);
+    ck_assert_kvp_ok(kvp_cache_capacity(&f, 1, 128, 64, 0, &cap, &err), err);
     ck_assert_uint_eq(cap, 11008); /* 64 tokens: 2048 codes + 1024 meta; 31 residual: 7936 */
-    ck_assert_kvp_ok(kvp_cache_bytes(&f, 1, 128, 63, &b, &err), err);
+    ck_assert_kvp_ok(kvp_cache_bytes(&f, 1, 128, 63, 0, &b, &err), err);
     ck_assert_uint_eq(b, 9472); /* the largest bytes(t), t <= 64 */
 
     struct kvp_model m;
@@ -1102,8 +1102,8 @@ START_TEST(capacity_preallocated_plan)
         ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &held, &err), err);
         q.preallocated = true;
         ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &pre, &err), err);
-        ck_assert_kvp_ok(kvp_cache_capacity(&q.k, 4, 64, ts[i], &kc, &err), err);
-        ck_assert_kvp_ok(kvp_cache_capacity(&q.v, 4, 64, ts[i], &vc, &err), err);
+        ck_assert_kvp_ok(kvp_cache_capacity(&q.k, 4, 64, ts[i], 0, &kc, &err), err);
+        ck_assert_kvp_ok(kvp_cache_capacity(&q.v, 4, 64, ts[i], 0, &vc, &err), err);
         ck_assert_uint_eq(pre.k_bytes, 3 * kc);
         ck_assert_uint_eq(pre.v_bytes, 3 * vc);
         ck_assert_uint_eq(pre.v_bytes, held.v_bytes); /* token axis: monotone */
@@ -1113,6 +1113,54 @@ START_TEST(capacity_preallocated_plan)
         else
             ck_assert_uint_gt(pre.k_bytes, held.k_bytes);
     }
+}
+END_TEST
+
+/* kvp_cache_tokens with a window against a simulation of the cache: tokens
+ * enter the residual; when it holds R' they become R'/G groups aligned to
+ * token positions; a group goes when all its tokens are older than the
+ * window (t - W). The capacity is each region's running maximum. Windows
+ * below, between and above G and R', and not multiples of either. */
+START_TEST(window_tokens_simulated)
+{
+    static const char *const fs[] = {"int2:group=4:axis=channel", "int2:group=4:axis=channel:residual=12",
+                                     "int4:group=8:axis=channel:residual=32", "int8:group=3:axis=channel:residual=9",
+                                     "int4:group=32:residual=8", "f16"};
+    static const uint64_t ws[] = {1, 2, 3, 5, 8, 11, 12, 13, 31, 40, 64, 100};
+    for (size_t i = 0; i < N_ELEMS(fs); i++)
+        for (size_t wi = 0; wi < N_ELEMS(ws); wi++) {
+            struct kvp_format f = test_fmt(fs[i]);
+            bool channel = f.axis == KVP_AXIS_CHANNEL && kvp_dtype_info(f.dtype)->grouped;
+            uint64_t W = ws[wi], G = f.group, R = f.residual ? f.residual : G;
+            uint64_t groups_lo = 0, groups_hi = 0, resid = 0, most_q = 0, most_r = 0;
+            for (uint64_t t = 1; t <= 300; t++) {
+                uint64_t q, r, sim_q, sim_r;
+                if (channel) {
+                    if (++resid == R) { /* token t-1 fills the residual */
+                        groups_hi += R / G;
+                        resid = 0;
+                    }
+                    while (groups_lo < groups_hi && (groups_lo + 1) * G <= (t > W ? t - W : 0))
+                        groups_lo++;
+                    sim_q = (groups_hi - groups_lo) * G;
+                    sim_r = resid;
+                } else {
+                    uint64_t held = t < W ? t : W, cap = kvp_dtype_info(f.dtype)->grouped ? f.residual : 0;
+                    sim_r = held < cap ? held : cap;
+                    sim_q = held - sim_r;
+                }
+                kvp_cache_tokens(&f, t, W, false, &q, &r);
+                ck_assert_msg(q == sim_q && r == sim_r, "%s W %llu t %llu: %llu + %llu, simulated %llu + %llu", fs[i],
+                              (unsigned long long)W, (unsigned long long)t, (unsigned long long)q,
+                              (unsigned long long)r, (unsigned long long)sim_q, (unsigned long long)sim_r);
+                most_q = sim_q > most_q ? sim_q : most_q;
+                most_r = sim_r > most_r ? sim_r : most_r;
+                kvp_cache_tokens(&f, t, W, true, &q, &r);
+                ck_assert_msg(q == most_q && r == most_r, "%s W %llu T %llu: capacity %llu + %llu, most %llu + %llu",
+                              fs[i], (unsigned long long)W, (unsigned long long)t, (unsigned long long)q,
+                              (unsigned long long)r, (unsigned long long)most_q, (unsigned long long)most_r);
+            }
+        }
 }
 END_TEST
 
@@ -1170,8 +1218,8 @@ START_TEST(dynamic_peak_monotone)
             one_layer(&m, kinds[k], 2, 64, kinds[k] == KVP_LAYER_FULL ? 0 : 16);
             ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
             ck_assert_kvp_ok(kvp_kv_dynamic_peak(&m, &q, &peak, &err), err);
-            ck_assert_kvp_ok(kvp_cache_bytes(&q.k, 2, 64, held, &kb, &err), err);
-            ck_assert_kvp_ok(kvp_cache_bytes(&q.v, 2, 64, held, &vb, &err), err);
+            ck_assert_kvp_ok(kvp_cache_bytes(&q.k, 2, 64, held, 0, &kb, &err), err);
+            ck_assert_kvp_ok(kvp_cache_bytes(&q.v, 2, 64, held, 0, &vb, &err), err);
             ck_assert_uint_eq(peak, plan.total_bytes + (kb > vb ? kb : vb));
         }
 }
@@ -1252,6 +1300,7 @@ static Suite *suite(void)
     tcase_add_test(limits, overflow_quantized);
     tcase_add_test(limits, weights_errors);
     tcase_add_test(limits, capacity_brute_force);
+    tcase_add_test(limits, window_tokens_simulated);
     tcase_add_test(limits, capacity_preallocated_plan);
     tcase_add_test(core, dynamic_peak_channel);
     tcase_add_test(core, dynamic_peak_monotone);

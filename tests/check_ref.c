@@ -59,18 +59,16 @@ static void zoo(struct kvp_model *m, enum kvp_dtype state)
     ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
 }
 
-/* The layers of zoo m that channel-axis formats run on (no windows), in mc. */
-static void zoo_unwindowed(const struct kvp_model *m, struct kvp_model *mc)
+/* The zoo with windows wider than the groups of the channel-axis tests:
+ * sliding 40, chunked 24. */
+static void zoo_wide(struct kvp_model *m, enum kvp_dtype state)
 {
     struct kvp_error err = {0};
-    *mc = *m;
-    mc->n_layers = 0;
-    mc->n_specs = 0;
-    for (uint32_t l = 0; l < m->n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(m, l);
-        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
-            ck_assert_kvp_ok(kvp_model_add_layers(mc, s, 1, &err), err);
-    }
+    zoo(m, state);
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if (m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED)
+            m->specs[i].window = m->specs[i].kind == KVP_LAYER_SLIDING ? 40 : 24;
+    ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
 }
 
 static struct kvp_format fmt(const char *s)
@@ -184,19 +182,16 @@ START_TEST(measured_equals_predicted)
         {KVP_REF_PAGED, "f16", "f32"},        {KVP_REF_PAGED, "q4_0", "int8:group=16"},
     };
     static const uint64_t ctx[] = {1, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33};
-    struct kvp_model m, mc;
+    struct kvp_model m;
     struct kvp_error err = {0};
-    struct kvp_ref_model *rm, *rmc;
+    struct kvp_ref_model *rm;
     struct kvp_ref_opts o = {.seed = 3};
     zoo(&m, KVP_DTYPE_BF16);
-    zoo_unwindowed(&m, &mc);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rmc, &err), err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
-            bool channel = strstr(cases[i].k, "channel") != NULL;
-            const struct kvp_ref_model *r = channel ? rmc : rm;
-            const struct kvp_model *mm = channel ? &mc : &m;
+            const struct kvp_ref_model *r = rm;
+            const struct kvp_model *mm = &m;
             struct kvp_ref_alloc al = {0};
             struct kvp_ref_cache *c;
             struct kvp_ref_cache_opts co = {.policy = cases[i].p, .context = ctx[j], .batch = 2, .block = 4,
@@ -224,14 +219,15 @@ START_TEST(measured_equals_predicted)
             ck_assert_uint_eq(al.cur_total, 0);
         }
     kvp_ref_model_free(rm);
-    kvp_ref_model_free(rmc);
 }
 END_TEST
 
 /* The dynamic policy's measured peak == kvp_kv_dynamic_peak at every T from 1
- * to 60, batch 2: channel-axis K and V flushing on different periods (12 and
- * 8: the peak moves between them), f32 scales, plain V, and a 1 x 6 head
- * whose int2 groups of 3 tokens are not whole bytes (36 bits). */
+ * to 60, batch 2, on the zoo (windows 5 and 4, narrower than a residual),
+ * the wide zoo (40 and 24: groups leave the window one by one) and a 1 x 6
+ * head whose int2 groups of 3 tokens are not whole bytes (36 bits):
+ * channel-axis K and V flushing on different periods (12 and 8: the peak
+ * moves between them), f32 scales, plain V. */
 START_TEST(dynamic_peak_every_step)
 {
     static const char *const kv[][2] = {
@@ -239,24 +235,24 @@ START_TEST(dynamic_peak_every_step)
         {"int8:group=3:axis=channel:scale=f32", "f16"},
         {"f16", "int4:group=2:axis=channel:residual=4:zp=no"},
     };
-    struct kvp_model z, m[2];
+    struct kvp_model m[3];
     struct kvp_error err = {0};
-    struct kvp_ref_model *rm[2];
+    struct kvp_ref_model *rm[3];
     struct kvp_ref_opts o = {.seed = 5};
     struct kvp_layer_spec tiny = {.kind = KVP_LAYER_FULL, .n_heads = 1, .n_kv_heads = 1, .head_dim_k = 6, .head_dim_v = 6};
-    zoo(&z, KVP_DTYPE_F32);
-    zoo_unwindowed(&z, &m[0]);
-    kvp_model_init(&m[1]);
-    strcpy(m[1].name, "tiny");
-    m[1].hidden = 12;
-    m[1].intermediate = 16;
-    m[1].vocab = 20;
-    m[1].max_context = 4096;
-    ck_assert_kvp_ok(kvp_model_add_layers(&m[1], &tiny, 2, &err), err);
-    ck_assert_kvp_ok(kvp_model_validate(&m[1], &err), err);
-    for (int i = 0; i < 2; i++)
+    zoo(&m[0], KVP_DTYPE_F32);
+    zoo_wide(&m[1], KVP_DTYPE_F32);
+    kvp_model_init(&m[2]);
+    strcpy(m[2].name, "tiny");
+    m[2].hidden = 12;
+    m[2].intermediate = 16;
+    m[2].vocab = 20;
+    m[2].max_context = 4096;
+    ck_assert_kvp_ok(kvp_model_add_layers(&m[2], &tiny, 2, &err), err);
+    ck_assert_kvp_ok(kvp_model_validate(&m[2], &err), err);
+    for (int i = 0; i < 3; i++)
         ck_assert_kvp_ok(kvp_ref_model_new(&m[i], &o, &rm[i], &err), err);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         for (size_t f = 0; f < N_ELEMS(kv); f++)
             for (uint64_t T = 1; T <= 60; T++) {
                 struct kvp_ref_alloc al = {0};
@@ -280,8 +276,62 @@ START_TEST(dynamic_peak_every_step)
                 kvp_ref_cache_free(c);
                 ck_assert_uint_eq(al.cur_total, 0);
             }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         kvp_ref_model_free(rm[i]);
+}
+END_TEST
+
+/* Axis=channel on windowed layers reads back exactly what it stored: with
+ * int8:group=1:scale=f32 every value is its own group (scale 0, the zero
+ * point the value itself), so a cache that maps each position to its group
+ * slot, drops groups that left the window and keeps the residual decodes
+ * the f32 cache's logits bit for bit. Static (a ring of group slots) and
+ * dynamic (groups moved down as the window slides), residuals of 1, 3 and
+ * 7 tokens, windows 5/4 and 40/24, 60 steps of 2 sequences. */
+START_TEST(windowed_channel_exact)
+{
+    static const char *const fs[] = {"int8:group=1:axis=channel:scale=f32",
+                                     "int8:group=1:axis=channel:residual=3:scale=f32",
+                                     "int8:group=1:axis=channel:residual=7:scale=f32"};
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_opts o = {.seed = 9};
+    for (int wide = 0; wide < 2; wide++) {
+        struct kvp_ref_model *rm;
+        if (wide)
+            zoo_wide(&m, KVP_DTYPE_F32);
+        else
+            zoo(&m, KVP_DTYPE_F32);
+        ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+        uint32_t V = kvp_ref_vocab(rm);
+        float *la = malloc(V * sizeof *la), *lb = malloc(V * sizeof *lb);
+        for (size_t f = 0; f < N_ELEMS(fs); f++)
+            for (size_t p = 0; p < N_ELEMS(pol); p++) {
+                struct kvp_ref_alloc aa = {0}, ab = {0};
+                struct kvp_ref_cache *ca, *cb;
+                struct kvp_ref_cache_opts oa = {.policy = KVP_REF_STATIC, .context = 60, .batch = 2,
+                                                .k = fmt("f32"), .v = fmt("f32")};
+                struct kvp_ref_cache_opts ob = {.policy = pol[p], .context = 60, .batch = 2, .k = fmt(fs[f]),
+                                                .v = fmt(fs[f])};
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &oa, &aa, &ca, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &ob, &ab, &cb, &err), err);
+                for (uint64_t t = 0; t < 60; t++)
+                    for (uint32_t b = 0; b < 2; b++) {
+                        uint32_t tok = (uint32_t)(t * 11 + b * 5) % 50;
+                        ck_assert_kvp_ok(kvp_ref_step(rm, ca, b, tok, la, &err), err);
+                        ck_assert_kvp_ok(kvp_ref_step(rm, cb, b, tok, lb, &err), err);
+                        ck_assert_msg(memcmp(la, lb, V * sizeof *la) == 0, "%s %s %s: step %llu seq %u differs",
+                                      wide ? "wide" : "zoo", fs[f], kvp_ref_policy_name(pol[p]),
+                                      (unsigned long long)t, b);
+                    }
+                kvp_ref_cache_free(ca);
+                kvp_ref_cache_free(cb);
+            }
+        free(la);
+        free(lb);
+        kvp_ref_model_free(rm);
+    }
 }
 END_TEST
 
@@ -397,13 +447,8 @@ START_TEST(refusals)
     struct kvp_ref_cache *c;
     zoo(&m, KVP_DTYPE_F32);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1,
+    struct kvp_ref_cache_opts co = {.policy = KVP_REF_PAGED, .context = 8, .batch = 1, .block = 4,
                                     .k = fmt("int4:axis=channel"), .v = fmt("f16")};
-    /* static holds axis=channel at its capacity, but not on the zoo's windowed layers */
-    ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
-    ck_assert_str_eq(err.msg, "K format 'int4:axis=channel': axis=channel on a windowed layer is not implemented");
-    co.policy = KVP_REF_PAGED;
-    co.block = 4;
     ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.msg, "K format 'int4:axis=channel': a paged cache stores each token as a row of equal bytes, "
                               "and axis=channel groups span 32 tokens (use policy static or dynamic, or axis=token)");
@@ -428,44 +473,33 @@ END_TEST
  * preallocated flag) for every T around the group (32) and residual (32, 128)
  * boundaries, every step fits in it (the sanitizer build checks the
  * bounds), and it decodes the same logits as the dynamic cache, which holds
- * exactly kvp_cache_bytes at each step. */
-START_TEST(static_channel_capacity)
+ * exactly kvp_cache_bytes at each step; on the zoo (windows 5 and 4: one
+ * group slot) and the wide zoo (40 and 24: groups leave one by one). */
+static void static_channel_model(const struct kvp_model *mc, const uint64_t *ctx, size_t n_ctx)
 {
     static const char *const fk[] = {"int2:group=32:axis=channel", "int2:group=32:axis=channel:residual=32",
                                      "int2:group=32:axis=channel:residual=128"};
     static const char *const fv[] = {"int4:group=32:axis=channel", "int4:group=32:axis=channel:residual=32",
                                      "int4:group=32:axis=channel:residual=128"};
-    static const uint64_t ctx[] = {31, 32, 33, 127, 128, 129, 255, 256};
-    struct kvp_model m, mc;
     struct kvp_error err = {0};
-    struct kvp_ref_model *rm;
     struct kvp_ref_opts o = {.seed = 5};
-    zoo(&m, KVP_DTYPE_BF16);
-    kvp_model_init(&mc); /* the zoo without windows: full, MQA, MLA, recurrent */
-    mc = m;
-    mc.n_layers = 0;
-    mc.n_specs = 0;
-    for (uint32_t l = 0; l < m.n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(&m, l);
-        if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED && s->kind != KVP_LAYER_SHARED)
-            ck_assert_kvp_ok(kvp_model_add_layers(&mc, s, 1, &err), err);
-    }
-    ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rm, &err), err);
+    struct kvp_ref_model *rm;
+    ck_assert_kvp_ok(kvp_ref_model_new(mc, &o, &rm, &err), err);
     uint32_t V = kvp_ref_vocab(rm);
     float *ls = malloc(V * sizeof *ls), *ld = malloc(V * sizeof *ld);
     for (size_t fi = 0; fi < 3; fi++)
         for (int swap = 0; swap < 2; swap++) {
             struct kvp_format k = fmt(swap ? fv[fi] : fk[fi]), v = fmt(swap ? fk[fi] : fv[fi]);
-            for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
+            for (size_t j = 0; j < n_ctx; j++) {
                 uint64_t T = ctx[j];
                 struct kvp_ref_alloc as = {0}, ad = {0};
                 struct kvp_ref_cache *cs, *cd;
                 struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = T, .batch = 2, .k = k, .v = v};
                 struct kvp_kv_query q = {.context = T, .batch = 2, .k = k, .v = v, .preallocated = true};
                 struct kvp_kv_plan plan, held;
-                ck_assert_kvp_ok(kvp_kv_compute(&mc, &q, &plan, &err), err);
+                ck_assert_kvp_ok(kvp_kv_compute(mc, &q, &plan, &err), err);
                 q.preallocated = false;
-                ck_assert_kvp_ok(kvp_kv_compute(&mc, &q, &held, &err), err);
+                ck_assert_kvp_ok(kvp_kv_compute(mc, &q, &held, &err), err);
                 ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &as, &cs, &err), err);
                 /* preallocated: the capacity is there before the first token */
                 ck_assert_uint_eq(as.cur[KVP_REF_K], plan.k_bytes);
@@ -501,6 +535,17 @@ START_TEST(static_channel_capacity)
     free(ls);
     free(ld);
     kvp_ref_model_free(rm);
+}
+
+START_TEST(static_channel_capacity)
+{
+    static const uint64_t ctx[] = {31, 32, 33, 127, 128, 129, 255, 256};
+    static const uint64_t wide[] = {41, 64, 65, 129}; /* past the window (40), then a flush past it */
+    struct kvp_model m;
+    zoo(&m, KVP_DTYPE_BF16);
+    static_channel_model(&m, ctx, N_ELEMS(ctx));
+    zoo_wide(&m, KVP_DTYPE_BF16);
+    static_channel_model(&m, wide, N_ELEMS(wide));
 }
 END_TEST
 
@@ -757,19 +802,17 @@ START_TEST(outliers_measured_equals_predicted)
         {KVP_REF_DYNAMIC, "int4:group=8:axis=channel:outliers=0.01", "int2:group=4:axis=channel:residual=8:outliers=0.05"},
     };
     static const uint64_t ctx[] = {1, 3, 4, 5, 6, 8, 9, 16, 17, 31, 32, 33};
-    struct kvp_model m, mc;
+    struct kvp_model m;
     struct kvp_error err = {0};
-    struct kvp_ref_model *rm, *rmc;
+    struct kvp_ref_model *rm;
     struct kvp_ref_opts o = {.seed = 11};
     zoo(&m, KVP_DTYPE_BF16);
-    zoo_unwindowed(&m, &mc);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    ck_assert_kvp_ok(kvp_ref_model_new(&mc, &o, &rmc, &err), err);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
             bool channel = strstr(cases[i].k, "channel") != NULL;
-            const struct kvp_ref_model *r = channel ? rmc : rm;
-            const struct kvp_model *mm = channel ? &mc : &m;
+            const struct kvp_ref_model *r = rm;
+            const struct kvp_model *mm = &m;
             struct kvp_ref_alloc al = {0};
             struct kvp_ref_cache *c;
             struct kvp_ref_cache_opts co = {.policy = cases[i].p, .context = ctx[j], .batch = 2, .block = 4,
@@ -811,7 +854,6 @@ START_TEST(outliers_measured_equals_predicted)
         ck_assert_uint_eq(al.cur_total, 0);
     }
     kvp_ref_model_free(rm);
-    kvp_ref_model_free(rmc);
 }
 END_TEST
 
@@ -991,6 +1033,7 @@ static Suite *suite(void)
     tcase_add_test(core, fidelity_ordering);
     tcase_add_test(core, fidelity_deterministic);
     tcase_add_test(core, static_channel_capacity);
+    tcase_add_test(core, windowed_channel_exact);
     tcase_add_test(core, block_round_trip);
     tcase_add_test(core, block_layouts);
     tcase_add_test(core, blocks_measured_equals_predicted);

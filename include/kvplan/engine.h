@@ -25,18 +25,27 @@
  *   shared-KV, none:             0
  * Quantized formats follow format.h: token-axis groups are part of each row;
  * channel-axis groups of G tokens are complete only in the quantized part,
- * and the newest tokens (the residual, KIVI) stay in the scale dtype:
- *   axis=token:   quantized = max(T - R, 0), residual = min(T, R)
- *   axis=channel: residual = T mod R' (R' = R, or G when R = 0), quantized = T - residual
+ * and the newest tokens (the residual, KIVI) stay in the scale dtype
+ * (kvp_cache_tokens; held = min(T, W), W the window, or T):
+ *   axis=token:   quantized = held - residual, residual = min(held, R)
+ *   axis=channel: residual = T mod R' (R' = R, or G when R = 0); groups are
+ *                 aligned to token positions (group k: tokens kG..kG+G-1),
+ *                 formed when the residual fills, and dropped once all
+ *                 their tokens have left the window:
+ *                 quantized = G * max(0, (T - T mod R')/G - floor(max(T-W, 0)/G))
+ *                 (T - T mod R' without a window). The residual is not
+ *                 trimmed by the window: its tokens form the next groups.
  *
  * A preallocated (static) cache must hold every step t <= T, not just T.
  * Token-axis and plain formats grow monotonically, so their capacity is the
  * bytes at T. Channel-axis bytes are not monotone (the residual empties
- * every R' tokens), and a buffer with a fixed quantized region and a fixed
- * residual region needs each region at its own largest size:
- *   capacity = quantized(floor(T/R') * R') + residual(min(T, R' - 1))
+ * every R' tokens; windowed, a group leaves every G tokens), and a buffer
+ * with a fixed quantized region and a fixed residual region needs each
+ * region at its own largest size:
+ *   capacity = quantized(Q) + residual(min(T, R' - 1)),
+ *   Q = floor(min(T, W)/R') * R', or ceil(W/G) * G when a flush falls in (W, T]
  * which is at least max over t <= T of the bytes at t, and equal to it when
- * T < R' or T mod R' = R' - 1 (see kvp_cache_capacity).
+ * T < R' or T mod R' = R' - 1 without a window (see kvp_cache_capacity).
  */
 #ifndef KVPLAN_ENGINE_H
 #define KVPLAN_ENGINE_H
@@ -63,7 +72,9 @@ struct kvp_kv_query {
 /* What one layer spec contributes (per layer of that spec). */
 struct kvp_spec_bytes {
     uint32_t layers;     /* layers using this spec */
-    uint64_t tokens;     /* tokens cached per layer per sequence at T */
+    uint64_t tokens;     /* tokens a layer attends to per sequence at T: min(T, window) (paged:
+                          * in whole blocks); axis=channel with a window keeps more
+                          * (whole groups and its residual: kvp_cache_tokens) */
     uint64_t k_token;    /* bytes one more token adds to K, per layer (all KV heads) */
     uint64_t v_token;    /* same for V */
     uint64_t k_seq;      /* K bytes per layer per sequence at T */
@@ -110,21 +121,31 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
  * was freed; the last growing one copies when all else is at t. Plain and
  * token-axis formats never shrink, so the peak is step T's, total_bytes +
  * the largest single tensor at T-1 (the hf-dynamic profile's rule).
- * Channel-axis bytes drop at every flush, and between flushes the step
- * peak is nondecreasing, so the answer is the largest of step T and of
- * each flush step t = kR' <= T and the step before it: O(T / R') steps. */
+ * Channel-axis bytes drop at every flush (t = kR') and, windowed, when a
+ * group leaves the window (t = W + kG); between those steps the step peak
+ * is nondecreasing, so the answer is the largest of step T and of each
+ * such step and the step before it: O(T/R' + T/G) steps. */
 enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
                                     struct kvp_error *err);
 
-/* Bytes of one sequence of T tokens in one layer's K (or V) cache with n_kv
- * heads of dim d in format f (the formula above). */
-enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d,
-                                uint64_t tokens, uint64_t *out, struct kvp_error *err);
+/* Tokens one store (one sequence, one layer's K or V) keeps after T tokens
+ * with window W (0 = none), in its quantized and residual regions (the
+ * rules above); capacity: the most each region holds at any t <= T (what a
+ * preallocated buffer needs). Plain formats: quant = held, resid = 0. */
+void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity, uint64_t *quant,
+                      uint64_t *resid);
 
-/* Bytes a buffer preallocated for T tokens of one sequence needs so that
- * it can hold every step t <= T, laid out as two fixed regions (quantized,
- * residual). Plain and token-axis formats: kvp_cache_bytes(T) (monotone in
- * T). Channel-axis formats: quantized bytes of floor(T/R')*R' tokens plus
+/* Bytes of one sequence in one layer's K (or V) cache with n_kv heads of dim
+ * d in format f, after T tokens with window W (0 = none): the regions of
+ * kvp_cache_tokens priced by format.h. */
+enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+                                uint64_t window, uint64_t *out, struct kvp_error *err);
+
+/* Bytes a buffer preallocated for T tokens of one sequence (window W) needs
+ * so that it can hold every step t <= T, laid out as two fixed regions
+ * (quantized, residual): kvp_cache_tokens with capacity. Plain and
+ * token-axis formats: kvp_cache_bytes(T) (monotone in T). Channel-axis
+ * formats without a window: quantized bytes of floor(T/R')*R' tokens plus
  * min(T, R'-1) residual tokens in the scale dtype. Why: bytes(t) =
  * Q(t - t mod R') + res(t mod R') with Q and res nondecreasing; for t <= T,
  * t - t mod R' <= floor(T/R')*R' (reached at t = T) and t mod R' <=
@@ -132,9 +153,11 @@ enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint6
  * so each fixed region must be that large, and no larger. Both maxima fall
  * on one t only when T < R' or T mod R' = R'-1; otherwise the capacity
  * exceeds max_t bytes(t) by the difference, e.g. int2:group=32, 1 x 128,
- * T = 64: capacity 11008 B, max_t bytes(t) 9472 B (t = 63). */
+ * T = 64: capacity 11008 B, max_t bytes(t) 9472 B (t = 63). With a window,
+ * the groups held at t > W number (t - t mod R')/G - floor((t-W)/G) <=
+ * ceil(W/G), reached at a flush t = kR' > W; until then floor(min(T,W)/R'). */
 enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
-                                   uint64_t *out, struct kvp_error *err);
+                                   uint64_t window, uint64_t *out, struct kvp_error *err);
 
 /* Elements of recurrent state per sequence for one layer: conv and SSM. */
 void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);

@@ -42,21 +42,43 @@ static enum kvp_status quantized_bytes(const struct kvp_format *f, uint64_t n_kv
     return KVP_OK;
 }
 
-enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d,
-                                uint64_t tokens, uint64_t *out, struct kvp_error *err)
+void kvp_cache_tokens(const struct kvp_format *f, uint64_t t, uint64_t window, bool capacity, uint64_t *quant,
+                      uint64_t *resid)
 {
-    uint64_t resid = 0, quant, qbytes, rbytes = 0;
+    uint64_t held = window && t > window ? window : t, g, r;
+
+    if (!kvp_dtype_info(f->dtype)->grouped) {
+        *quant = held;
+        *resid = 0;
+        return;
+    }
+    if (f->axis == KVP_AXIS_TOKEN) { /* monotone in t: the capacity is the count at t */
+        *resid = held < f->residual ? held : f->residual;
+        *quant = held - *resid;
+        return;
+    }
+    g = f->group;
+    r = f->residual ? f->residual : g; /* R' >= G >= 1 (format.h checks group and residual) */
+    if (!capacity) {
+        uint64_t hi = (t - t % r) / g, lo = window && t > window ? (t - window) / g : 0;
+        *resid = t % r;
+        *quant = hi > lo ? (hi - lo) * g : 0;
+        return;
+    }
+    *resid = t < r - 1 ? t : r - 1;
+    *quant = held - held % r;
+    if (window && t / r > window / r) /* a flush once the window is full */
+        *quant = kvp_cdiv(window, g) * g;
+}
+
+/* Bytes of quant quantized tokens (a multiple of G for axis=channel) and
+ * resid residual tokens. */
+static enum kvp_status region_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t quant,
+                                    uint64_t resid, uint64_t *out, struct kvp_error *err)
+{
+    uint64_t qbytes, rbytes = 0;
     enum kvp_status st;
 
-    if (kvp_dtype_info(f->dtype)->grouped) {
-        if (f->axis == KVP_AXIS_CHANNEL) {
-            uint64_t r = f->residual ? f->residual : f->group;
-            resid = tokens % r;
-        } else {
-            resid = tokens < f->residual ? tokens : f->residual;
-        }
-    }
-    quant = tokens - resid;
     if ((st = quantized_bytes(f, n_kv, d, quant, &qbytes, err)) != KVP_OK)
         return st;
     if (resid && (!kvp_mul3(n_kv, d, resid, &rbytes) || !kvp_format_residual_bytes(f, rbytes, &rbytes)))
@@ -66,25 +88,20 @@ enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint6
     return KVP_OK;
 }
 
-enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
-                                   uint64_t *out, struct kvp_error *err)
+enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+                                uint64_t window, uint64_t *out, struct kvp_error *err)
 {
-    uint64_t r, quant, resid, qbytes, rbytes = 0;
-    enum kvp_status st;
+    uint64_t quant, resid;
+    kvp_cache_tokens(f, tokens, window, false, &quant, &resid);
+    return region_bytes(f, n_kv, d, quant, resid, out, err);
+}
 
-    if (!kvp_dtype_info(f->dtype)->grouped || f->axis != KVP_AXIS_CHANNEL)
-        return kvp_cache_bytes(f, n_kv, d, tokens, out, err); /* monotone in tokens */
-    /* R' >= G >= 1 (format.h checks group and residual) */
-    r = f->residual ? f->residual : f->group;
-    quant = tokens - tokens % r;          /* the most whole groups held at any t <= T */
-    resid = tokens < r - 1 ? tokens : r - 1; /* the most residual tokens held at any t <= T */
-    if ((st = quantized_bytes(f, n_kv, d, quant, &qbytes, err)) != KVP_OK)
-        return st;
-    if (resid && (!kvp_mul3(n_kv, d, resid, &rbytes) || !kvp_format_residual_bytes(f, rbytes, &rbytes)))
-        return OVERFLOW(err, "residual size");
-    if (!kvp_add(qbytes, rbytes, out))
-        return OVERFLOW(err, "cache size");
-    return KVP_OK;
+enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+                                   uint64_t window, uint64_t *out, struct kvp_error *err)
+{
+    uint64_t quant, resid;
+    kvp_cache_tokens(f, tokens, window, true, &quant, &resid);
+    return region_bytes(f, n_kv, d, quant, resid, out, err);
 }
 
 /* What one more token adds in steady state: for channel-axis groups, a
@@ -123,6 +140,12 @@ void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, ui
     }
 }
 
+/* The window of a layer's cache (0 = every token). */
+static uint64_t window_of(const struct kvp_layer_spec *s)
+{
+    return s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED ? s->window : 0;
+}
+
 static uint64_t held_tokens(const struct kvp_layer_spec *s, uint64_t t)
 {
     switch (s->kind) {
@@ -144,13 +167,15 @@ static uint64_t block_tokens(uint64_t tokens, uint32_t block)
 }
 
 /* One sequence's bytes of one layer's K or V: held at T, or the capacity of
- * a preallocated cache (held tokens are monotone in T, so the capacity of
- * held(T) covers every held(t), t <= T). */
+ * a preallocated cache; paged: its held tokens rounded up to whole blocks
+ * (row formats only: kvp_format_check_paged). */
 static enum kvp_status seq_bytes(const struct kvp_kv_query *q, const struct kvp_format *f, uint64_t n_kv,
-                                 uint64_t d, uint64_t tokens, uint64_t *out, struct kvp_error *err)
+                                 uint64_t d, const struct kvp_layer_spec *s, uint64_t *out, struct kvp_error *err)
 {
-    return q->preallocated ? kvp_cache_capacity(f, n_kv, d, tokens, out, err)
-                           : kvp_cache_bytes(f, n_kv, d, tokens, out, err);
+    if (q->block)
+        return kvp_cache_bytes(f, n_kv, d, block_tokens(held_tokens(s, q->context), q->block), 0, out, err);
+    return q->preallocated ? kvp_cache_capacity(f, n_kv, d, q->context, window_of(s), out, err)
+                           : kvp_cache_bytes(f, n_kv, d, q->context, window_of(s), out, err);
 }
 
 /* Per-layer bytes of one spec. */
@@ -169,8 +194,8 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
             return st;
         if ((st = token_bytes(&q->k, s->n_kv_heads, s->head_dim_k, &b->k_token, err)) ||
             (st = token_bytes(&q->v, s->n_kv_heads, s->head_dim_v, &b->v_token, err)) ||
-            (st = seq_bytes(q, &q->k, s->n_kv_heads, s->head_dim_k, b->tokens, &b->k_seq, err)) ||
-            (st = seq_bytes(q, &q->v, s->n_kv_heads, s->head_dim_v, b->tokens, &b->v_seq, err)))
+            (st = seq_bytes(q, &q->k, s->n_kv_heads, s->head_dim_k, s, &b->k_seq, err)) ||
+            (st = seq_bytes(q, &q->v, s->n_kv_heads, s->head_dim_v, s, &b->v_seq, err)))
             return st;
         break;
     case KVP_LAYER_MLA: {
@@ -178,7 +203,7 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
         if (q->block && (st = kvp_format_check_paged(&q->k, "K", err)))
             return st;
         if ((st = token_bytes(&q->k, 1, latent, &b->k_token, err)) ||
-            (st = seq_bytes(q, &q->k, 1, latent, b->tokens, &b->k_seq, err)))
+            (st = seq_bytes(q, &q->k, 1, latent, s, &b->k_seq, err)))
             return st;
         break;
     }
@@ -251,9 +276,8 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
 /* Stores that grow alike under the dynamic policy: `count` per sequence
  * (the layers of one spec), one K or V tensor each. */
 struct growth {
-    const struct kvp_layer_spec *s;
     const struct kvp_format *f;
-    uint64_t n_kv, d, count;
+    uint64_t n_kv, d, window, count;
 };
 
 /* The most bytes alive during decode step t (1 <= t <= T; tokens t-1 -> t)
@@ -268,8 +292,8 @@ static enum kvp_status step_peak(const struct growth *g, uint32_t n, uint64_t st
     enum kvp_status st;
 
     for (uint32_t i = 0; i < n; i++) {
-        if ((st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, held_tokens(g[i].s, t), &b1, err)) ||
-            (st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, held_tokens(g[i].s, t - 1), &b0, err)))
+        if ((st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, t, g[i].window, &b1, err)) ||
+            (st = kvp_cache_bytes(g[i].f, g[i].n_kv, g[i].d, t - 1, g[i].window, &b0, err)))
             return st;
         if (!add_product(&now, b1, g[i].count, 1) || !add_product(&prev, b0, g[i].count, 1))
             return OVERFLOW(err, "peak");
@@ -298,9 +322,9 @@ static enum kvp_status step_peak(const struct growth *g, uint32_t n, uint64_t st
 enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
                                     struct kvp_error *err)
 {
-    struct growth g[2 * KVP_MAX_SPECS];
+    struct growth g[2 * KVP_MAX_SPECS] = {{0}};
     struct kvp_kv_plan plan;
-    uint64_t state = 0, r[2] = {0, 0}, best = 0, p;
+    uint64_t state = 0, best = 0, p;
     uint32_t n = 0;
     enum kvp_status st;
 
@@ -319,30 +343,46 @@ enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_
         if (s->kind == KVP_LAYER_RECURRENT && !add_product(&state, plan.spec[i].state_seq, layers, 1))
             return OVERFLOW(err, "peak");
         if (s->kind == KVP_LAYER_MLA)
-            g[n++] = (struct growth){s, &q->k, 1, (uint64_t)s->kv_lora_rank + s->qk_rope_dim, layers};
+            g[n++] = (struct growth){&q->k, 1, (uint64_t)s->kv_lora_rank + s->qk_rope_dim, 0, layers};
         if (s->kind == KVP_LAYER_FULL || s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) {
-            g[n++] = (struct growth){s, &q->k, s->n_kv_heads, s->head_dim_k, layers};
-            g[n++] = (struct growth){s, &q->v, s->n_kv_heads, s->head_dim_v, layers};
+            g[n++] = (struct growth){&q->k, s->n_kv_heads, s->head_dim_k, window_of(s), layers};
+            g[n++] = (struct growth){&q->v, s->n_kv_heads, s->head_dim_v, window_of(s), layers};
         }
     }
-    /* only a flush (axis=channel: R' tokens quantized at once) shrinks a
-     * store; between flushes every step's peak is nondecreasing, so the
-     * candidates are T and each flush step and the step before it */
-    for (uint32_t i = 0; i < n; i++)
-        if (kvp_dtype_info(g[i].f->dtype)->grouped && g[i].f->axis == KVP_AXIS_CHANNEL)
-            r[g[i].f == &q->v] = g[i].f->residual ? g[i].f->residual : g[i].f->group;
-    if (r[1] == r[0])
-        r[1] = 0;
     if ((st = step_peak(g, n, state, q->batch, q->context, &best, err)) != KVP_OK)
         return st;
-    for (int k = 0; k < 2; k++)
-        for (uint64_t j = 1; r[k] && j <= q->context / r[k]; j++)
-            for (uint64_t t = j * r[k] - 1; t <= j * r[k]; t++)
-                if (t >= 1) {
-                    if ((st = step_peak(g, n, state, q->batch, t, &p, err)) != KVP_OK)
-                        return st;
-                    best = p > best ? p : best;
-                }
+    /* only axis=channel stores shrink: at a flush (t = kR': R' tokens
+     * quantized at once) and, windowed, when a group leaves the window
+     * (t = W + kG). Between those steps every step's peak is nondecreasing,
+     * so the candidates are T and each such step and the step before it. */
+    uint64_t base[4 * KVP_MAX_SPECS], period[4 * KVP_MAX_SPECS];
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct kvp_format *f = g[i].f;
+        if (!kvp_dtype_info(f->dtype)->grouped || f->axis != KVP_AXIS_CHANNEL)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            uint64_t b = k ? g[i].window : 0, per = k ? f->group : f->residual ? f->residual : f->group;
+            uint32_t j = 0;
+            if (k && !b)
+                continue;
+            while (j < np && !(base[j] == b && period[j] == per))
+                j++;
+            if (j == np) {
+                base[np] = b;
+                period[np++] = per;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < np; i++)
+        for (uint64_t j = 1; base[i] < q->context && j <= (q->context - base[i]) / period[i]; j++)
+            for (uint64_t t = base[i] + j * period[i] - 1; t <= base[i] + j * period[i]; t++) {
+                if (t < 1)
+                    continue;
+                if ((st = step_peak(g, n, state, q->batch, t, &p, err)) != KVP_OK)
+                    return st;
+                best = p > best ? p : best;
+            }
     *out = best;
     return KVP_OK;
 }

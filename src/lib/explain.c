@@ -30,33 +30,50 @@ static bool plain(const struct kvp_format *f)
            (f->axis == KVP_AXIS_TOKEN && f->residual == 0 && f->outliers_ppm == 0);
 }
 
+/* One head's bytes a token in f; token = what a token adds once quantized
+ * (kvp_spec_bytes.k_token per head), which for axis=channel also carries
+ * its share of the group's scales. */
 static void row_line(struct fmtctx *c, struct kvp_buf *b, const char *which, const struct kvp_format *f,
-                     uint64_t d)
+                     uint64_t d, uint64_t token)
 {
     char name[64];
     uint64_t row = 0;
     struct kvp_error err;
     kvp_format_row_bytes(f, d, &row, &err);
-    kvp_buf_printf(b, "      row_%s = %s values of %s = %s B (%.4g bits/value)\n", which, grp(c, d),
-                   kvp_format_name(f, name, sizeof name), grp(c, row), kvp_format_bits_per_value(f, d));
+    kvp_buf_printf(b, "      row_%s = %s values of %s = ", which, grp(c, d), kvp_format_name(f, name, sizeof name));
+    if (kvp_dtype_info(f->dtype)->grouped && f->axis == KVP_AXIS_CHANNEL && token > row)
+        kvp_buf_printf(b, "%s B codes + %s B (its share of each %u-token group's scales) = ", grp(c, row), grp(c, token - row),
+                       f->group);
+    kvp_buf_printf(b, "%s B (%.4g bits/value)\n", grp(c, token), kvp_format_bits_per_value(f, d));
 }
 
+/* The regions of one sequence's K (or V) store: kvp_cache_tokens of the
+ * context under the query (held tokens in blocks when paged). */
 static void format_rule(struct fmtctx *c, struct kvp_buf *b, const char *which, const struct kvp_format *f,
-                        uint64_t tokens)
+                        const struct kvp_kv_query *q, uint64_t window, uint64_t held)
 {
-    uint64_t resid;
+    uint64_t quant, resid, T = q->block ? held : q->context, w = q->block ? 0 : window;
+    const char *sc = kvp_dtype_info(f->scale)->name;
     if (plain(f))
         return;
+    kvp_cache_tokens(f, T, w, q->preallocated, &quant, &resid);
     if (f->axis == KVP_AXIS_CHANNEL) {
         uint64_t r = f->residual ? f->residual : f->group;
-        resid = tokens % r;
-        kvp_buf_printf(b, "      %s: groups of %u tokens per channel; residual = T mod %s = %s tokens in %s, "
-                       "quantized = %s tokens\n", which, f->group, grp(c, r), grp(c, resid),
-                       kvp_dtype_info(f->scale)->name, grp(c, tokens - resid));
+        kvp_buf_printf(b, "      %s: groups of %u tokens per channel, formed when the residual fills (R' = %s)\n", which,
+                       f->group, grp(c, r));
+        if (q->preallocated)
+            kvp_buf_printf(b, "      %s: preallocated for every t <= T: quantized region %s tokens, residual region "
+                           "min(T, R'-1) = %s tokens in %s\n", which, grp(c, quant), grp(c, resid), sc);
+        else if (w && T > w)
+            kvp_buf_printf(b, "      %s: residual = T mod R' = %s tokens in %s; quantized = the groups with a token in "
+                           "the window = %u * ((T - %s)/%u - floor((T - W)/%u)) = %s tokens\n", which, grp(c, resid),
+                           sc, f->group, grp(c, resid), f->group, f->group, grp(c, quant));
+        else
+            kvp_buf_printf(b, "      %s: residual = T mod R' = %s tokens in %s, quantized = %s tokens\n", which,
+                           grp(c, resid), sc, grp(c, quant));
     } else {
-        resid = tokens < f->residual ? tokens : f->residual;
-        kvp_buf_printf(b, "      %s: residual = min(T, %u) = %s tokens in %s, quantized = %s tokens\n", which,
-                       f->residual, grp(c, resid), kvp_dtype_info(f->scale)->name, grp(c, tokens - resid));
+        kvp_buf_printf(b, "      %s: residual = min(tokens held, %u) = %s tokens in %s, quantized = %s tokens\n", which,
+                       f->residual, grp(c, resid), sc, grp(c, quant));
     }
     if (f->outliers_ppm)
         kvp_buf_printf(b, "      %s: outliers %.4g%% of values, 8 B each (fp32 value + int32 index)\n", which,
@@ -67,7 +84,7 @@ static void held_line(struct fmtctx *c, struct kvp_buf *b, const struct kvp_laye
                       const struct kvp_kv_query *q, uint64_t tokens)
 {
     if (s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED)
-        kvp_buf_printf(b, "      tokens held = min(T, %s) = min(%s, %s) = %s\n",
+        kvp_buf_printf(b, "      tokens attended = min(T, %s) = min(%s, %s) = %s\n",
                        s->kind == KVP_LAYER_SLIDING ? "W" : "C", grp(c, q->context), grp(c, s->window),
                        grp(c, tokens));
 }
@@ -80,14 +97,14 @@ static void attention_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp
     if (s->window)
         kvp_buf_printf(b, "      %s = %s tokens\n", s->kind == KVP_LAYER_SLIDING ? "window W" : "chunk C",
                        grp(c, s->window));
-    row_line(c, b, "k", &q->k, s->head_dim_k);
-    row_line(c, b, "v", &q->v, s->head_dim_v);
+    row_line(c, b, "k", &q->k, s->head_dim_k, sb->k_token / s->n_kv_heads);
+    row_line(c, b, "v", &q->v, s->head_dim_v, sb->v_token / s->n_kv_heads);
     kvp_buf_printf(b, "      per token    = L * H_kv * (row_k + row_v) = %u * %u * (%s + %s) = %s B\n",
                    sb->layers, s->n_kv_heads, grp(c, sb->k_token / s->n_kv_heads),
                    grp(c, sb->v_token / s->n_kv_heads), grp(c, (sb->k_token + sb->v_token) * sb->layers));
     held_line(c, b, s, q, sb->tokens);
-    format_rule(c, b, "K", &q->k, sb->tokens);
-    format_rule(c, b, "V", &q->v, sb->tokens);
+    format_rule(c, b, "K", &q->k, q, s->window, sb->tokens);
+    format_rule(c, b, "V", &q->v, q, s->window, sb->tokens);
     if (plain(&q->k) && plain(&q->v))
         kvp_buf_printf(b, "      per sequence = L * H_kv * tokens * (row_k + row_v) = %u * %u * %s * (%s + %s) = %s B\n",
                        sb->layers, s->n_kv_heads, grp(c, sb->tokens), grp(c, sb->k_token / s->n_kv_heads),
@@ -103,10 +120,10 @@ static void mla_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp_layer
     uint64_t latent = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
     kvp_buf_printf(b, "  %u x MLA, one latent per token: kv_lora_rank + qk_rope_dim = %u + %u = %s values, no V\n",
                    sb->layers, s->kv_lora_rank, s->qk_rope_dim, grp(c, latent));
-    row_line(c, b, "latent", &q->k, latent);
+    row_line(c, b, "latent", &q->k, latent, sb->k_token);
     kvp_buf_printf(b, "      per token    = L * row_latent = %u * %s = %s B\n", sb->layers, grp(c, sb->k_token),
                    grp(c, sb->k_token * sb->layers));
-    format_rule(c, b, "latent", &q->k, sb->tokens);
+    format_rule(c, b, "latent", &q->k, q, 0, sb->tokens);
     kvp_buf_printf(b, "      per sequence = L * %s B = %s B\n", grp(c, sb->k_seq), grp(c, sb->k_seq * sb->layers));
 }
 

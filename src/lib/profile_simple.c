@@ -15,14 +15,14 @@ struct sctx {
     struct kvp_format k, v;
 };
 
-/* Tokens a layer holds at context T under the engine's rule. */
-static uint64_t held(enum kvp_engine_id e, const struct kvp_layer_spec *s, uint64_t T)
+/* The window of a layer's cache under the engine's rule (0 = every token). */
+static uint64_t window(enum kvp_engine_id e, const struct kvp_layer_spec *s)
 {
     if (s->kind != KVP_LAYER_SLIDING && s->kind != KVP_LAYER_CHUNKED)
-        return T;
+        return 0;
     if (e == KVP_ENGINE_HF_DYNAMIC) /* DynamicSlidingWindowLayer keeps the last W-1 tokens */
-        return T < s->window - 1 ? T : s->window - 1;
-    return T < s->window ? T : s->window;
+        return s->window - 1;
+    return s->window;
 }
 
 /* K and V heads and dims one rank caches for a layer. HF runs MLA models
@@ -54,7 +54,7 @@ static enum kvp_status seq_bytes(void *ctx, uint64_t T, uint64_t *out, struct kv
 
     for (uint32_t i = 0; i < c->r.n; i++) {
         const struct rspec *rs = &c->r.spec[i];
-        uint64_t hk, dk, hv, dv, kb = 0, vb = 0, t = held(c->d->engine, rs->s, T), layer;
+        uint64_t hk, dk, hv, dv, kb = 0, vb = 0, w = window(c->d->engine, rs->s), layer;
         if (rs->s->kind == KVP_LAYER_RECURRENT) {
             total += rs->state * rs->layers;
             continue;
@@ -62,18 +62,17 @@ static enum kvp_status seq_bytes(void *ctx, uint64_t T, uint64_t *out, struct kv
         if (rs->k_row + rs->v_row == 0)
             continue;
         cached_shape(c, rs, &hk, &dk, &hv, &dv);
-        if ((st = kvp_cache_bytes(&c->k, hk, dk, t, &kb, err)) != KVP_OK)
+        if ((st = kvp_cache_bytes(&c->k, hk, dk, T, w, &kb, err)) != KVP_OK)
             return st;
-        if (hv && (st = kvp_cache_bytes(&c->v, hv, dv, t, &vb, err)) != KVP_OK)
+        if (hv && (st = kvp_cache_bytes(&c->v, hv, dv, T, w, &vb, err)) != KVP_OK)
             return st;
         if (!kvp_add(kb, vb, &layer) || !kvp_mul(layer, rs->layers, &layer) || !kvp_add(total, layer, &total))
             return kvp_fail(err, KVP_ERR_OVERFLOW, "a sequence of %llu tokens overflows 64 bits", (unsigned long long)T);
         if (c->d->engine == KVP_ENGINE_HF_DYNAMIC && T > 0) {
             uint64_t before_k = 0, before_v = 0;
-            uint64_t tb = held(c->d->engine, rs->s, T - 1);
-            kvp_cache_bytes(&c->k, hk, dk, tb, &before_k, err);
+            kvp_cache_bytes(&c->k, hk, dk, T - 1, w, &before_k, err);
             if (hv)
-                kvp_cache_bytes(&c->v, hv, dv, tb, &before_v, err);
+                kvp_cache_bytes(&c->v, hv, dv, T - 1, w, &before_v, err);
             if (before_k > transient) transient = before_k;
             if (before_v > transient) transient = before_v;
         }

@@ -134,8 +134,29 @@ static uint64_t store_bytes_at(const struct store *s, uint64_t T)
 {
     uint64_t b = 0;
     struct kvp_error e;
-    kvp_cache_bytes(s->f, s->n_kv, s->d, held_of(s, T), &b, &e);
+    kvp_cache_bytes(s->f, s->n_kv, s->d, T, s->window, &b, &e);
     return b;
+}
+
+/* Channel axis: quantized tokens held after T tokens (the whole groups in
+ * the window: kvp_cache_tokens), and the first of their groups. */
+static uint64_t quant_of(const struct store *s, uint64_t T)
+{
+    uint64_t q, r;
+    kvp_cache_tokens(s->f, T, s->window, false, &q, &r);
+    return q;
+}
+
+static uint64_t first_group(const struct store *s, uint64_t T)
+{
+    return (T - T % s->R - quant_of(s, T)) / s->f->group;
+}
+
+/* Where group k lives after T tokens: a static store's ring of qcap/G
+ * slots, or a dynamic store's k - first group. */
+static uint64_t group_slot(const struct store *s, uint64_t k, uint64_t T)
+{
+    return s->fixed ? k % (s->qcap / s->f->group) : k - first_group(s, T);
 }
 
 /* Channel-axis layout of q quantized tokens: codes, then meta, then residual. */
@@ -252,16 +273,16 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
         return;
     }
     if (s->mode == CHANNEL) {
-        uint64_t q = T - resid_of(s, T);
-        if (pos >= q) {
-            codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - q) * s->rrow, s->n, out);
+        uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group, slot;
+        if (pos >= first) {
+            codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow, s->n, out);
             return;
         }
+        slot = group_slot(s, pos / G, T);
         for (uint64_t c = 0; c < s->n; c++)
-            codec_decode_value(s->f, s->n, pos / s->f->group, c, pos % s->f->group, s->buf,
-                               s->buf + chan_meta_off(s, q), &out[c]);
+            codec_decode_value(s->f, s->n, slot, c, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[c]);
         if (s->ob)
-            codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + pos * s->ob, out);
+            codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
@@ -290,29 +311,41 @@ static void rows_put(struct store *s, const float *x, float *tmp)
         row_encode(s, x, s->buf + (T % s->qcap) * s->qrow);
 }
 
+/* Channel axis: the groups the residual (r tokens) and x form when x
+ * completes R' tokens, first token first, into codes / meta / outlier
+ * lists at base; groups already out of the window at T+1 are left out. */
+static void channel_flush(const struct store *s, const uint8_t *res, const float *x, float *tmp, uint8_t *codes,
+                          uint8_t *meta, uint8_t *outl)
+{
+    uint64_t T = s->len, r = T % s->R, first = T - r, G = s->f->group, lo = first_group(s, T + 1);
+    for (uint64_t k = 0; k < s->R / G; k++) {
+        uint64_t grp = first / G + k, slot;
+        if (grp < lo)
+            continue;
+        slot = group_slot(s, grp, T + 1);
+        for (uint64_t j = 0; j < G; j++) { /* tmp: (G, n) */
+            uint64_t i = k * G + j;
+            if (i < r)
+                codec_get_plain(s->f->scale, res + i * s->rrow, s->n, tmp + j * s->n);
+            else
+                memcpy(tmp + j * s->n, x, s->n * sizeof *x);
+        }
+        chan_split(s, tmp, slot * G, outl);
+        codec_encode_groups(s->f, s->n, slot, tmp, codes, meta);
+    }
+}
+
 /* Channel axis, static: x goes into the residual, or, when it completes R'
  * tokens, the residual and x are quantized into R'/G groups in place (the
  * regions are at capacity: see the top of the file). */
 static void channel_put(struct store *s, const float *x, float *tmp)
 {
-    uint64_t T = s->len, r = T % s->R, q = T - r;
-    uint8_t *res = s->buf + chan_res_off(s, q);
-    if (r + 1 < s->R) {
+    uint64_t r = s->len % s->R;
+    uint8_t *res = s->buf + chan_res_off(s, 0);
+    if (r + 1 < s->R)
         codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
-        return;
-    }
-    for (uint64_t k = 0; k < s->R / s->f->group; k++) {
-        float *g = tmp; /* (G, n) */
-        for (uint64_t j = 0; j < s->f->group; j++) {
-            uint64_t i = k * s->f->group + j;
-            if (i < r)
-                codec_get_plain(s->f->scale, res + i * s->rrow, s->n, g + j * s->n);
-            else
-                memcpy(g + j * s->n, x, s->n * sizeof *x);
-        }
-        chan_split(s, g, q + k * s->f->group, s->buf + chan_out_off(s, q));
-        codec_encode_groups(s->f, s->n, q / s->f->group + k, g, s->buf, s->buf + chan_meta_off(s, q));
-    }
+    else
+        channel_flush(s, res, x, tmp, s->buf, s->buf + chan_meta_off(s, 0), s->buf + chan_out_off(s, 0));
 }
 
 /* Dynamic: a new buffer of the next size; copy what stays; free the old. */
@@ -324,27 +357,18 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
     if (!nbuf)
         return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of cache", (unsigned long long)nb);
     if (s->mode == CHANNEL) {
-        uint64_t q = T - T % s->R, r = T % s->R, q2 = T2 - T2 % s->R;
-        if (s->buf) {
-            memcpy(nbuf, s->buf, codes_bytes(s, q));
-            memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q), meta_bytes(s, q));
+        uint64_t G = s->f->group, r = T % s->R, q = quant_of(s, T), q2 = quant_of(s, T2);
+        uint64_t lo = first_group(s, T), lo2 = first_group(s, T2), hi = (T - r) / G;
+        if (s->buf && hi > lo2) { /* the groups [lo2, hi) stay, moved down by lo2 - lo */
+            uint64_t keep = hi - lo2, skip = lo2 - lo, msz = s->n * codec_meta_size(s->f);
+            codec_move_codes(s->f, nbuf, 0, s->buf, skip * G * s->n, keep * G * s->n);
+            memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q) + skip * msz, keep * msz);
             if (s->ob)
-                memcpy(nbuf + chan_out_off(s, q2), s->buf + chan_out_off(s, q), outl_bytes(s, q));
+                memcpy(nbuf + chan_out_off(s, q2), s->buf + chan_out_off(s, q) + skip * G * s->ob, keep * G * s->ob);
         }
-        if (q2 > q) { /* the residual is full: quantize its R'/G groups */
-            const uint8_t *res = s->buf + chan_res_off(s, q);
-            float *g = tmp; /* (G, n) */
-            for (uint64_t k = 0; k < s->R / s->f->group; k++) {
-                for (uint64_t j = 0; j < s->f->group; j++) {
-                    uint64_t i = k * s->f->group + j;
-                    if (i < r)
-                        codec_get_plain(s->f->scale, res + i * s->rrow, s->n, g + j * s->n);
-                    else
-                        memcpy(g + j * s->n, x, s->n * sizeof *x);
-                }
-                chan_split(s, g, q + k * s->f->group, nbuf + chan_out_off(s, q2));
-                codec_encode_groups(s->f, s->n, q / s->f->group + k, g, nbuf, nbuf + codes_bytes(s, q2));
-            }
+        if (T2 % s->R == 0) { /* the residual is full: quantize its R'/G groups */
+            channel_flush(s, s->buf ? s->buf + chan_res_off(s, q) : NULL, x, tmp, nbuf, nbuf + codes_bytes(s, q2),
+                          nbuf + chan_out_off(s, q2));
         } else {
             uint8_t *res2 = nbuf + chan_res_off(s, q2);
             if (r)
@@ -439,7 +463,7 @@ bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out)
 
 /* Can this store hold f under the policy at exactly the engine's bytes? */
 static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const struct kvp_format *f, const char *which,
-                                    uint32_t d, bool windowed, struct kvp_error *err)
+                                    uint32_t d, struct kvp_error *err)
 {
     const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
     char name[64];
@@ -451,12 +475,7 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
                         which, name, f->outliers_ppm / 1e6);
     if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
         return st;
-    if (o->policy == KVP_REF_PAGED)
-        return kvp_format_check_paged(f, which, err);
-    if (t->grouped && f->axis == KVP_AXIS_CHANNEL && windowed)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': axis=channel on a windowed layer is not implemented",
-                        which, name);
-    return KVP_OK;
+    return o->policy == KVP_REF_PAGED ? kvp_format_check_paged(f, which, err) : KVP_OK;
 }
 
 static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref_tag tag, uint32_t n_kv, uint32_t d,
@@ -558,7 +577,7 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         }
         if (sp->kind == KVP_LAYER_MLA) {
             uint32_t latent = sp->kv_lora_rank + sp->qk_rope_dim;
-            if ((st = check_format(o, &o->k, "K", latent, false, err)) != KVP_OK)
+            if ((st = check_format(o, &o->k, "K", latent, err)) != KVP_OK)
                 goto err;
             for (uint32_t b = 0; b < B; b++)
                 store_init(ST(c, l, b, 0), &c->o.k, KVP_REF_K, 1, latent, sp, &c->free[2 * l]);
@@ -566,8 +585,8 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         }
         if (sp->kind != KVP_LAYER_FULL && !win)
             continue;
-        if ((st = check_format(o, &o->k, "K", sp->head_dim_k, win, err)) != KVP_OK ||
-            (st = check_format(o, &o->v, "V", sp->head_dim_v, win, err)) != KVP_OK)
+        if ((st = check_format(o, &o->k, "K", sp->head_dim_k, err)) != KVP_OK ||
+            (st = check_format(o, &o->v, "V", sp->head_dim_v, err)) != KVP_OK)
             goto err;
         for (uint32_t b = 0; b < B; b++) {
             store_init(ST(c, l, b, 0), &c->o.k, KVP_REF_K, sp->n_kv_heads, sp->head_dim_k, sp, &c->free[2 * l]);
@@ -613,17 +632,11 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
             struct store *s = &c->st[i];
             if (!s->f)
                 continue;
-            uint64_t h = held_of(s, o->context);
-            if (s->mode == CHANNEL) { /* kvp_cache_capacity's two regions */
-                s->fixed = true;
-                s->qcap = h - h % s->R;
-                s->rcap = h < s->R - 1 ? h : s->R - 1;
-                s->bytes = codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + outl_bytes(s, s->qcap) + s->rcap * s->rrow;
-            } else {
-                s->rcap = h < s->R ? h : s->R;
-                s->qcap = h - s->rcap;
-                s->bytes = s->qcap * s->qrow + s->rcap * s->rrow;
-            }
+            /* kvp_cache_capacity's two regions */
+            kvp_cache_tokens(s->f, o->context, s->window, true, &s->qcap, &s->rcap);
+            s->fixed = s->mode == CHANNEL;
+            s->bytes = (s->fixed ? codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + outl_bytes(s, s->qcap)
+                                 : s->qcap * s->qrow) + s->rcap * s->rrow;
             if (s->bytes && !(s->buf = kvp_ref_alloc_get(a, s->tag, s->bytes)))
                 goto err;
         }

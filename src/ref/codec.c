@@ -667,6 +667,19 @@ void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, con
     }
 }
 
+void codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+                      uint64_t count)
+{
+    uint32_t bits = bits_of(f);
+    uint64_t i = 0;
+    if (di * bits % 8 == 0 && si * bits % 8 == 0) { /* whole bytes, then the codes of a last partial byte */
+        memcpy(dst + di * bits / 8, src + si * bits / 8, count * bits / 8);
+        i = count * bits / 8 * 8 / bits;
+    }
+    for (; i < count; i++)
+        put_code(dst, di + i, bits, get_code(src, si + i, bits));
+}
+
 void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out)
 {

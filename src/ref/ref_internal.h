@@ -26,6 +26,10 @@ void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, con
 void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out);
 uint32_t codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
+/* Copy count codes from code index si of src to code index di of dst (bit
+ * offsets that need not be byte-aligned: a group's codes may not be). */
+void codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+                      uint64_t count);
 /* KVQuant dense-and-sparse outliers of one token row of n values (all heads):
  * codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
  * int32 index into the row (the engine's price). codec_split_outliers keeps
