@@ -472,8 +472,8 @@ END_TEST
 /* Static + axis=channel: the cache allocates kvp_cache_capacity (the query's
  * preallocated flag) for every T around the group (32) and residual (32, 128)
  * boundaries, every step fits in it (the sanitizer build checks the
- * bounds), and it decodes the same logits as the dynamic cache, which holds
- * exactly kvp_cache_bytes at each step; on the zoo (windows 5 and 4: one
+ * bounds), and it decodes the same logits as the dynamic cache (T <= 129),
+ * which holds exactly kvp_cache_bytes at each step; on the zoo (windows 5 and 4: one
  * group slot) and the wide zoo (40 and 24: groups leave one by one). */
 static void static_channel_model(const struct kvp_model *mc, const uint64_t *ctx, size_t n_ctx)
 {
@@ -509,6 +509,11 @@ static void static_channel_model(const struct kvp_model *mc, const uint64_t *ctx
                 for (uint64_t t = 0; t < T; t++)
                     for (uint32_t b = 0; b < 2; b++) {
                         uint32_t tok = (uint32_t)(t * 7 + b * 3) % 50;
+                        if (T > 200) { /* bytes only: decoding is O(T^2), and T <= 129 checked the reads */
+                            ck_assert_kvp_ok(kvp_ref_fill(rm, cs, b, &err), err);
+                            ck_assert_kvp_ok(kvp_ref_fill(rm, cd, b, &err), err);
+                            continue;
+                        }
                         ck_assert_kvp_ok(kvp_ref_step(rm, cs, b, tok, ls, &err), err);
                         ck_assert_kvp_ok(kvp_ref_step(rm, cd, b, tok, ld, &err), err);
                         ck_assert_msg(memcmp(ls, ld, V * sizeof *ls) == 0, "K %s V %s T %llu: step %llu seq %u differs",

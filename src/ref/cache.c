@@ -1,15 +1,18 @@
 /* cache.c -- the reference decoder's KV cache: one store per (layer,
  * sequence, K|V), three allocation policies, every byte counted.
  *
- * A store holds the last held(T) = min(T, window) tokens of one tensor
- * (window 0 = all). In bytes it is exactly kvp_cache_bytes of its held
- * tokens (paged: rounded up to whole blocks), split into two regions:
+ * A store holds what kvp_cache_tokens says one tensor keeps after T tokens
+ * with its window (0 = all); in bytes exactly kvp_cache_bytes (paged: its
+ * held rows rounded up to whole blocks), split into two regions:
  *   quant    the older tokens, in the cache format        (quant(T) tokens)
  *   residual the newest tokens in the scale dtype (KIVI)  (resid(T) tokens)
- * Token-axis formats keep each region as a ring of rows (slot = pos mod
- * capacity), so a window or a residual evicts its oldest row in place.
- * Channel-axis formats store whole G-token groups per channel; the residual
- * collects T mod R' tokens and is quantized in one go when it fills.
+ * Token-axis formats keep the last min(T, window) tokens, each region a
+ * ring of rows (slot = pos mod capacity), so a window or a residual evicts
+ * its oldest row in place.
+ * Channel-axis formats store whole G-token groups per channel, aligned to
+ * positions (group k: tokens kG..kG+G-1); the residual collects T mod R'
+ * tokens and is quantized in one go when it fills; on a window a group goes
+ * when all its tokens have left it (group_slot: where group k lives).
  * Dense-and-sparse outliers (outliers=F, KVQuant): every quantized token
  * keeps its ceil(F * n) largest-magnitude values as fp32 value + int32 index
  * (8 B each), left out of the group ranges. Token axis: after the row's
@@ -17,9 +20,9 @@
  * list per quantized token, between the meta and the residual. Residual
  * tokens carry none (the engine prices quantized tokens only).
  * Channel-axis bytes are not monotone in T, so a static store is sized by
- * kvp_cache_capacity instead: a quantized region for floor(C/R')*R' tokens
- * and a residual of min(C, R'-1) tokens (the token that completes R' goes
- * straight into its groups, so the residual never holds R').
+ * kvp_cache_capacity instead: a quantized region of qcap tokens (a ring of
+ * qcap/G group slots) and a residual of min(C, R'-1) tokens (the token that
+ * completes R' goes straight into its groups, so the residual never holds R').
  *
  * Policies:
  *   static   one allocation per store for held(context) (channel axis: its
@@ -312,8 +315,8 @@ static void rows_put(struct store *s, const float *x, float *tmp)
 }
 
 /* Channel axis: the groups the residual (r tokens) and x form when x
- * completes R' tokens, first token first, into codes / meta / outlier
- * lists at base; groups already out of the window at T+1 are left out. */
+ * completes R' tokens, first token first, into their slots of codes, meta
+ * and outlier lists; groups already out of the window at T+1 are left out. */
 static void channel_flush(const struct store *s, const uint8_t *res, const float *x, float *tmp, uint8_t *codes,
                           uint8_t *meta, uint8_t *outl)
 {

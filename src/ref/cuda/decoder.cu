@@ -558,7 +558,7 @@ static enum kvp_status cache_alloc_static(struct gpu *g, struct kvp_error *err)
                 const struct kvp_format *f = kv ? &g->vf : &g->kf;
                 uint64_t bytes, rows = kv ? g->fv[l].row : g->fk[l].row;
                 struct dstore *s = &g->hs[((uint64_t)l * g->B + b) * 2 + kv];
-                if ((st = kvp_cache_bytes(f, y->hkv, kv ? y->dv : y->dk, h, &bytes, err)) != KVP_OK)
+                if ((st = kvp_cache_bytes(f, y->hkv, kv ? y->dv : y->dk, h, 0, &bytes, err)) != KVP_OK)
                     return st;
                 if (bytes != h * rows)
                     return kvp_fail(err, KVP_ERR_UNSUPPORTED, "cache bytes %llu are not %llu rows of %llu bytes",
