@@ -92,6 +92,43 @@ static uint64_t predicted_peak(const struct kvp_model *m, const struct kvp_kv_qu
     return peak;
 }
 
+/* The engine's query for a decoder cache of policy p: 2 sequences of T
+ * tokens, blocks of 4 when paged, capacity when static. */
+static struct kvp_kv_query query_of(enum kvp_ref_policy p, const char *k, const char *v, uint64_t T)
+{
+    return (struct kvp_kv_query){.context = T, .batch = 2, .k = fmt(k), .v = fmt(v),
+                                 .block = p == KVP_REF_PAGED ? 4 : 0, .preallocated = p == KVP_REF_STATIC};
+}
+
+/* Decode 2 sequences of T tokens through a cache of policy p with formats
+ * k, v and check that the counted bytes by tag, and the peak, equal the
+ * prediction (query_of); the prediction goes to plan. */
+static void measure_run(const struct kvp_model *m, const struct kvp_ref_model *rm, enum kvp_ref_policy p,
+                        const char *k, const char *v, uint64_t T, struct kvp_kv_plan *plan)
+{
+    struct kvp_error err = {0};
+    struct kvp_ref_alloc al = {0};
+    struct kvp_ref_cache *c;
+    struct kvp_kv_query q = query_of(p, k, v, T);
+    struct kvp_ref_cache_opts co = {.policy = p, .context = T, .batch = 2, .block = 4, .k = q.k, .v = q.v};
+    uint64_t peak;
+    ck_assert_kvp_ok(kvp_kv_compute(m, &q, plan, &err), err);
+    peak = predicted_peak(m, &q, p, plan);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &al, &c, &err), err);
+    for (uint64_t t = 0; t < T; t++)
+        for (uint32_t b = 0; b < 2; b++)
+            ck_assert_kvp_ok(kvp_ref_step(rm, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
+    ck_assert_msg(al.cur[KVP_REF_K] == plan->k_bytes && al.cur[KVP_REF_V] == plan->v_bytes &&
+                      al.cur[KVP_REF_STATE] == plan->state_bytes && al.peak_total == peak,
+                  "%s K %s V %s T %llu: measured K %llu V %llu S %llu peak %llu, predicted %llu %llu %llu %llu",
+                  kvp_ref_policy_name(p), k, v, (unsigned long long)T, (unsigned long long)al.cur[KVP_REF_K],
+                  (unsigned long long)al.cur[KVP_REF_V], (unsigned long long)al.cur[KVP_REF_STATE],
+                  (unsigned long long)al.peak_total, (unsigned long long)plan->k_bytes,
+                  (unsigned long long)plan->v_bytes, (unsigned long long)plan->state_bytes, (unsigned long long)peak);
+    kvp_ref_cache_free(c);
+    ck_assert_uint_eq(al.cur_total, 0);
+}
+
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
 START_TEST(cached_equals_recompute)
 {
@@ -188,35 +225,10 @@ START_TEST(measured_equals_predicted)
     struct kvp_ref_opts o = {.seed = 3};
     zoo(&m, KVP_DTYPE_BF16);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
-            const struct kvp_ref_model *r = rm;
-            const struct kvp_model *mm = &m;
-            struct kvp_ref_alloc al = {0};
-            struct kvp_ref_cache *c;
-            struct kvp_ref_cache_opts co = {.policy = cases[i].p, .context = ctx[j], .batch = 2, .block = 4,
-                                            .k = fmt(cases[i].k), .v = fmt(cases[i].v)};
-            struct kvp_kv_query q = {.context = ctx[j], .batch = 2, .k = co.k, .v = co.v,
-                                     .block = cases[i].p == KVP_REF_PAGED ? 4 : 0};
+    for (size_t i = 0; i < N_ELEMS(cases); i++)
+        for (size_t j = 0; j < N_ELEMS(ctx); j++) {
             struct kvp_kv_plan plan;
-            ck_assert_kvp_ok(kvp_kv_compute(mm, &q, &plan, &err), err);
-            ck_assert_kvp_ok(kvp_ref_cache_new(r, &co, &al, &c, &err), err);
-            for (uint64_t t = 0; t < ctx[j]; t++)
-                for (uint32_t b = 0; b < 2; b++)
-                    ck_assert_kvp_ok(kvp_ref_step(r, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
-            ck_assert_msg(al.cur[KVP_REF_K] == plan.k_bytes && al.cur[KVP_REF_V] == plan.v_bytes &&
-                              al.cur[KVP_REF_STATE] == plan.state_bytes,
-                          "%s K %s V %s T %llu: measured K %llu V %llu S %llu, predicted %llu %llu %llu",
-                          kvp_ref_policy_name(cases[i].p), cases[i].k, cases[i].v, (unsigned long long)ctx[j],
-                          (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
-                          (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)plan.k_bytes,
-                          (unsigned long long)plan.v_bytes, (unsigned long long)plan.state_bytes);
-            ck_assert_msg(al.peak_total == predicted_peak(mm, &q, cases[i].p, &plan),
-                          "%s K %s V %s T %llu: peak %llu, predicted %llu", kvp_ref_policy_name(cases[i].p), cases[i].k,
-                          cases[i].v, (unsigned long long)ctx[j], (unsigned long long)al.peak_total,
-                          (unsigned long long)predicted_peak(mm, &q, cases[i].p, &plan));
-            kvp_ref_cache_free(c);
-            ck_assert_uint_eq(al.cur_total, 0);
+            measure_run(&m, rm, cases[i].p, cases[i].k, cases[i].v, ctx[j], &plan);
         }
     kvp_ref_model_free(rm);
 }
@@ -753,33 +765,11 @@ START_TEST(blocks_measured_equals_predicted)
     struct kvp_ref_opts o = {.seed = 4};
     zoo(&m, KVP_DTYPE_BF16);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        for (size_t p = 0; p < sizeof pol / sizeof pol[0]; p++)
-            for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
-                struct kvp_ref_alloc al = {0};
-                struct kvp_ref_cache *c;
-                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = ctx[j], .batch = 2, .block = 4,
-                                                .k = fmt(kv[i][0]), .v = fmt(kv[i][1])};
-                struct kvp_kv_query q = {.context = ctx[j], .batch = 2, .k = co.k, .v = co.v,
-                                         .block = pol[p] == KVP_REF_PAGED ? 4 : 0};
+    for (size_t i = 0; i < N_ELEMS(kv); i++)
+        for (size_t p = 0; p < N_ELEMS(pol); p++)
+            for (size_t j = 0; j < N_ELEMS(ctx); j++) {
                 struct kvp_kv_plan plan;
-                ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
-                enum kvp_status st = kvp_ref_cache_new(rm, &co, &al, &c, &err);
-                ck_assert_kvp_ok(st, err);
-                for (uint64_t t = 0; t < ctx[j]; t++)
-                    for (uint32_t b = 0; b < 2; b++)
-                        ck_assert_kvp_ok(kvp_ref_step(rm, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
-                ck_assert_msg(al.cur[KVP_REF_K] == plan.k_bytes && al.cur[KVP_REF_V] == plan.v_bytes &&
-                                  al.cur[KVP_REF_STATE] == plan.state_bytes && al.peak_total == plan.total_bytes,
-                              "%s K %s V %s T %llu: measured K %llu V %llu S %llu peak %llu, predicted %llu %llu "
-                              "%llu %llu",
-                              kvp_ref_policy_name(pol[p]), kv[i][0], kv[i][1], (unsigned long long)ctx[j],
-                              (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
-                              (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)al.peak_total,
-                              (unsigned long long)plan.k_bytes, (unsigned long long)plan.v_bytes,
-                              (unsigned long long)plan.state_bytes, (unsigned long long)plan.total_bytes);
-                kvp_ref_cache_free(c);
-                ck_assert_uint_eq(al.cur_total, 0);
+                measure_run(&m, rm, pol[p], kv[i][0], kv[i][1], ctx[j], &plan);
             }
     kvp_ref_model_free(rm);
 }
@@ -813,51 +803,17 @@ START_TEST(outliers_measured_equals_predicted)
     struct kvp_ref_opts o = {.seed = 11};
     zoo(&m, KVP_DTYPE_BF16);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (size_t j = 0; j < sizeof ctx / sizeof ctx[0]; j++) {
-            bool channel = strstr(cases[i].k, "channel") != NULL;
-            const struct kvp_ref_model *r = rm;
-            const struct kvp_model *mm = &m;
-            struct kvp_ref_alloc al = {0};
-            struct kvp_ref_cache *c;
-            struct kvp_ref_cache_opts co = {.policy = cases[i].p, .context = ctx[j], .batch = 2, .block = 4,
-                                            .k = fmt(cases[i].k), .v = fmt(cases[i].v)};
-            struct kvp_kv_query q = {.context = ctx[j], .batch = 2, .k = co.k, .v = co.v,
-                                     .block = cases[i].p == KVP_REF_PAGED ? 4 : 0,
-                                     .preallocated = channel && cases[i].p == KVP_REF_STATIC};
+    for (size_t i = 0; i < N_ELEMS(cases); i++)
+        for (size_t j = 0; j < N_ELEMS(ctx); j++) {
+            struct kvp_kv_query q = query_of(cases[i].p, cases[i].k, cases[i].v, ctx[j]);
             struct kvp_kv_plan plan, bare;
-            ck_assert_kvp_ok(kvp_kv_compute(mm, &q, &plan, &err), err);
-            uint64_t peak = predicted_peak(mm, &q, cases[i].p, &plan);
+            measure_run(&m, rm, cases[i].p, cases[i].k, cases[i].v, ctx[j], &plan);
             q.k.outliers_ppm = q.v.outliers_ppm = 0;
-            ck_assert_kvp_ok(kvp_kv_compute(mm, &q, &bare, &err), err);
-            ck_assert_kvp_ok(kvp_ref_cache_new(r, &co, &al, &c, &err), err);
-            for (uint64_t t = 0; t < ctx[j]; t++)
-                for (uint32_t b = 0; b < 2; b++)
-                    ck_assert_kvp_ok(kvp_ref_step(r, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
-            ck_assert_msg(al.cur[KVP_REF_K] == plan.k_bytes && al.cur[KVP_REF_V] == plan.v_bytes &&
-                              al.cur[KVP_REF_STATE] == plan.state_bytes,
-                          "%s K %s V %s T %llu: measured K %llu V %llu S %llu, predicted %llu %llu %llu",
-                          kvp_ref_policy_name(cases[i].p), cases[i].k, cases[i].v, (unsigned long long)ctx[j],
-                          (unsigned long long)al.cur[KVP_REF_K], (unsigned long long)al.cur[KVP_REF_V],
-                          (unsigned long long)al.cur[KVP_REF_STATE], (unsigned long long)plan.k_bytes,
-                          (unsigned long long)plan.v_bytes, (unsigned long long)plan.state_bytes);
-            ck_assert_uint_eq(al.peak_total, peak);
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &bare, &err), err);
             /* token axis without residual: every held token is quantized and carries outliers */
-            if (!channel && !strstr(cases[i].k, "residual"))
+            if (!strstr(cases[i].k, "channel") && !strstr(cases[i].k, "residual"))
                 ck_assert_uint_gt(plan.k_bytes, bare.k_bytes);
-            kvp_ref_cache_free(c);
-            ck_assert_uint_eq(al.cur_total, 0);
         }
-    { /* a struct built by hand past the parser: outliers on a plain type */
-        struct kvp_ref_alloc al = {0};
-        struct kvp_ref_cache *c;
-        struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 4, .batch = 1,
-                                        .k = kvp_format_plain(KVP_DTYPE_F16), .v = fmt("f16")};
-        co.k.outliers_ppm = 10000;
-        ck_assert_int_eq(kvp_ref_cache_new(rm, &co, &al, &c, &err), KVP_ERR_UNSUPPORTED);
-        ck_assert_str_eq(err.msg, "K format 'f16': outliers=0.01 needs an integer type (int8, int4, int2)");
-        ck_assert_uint_eq(al.cur_total, 0);
-    }
     kvp_ref_model_free(rm);
 }
 END_TEST
