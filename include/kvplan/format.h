@@ -49,6 +49,29 @@ enum kvp_dtype {
     KVP_DTYPE_IQ4_NL,
     KVP_DTYPE_MXFP4,
     KVP_DTYPE_NVFP4,
+    /* weight storage only (GGUF files): */
+    KVP_DTYPE_Q8_1,
+    KVP_DTYPE_Q2_K,
+    KVP_DTYPE_Q3_K,
+    KVP_DTYPE_Q4_K,
+    KVP_DTYPE_Q5_K,
+    KVP_DTYPE_Q6_K,
+    KVP_DTYPE_Q8_K,
+    KVP_DTYPE_IQ2_XXS,
+    KVP_DTYPE_IQ2_XS,
+    KVP_DTYPE_IQ3_XXS,
+    KVP_DTYPE_IQ1_S,
+    KVP_DTYPE_IQ3_S,
+    KVP_DTYPE_IQ2_S,
+    KVP_DTYPE_IQ4_XS,
+    KVP_DTYPE_IQ1_M,
+    KVP_DTYPE_TQ1_0,
+    KVP_DTYPE_TQ2_0,
+    KVP_DTYPE_I8,
+    KVP_DTYPE_I16,
+    KVP_DTYPE_I32,
+    KVP_DTYPE_I64,
+    KVP_DTYPE_F64,
     KVP_DTYPE_COUNT
 };
 
@@ -62,6 +85,7 @@ struct kvp_dtype_info {
     uint32_t block_elems; /* values per block (1 for plain types) */
     uint32_t block_bits;  /* bits per block, metadata included */
     bool grouped;         /* an integer type that takes group settings */
+    int ggml;             /* enum ggml_type (ggml.h), -1 if ggml has none */
 };
 
 struct kvp_format {
@@ -81,6 +105,9 @@ const struct kvp_dtype_info *kvp_dtype_info(enum kvp_dtype d);
 /* Look a dtype name up (case-insensitive; aliases fp16/half, fp32/float,
  * fp8 = fp8_e4m3, float16, bfloat16, float32). false if unknown. */
 bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out);
+
+/* The dtype of ggml type id t (a GGUF tensor's type). false if unknown. */
+bool kvp_dtype_from_ggml(uint32_t t, enum kvp_dtype *out);
 
 /* A plain format of dtype d with the defaults for integer types. */
 struct kvp_format kvp_format_plain(enum kvp_dtype d);

@@ -26,6 +26,7 @@
 
 #include "kvplan/error.h"
 #include "kvplan/format.h"
+#include "kvplan/wquant.h"
 
 #define KVP_MAX_LAYERS 1024
 #define KVP_MAX_SPECS 32
@@ -131,6 +132,10 @@ struct kvp_model {
     bool shared_expert_gate;    /* sigmoid gate on the shared expert (Qwen2-MoE) */
     bool router_bias;           /* bias per expert on the router */
     bool expert_bias;           /* biases inside each expert (gpt-oss) */
+    /* how the checkpoint stores its weights (wquant.h): */
+    struct kvp_wscheme wscheme; /* its quantization config; method "" = none */
+    struct kvp_wtable wtable;   /* stored bytes from the file's own headers; n 0 = none */
+    char arch[24];              /* GGUF general.architecture, "" otherwise */
     /* layers: */
     uint32_t n_layers;
     uint32_t n_specs;

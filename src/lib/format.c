@@ -8,26 +8,51 @@
 
 #include "kvplan/num.h"
 
-/* Block sizes from ggml-common.h's static_asserts (q8_0: fp16 d + 32 int8 = 34 B),
+/* Block sizes from ggml-common.h's static_asserts (q8_0: fp16 d + 32 int8 = 34 B;
+ * q4_K: fp16 d, dmin + 12 B of scales + 128 B of codes = 144 B per 256),
  * OCP MX (mxfp4: 16 B of e2m1 + 1 B e8m0 scale per 32) and NVIDIA NVFP4
- * (8 B of e2m1 + 1 B fp8 scale per 16). */
+ * (8 B of e2m1 + 1 B fp8 scale per 16). The last column is enum ggml_type
+ * (ggml.h), -1 where ggml has none. Types from q8_1 on are weight storage
+ * only: no engine profile offers them for a cache. */
 static const struct kvp_dtype_info dtypes[KVP_DTYPE_COUNT] = {
-    [KVP_DTYPE_F32] = {"f32", 1, 32, false},
-    [KVP_DTYPE_F16] = {"f16", 1, 16, false},
-    [KVP_DTYPE_BF16] = {"bf16", 1, 16, false},
-    [KVP_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 8, false},
-    [KVP_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 8, false},
-    [KVP_DTYPE_INT8] = {"int8", 1, 8, true},
-    [KVP_DTYPE_INT4] = {"int4", 1, 4, true},
-    [KVP_DTYPE_INT2] = {"int2", 1, 2, true},
-    [KVP_DTYPE_Q8_0] = {"q8_0", 32, 34 * 8, false},
-    [KVP_DTYPE_Q4_0] = {"q4_0", 32, 18 * 8, false},
-    [KVP_DTYPE_Q4_1] = {"q4_1", 32, 20 * 8, false},
-    [KVP_DTYPE_Q5_0] = {"q5_0", 32, 22 * 8, false},
-    [KVP_DTYPE_Q5_1] = {"q5_1", 32, 24 * 8, false},
-    [KVP_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18 * 8, false},
-    [KVP_DTYPE_MXFP4] = {"mxfp4", 32, 17 * 8, false},
-    [KVP_DTYPE_NVFP4] = {"nvfp4", 16, 9 * 8, false},
+    [KVP_DTYPE_F32] = {"f32", 1, 32, false, 0},
+    [KVP_DTYPE_F16] = {"f16", 1, 16, false, 1},
+    [KVP_DTYPE_BF16] = {"bf16", 1, 16, false, 30},
+    [KVP_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1, 8, false, -1},
+    [KVP_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1, 8, false, -1},
+    [KVP_DTYPE_INT8] = {"int8", 1, 8, true, -1},
+    [KVP_DTYPE_INT4] = {"int4", 1, 4, true, -1},
+    [KVP_DTYPE_INT2] = {"int2", 1, 2, true, -1},
+    [KVP_DTYPE_Q8_0] = {"q8_0", 32, 34 * 8, false, 8},
+    [KVP_DTYPE_Q4_0] = {"q4_0", 32, 18 * 8, false, 2},
+    [KVP_DTYPE_Q4_1] = {"q4_1", 32, 20 * 8, false, 3},
+    [KVP_DTYPE_Q5_0] = {"q5_0", 32, 22 * 8, false, 6},
+    [KVP_DTYPE_Q5_1] = {"q5_1", 32, 24 * 8, false, 7},
+    [KVP_DTYPE_IQ4_NL] = {"iq4_nl", 32, 18 * 8, false, 20},
+    [KVP_DTYPE_MXFP4] = {"mxfp4", 32, 17 * 8, false, 39},
+    [KVP_DTYPE_NVFP4] = {"nvfp4", 16, 9 * 8, false, -1},
+    [KVP_DTYPE_Q8_1] = {"q8_1", 32, 36 * 8, false, 9},
+    [KVP_DTYPE_Q2_K] = {"q2_K", 256, 84 * 8, false, 10},
+    [KVP_DTYPE_Q3_K] = {"q3_K", 256, 110 * 8, false, 11},
+    [KVP_DTYPE_Q4_K] = {"q4_K", 256, 144 * 8, false, 12},
+    [KVP_DTYPE_Q5_K] = {"q5_K", 256, 176 * 8, false, 13},
+    [KVP_DTYPE_Q6_K] = {"q6_K", 256, 210 * 8, false, 14},
+    [KVP_DTYPE_Q8_K] = {"q8_K", 256, 292 * 8, false, 15},
+    [KVP_DTYPE_IQ2_XXS] = {"iq2_xxs", 256, 66 * 8, false, 16},
+    [KVP_DTYPE_IQ2_XS] = {"iq2_xs", 256, 74 * 8, false, 17},
+    [KVP_DTYPE_IQ3_XXS] = {"iq3_xxs", 256, 98 * 8, false, 18},
+    [KVP_DTYPE_IQ1_S] = {"iq1_s", 256, 50 * 8, false, 19},
+    [KVP_DTYPE_IQ3_S] = {"iq3_s", 256, 110 * 8, false, 21},
+    [KVP_DTYPE_IQ2_S] = {"iq2_s", 256, 82 * 8, false, 22},
+    [KVP_DTYPE_IQ4_XS] = {"iq4_xs", 256, 136 * 8, false, 23},
+    [KVP_DTYPE_IQ1_M] = {"iq1_m", 256, 56 * 8, false, 29},
+    [KVP_DTYPE_TQ1_0] = {"tq1_0", 256, 54 * 8, false, 34},
+    [KVP_DTYPE_TQ2_0] = {"tq2_0", 256, 66 * 8, false, 35},
+    [KVP_DTYPE_I8] = {"i8", 1, 8, false, 24},
+    [KVP_DTYPE_I16] = {"i16", 1, 16, false, 25},
+    [KVP_DTYPE_I32] = {"i32", 1, 32, false, 26},
+    [KVP_DTYPE_I64] = {"i64", 1, 64, false, 27},
+    [KVP_DTYPE_F64] = {"f64", 1, 64, false, 28},
 };
 
 static const struct {
@@ -44,6 +69,17 @@ static const struct {
 const struct kvp_dtype_info *kvp_dtype_info(enum kvp_dtype d)
 {
     return &dtypes[d];
+}
+
+bool kvp_dtype_from_ggml(uint32_t ggml_type, enum kvp_dtype *out)
+{
+    for (int i = 0; i < KVP_DTYPE_COUNT; i++) {
+        if (dtypes[i].ggml >= 0 && (uint32_t)dtypes[i].ggml == ggml_type) {
+            *out = (enum kvp_dtype)i;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out)
@@ -70,6 +106,15 @@ struct kvp_format kvp_format_plain(enum kvp_dtype d)
         .zero_point = true, .residual = 0, .outliers_ppm = 0,
     };
     return f;
+}
+
+/* "f32, f16, ..." -- every name in the table, for messages; returns buf. */
+static const char *dtype_list(char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (int i = 0, o = 0; i < KVP_DTYPE_COUNT && o >= 0 && (size_t)o < n; i++)
+        o += snprintf(buf + o, n - (size_t)o, "%s%s", i ? ", " : "", dtypes[i].name);
+    return buf;
 }
 
 static uint32_t scale_bytes(const struct kvp_format *f)
@@ -125,7 +170,7 @@ static enum kvp_status parse_setting(struct kvp_format *f, const char *full, con
 
 enum kvp_status kvp_format_parse(const char *s, struct kvp_format *out, struct kvp_error *err)
 {
-    char buf[128], *save = NULL, *tok;
+    char buf[128], list[400], *save = NULL, *tok;
     struct kvp_format f;
     enum kvp_dtype d;
     enum kvp_status st;
@@ -135,9 +180,7 @@ enum kvp_status kvp_format_parse(const char *s, struct kvp_format *out, struct k
     strcpy(buf, s);
     tok = strtok_r(buf, ":", &save);
     if (!tok || !kvp_dtype_from_name(tok, &d))
-        return kvp_fail(err, KVP_ERR_USAGE,
-                        "unknown format '%s' (f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2, "
-                        "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, nvfp4)", s);
+        return kvp_fail(err, KVP_ERR_USAGE, "unknown format '%s' (%s)", s, dtype_list(list, sizeof list));
     f = kvp_format_plain(d);
     while ((tok = strtok_r(NULL, ":", &save)) != NULL) {
         char *eq = strchr(tok, '=');
