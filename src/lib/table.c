@@ -107,11 +107,10 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
                              .k = s->formats[fi], .v = s->formats[fi]};
     struct kvp_kv_plan plan;
     struct kvp_weights w;
-    struct kvp_format wf = kvp_format_plain(m->dtype);
     enum kvp_status st;
 
     memset(out, 0, sizeof *out);
-    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
         return st;
     out->kv_bytes = plan.kv_bytes;
     out->state_bytes = plan.state_bytes;
@@ -311,9 +310,8 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
     /* the ledger: layers, weights, what a token costs */
     {
         struct kvp_weights w;
-        struct kvp_format wf = kvp_format_plain(m->dtype);
         size_t n;
-        if ((st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+        if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
         snprintf(line, sizeof line, "%s; weights %s (%s, %s params); max context %s tokens.",
                  kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
