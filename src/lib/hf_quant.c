@@ -310,6 +310,11 @@ enum kvp_status hf_quant_read(struct hf_quant_ctx *c, yaml_node_t *q)
             break;
         if (st != KVP_OK)
             return st;
+        { /* canonical: the stored form as its name reads back (as a YAML model holds it) */
+            char name[96];
+            if ((st = kvp_wq_parse(kvp_wq_name(&sc.q, name, sizeof name), &sc.q, c->err)) != KVP_OK)
+                return st;
+        }
         c->m->wscheme = sc;
         return KVP_OK;
     }

@@ -73,6 +73,9 @@ static enum kvp_status wq_setting(struct kvp_wq *q, const char *full, char *key,
             return kvp_fail(err, KVP_ERR_USAGE, "weight format '%s': 'block' must be ROWSxCOLS, each 1..65536", full);
         q->block_rows = (uint32_t)v;
         q->group = (uint32_t)v2;
+    } else if (q->kind == KVP_WQ_FP8 && !val && kvp_dtype_from_name(key, &q->scale) &&
+               (q->scale == KVP_DTYPE_F16 || q->scale == KVP_DTYPE_BF16 || q->scale == KVP_DTYPE_F32)) {
+        ;
     } else if (q->kind == KVP_WQ_FP8 && strcmp(key, "scale") == 0 && val &&
                (strcmp(val, "channel") == 0 || strcmp(val, "tensor") == 0)) {
         q->block_rows = strcmp(val, "channel") == 0;
@@ -175,6 +178,8 @@ const char *kvp_wq_name(const struct kvp_wq *q, char *buf, uint32_t n)
             APPEND(":block=%ux%u", q->block_rows, q->group);
         else
             APPEND(":scale=%s", q->block_rows ? "channel" : "tensor");
+        if (q->scale != KVP_DTYPE_F32)
+            APPEND(":%s", kvp_dtype_info(q->scale)->name);
         break;
     case KVP_WQ_PACKED:
         APPEND("packed:bits=%u:group=%u", q->bits, q->group);
