@@ -203,6 +203,8 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     const struct kvp_deploy *d = &x->d;
     const struct kvp_fit *f = &x->f;
     struct kvp_json j;
+    struct kvp_weights wt;
+    struct kvp_error err = {0};
     char k[64], v[64], w[64];
 
     kvp_json_init(&j, b);
@@ -219,6 +221,8 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
     kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
     kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
+    if (kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK) /* it succeeded in the fit already */
+        kvp_json_weights(&j, x->m, &wt);
     kvp_json_double(&j, "util", f->util);
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
@@ -298,17 +302,22 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     const struct kvp_fit *f = &x->f;
     const struct kvp_engine_info *e = kvp_engine_info(d->engine);
     struct kvp_table t;
-    char g[6][48], k[64], v[64], w[64], note[160];
+    char g[6][48], k[64], v[64], w[64], note[160], split[400];
     uint64_t want = d->concurrency ? d->concurrency : 1;
+    struct kvp_weights wt;
+    struct kvp_error err = {0};
 
     kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s (%s)\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
                    d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_format_bytes(d->gpu_memory, si, g[0], sizeof g[0]),
                    e->name, e->version);
-    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n\n",
+    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
                    kvp_format_grouped(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
                    kvp_format_grouped(d->context, g[2], sizeof g[2]));
+    if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
+        kvp_buf_printf(b, "weights stored as %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+    kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"

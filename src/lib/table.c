@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kvplan/engine.h"
+#include "kvplan/explain.h"
 #include "kvplan/num.h"
 #include "kvplan/table.h"
 
@@ -313,9 +314,10 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         size_t n;
         if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
-        snprintf(line, sizeof line, "%s; weights %s (%s, %s params); max context %s tokens.",
+        char split[400];
+        snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
                  kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
-                 kvp_dtype_info(m->dtype)->name, kvp_format_grouped(w.params, tmp2, sizeof tmp2),
+                 kvp_format_grouped(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
                  kvp_format_grouped(m->max_context, gp, sizeof gp));
         para(d, line);
         if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
