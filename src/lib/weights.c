@@ -329,6 +329,7 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
     if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wtable.n)
         take_table(m, w);
     else if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0])
-        snprintf(w->source, sizeof w->source, "quantization_config (%s)", m->wscheme.method);
+        snprintf(w->source, sizeof w->source, "%s (%s)",
+                 m->wscheme.assumed ? "assumed from the model id" : "quantization_config", m->wscheme.method);
     return KVP_OK;
 }
