@@ -161,6 +161,7 @@ static const struct {
     uint64_t want;
 } good_bytes[] = {
     {"0B", 0},
+    {"0", 0}, /* zero is zero in any unit */
     {"1B", 1},
     {"4096B", 4096},
     {"1048576", 1048576}, /* bare: bytes, from 1 MiB on */
