@@ -194,7 +194,10 @@ START_TEST(test_golden_svg)
     ck_assert_kvp_ok(kvp_chart_add(c, d, &f, "deepseek-v2-lite: weights + KV in bf16", &err), err);
     ck_assert_uint_eq(c->series[1].group, c->series[0].group); /* same model, one weights line */
     ck_assert_uint_ne(c->series[2].group, c->series[0].group);
-    ck_assert_uint_eq(c->series[0].kv[5], 131072ULL * 1048576); /* 128 KiB per token at 1M */
+    ck_assert_uint_eq(c->series[0].kv[3], 131072ULL * 65536); /* 128 KiB per token at 64k */
+    /* each model stops at its own max context: 128k (llama), 160k (deepseek): 1k..64k of the six */
+    ck_assert_uint_eq(c->series[0].n_points, 4);
+    ck_assert_uint_eq(c->series[2].n_points, 4);
     c->capacity = 85028896768ULL;
     snprintf(c->capacity_label, sizeof c->capacity_label, "1 x h100-sxm");
     ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);

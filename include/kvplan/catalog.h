@@ -32,6 +32,12 @@ enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, stru
 /* The catalog model whose name or hf_id equals s, ignoring case; NULL if none. */
 const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const char *s);
 
+/* The shipped model whose name or hf_id is s (ignoring case), loaded alone:
+ * dir/<s>.yaml for a name, else the file whose `hf_id:` line says s (read as
+ * text, not parsed). KVP_ERR_NOTFOUND when no file is it: the caller falls
+ * back to the whole catalog (variants of an id, suggestions). */
+enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err);
+
 /* Resolve MODEL: an existing file or directory is loaded as such; otherwise
  * a catalog name or HF id (cat may be NULL). An unknown name is
  * KVP_ERR_NOTFOUND with the closest names suggested. */

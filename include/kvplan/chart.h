@@ -41,7 +41,8 @@ struct kvp_chart_series {
     char model[KVP_NAME_MAX];          /* the model's name */
     uint32_t group;                    /* series of one model share a group (its weights line) */
     uint64_t weights;                  /* bytes, constant in the context */
-    uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x */
+    uint32_t n_points;                 /* the x up to the model's max context: drawn, the rest not */
+    uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x < n_points */
 };
 
 struct kvp_chart {
@@ -63,7 +64,7 @@ void kvp_chart_init(struct kvp_chart *c, const char *title, const char *subtitle
 enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t n, struct kvp_error *err);
 
 /* Append a series for model m with K and V in format f, c->batch sequences
- * (0 = 1), ideal engine: weights in the model's dtype plus KV (and recurrent state) at each
+ * (0 = 1), ideal engine: weights as the checkpoint stores them plus KV (and recurrent state) at each
  * x. The group is the model's: series of the same model name share one.
  * Errors: too many series, a format the model's head dims do not take. */
 enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,

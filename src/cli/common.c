@@ -168,10 +168,17 @@ int cli_model(const char *s, struct kvp_model **out)
     const struct kvp_catalog *cat = NULL;
     int rc;
 
-    if (access(s, F_OK) != 0 && (rc = cli_catalog(&cat)) != CLI_OK)
-        return rc;
-    if (kvp_model_open(cat, s, out, &err) != KVP_OK)
-        return cli_error(&err);
+    char dir[PATH_MAX + 32];
+
+    cli_models_dir(dir, sizeof dir);
+    /* a shipped model by name or id loads alone; the whole catalog only for variants and suggestions */
+    if (access(s, F_OK) == 0 || kvp_catalog_open_one(dir, s, out, &err) != KVP_OK) {
+        if (access(s, F_OK) != 0 && (rc = cli_catalog(&cat)) != CLI_OK)
+            return rc;
+        err = (struct kvp_error){0};
+        if (kvp_model_open(cat, s, out, &err) != KVP_OK)
+            return cli_error(&err);
+    }
     for (uint32_t i = 0; i < (*out)->n_warnings; i++)
         fprintf(stderr, "kvplan: warning: %s: %s\n", (*out)->file[0] ? (*out)->file : (*out)->name,
                 (*out)->warnings[i]);

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "io.h"
 
 #define MAX_CATALOG 4096
 
@@ -67,6 +70,64 @@ enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, stru
         }
     *out = cat;
     return KVP_OK;
+}
+
+/* Does the YAML text have a top-level `hf_id: s` line (quoted or not)? */
+static bool says_hf_id(const char *text, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *p = text; (p = strstr(p, "hf_id:")) != NULL; p += 6) {
+        const char *v = p + 6;
+        if (p != text && p[-1] != '\n')
+            continue;
+        while (*v == ' ')
+            v++;
+        if (*v == '"' || *v == '\'')
+            v++;
+        if (strncasecmp(v, s, n) == 0 && strchr("\"' \r\n#", v[n] ? v[n] : '\n'))
+            return true;
+    }
+    return false;
+}
+
+enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err)
+{
+    char path[1024], lower[KVP_NAME_MAX];
+    size_t n = strlen(s);
+    DIR *d;
+    struct dirent *e;
+
+    if (n == 0 || n >= sizeof lower)
+        return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s'", s);
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
+    if (!strchr(lower, '/') && strcmp(lower, "gpus") != 0 &&
+        (size_t)snprintf(path, sizeof path, "%s/%s.yaml", dir, lower) < sizeof path && access(path, R_OK) == 0) {
+        enum kvp_status st = kvp_model_load(path, out, err);
+        if (st != KVP_OK || strcasecmp((*out)->name, s) == 0)
+            return st;
+        kvp_model_free(*out); /* a file named for another model: let the catalog decide */
+        *out = NULL;
+    }
+    if (!strchr(s, '/') || !(d = opendir(dir)))
+        return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s'", s);
+    while ((e = readdir(d)) != NULL) {
+        char *text = NULL;
+        uint64_t len;
+        bool hit;
+        if (!is_yaml(e->d_name) || strcmp(e->d_name, "gpus.yaml") == 0 ||
+            (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path ||
+            kvp_read_file(path, 1u << 20, &text, &len, NULL, err) != KVP_OK)
+            continue;
+        hit = says_hf_id(text, s);
+        free(text);
+        if (hit) {
+            closedir(d);
+            return kvp_model_load(path, out, err);
+        }
+    }
+    closedir(d);
+    return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s'", s);
 }
 
 const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const char *s)

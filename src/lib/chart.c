@@ -64,7 +64,10 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
     memset(s, 0, sizeof *s);
     if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
         return st;
-    for (uint32_t i = 0; i < c->n_x; i++) {
+    /* a model is drawn up to its own maximum context, not past it */
+    for (s->n_points = 0; s->n_points < c->n_x && c->x[s->n_points] <= m->max_context; s->n_points++)
+        ;
+    for (uint32_t i = 0; i < s->n_points; i++) {
         struct kvp_kv_query q = {.context = c->x[i], .batch = c->batch ? c->batch : 1, .k = *f, .v = *f};
         struct kvp_kv_plan plan;
         if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK)
@@ -204,10 +207,10 @@ static void polyline(struct kvp_buf *b, const struct kvp_chart *c, const struct 
     const struct kvp_chart_series *s = &c->series[si];
     kvp_buf_printf(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s points=\"", color,
                    *dash ? " stroke-dasharray=\"" : "", dash, *dash ? "\"" : "");
-    for (uint32_t i = 0; i < c->n_x; i++)
+    for (uint32_t i = 0; i < s->n_points; i++)
         kvp_buf_printf(b, "%s%.1f,%.1f", i ? " " : "", px(f, c->x[i]), py(f, sat_add(s->weights, s->kv[i])));
     kvp_buf_printf(b, "\"/>\n");
-    for (uint32_t i = 0; i < c->n_x; i++)
+    for (uint32_t i = 0; i < s->n_points; i++)
         kvp_buf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(f, c->x[i]),
                        py(f, sat_add(s->weights, s->kv[i])), color);
 }
@@ -227,7 +230,7 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
         const struct kvp_chart_series *se = &c->series[s];
         if (se->weights && log2((double)se->weights) < lo)
             lo = log2((double)se->weights);
-        for (uint32_t i = 0; i < c->n_x; i++) {
+        for (uint32_t i = 0; i < se->n_points; i++) {
             double v = log2((double)sat_add(se->weights, se->kv[i]) + 1);
             if (v < lo) lo = v;
             if (v > hi) hi = v;
@@ -295,9 +298,11 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
             const struct kvp_chart_series *se = &c->series[s];
             kvp_buf_printf(b, "<polygon fill=\"%s\" fill-opacity=\"0.10\" stroke=\"none\" points=\"",
                            palette[s % N_COLORS]);
-            for (uint32_t i = 0; i < c->n_x; i++)
+            if (se->n_points == 0)
+                continue;
+            for (uint32_t i = 0; i < se->n_points; i++)
                 kvp_buf_printf(b, "%.1f,%.1f ", px(&f, c->x[i]), py(&f, sat_add(se->weights, se->kv[i])));
-            kvp_buf_printf(b, "%.1f,%.1f %.1f,%.1f\"/>\n", px(&f, c->x[c->n_x - 1]), py(&f, se->weights),
+            kvp_buf_printf(b, "%.1f,%.1f %.1f,%.1f\"/>\n", px(&f, c->x[se->n_points - 1]), py(&f, se->weights),
                            px(&f, c->x[0]), py(&f, se->weights));
         }
     for (uint32_t s = 0; s < c->n_series; s++)
