@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kvplan/explain.h"
 #include "kvplan/engine.h"
 #include "kvplan/num.h"
 
@@ -84,6 +85,8 @@ static void render_json(const struct kvp_model *m, const struct kvp_kv_plan *p, 
     kvp_json_u64(&j, "params", w->params);
     kvp_json_u64(&j, "active_params", w->active_params);
     kvp_json_u64(&j, "weight_bytes", w->bytes);
+    kvp_json_weights(&j, m, w);
+    kvp_json_model_warnings(&j, m);
     kvp_json_u64(&j, "kv_bytes_per_token", p->kv_bytes_per_token);
     kvp_json_begin(&j, "specs", '[');
     for (uint32_t i = 0; i < m->n_specs; i++) {
@@ -150,6 +153,11 @@ int cmd_show(int argc, char **argv)
                                m->n_experts_active, m->n_experts);
             kvp_buf_printf(&b, ", weights %s; KV %s B per token (%s)\n", kvp_format_bytes(w.bytes, si, g[3], sizeof g[3]),
                            kvp_format_grouped(p.kv_bytes_per_token, g[0], sizeof g[0]), kvp_dtype_info(m->dtype)->name);
+            if (w.n_parts > 1 || w.source[0]) {
+                char split[400];
+                kvp_buf_printf(&b, "%sweights stored as %s\n", fmt == KVP_OUT_MD ? "\n" : "",
+                               kvp_weights_split(&w, si, split, sizeof split));
+            }
             if (m->source[0])
                 kvp_buf_printf(&b, "%ssource: %s\n", fmt == KVP_OUT_MD ? "\n" : "", m->source);
             kvp_buf_printf(&b, "\n");
