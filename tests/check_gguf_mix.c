@@ -58,20 +58,6 @@ static uint32_t ftype(const char *name)
     return ft;
 }
 
-/* Assert column col of every layer: `more` where the layer is listed in
- * layers (ended by -1), `base` elsewhere. */
-static void expect_column(const struct walk *w, uint32_t n_layers, int col, const int *layers, enum kvp_dtype more,
-                          enum kvp_dtype base)
-{
-    for (uint32_t il = 0; il < n_layers; il++) {
-        bool listed = false;
-        for (const int *p = layers; *p >= 0; p++)
-            listed |= (uint32_t)*p == il;
-        ck_assert_msg(w->layer[il][col] == (listed ? more : base), "layer %u column %d: %s", il, col,
-                      kvp_dtype_info(w->layer[il][col])->name);
-    }
-}
-
 /* The layers llama.cpp's use_more_bits(i, 32) picks: i < 4, i >= 28, or (i - 4) % 3 == 2. */
 static const int more_32[] = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31, -1};
 static const int none[] = {-1};
@@ -101,139 +87,133 @@ START_TEST(names)
 }
 END_TEST
 
-/* Llama 3.1 8B (32 layers, GQA 32/8, untied), Q4_K_M: attn_v and ffn_down in
- * q6_K on the use_more_bits layers, the output in q6_K, the rest q4_K. */
-START_TEST(llama_q4_k_m)
+/* Is layer il in the list (ended by -1)? */
+static bool in_list(const int *layers, uint32_t il)
 {
-    struct kvp_model *m = test_load("llama-3.1-8b");
-    static struct walk w;
+    for (; *layers >= 0; layers++)
+        if ((uint32_t)*layers == il)
+            return true;
+    return false;
+}
 
-    walk(m, ftype("q4_k_m"), &w);
-    ck_assert_int_eq(w.embd, KVP_DTYPE_Q4_K);
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q6_K);
-    ck_assert_int_eq(w.norm, KVP_DTYPE_F32);
-    expect_column(&w, 32, V, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, DOWN, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K);
-    for (int c = Q; c < PER_LAYER; c++)
-        if (c != V && c != DOWN)
-            expect_column(&w, 32, c, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K);
-    kvp_model_free(m);
+/* One column of a walk: `more` on the listed layers, `base` on the others. */
+struct column_case {
+    const char *model, *ftype;
+    int col;
+    const int *layers;
+    enum kvp_dtype more, base;
+};
+
+static const int first2[] = {0, 1, -1}, first4[] = {0, 1, 2, 3, -1};
+
+static const struct column_case columns[] = {
+    /* Llama 3.1 8B (32 layers, GQA 32/8): Q4_K_M puts attn_v and ffn_down in q6_K where
+     * use_more_bits, the rest in q4_K */
+    {"llama-3.1-8b", "q4_k_m", V, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", DOWN, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", Q, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", K, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", O, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", GATE, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_m", UP, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    /* Q3_K_M: attn_v q5_K for the first two; ffn_down q5_K below 32/16; attn_output q4_K */
+    {"llama-3.1-8b", "q3_k_m", V, first2, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q3_k_m", DOWN, first2, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q3_k_m", O, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q3_k_m", Q, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K},
+    /* Q4_K_S: attn_v q5_K for the first four; ffn_down below 32/8 */
+    {"llama-3.1-8b", "q4_k_s", V, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q4_k_s", DOWN, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K},
+    /* Q2_K with GQA 4: attn_v q4_K, ffn_down and attn_output q3_K */
+    {"llama-3.1-8b", "q2_k", V, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "q2_k", DOWN, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K},
+    {"llama-3.1-8b", "q2_k", O, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K},
+    {"llama-3.1-8b", "q2_k", GATE, none, KVP_DTYPE_Q2_K, KVP_DTYPE_Q2_K},
+    {"llama-3.1-8b", "q4_0", DOWN, none, KVP_DTYPE_Q4_0, KVP_DTYPE_Q4_0},
+    /* IQ4_XS with GQA 4: attn_v q5_K; ffn_down q5_K below 32/8 (no imatrix) */
+    {"llama-3.1-8b", "iq4_xs", V, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K},
+    {"llama-3.1-8b", "iq4_xs", DOWN, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_IQ4_XS},
+    /* IQ2_XXS: attn_v q4_K (GQA 4); ffn_down q2_K while the running count < 32/8 */
+    {"llama-3.1-8b", "iq2_xxs", V, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"llama-3.1-8b", "iq2_xxs", DOWN, first4, KVP_DTYPE_Q2_K, KVP_DTYPE_IQ2_XXS},
+    {"llama-3.1-8b", "f16", V, none, KVP_DTYPE_F16, KVP_DTYPE_F16},
+    {"llama-3.1-8b", "q3_k_s", V, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K},
+    /* Llama 3.1 70B (80 layers, GQA): LLM_TYPE_70B lifts a q3_K attn_v to q5_K */
+    {"llama-3.1-70b", "q3_k_s", V, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K},
+    {"llama-3.1-70b", "q3_k_s", K, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K},
+    /* Mixtral 8x7B (8 experts): attn_v, attn_k q8_0, attn_output q5_K, the experts'
+     * ffn_down by their own layer; MXFP4_MOE: experts mxfp4, the rest q8_0 */
+    {"mixtral-8x7b", "q4_k_m", V, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0},
+    {"mixtral-8x7b", "q4_k_m", K, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0},
+    {"mixtral-8x7b", "q4_k_m", O, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K},
+    {"mixtral-8x7b", "q4_k_m", DOWN, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K},
+    {"mixtral-8x7b", "q4_k_m", UP, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K},
+    {"mixtral-8x7b", "mxfp4_moe", Q, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0},
+    {"mixtral-8x7b", "mxfp4_moe", DOWN, none, KVP_DTYPE_MXFP4, KVP_DTYPE_MXFP4},
+    {"mixtral-8x7b", "mxfp4_moe", GATE, none, KVP_DTYPE_MXFP4, KVP_DTYPE_MXFP4},
+    /* Falcon 7B (fused attn_qkv, hidden 4544 = 17.75 x 256): q, k and v take attn_v's
+     * rule, and every q4_K/q6_K row of 4544 falls back to q5_0/q8_0 */
+    {"falcon-7b", "q4_k_m", Q, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0},
+    {"falcon-7b", "q4_k_m", K, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0},
+    {"falcon-7b", "q4_k_m", V, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0},
+};
+
+START_TEST(layer_columns)
+{
+    static struct walk w;
+    for (size_t i = 0; i < N_ELEMS(columns); i++) {
+        const struct column_case *c = &columns[i];
+        struct kvp_model *m = test_load(c->model);
+        walk(m, ftype(c->ftype), &w);
+        for (uint32_t il = 0; il < m->n_layers; il++) {
+            bool listed = in_list(c->layers, il);
+            ck_assert_msg(w.layer[il][c->col] == (listed ? c->more : c->base), "%s %s layer %u column %d: %s",
+                          c->model, c->ftype, il, c->col, kvp_dtype_info(w.layer[il][c->col])->name);
+        }
+        kvp_model_free(m);
+    }
 }
 END_TEST
 
-START_TEST(llama_other_k_mixes)
+/* Token embeddings, output (F32 = not offered: tied) and a norm. */
+static const struct {
+    const char *model, *ftype;
+    enum kvp_dtype embd, out, norm;
+} ends[] = {
+    {"llama-3.1-8b", "q4_k_m", KVP_DTYPE_Q4_K, KVP_DTYPE_Q6_K, KVP_DTYPE_F32},
+    {"llama-3.1-8b", "q4_0", KVP_DTYPE_Q4_0, KVP_DTYPE_Q6_K, KVP_DTYPE_F32}, /* legacy types: output q6_K */
+    {"llama-3.1-8b", "q8_0", KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0, KVP_DTYPE_F32},
+    {"llama-3.1-8b", "iq2_xxs", KVP_DTYPE_Q2_K, KVP_DTYPE_Q5_K, KVP_DTYPE_F32},
+    {"llama-3.1-8b", "f16", KVP_DTYPE_F16, KVP_DTYPE_F16, KVP_DTYPE_F32},
+    {"llama-3.1-8b", "tq1_0", KVP_DTYPE_Q4_K, KVP_DTYPE_Q6_K, KVP_DTYPE_F32},
+    {"mixtral-8x7b", "mxfp4_moe", KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0, KVP_DTYPE_F32},
+    {"falcon-7b", "q4_k_m", KVP_DTYPE_Q8_0, KVP_DTYPE_F32, KVP_DTYPE_F32}, /* tied: the output's rule */
+};
+
+START_TEST(embeddings_and_output)
 {
-    static const int first2[] = {0, 1, -1}, first4[] = {0, 1, 2, 3, -1};
-    struct kvp_model *m = test_load("llama-3.1-8b");
     static struct walk w;
-
-    walk(m, ftype("q3_k_m"), &w); /* attn_v: q5_K for the first two, ffn_down: q5_K below 32/16 */
-    expect_column(&w, 32, V, first2, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, DOWN, first2, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, O, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, Q, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K);
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q6_K);
-
-    walk(m, ftype("q4_k_s"), &w); /* attn_v: q5_K for the first four; ffn_down below 32/8 */
-    expect_column(&w, 32, V, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, DOWN, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_Q4_K);
-
-    walk(m, ftype("q2_k"), &w); /* GQA 4: attn_v q4_K; ffn_down q3_K; attn_output q3_K */
-    expect_column(&w, 32, V, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, DOWN, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K);
-    expect_column(&w, 32, O, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K);
-    expect_column(&w, 32, GATE, none, KVP_DTYPE_Q2_K, KVP_DTYPE_Q2_K);
-
-    walk(m, ftype("q4_0"), &w); /* legacy types: only the output moves, to q6_K */
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q6_K);
-    ck_assert_int_eq(w.embd, KVP_DTYPE_Q4_0);
-    expect_column(&w, 32, DOWN, none, KVP_DTYPE_Q4_0, KVP_DTYPE_Q4_0);
-
-    walk(m, ftype("q8_0"), &w);
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q8_0);
-
-    walk(m, ftype("iq4_xs"), &w); /* GQA 4: attn_v q5_K; ffn_down q5_K below 32/8 (no imatrix) */
-    expect_column(&w, 32, V, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K);
-    expect_column(&w, 32, DOWN, first4, KVP_DTYPE_Q5_K, KVP_DTYPE_IQ4_XS);
-
-    walk(m, ftype("iq2_xxs"), &w); /* token_embd q2_K, output q5_K, attn_v q4_K, first ffn_down q2_K */
-    ck_assert_int_eq(w.embd, KVP_DTYPE_Q2_K);
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q5_K);
-    expect_column(&w, 32, V, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, DOWN, first4, KVP_DTYPE_Q2_K, KVP_DTYPE_IQ2_XXS);
-
-    walk(m, ftype("f16"), &w); /* no mixture: every matrix f16, vectors f32 */
-    ck_assert_int_eq(w.embd, KVP_DTYPE_F16);
-    ck_assert_int_eq(w.out, KVP_DTYPE_F16);
-    ck_assert_int_eq(w.norm, KVP_DTYPE_F32);
-    expect_column(&w, 32, V, none, KVP_DTYPE_F16, KVP_DTYPE_F16);
-    kvp_model_free(m);
+    for (size_t i = 0; i < N_ELEMS(ends); i++) {
+        struct kvp_model *m = test_load(ends[i].model);
+        walk(m, ftype(ends[i].ftype), &w);
+        ck_assert_msg(w.embd == ends[i].embd && w.out == ends[i].out && w.norm == ends[i].norm,
+                      "%s %s: %s %s %s", ends[i].model, ends[i].ftype, kvp_dtype_info(w.embd)->name,
+                      kvp_dtype_info(w.out)->name, kvp_dtype_info(w.norm)->name);
+        kvp_model_free(m);
+    }
 }
 END_TEST
 
-/* Llama 3.1 70B (80 layers, GQA): LLM_TYPE_70B lifts a q3_K or q4_K attn_v to q5_K. */
-START_TEST(llama_70b)
-{
-    struct kvp_model *m = test_load("llama-3.1-70b");
-    static struct walk w;
-
-    walk(m, ftype("q3_k_s"), &w);
-    expect_column(&w, 80, V, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K);
-    expect_column(&w, 80, K, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K);
-    kvp_model_free(m);
-    m = test_load("llama-3.1-8b");
-    walk(m, ftype("q3_k_s"), &w);
-    expect_column(&w, 32, V, none, KVP_DTYPE_Q3_K, KVP_DTYPE_Q3_K);
-    kvp_model_free(m);
-}
-END_TEST
-
-/* Mixtral 8x7B (8 experts): attn_v and attn_k q8_0, attn_output q5_K; the
- * experts' ffn_down by their own layer; MXFP4_MOE: experts mxfp4, the rest q8_0. */
-START_TEST(mixtral)
-{
-    struct kvp_model *m = test_load("mixtral-8x7b");
-    static struct walk w;
-
-    ck_assert_uint_eq(m->n_layers, 32);
-    walk(m, ftype("q4_k_m"), &w);
-    expect_column(&w, 32, V, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0);
-    expect_column(&w, 32, K, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0);
-    expect_column(&w, 32, O, none, KVP_DTYPE_Q5_K, KVP_DTYPE_Q5_K);
-    expect_column(&w, 32, DOWN, more_32, KVP_DTYPE_Q6_K, KVP_DTYPE_Q4_K);
-    expect_column(&w, 32, UP, none, KVP_DTYPE_Q4_K, KVP_DTYPE_Q4_K);
-
-    walk(m, ftype("mxfp4_moe"), &w);
-    ck_assert_int_eq(w.embd, KVP_DTYPE_Q8_0);
-    ck_assert_int_eq(w.out, KVP_DTYPE_Q8_0);
-    expect_column(&w, 32, Q, none, KVP_DTYPE_Q8_0, KVP_DTYPE_Q8_0);
-    expect_column(&w, 32, DOWN, none, KVP_DTYPE_MXFP4, KVP_DTYPE_MXFP4);
-    expect_column(&w, 32, GATE, none, KVP_DTYPE_MXFP4, KVP_DTYPE_MXFP4);
-    kvp_model_free(m);
-}
-END_TEST
-
-/* Falcon 7B (fused attn_qkv, hidden 4544 = 17.75 x 256): the tied embeddings q8_0;
- * q, k and v take attn_v's rule, and every q4_K/q6_K row of 4544 falls back
- * to q5_0/q8_0; ffn_down's rows of 18176 = 71 x 256 do not. */
-START_TEST(falcon_fallbacks)
+/* Falcon's ffn_down under Q4_K_M: q6_K below 32/16, q5_K where use_more_bits, else q4_K. */
+START_TEST(falcon_ffn_down)
 {
     struct kvp_model *m = test_load("falcon-7b");
     static struct walk w;
 
-    ck_assert_uint_eq(m->n_layers, 32);
     walk(m, ftype("q4_k_m"), &w);
-    ck_assert(m->tied_embeddings);
-    ck_assert_int_eq(w.embd, KVP_DTYPE_Q8_0); /* tied: the output's rule, q8_0 for falcon */
-    expect_column(&w, 32, Q, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0);
-    expect_column(&w, 32, K, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0);
-    expect_column(&w, 32, V, more_32, KVP_DTYPE_Q8_0, KVP_DTYPE_Q5_0);
-    for (uint32_t il = 0; il < 32; il++) { /* ffn_down: q6_K below 32/16, q5_K on more bits, else q4_K */
-        bool more = false;
-        for (const int *p = more_32; *p >= 0; p++)
-            more |= (uint32_t)*p == il;
-        ck_assert_int_eq(w.layer[il][DOWN], il < 2 ? KVP_DTYPE_Q6_K : more ? KVP_DTYPE_Q5_K : KVP_DTYPE_Q4_K);
-    }
+    for (uint32_t il = 0; il < 32; il++)
+        ck_assert_int_eq(w.layer[il][DOWN],
+                         il < 2 ? KVP_DTYPE_Q6_K : in_list(more_32, il) ? KVP_DTYPE_Q5_K : KVP_DTYPE_Q4_K);
     kvp_model_free(m);
 }
 END_TEST
@@ -274,11 +254,9 @@ static Suite *suite(void)
     TCase *limits = tcase_create("limits");
 
     tcase_add_test(core, names);
-    tcase_add_test(core, llama_q4_k_m);
-    tcase_add_test(core, llama_other_k_mixes);
-    tcase_add_test(core, llama_70b);
-    tcase_add_test(core, mixtral);
-    tcase_add_test(core, falcon_fallbacks);
+    tcase_add_test(core, layer_columns);
+    tcase_add_test(core, embeddings_and_output);
+    tcase_add_test(core, falcon_ffn_down);
     tcase_add_test(limits, fallbacks_and_vectors);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
