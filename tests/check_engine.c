@@ -31,7 +31,7 @@ static struct kvp_kv_plan plan_of(const struct kvp_model *m, uint64_t t, uint64_
 
 static struct kvp_weights weights_of(const struct kvp_model *m, const char *wf)
 {
-    struct kvp_format f = test_fmt(wf);
+    struct kvp_wstore f = test_wstore(wf);
     struct kvp_weights w;
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_weights_compute(m, &f, &w, &err), err);
@@ -966,7 +966,7 @@ START_TEST(weights_errors)
 {
     struct kvp_model m;
     struct kvp_layer_spec s = test_attn(KVP_LAYER_FULL, 2, 2, 100, 0);
-    struct kvp_format f = test_fmt("q8_0");
+    struct kvp_wstore f = test_wstore("q8_0");
     struct kvp_weights w;
     struct kvp_error err = {0};
 
@@ -985,10 +985,10 @@ START_TEST(weights_errors)
     m.vocab = UINT32_MAX;
     s = test_attn(KVP_LAYER_FULL, 1, 1, 1, 0);
     test_add(&m, &s, 1);
-    f = test_fmt("bf16");
+    f = test_wstore("bf16");
     memset(&err, 0, sizeof err);
     ck_assert_int_eq(kvp_weights_compute(&m, &f, &w, &err), KVP_ERR_OVERFLOW);
-    ck_assert_str_eq(err.msg, "weights of 'huge' overflow 64 bits");
+    ck_assert_str_eq(err.msg, "a 4294967295 x 4294967295 weight overflows 64 bits");
 }
 END_TEST
 

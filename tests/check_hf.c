@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvplan/engine.h"
 #include "kvplan/model.h"
 #include "testutil.h"
 
@@ -192,7 +193,7 @@ static const struct real_case {
      .norms = 2, .flags = "", .layers = 61, .kinds = "M",
      .mlps = "dddmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm", .attn = {128, 1, 192, 128, 0},
      .kv_lora_rank = 512, .qk_rope_dim = 64, .q_lora_rank = 1536, .moe = {256, 8, 2048, 1, 2048, false, true, false},
-     .warnings = "'quantization_config' (fp8) is not applied: weights are counted in bf16"},
+     .warnings = ""},
     /* first-revision Falcon-40B: RefinedWeb, n_layer/n_head/n_head_kv, the new decoder layout */
     {.file = "falcon-40b.json", .name = "falcon-40b", .hf_id = "", .family = "RefinedWeb", .dtype = KVP_DTYPE_BF16,
      .max_context = 2048, .hidden = 8192, .intermediate = 32768, .vocab = 65024, .tied = true,
@@ -220,8 +221,7 @@ static const struct real_case {
      .max_context = 131072, .hidden = 2880, .intermediate = 2880, .vocab = 201088, .norms = 2,
      .flags = "qkv_bias out_bias sinks", .layers = 24, .kinds = "SFSFSFSFSFSFSFSFSFSFSFSF", .mlps = "m",
      .attn = {64, 8, 64, 64, 128}, .moe = {32, 4, 2880, 0, 2880, false, true, true},
-     .warnings = "no 'torch_dtype' in the config: assumed bf16 | "
-                 "'quantization_config' (mxfp4) is not applied: weights are counted in bf16"},
+     .warnings = "no 'torch_dtype' in the config: assumed bf16"},
     {.file = "gpt2.json", .name = "gpt2", .hf_id = "", .family = "gpt2", .dtype = KVP_DTYPE_BF16,
      .max_context = 1024, .hidden = 768, .intermediate = 3072, .vocab = 50257, .tied = true,
      .learned_positions = 1024, .norm = KVP_NORM_LAYER, .act = KVP_ACT_PLAIN, .norms = 2,
@@ -350,6 +350,13 @@ START_TEST(round_trip)
     memcpy(back.file, m->file, sizeof back.file); /* set by kvp_model_load only */
     back.n_warnings = m->n_warnings;               /* warnings are not part of the format */
     memcpy(back.warnings, m->warnings, sizeof back.warnings);
+    { /* a stored form compares by its name (struct padding is not part of it) */
+        char a[96], b[96];
+        ck_assert_str_eq(kvp_wq_name(&m->wscheme.q, a, sizeof a), kvp_wq_name(&back.wscheme.q, b, sizeof b));
+        ck_assert_str_eq(m->wscheme.method, back.wscheme.method);
+        ck_assert_uint_eq(m->wscheme.classes, back.wscheme.classes);
+        back.wscheme = m->wscheme;
+    }
     ck_assert_msg(memcmp(m, &back, sizeof back) == 0, "%s: the emitted YAML reads back different:\n%s", c->file, yaml);
     free(yaml);
     kvp_model_free(m);
@@ -615,12 +622,173 @@ START_TEST(warnings_in_order)
                                "ffn_dim: 8, vocab_size: 10, max_position_embeddings: 64, word_embed_proj_dim: 4, "
                                "text_config: {model_type: mystery, num_hidden_layers: 1, num_attention_heads: 1, "
                                "hidden_size: 8, intermediate_size: 8, vocab_size: 10, max_position_embeddings: 64, "
-                               "quantization_config: {quant_method: awq}}}";
+                               "quantization_config: {quant_method: hqq}}}";
     struct kvp_model *m = parse_ok(json, "warn.json");
     ck_assert_uint_eq(m->n_warnings, 3);
     ck_assert_str_eq(m->warnings[0], "unknown model_type 'mystery': read the generic fields");
     ck_assert_str_eq(m->warnings[1], "no 'torch_dtype' in the config: assumed bf16");
-    ck_assert_str_eq(m->warnings[2], "'quantization_config' (awq) is not applied: weights are counted in bf16");
+    ck_assert_str_eq(m->warnings[2], "'quantization_config' (hqq) is not applied: weights are counted in bf16");
+    free(m);
+}
+END_TEST
+
+/* ---- quantized checkpoints ----------------------------------------------- */
+
+/* Published quantization_config blocks, verbatim, on a Llama-3.1-8B shape. */
+static const struct quant_case {
+    const char *what, *qc, *method, *wq;
+    uint32_t classes;
+} quant_cases[] = {
+    {"Qwen/Qwen2.5-7B-Instruct-AWQ",
+     "{\"bits\": 4, \"group_size\": 128, \"modules_to_not_convert\": null, \"quant_method\": \"awq\", "
+     "\"version\": \"gemm\", \"zero_point\": true}",
+     "awq", "packed:bits=4:group=128:zp", KVP_WC_LINEAR},
+    {"Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4",
+     "{\"bits\": 4, \"damp_percent\": 0.01, \"desc_act\": false, \"group_size\": 128, "
+     "\"modules_in_block_to_quantize\": null, \"quant_method\": \"gptq\", \"sym\": true, \"true_sequential\": true}",
+     "gptq", "packed:bits=4:group=128:zp:g_idx", KVP_WC_LINEAR},
+    {"unsloth/llama-3-8b-bnb-4bit",
+     "{\"bnb_4bit_compute_dtype\": \"bfloat16\", \"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_use_double_quant\": "
+     "true, \"llm_int8_enable_fp32_cpu_offload\": false, \"llm_int8_has_fp16_weight\": false, "
+     "\"llm_int8_skip_modules\": null, \"llm_int8_threshold\": 6.0, \"load_in_4bit\": true, \"load_in_8bit\": false, "
+     "\"quant_method\": \"bitsandbytes\"}",
+     "bitsandbytes", "nf4:double", KVP_WC_LINEAR},
+    {"Qwen/Qwen3-8B-FP8",
+     "{\"activation_scheme\": \"dynamic\", \"modules_to_not_convert\": [\"lm_head\"], \"fmt\": \"e4m3\", "
+     "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}",
+     "fp8", "fp8_e4m3:block=128x128", KVP_WC_LINEAR},
+    {"RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
+     "{\"config_groups\": {\"group_0\": {\"input_activations\": null, \"output_activations\": null, \"targets\": "
+     "[\"Linear\"], \"weights\": {\"actorder\": null, \"block_structure\": null, \"dynamic\": false, "
+     "\"group_size\": 128, \"num_bits\": 4, \"observer\": \"minmax\", \"observer_kwargs\": {}, \"strategy\": "
+     "\"group\", \"symmetric\": true, \"type\": \"int\"}}}, \"format\": \"pack-quantized\", "
+     "\"global_compression_ratio\": null, \"ignore\": [\"lm_head\"], \"kv_cache_scheme\": null, \"quant_method\": "
+     "\"compressed-tensors\", \"quantization_status\": \"compressed\"}",
+     "compressed-tensors", "packed:bits=4:group=128:scale=bf16:tensor=16", KVP_WC_LINEAR},
+    {"RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic",
+     "{\"config_groups\": {\"group_0\": {\"input_activations\": {\"dynamic\": true, \"num_bits\": 8, \"strategy\": "
+     "\"token\", \"symmetric\": true, \"type\": \"float\"}, \"targets\": [\"Linear\"], \"weights\": {\"dynamic\": "
+     "false, \"num_bits\": 8, \"strategy\": \"channel\", \"symmetric\": true, \"type\": \"float\"}}}, \"format\": "
+     "\"float-quantized\", \"ignore\": [\"lm_head\"], \"quant_method\": \"compressed-tensors\"}",
+     "compressed-tensors", "fp8_e4m3:scale=channel:bf16", KVP_WC_LINEAR},
+    {"nvidia/Llama-3.1-8B-Instruct-FP4",
+     "{\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\", \"group_size\": 16, \"exclude_modules\": "
+     "[\"lm_head\"], \"kv_cache_quant_algo\": \"FP8\"}",
+     "modelopt", "nvfp4:tensor=8", KVP_WC_LINEAR},
+    {"a config that keeps attention in bf16 (modules_to_not_convert)",
+     "{\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 64, \"modules_to_not_convert\": "
+     "[\"model.layers.*.self_attn\"]}",
+     "awq", "packed:bits=4:group=64:zp", KVP_WC_LINEAR & ~(1u << KVP_WC_ATTN)},
+};
+
+START_TEST(quantized_config)
+{
+    const struct quant_case *c = &quant_cases[_i];
+    char json[2048], name[96];
+    struct kvp_model *m;
+    struct kvp_weights w;
+    struct kvp_error err = {0};
+
+    snprintf(json, sizeof json,
+             "{\"model_type\": \"llama\", \"num_hidden_layers\": 32, \"num_attention_heads\": 32, "
+             "\"num_key_value_heads\": 8, \"hidden_size\": 4096, \"intermediate_size\": 14336, \"vocab_size\": "
+             "128256, \"max_position_embeddings\": 131072, \"torch_dtype\": \"bfloat16\", \"quantization_config\": %s}",
+             c->qc);
+    m = parse_ok(json, "quant.json");
+    ck_assert_msg(m->n_warnings == 0, "%s: %s", c->what, m->warnings[0]);
+    ck_assert_str_eq(m->wscheme.method, c->method);
+    ck_assert_str_eq(kvp_wq_name(&m->wscheme.q, name, sizeof name), c->wq);
+    ck_assert_uint_eq(m->wscheme.classes, c->classes);
+    /* the quantized part is smaller than bf16, the rest is bf16 to the byte */
+    ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+    ck_assert_uint_eq(w.n_parts, 2);
+    ck_assert_uint_lt(w.bytes, 2 * w.params);
+    ck_assert_uint_eq(w.parts[0].bytes, 2 * w.parts[0].params);
+    free(m);
+}
+END_TEST
+
+/* One 4096 x 4096 projection in each stored form, derived by hand. */
+START_TEST(quantized_tensor_bytes)
+{
+    static const struct {
+        const char *wq;
+        uint64_t bytes;
+    } cases[] = {
+        /* qweight 4096*4096/2 + f16 scales 32 groups*4096*2 + qzeros 32*4096/8*4 + g_idx 4096*4 */
+        {"packed:bits=4:group=128:zp:g_idx", 8388608 + 262144 + 65536 + 16384},
+        {"packed:bits=4:group=128:zp", 8388608 + 262144 + 65536},
+        /* compressed-tensors: bf16 scales, int64 weight_shape [2] */
+        {"packed:bits=4:group=128:scale=bf16:tensor=16", 8388608 + 262144 + 16},
+        /* e4m3 + f32 scale_inv per 128 x 128 block: 32 x 32 scales */
+        {"fp8_e4m3:block=128x128", 16777216 + 32 * 32 * 4},
+        {"fp8_e4m3:scale=channel:bf16", 16777216 + 4096 * 2},
+        /* nf4: codes n/2; absmax per 64: uint8 + f32 per 256 absmax + 256-entry f32 code + f32 offset;
+         * the 16-entry f32 quant_map */
+        {"nf4:double", 8388608 + 262144 + 1024 * 4 + 1024 + 4 + 64},
+        {"nf4", 8388608 + 262144 * 4 + 64},
+        {"int8:bnb", 16777216 + 4096 * 4},
+        {"mxfp4", 16777216 / 32 * 17},
+        {"nvfp4:tensor=8", 16777216 / 16 * 9 + 8},
+        {"q4_K", 16777216 / 256 * 144},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_wq q;
+        struct kvp_wtensor t = {.role = KVP_WR_ATTN_Q, .rows = 4096, .cols = 4096, .count = 1};
+        struct kvp_error err = {0};
+        uint64_t b;
+        char name[96];
+        ck_assert_kvp_ok(kvp_wq_parse(cases[i].wq, &q, &err), err);
+        ck_assert_str_eq(kvp_wq_name(&q, name, sizeof name), cases[i].wq); /* names round-trip */
+        ck_assert_kvp_ok(kvp_wq_tensor_bytes(&q, &t, &b, &err), err);
+        ck_assert_msg(b == cases[i].bytes, "%s: %llu B, want %llu", cases[i].wq, (unsigned long long)b,
+                      (unsigned long long)cases[i].bytes);
+    }
+}
+END_TEST
+
+/* The checkpoints' own totals: model.safetensors.index.json "total_size" of
+ * openai/gpt-oss-20b (13,761,264,768 B) from its config; gpt-oss-120b's
+ * (65,248,815,744 B) and DeepSeek-V3's main model from the shipped models. */
+START_TEST(quantized_published_totals)
+{
+    static const struct {
+        const char *path;
+        uint64_t bytes;
+    } cases[] = {
+        {HF_DIR "gpt-oss-20b.json", 13761264768ull},
+        {"models/gpt-oss-120b.yaml", 65248815744ull},
+        {"models/gpt-oss-20b.yaml", 13761264768ull},
+        /* 61 layers, no MTP: e4m3 + f32 per 128 x 128 block for every projection, bf16 for the rest */
+        {"models/deepseek-v3.yaml", 673150582112ull},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = load_ok(cases[i].path);
+        struct kvp_weights w;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+        ck_assert_msg(w.bytes == cases[i].bytes, "%s: %llu B, want %llu", cases[i].path,
+                      (unsigned long long)w.bytes, (unsigned long long)cases[i].bytes);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* Patterns a config names that kvplan cannot apply are said, not guessed. */
+START_TEST(quantized_patterns_warn)
+{
+    static const char json[] = "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+                               "\"hidden_size\": 64, \"intermediate_size\": 128, \"vocab_size\": 100, "
+                               "\"max_position_embeddings\": 64, \"torch_dtype\": \"bfloat16\", \"quantization_config\": "
+                               "{\"quant_method\": \"awq\", \"modules_to_not_convert\": [\"model.layers.0.mlp\", "
+                               "\"frobnicator\", \"visual.blocks\"]}}";
+    struct kvp_model *m = parse_ok(json, "q.json");
+    ck_assert_uint_eq(m->n_warnings, 2);
+    ck_assert_str_eq(m->warnings[0], "quantization_config: 'model.layers.0.mlp' leaves some layers unquantized: "
+                                     "counted as quantized");
+    ck_assert_str_eq(m->warnings[1], "quantization_config: module pattern 'frobnicator' not understood: counted as "
+                                     "quantized");
+    ck_assert_uint_eq(m->wscheme.classes, KVP_WC_LINEAR);
     free(m);
 }
 END_TEST
@@ -637,6 +805,10 @@ static Suite *hf_suite(void)
     tcase_add_test(core, text_config_top_level_keys);
     tcase_add_test(core, dt_rank_auto);
     tcase_add_test(core, bias_switches);
+    tcase_add_loop_test(core, quantized_config, 0, (int)N_ELEMS(quant_cases));
+    tcase_add_test(core, quantized_tensor_bytes);
+    tcase_add_test(core, quantized_published_totals);
+    tcase_add_test(lim, quantized_patterns_warn);
     tcase_add_test(lim, bad_input);
     tcase_add_loop_test(lim, limits, 0, (int)N_ELEMS(limit_cases));
     tcase_add_test(lim, warnings_in_order);

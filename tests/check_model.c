@@ -165,10 +165,10 @@ static void assert_same_numbers(const struct kvp_model *a, const struct kvp_mode
     {
         static const char *const wfs[] = {"bf16", "int4:group=128"};
         for (size_t i = 0; i < N_ELEMS(wfs); i++) {
-            struct kvp_format wf;
+            struct kvp_wstore wf;
             struct kvp_weights wa, wb;
             struct kvp_error ea = {0}, eb = {0};
-            ck_assert_kvp_ok(kvp_format_parse(wfs[i], &wf, &ea), ea);
+            ck_assert_kvp_ok(kvp_wstore_parse(wfs[i], false, &wf, &ea), ea);
             ck_assert_int_eq(kvp_weights_compute(a, &wf, &wa, &ea), kvp_weights_compute(b, &wf, &wb, &eb));
             ck_assert_uint_eq(wa.params, wb.params);
             ck_assert_uint_eq(wa.active_params, wb.active_params);

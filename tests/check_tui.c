@@ -100,7 +100,7 @@ static void reference_fit(const struct fit_args *a, struct kvp_model **m_out, st
     if (a->v)
         ck_assert_kvp_ok(kvp_format_parse(a->v, &d.v, &err), err);
     if (a->w)
-        ck_assert_kvp_ok(kvp_format_parse(a->w, &d.w, &err), err);
+        ck_assert_kvp_ok(kvp_wstore_parse(a->w, false, &d.w, &err), err);
     d.util = a->util;
     d.block_size = a->block;
     ck_assert_kvp_ok(kvp_fit_compute(m, &d, f, &err), err);
@@ -419,11 +419,18 @@ static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
            a->zero_point == b->zero_point && a->residual == b->residual && a->outliers_ppm == b->outliers_ppm;
 }
 
+/* Weights choices compare by their canonical names. */
+static bool same_wstore(const struct kvp_wstore *a, const struct kvp_wstore *b)
+{
+    char x[96], y[96];
+    return strcmp(kvp_wstore_name(a, x, sizeof x), kvp_wstore_name(b, y, sizeof y)) == 0;
+}
+
 static bool same_deploy(const struct kvp_deploy *a, const struct kvp_deploy *b)
 {
     return a->engine == b->engine && a->gpu_memory == b->gpu_memory && a->n_gpus == b->n_gpus && a->tp == b->tp &&
            a->pp == b->pp && a->util == b->util && same_format(&a->k, &b->k) && same_format(&a->v, &b->v) &&
-           same_format(&a->w, &b->w) && a->weights_memory == b->weights_memory &&
+           same_wstore(&a->w, &b->w) && a->weights_memory == b->weights_memory &&
            a->activation_memory == b->activation_memory && a->non_torch_memory == b->non_torch_memory &&
            a->kv_memory == b->kv_memory && a->cpu_offload == b->cpu_offload && a->context == b->context &&
            a->concurrency == b->concurrency && a->block_size == b->block_size &&

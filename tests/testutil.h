@@ -58,6 +58,15 @@ static inline struct kvp_format test_fmt(const char *s)
     return f;
 }
 
+/* Weights as s says (wquant.h: "stored", a format, a llama.cpp file type). */
+static inline struct kvp_wstore test_wstore(const char *s)
+{
+    struct kvp_wstore w;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_wstore_parse(s, false, &w, &err), err);
+    return w;
+}
+
 /* A model with the weight fields every validation needs and no layers yet. */
 static inline void test_blank(struct kvp_model *m, const char *name)
 {

@@ -65,7 +65,7 @@ struct kvp_deploy {
     uint32_t tp, pp;            /* tensor and pipeline parallel degrees */
     double util;                /* 0 = the engine's default (SGLang: from its rule) */
     struct kvp_format k, v;     /* cache formats */
-    struct kvp_format w;        /* weight format of the projections */
+    struct kvp_wstore w;        /* weights as stored (zero), a format, or a llama.cpp file type */
     uint64_t weights_memory;    /* per GPU; 0 = computed: weights / (tp * pp) */
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */

@@ -162,9 +162,25 @@ enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, ui
 /* Elements of recurrent state per sequence for one layer: conv and SSM. */
 void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);
 
-/* Weight parameters and bytes. Linear projections (attention, MLP, experts)
- * are stored in the weight format, grouped along their input dimension;
- * embeddings, LM head, norms, biases and routers stay in the model dtype. */
+/* Weight parameters and bytes, tensor by tensor (struct kvp_wtensor), each
+ * priced by the deployment's choice ws (wquant.h; NULL = as stored):
+ * - as stored: the model's table of stored bytes (GGUF tensor table,
+ *   safetensors headers) when it has one; else its quantization scheme
+ *   (the classes it names in its stored form, the rest in the model dtype);
+ * - a format: every linear projection (attention, MLP, experts) in it,
+ *   grouped along the input dimension; embeddings, LM head, norms, biases
+ *   and routers in the model dtype;
+ * - a llama.cpp file type: each tensor in the type llama.cpp's quantizer
+ *   gives it (gguf_mix.c).
+ * `parts` splits the bytes by stored form, e.g. mxfp4 (experts) and bf16
+ * (the rest). */
+#define KVP_MAX_WPARTS 8
+#define KVP_WPART_NAME 48
+struct kvp_wpart {
+    char name[KVP_WPART_NAME]; /* stored form (kvp_wq_name): "mxfp4", "bf16", "q4_K" */
+    uint32_t classes;          /* bit per enum kvp_wclass it holds (0 from a table) */
+    uint64_t params, bytes;
+};
 struct kvp_weights {
     uint64_t params;           /* all parameters */
     uint64_t active_params;    /* parameters one token uses (routed: top-k experts) */
@@ -174,9 +190,17 @@ struct kvp_weights {
     uint64_t norm_params;      /* norms */
     uint64_t bytes;            /* stored bytes of all parameters */
     uint64_t active_bytes;     /* stored bytes one decode step reads */
+    uint32_t n_parts;
+    struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, in the order first met */
+    char source[64];           /* "GGUF tensor table", "quantization_config (fp8)", "" = computed */
 };
 
-enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_format *wf,
+enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
                                     struct kvp_weights *w, struct kvp_error *err);
+
+/* The element type of the attention and MLP projections' codes under ws
+ * (fp8 for an fp8 checkpoint, the model dtype when they are not quantized):
+ * which tensor-core peak a matmul can use. */
+enum kvp_dtype kvp_wstore_code_dtype(const struct kvp_wstore *ws, const struct kvp_model *m);
 
 #endif

@@ -3,7 +3,7 @@
  *
  *     struct kvp_buf b = {0};
  *     kvp_explain_kv(model, &query, &plan, false, &b);
- *     kvp_explain_weights(model, &wformat, &weights, false, &b);
+ *     kvp_explain_weights(model, &weights, false, &b);
  *
  * Appends text to b; the results passed in must come from the engine for the
  * same model and query.
@@ -19,8 +19,16 @@
 
 void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
                     bool si, struct kvp_buf *b);
-void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf, const struct kvp_weights *w,
-                         bool si, struct kvp_buf *b);
+void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w, bool si, struct kvp_buf *b);
+
+/* One line for the stored split of the weights, e.g. "mxfp4 (experts) 56.99 GiB
+ * + bf16 (the rest) 3.78 GiB [quantization_config (mxfp4)]"; one stored form
+ * alone: "bf16". Returns buf. */
+const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, uint32_t n);
+
+/* "weights": {"source", "file_type", "parts": [{"dtype", "classes", "params", "bytes"}]}
+ * into an open JSON object. */
+void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w);
 
 /* The lines the engine itself would log for this deployment (vLLM's
  * capacity lines, llama.cpp's KV buffer and cache lines), one per line;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "kvplan/error.h"
+#include "kvplan/format.h"
 
 #define KVP_GPU_ID_MAX 32       /* id and alias length, NUL included */
 #define KVP_GPU_ALIASES_MAX 4
@@ -64,5 +65,9 @@ enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, 
 
 /* Free a catalog; NULL is a no-op. */
 void kvp_gpus_free(struct kvp_gpu_catalog *c);
+
+/* The dense tensor peak for matmuls on codes of dtype d: the fp8 peak for
+ * fp8 codes where the GPU has one, else the bf16 peak. */
+double kvp_gpu_peak_flops(const struct kvp_gpu *g, enum kvp_dtype d);
 
 #endif

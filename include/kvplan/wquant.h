@@ -123,7 +123,8 @@ struct kvp_wq {
 
 /* Parse a stored-form string:
  *   any format.h string                     int4:group=128:scale=bf16, mxfp4, q4_K, fp8_e4m3
- *   fp8:block=RxC | fp8:scale=channel|tensor  e4m3 codes + f32 scales (fp8_e5m2 likewise)
+ *   fp8:block=RxC | fp8:scale=channel|tensor [:bf16|:f16]  e4m3 codes + f32 (or bf16, f16)
+ *                                          scales (fp8_e5m2 likewise)
  *   packed:bits=B:group=G[:zp][:g_idx][:scale=T]  int32-packed codes (GPTQ/AWQ/compressed-tensors)
  *   nf4[:double] | fp4[:double]            bitsandbytes 4-bit
  *   int8:bnb                               bitsandbytes LLM.int8

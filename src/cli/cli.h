@@ -64,6 +64,8 @@ int cli_model(const char *s, struct kvp_model **out);
 /* Option readers: leave *out unchanged when the option is absent. */
 int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out);
 int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *out);
+/* --NAME as weights storage (wquant.h); gguf: file type names mean llama.cpp file types. */
+int cli_wstore(const struct cli_cmd *cmd, const char *name, bool gguf, struct kvp_wstore *out);
 int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok);
 int cli_bytes(const struct cli_cmd *cmd, const char *name, uint64_t *out);
 int cli_fraction(const struct cli_cmd *cmd, const char *name, double *out);

@@ -336,12 +336,11 @@ int cmd_compare(int argc, char **argv)
     for (j.n = 0; j.n < ni; j.n++) {
         struct variant *v = &j.v[j.n];
         struct kvp_kv_query q = {.context = j.context, .batch = 1, .k = j.f, .v = j.f};
-        struct kvp_format wf = kvp_format_plain(m->dtype);
         v->m = *m;
         if ((rc = rewrite(v, items[j.n], &j.windows_dropped)) != CLI_OK)
             goto out;
         if (kvp_kv_compute(&v->m, &q, &v->plan, &err) != KVP_OK ||
-            kvp_weights_compute(&v->m, &wf, &v->w, &err) != KVP_OK ||
+            kvp_weights_compute(&v->m, NULL, &v->w, &err) != KVP_OK ||
             (j.gpu && longest(v, &j.f, j.gpu->memory_bytes, &err) != KVP_OK)) {
             rc = cli_error(&err);
             goto out;

@@ -103,7 +103,7 @@ static int read_engine_opts(struct fitted *x)
         (rc = cli_count(&cmd, "context", 1, &d->context)) || (rc = cli_count(&cmd, "concurrency", 1, &d->concurrency)) ||
         (rc = cli_format(&cmd, "kv-dtype", &d->k)) || (rc = cli_format(&cmd, "kv-dtype", &d->v)) ||
         (rc = cli_format(&cmd, "k-dtype", &d->k)) || (rc = cli_format(&cmd, "v-dtype", &d->v)) ||
-        (rc = cli_format(&cmd, "weight-dtype", &d->w)) || (rc = cli_bytes(&cmd, "gpu-memory", &d->gpu_memory)) ||
+        (rc = cli_wstore(&cmd, "weight-dtype", d->engine == KVP_ENGINE_LLAMACPP || x->m->arch[0], &d->w)) || (rc = cli_bytes(&cmd, "gpu-memory", &d->gpu_memory)) ||
         (rc = cli_bytes(&cmd, "weights-memory", &d->weights_memory)) ||
         (rc = cli_bytes(&cmd, "activation-memory", &d->activation_memory)) ||
         (rc = cli_bytes(&cmd, "non-torch-memory", &d->non_torch_memory)) ||
@@ -174,8 +174,7 @@ static int compute(struct fitted *x)
             return cli_error(&err);
     }
     if (x->gpu) {
-        bool fp8 = x->d.w.dtype == KVP_DTYPE_FP8_E4M3 || x->d.w.dtype == KVP_DTYPE_FP8_E5M2;
-        double peak = fp8 && x->gpu->fp8_flops > 0 ? x->gpu->fp8_flops : x->gpu->bf16_flops;
+        double peak = kvp_gpu_peak_flops(x->gpu, kvp_wstore_code_dtype(&x->d.w, x->m));
         uint64_t batch = x->d.concurrency ? x->d.concurrency : 1;
         if (kvp_roofline(x->m, &x->d, batch, (double)x->gpu->bandwidth_bytes_per_s, peak, &x->r, &err) != KVP_OK)
             return cli_error(&err);
@@ -204,6 +203,8 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     const struct kvp_deploy *d = &x->d;
     const struct kvp_fit *f = &x->f;
     struct kvp_json j;
+    struct kvp_weights wt;
+    struct kvp_error err = {0};
     char k[64], v[64], w[64];
 
     kvp_json_init(&j, b);
@@ -219,7 +220,9 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
     kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
-    kvp_json_str(&j, "weight_dtype", kvp_format_name(&d->w, w, sizeof w));
+    kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
+    if (kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK) /* it succeeded in the fit already */
+        kvp_json_weights(&j, x->m, &wt);
     kvp_json_double(&j, "util", f->util);
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
@@ -299,17 +302,22 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     const struct kvp_fit *f = &x->f;
     const struct kvp_engine_info *e = kvp_engine_info(d->engine);
     struct kvp_table t;
-    char g[6][48], k[64], v[64], w[64], note[160];
+    char g[6][48], k[64], v[64], w[64], note[160], split[400];
     uint64_t want = d->concurrency ? d->concurrency : 1;
+    struct kvp_weights wt;
+    struct kvp_error err = {0};
 
     kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s (%s)\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
                    d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_format_bytes(d->gpu_memory, si, g[0], sizeof g[0]),
                    e->name, e->version);
-    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n\n",
+    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
-                   kvp_format_name(&d->v, v, sizeof v), kvp_format_name(&d->w, w, sizeof w),
+                   kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
                    kvp_format_grouped(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
                    kvp_format_grouped(d->context, g[2], sizeof g[2]));
+    if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
+        kvp_buf_printf(b, "weights stored as %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+    kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"

@@ -43,7 +43,7 @@ int cmd_models(int argc, char **argv)
         struct kvp_weights w;
         struct kvp_error err = {0};
         char c[4][160];
-        if (kvp_kv_compute(m, &q, &p, &err) != KVP_OK || kvp_weights_compute(m, &q.k, &w, &err) != KVP_OK) {
+        if (kvp_kv_compute(m, &q, &p, &err) != KVP_OK || kvp_weights_compute(m, NULL, &w, &err) != KVP_OK) {
             kvp_table_release(&t);
             kvp_buf_release(&b);
             return cli_error(&err);

@@ -129,7 +129,7 @@ int cmd_show(int argc, char **argv)
         return rc;
     si = cli_opt(&cmd, "si") != NULL;
     q.k = q.v = kvp_format_plain(m->dtype);
-    if (kvp_kv_compute(m, &q, &p, &err) != KVP_OK || kvp_weights_compute(m, &q.k, &w, &err) != KVP_OK) {
+    if (kvp_kv_compute(m, &q, &p, &err) != KVP_OK || kvp_weights_compute(m, NULL, &w, &err) != KVP_OK) {
         kvp_model_free(m);
         return cli_error(&err);
     }

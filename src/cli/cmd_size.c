@@ -13,7 +13,8 @@ static struct cli_opt opts[] = {
     {"kv-dtype", "T", "K and V cache format (default: the model's dtype), e.g. fp8, q8_0, int4:group=64", NULL},
     {"k-dtype", "T", "K cache format, overrides --kv-dtype for K", NULL},
     {"v-dtype", "T", "V cache format, overrides --kv-dtype for V", NULL},
-    {"weight-dtype", "T", "weight format of the projections (default: the model's dtype)", NULL},
+    {"weight-dtype", "T", "weights as: stored (default: the checkpoint's own storage), a format for every projection\n"
+     "(int4:group=128, fp8, mxfp4), or a llama.cpp file type (q4_k_m, q8_0, iq4_xs)", NULL},
     {"explain", NULL, "print the derivation of every figure with the values substituted", NULL},
     {"format", "F", "text (default), json, csv or md", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB) in text", NULL},
@@ -32,7 +33,7 @@ struct sized {
     const struct kvp_model *m;
     struct kvp_kv_query q;
     struct kvp_kv_plan plan;
-    struct kvp_format wf;
+    struct kvp_wstore ws;
     struct kvp_weights w;
     char kname[64], vname[64], wname[64];
 };
@@ -59,6 +60,7 @@ static void render_json(const struct sized *s, struct kvp_buf *b)
     kvp_json_u64(&j, "params", s->w.params);
     kvp_json_u64(&j, "active_params", s->w.active_params);
     kvp_json_u64(&j, "weight_bytes", s->w.bytes);
+    kvp_json_weights(&j, s->m, &s->w);
     kvp_json_u64(&j, "total_bytes", s->plan.total_bytes + s->w.bytes);
     kvp_json_begin(&j, "layers", '[');
     for (uint32_t i = 0; i < s->m->n_specs; i++) {
@@ -106,13 +108,14 @@ static void render_table(const struct sized *s, enum kvp_out fmt, bool si, struc
     static const char *const head[] = {"figure", "size", "bytes", "note"};
     static const bool right[] = {false, true, true, false};
     struct kvp_table t;
-    char sum[160], note[128], g1[32], g2[32], pbuf[32];
+    char sum[160], note[128], g1[32], g2[32], pbuf[32], split[400];
 
     kvp_buf_printf(b, "%s%s: %s\n", fmt == KVP_OUT_MD ? "## " : "", s->m->name,
                    kvp_model_layer_summary(s->m, sum, sizeof sum));
-    kvp_buf_printf(b, "%scontext %s tokens x batch %s, K %s, V %s, weights %s, profile ideal\n\n",
+    kvp_buf_printf(b, "%scontext %s tokens x batch %s, K %s, V %s, weights %s, profile ideal\n",
                    fmt == KVP_OUT_MD ? "\n" : "", kvp_format_grouped(s->q.context, g1, sizeof g1),
                    kvp_format_grouped(s->q.batch, g2, sizeof g2), s->kname, s->vname, s->wname);
+    kvp_buf_printf(b, "weights stored as %s\n\n", kvp_weights_split(&s->w, si, split, sizeof split));
     kvp_table_init(&t, 4, head, right);
     figure_row(&t, "KV per token", s->plan.kv_bytes_per_token, si, "while the context is within every window");
     figure_row(&t, "KV cache", s->plan.kv_bytes, si, "");
@@ -131,7 +134,7 @@ static void render_table(const struct sized *s, enum kvp_out fmt, bool si, struc
 static int compute(struct sized *s, struct kvp_error *err)
 {
     if (kvp_kv_compute(s->m, &s->q, &s->plan, err) != KVP_OK ||
-        kvp_weights_compute(s->m, &s->wf, &s->w, err) != KVP_OK)
+        kvp_weights_compute(s->m, &s->ws, &s->w, err) != KVP_OK)
         return cli_error(err);
     return CLI_OK;
 }
@@ -157,19 +160,19 @@ int cmd_size(int argc, char **argv)
     s.m = m;
     s.q.context = m->max_context;
     s.q.batch = 1;
-    s.q.k = s.q.v = s.wf = kvp_format_plain(m->dtype);
+    s.q.k = s.q.v = kvp_format_plain(m->dtype);
     si = cli_opt(&cmd, "si") != NULL;
     if ((rc = cli_count(&cmd, "context", 0, &s.q.context)) || (rc = cli_count(&cmd, "batch", 1, &s.q.batch)) ||
         (rc = cli_format(&cmd, "kv-dtype", &s.q.k)) || (rc = cli_format(&cmd, "kv-dtype", &s.q.v)) ||
         (rc = cli_format(&cmd, "k-dtype", &s.q.k)) || (rc = cli_format(&cmd, "v-dtype", &s.q.v)) ||
-        (rc = cli_format(&cmd, "weight-dtype", &s.wf)) || (rc = cli_out(&cmd, &fmt, true)) ||
+        (rc = cli_wstore(&cmd, "weight-dtype", m->arch[0] != '\0', &s.ws)) || (rc = cli_out(&cmd, &fmt, true)) ||
         (rc = compute(&s, &err))) {
         kvp_model_free(m);
         return rc;
     }
     kvp_format_name(&s.q.k, s.kname, sizeof s.kname);
     kvp_format_name(&s.q.v, s.vname, sizeof s.vname);
-    kvp_format_name(&s.wf, s.wname, sizeof s.wname);
+    kvp_wstore_name(&s.ws, s.wname, sizeof s.wname);
     if (fmt == KVP_OUT_JSON)
         render_json(&s, &b);
     else if (fmt == KVP_OUT_CSV)
@@ -180,7 +183,7 @@ int cmd_size(int argc, char **argv)
         kvp_buf_printf(&b, "\n");
         kvp_explain_kv(m, &s.q, &s.plan, si, &b);
         kvp_buf_printf(&b, "\n");
-        kvp_explain_weights(m, &s.wf, &s.w, si, &b);
+        kvp_explain_weights(m, &s.w, si, &b);
     }
     rc = cli_write(&b);
     kvp_buf_release(&b);

@@ -188,6 +188,15 @@ int cli_format(const struct cli_cmd *cmd, const char *name, struct kvp_format *o
     return CLI_OK;
 }
 
+int cli_wstore(const struct cli_cmd *cmd, const char *name, bool gguf, struct kvp_wstore *out)
+{
+    const char *v = cli_opt(cmd, name);
+    struct kvp_error err = {0};
+    if (v && kvp_wstore_parse(v, gguf, out, &err) != KVP_OK)
+        return cli_usage_error("--%s: %s", name, err.msg);
+    return CLI_OK;
+}
+
 int cli_bytes(const struct cli_cmd *cmd, const char *name, uint64_t *out)
 {
     const char *v = cli_opt(cmd, name);

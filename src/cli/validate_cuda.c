@@ -171,7 +171,8 @@ static int bench(const struct cli_cuda_args *a, const struct kvp_model *m, struc
         kvp_deploy_init(&d, KVP_ENGINE_IDEAL, &run);
         d.k = o.k;
         d.v = o.v;
-        d.w = kvp_format_plain(KVP_DTYPE_F32); /* the decoder's weights are fp32 */
+        d.w.kind = KVP_WSTORE_FORMAT; /* the decoder's weights are fp32 */
+        d.w.q.f = kvp_format_plain(KVP_DTYPE_F32);
         d.context = pt->context;
         if (kvp_roofline(&run, &d, pt->batch, (double)gpu->bandwidth_bytes_per_s, gpu->bf16_flops, &rc1, &err) ||
             kvp_roofline(&run, &d, pt->batch, bw, gpu->bf16_flops, &rc2, &err)) {

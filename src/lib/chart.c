@@ -55,7 +55,6 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
                               const char *label, struct kvp_error *err)
 {
     struct kvp_chart_series *s;
-    struct kvp_format wf = kvp_format_plain(m->dtype);
     struct kvp_weights w;
     enum kvp_status st;
 
@@ -63,7 +62,7 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
         return kvp_fail(err, KVP_ERR_USAGE, "too many series for one chart (at most %u)", KVP_CHART_MAX_SERIES);
     s = &c->series[c->n_series];
     memset(s, 0, sizeof *s);
-    if ((st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+    if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
         return st;
     for (uint32_t i = 0; i < c->n_x; i++) {
         struct kvp_kv_query q = {.context = c->x[i], .batch = c->batch ? c->batch : 1, .k = *f, .v = *f};

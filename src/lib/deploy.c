@@ -41,7 +41,8 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
     memset(d, 0, sizeof *d);
     d->engine = e;
     d->n_gpus = d->tp = d->pp = 1;
-    d->k = d->v = d->w = kvp_format_plain(m->dtype);
+    d->k = d->v = kvp_format_plain(m->dtype);
+    memset(&d->w, 0, sizeof d->w); /* as the checkpoint stores them */
     if (e == KVP_ENGINE_LLAMACPP)
         d->k = d->v = kvp_format_plain(KVP_DTYPE_F16); /* llama.cpp's default cache type */
     d->context = m->max_context;

@@ -196,11 +196,70 @@ void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, con
         kvp_buf_printf(b, "  state_bytes = %s B (%s)\n", grp(&c, p->state_bytes), human(&c, p->state_bytes));
 }
 
-void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf, const struct kvp_weights *w,
-                         bool si, struct kvp_buf *b)
+/* "experts", "attention + mlp", or "the rest" for the part in the model dtype when others exist. */
+static const char *part_classes(const struct kvp_weights *w, const struct kvp_wpart *p, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    if (w->n_parts > 1 && (p->classes >> KVP_WC_VECTOR) & 1)
+        return "the rest";
+    for (int c = 0; c < KVP_WC_VECTOR; c++)
+        if ((p->classes >> c) & 1 && o < n)
+            o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? " + " : "", kvp_wclass_name((enum kvp_wclass)c));
+    return buf;
+}
+
+const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, uint32_t n)
 {
     struct fmtctx c = {.si = si};
-    char name[64];
+    char cls[128];
+    size_t o = 0;
+
+    buf[0] = '\0';
+    if (w->n_parts <= 1) {
+        snprintf(buf, n, "%s%s%s%s", w->n_parts ? w->parts[0].name : "none", w->source[0] ? " [" : "", w->source,
+                 w->source[0] ? "]" : "");
+        return buf;
+    }
+    for (uint32_t i = 0; i < w->n_parts && o < n; i++) {
+        const char *what = part_classes(w, &w->parts[i], cls, sizeof cls);
+        o += (size_t)snprintf(buf + o, n - o, "%s%s%s%s%s %s", i ? " + " : "", w->parts[i].name, what[0] ? " (" : "",
+                              what, what[0] ? ")" : "", human(&c, w->parts[i].bytes));
+    }
+    if (w->source[0] && o < n)
+        snprintf(buf + o, n - o, " [%s]", w->source);
+    return buf;
+}
+
+void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w)
+{
+    kvp_json_begin(j, "weights", '{');
+    kvp_json_str(j, "source", w->source[0] ? w->source : "computed");
+    if (m->wtable.mixture[0])
+        kvp_json_str(j, "file_type", m->wtable.mixture);
+    kvp_json_u64(j, "bytes", w->bytes);
+    kvp_json_u64(j, "active_bytes", w->active_bytes);
+    kvp_json_begin(j, "parts", '[');
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        kvp_json_begin(j, NULL, '{');
+        kvp_json_str(j, "dtype", w->parts[i].name);
+        kvp_json_begin(j, "classes", '[');
+        for (int c = 0; c < KVP_WC_COUNT; c++)
+            if ((w->parts[i].classes >> c) & 1)
+                kvp_json_str(j, NULL, kvp_wclass_name((enum kvp_wclass)c));
+        kvp_json_end(j, ']');
+        kvp_json_u64(j, "params", w->parts[i].params);
+        kvp_json_u64(j, "bytes", w->parts[i].bytes);
+        kvp_json_end(j, '}');
+    }
+    kvp_json_end(j, ']');
+    kvp_json_end(j, '}');
+}
+
+void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w, bool si, struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = si};
+    char cls[128];
 
     kvp_buf_printf(b, "Weights of %s (formulas in docs/model-format.md)\n", m->name);
     kvp_buf_printf(b, "  embeddings = vocab * hidden%s%s = %s\n", m->tied_embeddings ? "" : " * 2 (untied LM head)",
@@ -212,9 +271,15 @@ void kvp_explain_weights(const struct kvp_model *m, const struct kvp_format *wf,
     if (w->active_params != w->params)
         kvp_buf_printf(b, ", active per token = %s (%u of %u experts)", grp(&c, w->active_params),
                        m->n_experts_active, m->n_experts);
-    kvp_buf_printf(b, "\n  weight_bytes = projections in %s, the rest in %s = %s B (%s)\n",
-                   kvp_format_name(wf, name, sizeof name), kvp_dtype_info(m->dtype)->name, grp(&c, w->bytes),
-                   human(&c, w->bytes));
+    kvp_buf_printf(b, "\n  stored as %s:\n", w->source[0] ? w->source : "computed tensor by tensor");
+    for (uint32_t i = 0; i < w->n_parts; i++) {
+        const char *what = part_classes(w, &w->parts[i], cls, sizeof cls);
+        kvp_buf_printf(b, "    %-24s %s params -> %s B%s%s%s\n", w->parts[i].name, grp(&c, w->parts[i].params),
+                       grp(&c, w->parts[i].bytes), what[0] ? " (" : "", what, what[0] ? ")" : "");
+    }
+    if (m->wtable.mixture[0])
+        kvp_buf_printf(b, "    file type %s\n", m->wtable.mixture);
+    kvp_buf_printf(b, "  weight_bytes = %s B (%s)\n", grp(&c, w->bytes), human(&c, w->bytes));
 }
 
 /* ---- engine logs and derivations ---- */

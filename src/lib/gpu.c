@@ -258,3 +258,9 @@ void kvp_gpus_free(struct kvp_gpu_catalog *c)
     free(c->gpus);
     free(c);
 }
+
+double kvp_gpu_peak_flops(const struct kvp_gpu *g, enum kvp_dtype d)
+{
+    bool fp8 = d == KVP_DTYPE_FP8_E4M3 || d == KVP_DTYPE_FP8_E5M2;
+    return fp8 && g->fp8_flops > 0 ? g->fp8_flops : g->bf16_flops;
+}

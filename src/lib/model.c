@@ -10,6 +10,7 @@
 
 #include "kvplan/num.h"
 #include "io.h"
+#include "safetensors.h"
 
 #define KVP_MAX_FILE_BYTES (64u << 20) /* read at most this much: a GGUF's header is read in part */
 #define KVP_MAX_TEXT_BYTES (4u << 20)  /* YAML/JSON configs are kilobytes: libyaml's tree of 64 MiB would be GiBs */
@@ -303,6 +304,19 @@ static bool has_suffix(const char *s, const char *suffix)
     return a >= b && strcasecmp(s + a - b, suffix) == 0;
 }
 
+/* A config.json, then the safetensors headers beside it (safetensors.c). */
+static enum kvp_status parse_hf_folder(const char *text, uint64_t len, const char *file, struct kvp_model *m,
+                                       struct kvp_error *err)
+{
+    char dir[KVP_TEXT_MAX + 16];
+    const char *slash = strrchr(file, '/');
+    enum kvp_status st = kvp_model_parse_hf(text, len, file, m, err);
+    if (st != KVP_OK)
+        return st;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
+    return kvp_safetensors_read(dir, m, err);
+}
+
 enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct kvp_error *err)
 {
     char file[KVP_TEXT_MAX + 16];
@@ -339,7 +353,7 @@ enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct 
     if (gguf)
         st = kvp_model_parse_gguf((const uint8_t *)text, len, file, m, err);
     else if (has_suffix(file, ".json"))
-        st = kvp_model_parse_hf(text, len, file, m, err);
+        st = parse_hf_folder(text, len, file, m, err);
     else
         st = kvp_model_parse_yaml(text, len, file, m, err);
     free(text);

@@ -17,7 +17,7 @@
  * The layer and MoE rules are driven by which keys are present, as in
  * transformers, so a model_type missing from the table still imports; it then
  * reads the generic fields and says so in a warning. Whatever the importer
- * assumes (a default dtype, a model_type default, an unapplied quantization)
+ * assumes (a default dtype, a model_type default, a quantization it cannot apply)
  * becomes a warning on the model, never a silent guess.
  */
 #include "kvplan/model.h"
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kvplan/num.h"
+#include "hf_quant.h"
 #include "ydoc.h"
 
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -465,20 +466,15 @@ static enum kvp_status read_dtype(struct hf *h)
     return KVP_OK;
 }
 
-/* A quantized checkpoint is still counted in the dtype: say so. */
-static enum kvp_status note_quantization(struct hf *h)
+/* The checkpoint's quantization_config (hf_quant.c), at the top or in the text model. */
+static enum kvp_status read_quantization(struct hf *h)
 {
     yaml_node_t *q = find(h, h->root, KEYS("quantization_config"), NULL);
-    const char *method;
+    struct hf_quant_ctx c = {&h->d, h->m, h->err};
 
     if (!q)
         q = find(h, h->cfg, KEYS("quantization_config"), NULL);
-    if (!q)
-        return KVP_OK;
-    method = ydoc_scalar(find(h, q, KEYS("quant_method"), NULL));
-    kvp_model_warn(h->m, "'quantization_config' (%s) is not applied: weights are counted in %s",
-                   method ? method : "unnamed", kvp_dtype_info(h->m->dtype)->name);
-    return KVP_OK;
+    return q ? hf_quant_read(&c, q) : KVP_OK;
 }
 
 /* ---- step 3: dimensions and weight flags ---------------------------------- */
@@ -1179,7 +1175,7 @@ typedef enum kvp_status hf_step(struct hf *h);
 
 static hf_step *const steps[] = {
     read_family, read_identity, read_dtype, read_dims, fixup, plan_layers,
-    read_moe, read_dense_width, add_layers, note_defaults, note_quantization,
+    read_moe, read_dense_width, add_layers, note_defaults, read_quantization,
 };
 
 enum kvp_status kvp_model_parse_hf(const char *text, uint64_t len, const char *file,

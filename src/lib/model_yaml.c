@@ -70,8 +70,45 @@ static const char *const top_keys[] = {
     "kvplan", "name", "hf_id", "family", "source", "dtype", "state_dtype", "max_context",
     "hidden", "intermediate", "vocab", "tied_embeddings", "learned_positions", "norm", "act",
     "norms_per_layer", "qk_norm", "attn_qkv_bias", "attn_out_bias", "mlp_bias", "attn_sinks",
-    "attn_gate", "moe", "specs", "layers", NULL,
+    "attn_gate", "quantization", "moe", "specs", "layers", NULL,
 };
+
+/* quantization: {method, format, modules}: how the published checkpoint
+ * stores its weights (wquant.h): the classes in `modules` in `format`, the
+ * rest in `dtype`. */
+static enum kvp_status parse_quantization(struct yparse *p, yaml_node_t *q)
+{
+    static const char *const keys[] = {"method", "format", "modules", NULL};
+    struct kvp_wscheme *sc = &p->m->wscheme;
+    struct ydoc *d = &p->d;
+    char fmt[96] = "";
+    yaml_node_t *mods;
+    enum kvp_status st;
+
+    memset(sc, 0, sizeof *sc);
+    if ((st = ydoc_want_map(d, q, "'quantization'", p->err)) || (st = ydoc_check_keys(d, q, keys, p->err)) ||
+        (st = ydoc_get_str(d, q, "method", true, sc->method, sizeof sc->method, p->err)) ||
+        (st = ydoc_get_str(d, q, "format", true, fmt, sizeof fmt, p->err)))
+        return st;
+    if (kvp_wq_parse(fmt, &sc->q, p->err) != KVP_OK)
+        return ydoc_fail(d, ydoc_get(d, q, "format"), p->err, KVP_ERR_SCHEMA, "'format': %s", p->err->msg);
+    mods = ydoc_get(d, q, "modules");
+    if (!mods)
+        return ydoc_fail(d, q, p->err, KVP_ERR_SCHEMA, "'quantization' needs 'modules' (attention, mlp, experts, "
+                         "shared_experts, router, embeddings, lm_head)");
+    if ((st = ydoc_want_seq(d, mods, "'modules'", p->err)) != KVP_OK)
+        return st;
+    for (yaml_node_item_t *it = mods->data.sequence.items.start; it < mods->data.sequence.items.top; it++) {
+        yaml_node_t *n = ydoc_node(d, *it);
+        const char *v = ydoc_scalar(n);
+        enum kvp_wclass c;
+        if (!v || !kvp_wclass_from_name(v, &c))
+            return ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "'modules': unknown module class '%s' (attention, mlp, "
+                             "experts, shared_experts, router, embeddings, lm_head)", v ? v : "?");
+        sc->classes |= 1u << c;
+    }
+    return KVP_OK;
+}
 
 static enum kvp_status parse_moe(struct yparse *p, yaml_node_t *moe)
 {
@@ -327,6 +364,8 @@ static enum kvp_status parse_top(struct yparse *p, yaml_node_t *root)
     m->norm = (enum kvp_norm_kind)norm;
     m->act = (enum kvp_act_kind)act;
     if ((n = ydoc_get(d, root, "moe")) && (st = parse_moe(p, n)) != KVP_OK)
+        return st;
+    if ((n = ydoc_get(d, root, "quantization")) && (st = parse_quantization(p, n)) != KVP_OK)
         return st;
     if (!(n = ydoc_get(d, root, "specs")))
         return ydoc_fail(d, root, p->err, KVP_ERR_SCHEMA, "missing required key 'specs'");
@@ -598,6 +637,20 @@ static void emit_model(struct emit *em, const struct kvp_model *m, struct run *r
     kv_bool(em, "mlp_bias", m->mlp_bias);
     kv_bool(em, "attn_sinks", m->attn_sinks);
     if (m->attn_gate) kv_bool(em, "attn_gate", true);
+    if (m->wscheme.method[0]) {
+        char fmt[96];
+        scalar(em, "quantization", false);
+        map_start(em, false);
+        kv_str(em, "method", m->wscheme.method);
+        kv_str(em, "format", kvp_wq_name(&m->wscheme.q, fmt, sizeof fmt));
+        scalar(em, "modules", false);
+        seq_start(em);
+        for (int c = 0; c < KVP_WC_VECTOR; c++)
+            if ((m->wscheme.classes >> c) & 1)
+                scalar(em, kvp_wclass_name((enum kvp_wclass)c), false);
+        seq_end(em);
+        map_end(em);
+    }
     if (m->n_experts) {
         scalar(em, "moe", false);
         map_start(em, false);

@@ -83,7 +83,8 @@ struct settings {
     enum kvp_engine_id engine;
     double util;
     uint64_t context, concurrency;
-    struct kvp_format kv, k, v, w;
+    struct kvp_format kv, k, v;
+    char w[64]; /* weight_dtype, parsed once the engine is known (wquant.h) */
     uint64_t gpu_memory, weights_memory, activation_memory, non_torch_memory, kv_cache_memory;
     uint32_t block_size;
     uint64_t max_batched_tokens;
@@ -92,7 +93,7 @@ struct settings {
     uint32_t split[KVP_MAX_STAGES];
 };
 
-enum key_type { K_MODEL, K_GPU, K_ENGINE, K_U32, K_U64, K_BYTES, K_FORMAT, K_FRACTION, K_BOOL, K_SPLIT };
+enum key_type { K_MODEL, K_GPU, K_ENGINE, K_U32, K_U64, K_BYTES, K_FORMAT, K_WSTORE, K_FRACTION, K_BOOL, K_SPLIT };
 
 #define S(field) offsetof(struct settings, field), sizeof(((struct settings *)0)->field)
 static const struct setting_key {
@@ -112,7 +113,7 @@ static const struct setting_key {
     {"kv_dtype", K_FORMAT, S(kv)},
     {"k_dtype", K_FORMAT, S(k)},
     {"v_dtype", K_FORMAT, S(v)},
-    {"weight_dtype", K_FORMAT, S(w)},
+    {"weight_dtype", K_WSTORE, S(w)},
     {"gpu_memory", K_BYTES, S(gpu_memory)},
     {"weights_memory", K_BYTES, S(weights_memory)},
     {"activation_memory", K_BYTES, S(activation_memory)},
@@ -309,6 +310,14 @@ static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const stru
         if (kvp_format_parse(v, (struct kvp_format *)field, err) != KVP_OK)
             return ydoc_fail(d, n, err, err->code, "'%s': %s", k->name, err->msg);
         return KVP_OK;
+    case K_WSTORE: {
+        struct kvp_wstore ws;
+        if (kvp_wstore_parse(v, false, &ws, err) != KVP_OK)
+            return ydoc_fail(d, n, err, err->code, "'%s': %s", k->name, err->msg);
+        if ((size_t)snprintf((char *)field, k->size, "%s", v) >= k->size)
+            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is too long (got '%.40s...')", k->name, v);
+        return KVP_OK;
+    }
     case K_FRACTION:
         return fraction(d, n, k->name, (double *)field, err);
     case K_BOOL:
@@ -529,7 +538,9 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     TAKE("kv_dtype", x->v, s->kv)
     TAKE("k_dtype", x->k, s->k)
     TAKE("v_dtype", x->v, s->v)
-    TAKE("weight_dtype", x->w, s->w)
+    if (is_set(s, "weight_dtype") &&
+        kvp_wstore_parse(s->w, x->engine == KVP_ENGINE_LLAMACPP || dep->model->arch[0], &x->w, err) != KVP_OK)
+        return ydoc_fail(d, node, err, err->code, "deployment '%s': 'weight_dtype': %s", dep->name, err->msg);
     TAKE("gpu_memory", x->gpu_memory, s->gpu_memory)
     TAKE("weights_memory", x->weights_memory, s->weights_memory)
     TAKE("activation_memory", x->activation_memory, s->activation_memory)
@@ -777,12 +788,6 @@ void kvp_plan_release(struct kvp_plan *p)
 
 /* ---- evaluation --------------------------------------------------------- */
 
-static double peak_flops(const struct kvp_gpu *g, const struct kvp_deploy *d)
-{
-    bool fp8 = d->w.dtype == KVP_DTYPE_FP8_E4M3 || d->w.dtype == KVP_DTYPE_FP8_E5M2;
-    return fp8 && g->fp8_flops > 0 ? g->fp8_flops : g->bf16_flops;
-}
-
 /* How the measured value came about: one line for the assertion, then the
  * engine's own formulas with the values substituted. */
 static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_deploy *d, const struct kvp_fit *f,
@@ -874,7 +879,7 @@ static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const
     case KVP_CHECK_MIN_HEADROOM: res->measured = f.fits ? (double)f.free_bytes : 0.0; break;
     case KVP_CHECK_MAX_TPOT:
         if ((st = kvp_roofline(dep->model, &d, res->concurrency, (double)dep->gpu->bandwidth_bytes_per_s,
-                               peak_flops(dep->gpu, &d), &r, err)) != KVP_OK)
+                               kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&d.w, dep->model)), &r, err)) != KVP_OK)
             return st;
         res->measured = r.tpot_s * 1e3;
         break;
@@ -1093,7 +1098,7 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
             kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, weights %s\n", last ? "\n" : "",
                            dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
                            dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, d->tp, d->pp,
-                           kvp_format_name(&d->w, w, sizeof w));
+                           kvp_wstore_name(&d->w, w, sizeof w));
             last = dep;
         }
         baseline_note(res, si, note, sizeof note);
@@ -1186,7 +1191,7 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
         kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
         kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, s[0], sizeof s[0]));
         kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, s[1], sizeof s[1]));
-        kvp_json_str(&j, "weight_dtype", kvp_format_name(&d->w, s[2], sizeof s[2]));
+        kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, s[2], sizeof s[2]));
         kvp_json_end(&j, '}');
     }
     kvp_json_end(&j, ']');

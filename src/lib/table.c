@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kvplan/engine.h"
+#include "kvplan/explain.h"
 #include "kvplan/num.h"
 #include "kvplan/table.h"
 
@@ -107,11 +108,10 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
                              .k = s->formats[fi], .v = s->formats[fi]};
     struct kvp_kv_plan plan;
     struct kvp_weights w;
-    struct kvp_format wf = kvp_format_plain(m->dtype);
     enum kvp_status st;
 
     memset(out, 0, sizeof *out);
-    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
         return st;
     out->kv_bytes = plan.kv_bytes;
     out->state_bytes = plan.state_bytes;
@@ -311,13 +311,13 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
     /* the ledger: layers, weights, what a token costs */
     {
         struct kvp_weights w;
-        struct kvp_format wf = kvp_format_plain(m->dtype);
         size_t n;
-        if ((st = kvp_weights_compute(m, &wf, &w, err)) != KVP_OK)
+        if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
-        snprintf(line, sizeof line, "%s; weights %s (%s, %s params); max context %s tokens.",
+        char split[400];
+        snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
                  kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
-                 kvp_dtype_info(m->dtype)->name, kvp_format_grouped(w.params, tmp2, sizeof tmp2),
+                 kvp_format_grouped(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
                  kvp_format_grouped(m->max_context, gp, sizeof gp));
         para(d, line);
         if ((st = fill(s, mi, 0, g, err)) != KVP_OK)

@@ -1,42 +1,94 @@
 /* weights.c -- parameter counts and weight bytes (formulas in docs/model-format.md). */
+#include <stdio.h>
 #include <string.h>
 
 #include "kvplan/engine.h"
 #include "kvplan/num.h"
 
-/* Accumulates parameters and bytes; `ok` turns false on the first overflow. */
+/* How each tensor is priced: one of the wstore kinds (see price()). */
 struct tally {
-    const struct kvp_format *wf; /* linear projections */
-    struct kvp_format native;    /* everything else */
+    const struct kvp_model *m;
+    const struct kvp_wstore *ws;
+    struct kvp_wq native;            /* the model dtype, for what is not quantized */
+    struct kvp_gguf_mix_state mix;   /* KVP_WSTORE_GGUF: llama.cpp's counters */
+    uint32_t layer;                  /* layer being visited; UINT32_MAX outside the stack */
+    struct kvp_weights *w;           /* parts accumulate here */
     uint64_t params, bytes;
     bool ok;
     enum kvp_status st;
     struct kvp_error *err;
 };
 
-/* A matrix of `rows` outputs x `cols` inputs in the weight format, grouped
- * along its input dimension. */
-static void matrix(struct tally *t, uint64_t rows, uint64_t cols)
+/* The stored form of a tensor of role r under the tally's choice. */
+static struct kvp_wq price(struct tally *t, const struct kvp_wtensor *x)
 {
-    uint64_t n, row;
-    if (!t->ok)
-        return;
-    if (t->st == KVP_OK)
-        t->st = kvp_format_row_bytes(t->wf, cols, &row, t->err);
-    if (t->st != KVP_OK || !kvp_mul(rows, cols, &n) || !kvp_add(t->params, n, &t->params) ||
-        !kvp_mul(rows, row, &n) || !kvp_add(t->bytes, n, &t->bytes))
-        t->ok = false;
+    enum kvp_wclass c = kvp_wrole_class(x->role);
+    const struct kvp_wscheme *sc = &t->m->wscheme;
+
+    switch (t->ws->kind) {
+    case KVP_WSTORE_FORMAT:
+        return (KVP_WC_LINEAR >> c) & 1 ? t->ws->q : t->native;
+    case KVP_WSTORE_GGUF: {
+        struct kvp_wq q = {.kind = KVP_WQ_FORMAT,
+                           .f = kvp_format_plain(kvp_gguf_mix_type(t->m, t->ws->ftype, x, &t->mix))};
+        return q;
+    }
+    default:
+        return sc->method[0] && ((sc->classes >> c) & 1) ? sc->q : t->native;
+    }
 }
 
-/* n values in the model's own dtype (embeddings, norms, biases, routers). */
+/* Add `bytes` of `params` in stored form q to the parts list (same name = same part). */
+static void add_part(struct tally *t, const struct kvp_wq *q, enum kvp_wclass c, uint64_t params, uint64_t bytes)
+{
+    struct kvp_weights *w = t->w;
+    char name[KVP_WPART_NAME];
+    uint32_t i;
+
+    kvp_wq_name(q, name, sizeof name);
+    for (i = 0; i < w->n_parts && strcmp(w->parts[i].name, name) != 0; i++)
+        ;
+    if (i == w->n_parts) {
+        if (w->n_parts == KVP_MAX_WPARTS)
+            i = KVP_MAX_WPARTS - 1; /* more stored forms than rows: the last row takes the rest */
+        else
+            snprintf(w->parts[w->n_parts++].name, KVP_WPART_NAME, "%s", name);
+    }
+    w->parts[i].params += params;
+    w->parts[i].bytes += bytes;
+    w->parts[i].classes |= 1u << c;
+}
+
+/* One tensor: `count` matrices of `rows` outputs x `cols` inputs, grouped
+ * along the input. */
+static void tensor(struct tally *t, enum kvp_wrole role, uint64_t rows, uint64_t cols, uint64_t count)
+{
+    struct kvp_wtensor x = {.role = role, .layer = t->layer, .rows = rows, .cols = cols, .count = count};
+    struct kvp_wq q;
+    uint64_t n, b;
+
+    if (!t->ok || t->st != KVP_OK || rows == 0 || cols == 0 || count == 0)
+        return;
+    q = price(t, &x);
+    if ((t->st = kvp_wq_tensor_bytes(&q, &x, &b, t->err)) != KVP_OK)
+        return;
+    if (!kvp_mul(rows, cols, &n) || !kvp_mul(n, count, &n) || !kvp_add(t->params, n, &t->params) ||
+        !kvp_add(t->bytes, b, &t->bytes)) {
+        t->ok = false;
+        return;
+    }
+    add_part(t, &q, kvp_wrole_class(role), n, b);
+}
+
+static void matrix(struct tally *t, enum kvp_wrole role, uint64_t rows, uint64_t cols)
+{
+    tensor(t, role, rows, cols, 1);
+}
+
+/* n values of a 1-D tensor (norms, biases, convolutions). */
 static void vector(struct tally *t, uint64_t n)
 {
-    uint64_t b;
-    if (!t->ok)
-        return;
-    if (!kvp_add(t->params, n, &t->params) ||
-        !kvp_mul(n, kvp_dtype_info(t->native.dtype)->block_bits / 8, &b) || !kvp_add(t->bytes, b, &t->bytes))
-        t->ok = false;
+    tensor(t, KVP_WR_VECTOR, 1, n, 1);
 }
 
 static void attention(struct tally *t, const struct kvp_model *m, const struct kvp_layer_spec *s)
@@ -44,12 +96,12 @@ static void attention(struct tally *t, const struct kvp_model *m, const struct k
     uint64_t h = m->hidden, hq = s->n_heads, hk = s->n_kv_heads, dk = s->head_dim_k, dv = s->head_dim_v;
     uint64_t gate = m->attn_gate ? 2 : 1;
 
-    matrix(t, gate * hq * dk, h);
+    matrix(t, KVP_WR_ATTN_Q, gate * hq * dk, h);
     if (s->kind != KVP_LAYER_SHARED) {
-        matrix(t, hk * dk, h);
-        matrix(t, hk * dv, h);
+        matrix(t, KVP_WR_ATTN_K, hk * dk, h);
+        matrix(t, KVP_WR_ATTN_V, hk * dv, h);
     }
-    matrix(t, h, hq * dv);
+    matrix(t, KVP_WR_ATTN_OUT, h, hq * dv);
     if (m->attn_qkv_bias)
         vector(t, gate * hq * dk + (s->kind != KVP_LAYER_SHARED ? hk * (dk + dv) : 0));
     if (m->attn_out_bias)
@@ -66,16 +118,16 @@ static void mla(struct tally *t, const struct kvp_model *m, const struct kvp_lay
     uint64_t rope = s->qk_rope_dim, nope = dk - rope, r = s->kv_lora_rank, rq = s->q_lora_rank;
 
     if (rq) {
-        matrix(t, rq, h);
+        matrix(t, KVP_WR_MLA_Q_A, rq, h);
         vector(t, rq);
-        matrix(t, hq * dk, rq);
+        matrix(t, KVP_WR_MLA_Q_B, hq * dk, rq);
     } else {
-        matrix(t, hq * dk, h);
+        matrix(t, KVP_WR_MLA_Q_B, hq * dk, h);
     }
-    matrix(t, r + rope, h);
+    matrix(t, KVP_WR_MLA_KV_A, r + rope, h);
     vector(t, r);
-    matrix(t, hq * (nope + dv), r);
-    matrix(t, h, hq * dv);
+    matrix(t, KVP_WR_MLA_KV_B, hq * (nope + dv), r);
+    matrix(t, KVP_WR_ATTN_OUT, h, hq * dv);
 }
 
 static void recurrent(struct tally *t, const struct kvp_model *m, const struct kvp_recurrent *r)
@@ -84,30 +136,30 @@ static void recurrent(struct tally *t, const struct kvp_model *m, const struct k
 
     switch (r->kind) {
     case KVP_REC_MAMBA:
-        matrix(t, 2 * di, h);
+        matrix(t, KVP_WR_SSM_IN, 2 * di, h);
         vector(t, di * dc + di);                /* depthwise conv + bias */
-        matrix(t, r->dt_rank + 2 * ds, di);
-        matrix(t, di, r->dt_rank);
+        matrix(t, KVP_WR_SSM_X, r->dt_rank + 2 * ds, di);
+        matrix(t, KVP_WR_SSM_DT, di, r->dt_rank);
         vector(t, di + di * ds + di);           /* dt bias, A_log, D */
-        matrix(t, h, di);
+        matrix(t, KVP_WR_SSM_OUT, h, di);
         if (r->bc_norms)
             vector(t, r->dt_rank + 2 * ds);
         break;
     case KVP_REC_MAMBA2: {
         uint64_t conv = di + 2ull * r->n_groups * ds;
-        matrix(t, 2 * di + 2ull * r->n_groups * ds + r->n_heads, h);
+        matrix(t, KVP_WR_SSM_IN, 2 * di + 2ull * r->n_groups * ds + r->n_heads, h);
         vector(t, conv * dc + conv);
         vector(t, 3ull * r->n_heads + di);      /* dt bias, A_log, D; gated norm */
-        matrix(t, h, di);
+        matrix(t, KVP_WR_SSM_OUT, h, di);
         break;
     }
     default: { /* KVP_REC_GDN */
         uint64_t kd = (uint64_t)r->n_k_heads * r->k_head_dim, vd = (uint64_t)r->n_heads * r->v_head_dim;
-        matrix(t, 2 * kd + 2 * vd, h);          /* q, k, v, z */
-        matrix(t, 2ull * r->n_heads, h);        /* beta, alpha */
+        matrix(t, KVP_WR_SSM_IN, 2 * kd + 2 * vd, h); /* q, k, v, z */
+        matrix(t, KVP_WR_SSM_IN, 2ull * r->n_heads, h); /* beta, alpha */
         vector(t, (2 * kd + vd) * dc);          /* depthwise conv, no bias */
         vector(t, 2ull * r->n_heads + r->v_head_dim); /* dt bias, A_log, gated norm */
-        matrix(t, h, vd);
+        matrix(t, KVP_WR_SSM_OUT, h, vd);
         break;
     }
     }
@@ -118,31 +170,29 @@ struct share {
     uint64_t params, bytes;
 };
 
-/* One feed-forward block of width w; returns what it added. */
-static struct share mlp(struct tally *t, const struct kvp_model *m, uint64_t w, bool bias)
+/* The roles of one feed-forward block's gate, up and down matrices. */
+static const enum kvp_wrole ffn_roles[3][3] = {
+    {KVP_WR_FFN_GATE, KVP_WR_FFN_UP, KVP_WR_FFN_DOWN},
+    {KVP_WR_EXP_GATE, KVP_WR_EXP_UP, KVP_WR_EXP_DOWN},
+    {KVP_WR_SHEXP_GATE, KVP_WR_SHEXP_UP, KVP_WR_SHEXP_DOWN},
+};
+
+/* `count` alike feed-forward blocks of width w (kind 0 dense, 1 routed
+ * experts, 2 shared experts); returns what one of them adds. */
+static struct share mlp(struct tally *t, const struct kvp_model *m, int kind, uint64_t w, bool bias, uint64_t count)
 {
     struct share before = {t->params, t->bytes};
+    const enum kvp_wrole *r = ffn_roles[kind];
     uint64_t h = m->hidden;
     bool gated = m->act == KVP_ACT_GATED;
 
-    matrix(t, w, h);
     if (gated)
-        matrix(t, w, h);
-    matrix(t, h, w);
+        tensor(t, r[0], w, h, count);
+    tensor(t, r[1], w, h, count);
+    tensor(t, r[2], h, w, count);
     if (bias)
-        vector(t, (gated ? 2 * w : w) + h);
-    return (struct share){t->params - before.params, t->bytes - before.bytes};
-}
-
-/* n - 1 more copies of what `one` added (experts are alike: count one, multiply). */
-static void repeat_share(struct tally *t, struct share one, uint64_t n)
-{
-    uint64_t p, b;
-    if (!t->ok || n <= 1)
-        return;
-    if (!kvp_mul(one.params, n - 1, &p) || !kvp_add(t->params, p, &t->params) || !kvp_mul(one.bytes, n - 1, &b) ||
-        !kvp_add(t->bytes, b, &t->bytes))
-        t->ok = false;
+        tensor(t, KVP_WR_VECTOR, 1, (gated ? 2 * w : w) + h, count);
+    return (struct share){(t->params - before.params) / count, (t->bytes - before.bytes) / count};
 }
 
 /* A MoE block; returns what one token does not read: the inactive experts. */
@@ -151,15 +201,14 @@ static struct share moe(struct tally *t, const struct kvp_model *m)
     struct share one;
     uint64_t idle = m->n_experts - m->n_experts_active;
 
-    matrix(t, m->n_experts, m->hidden);
+    matrix(t, KVP_WR_ROUTER, m->n_experts, m->hidden);
     if (m->router_bias)
         vector(t, m->n_experts);
-    one = mlp(t, m, m->expert_intermediate, m->expert_bias);
-    repeat_share(t, one, m->n_experts);
+    one = mlp(t, m, 1, m->expert_intermediate, m->expert_bias, m->n_experts);
     if (m->n_shared_experts)
-        repeat_share(t, mlp(t, m, m->shared_intermediate, false), m->n_shared_experts);
+        mlp(t, m, 2, m->shared_intermediate, false, m->n_shared_experts);
     if (m->shared_expert_gate)
-        matrix(t, 1, m->hidden);
+        matrix(t, KVP_WR_ROUTER, 1, m->hidden);
     /* the idle experts' share is at most the whole, which did not overflow */
     return (struct share){one.params * idle, one.bytes * idle};
 }
@@ -187,23 +236,65 @@ static void mixer(struct tally *t, const struct kvp_model *m, const struct kvp_l
     }
 }
 
-enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_format *wf,
+enum kvp_dtype kvp_wstore_code_dtype(const struct kvp_wstore *ws, const struct kvp_model *m)
+{
+    const struct kvp_wq *q = ws->kind == KVP_WSTORE_FORMAT ? &ws->q
+                             : ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0] &&
+                                     (m->wscheme.classes >> KVP_WC_ATTN) & 1
+                                 ? &m->wscheme.q
+                                 : NULL;
+    return q && (q->kind == KVP_WQ_FORMAT || q->kind == KVP_WQ_FP8) ? q->f.dtype : m->dtype;
+}
+
+/* The checkpoint's own table: its bytes, with the parameters counted above. */
+static void take_table(const struct kvp_model *m, struct kvp_weights *w)
+{
+    const struct kvp_wtable *tb = &m->wtable;
+    uint64_t bytes = 0, expert = tb->expert_bytes, per_expert_idle;
+
+    w->n_parts = 0;
+    for (uint32_t i = 0; i < tb->n && i < KVP_MAX_WPARTS; i++) {
+        struct kvp_wpart *p = &w->parts[w->n_parts++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->name, sizeof p->name, "%s", kvp_dtype_info(tb->rows[i].dtype)->name);
+        p->params = tb->rows[i].params;
+        p->bytes = tb->rows[i].bytes;
+    }
+    for (uint32_t i = 0; i < tb->n; i++)
+        bytes += tb->rows[i].bytes; /* a file's bytes fit 64 bits */
+    w->bytes = bytes;
+    /* a token reads the file less its idle experts: the experts' bytes times idle/all */
+    per_expert_idle = m->n_experts ? (uint64_t)((long double)expert * (m->n_experts - m->n_experts_active) /
+                                                m->n_experts)
+                                   : 0;
+    w->active_bytes = bytes - (per_expert_idle <= bytes ? per_expert_idle : bytes);
+    snprintf(w->source, sizeof w->source, "%s", tb->what);
+}
+
+enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
                                     struct kvp_weights *w, struct kvp_error *err)
 {
-    struct tally t = {.wf = wf, .native = kvp_format_plain(m->dtype), .ok = true, .st = KVP_OK, .err = err};
+    static const struct kvp_wstore stored = {.kind = KVP_WSTORE_CHECKPOINT};
+    struct tally t = {.m = m, .ws = ws ? ws : &stored, .ok = true, .st = KVP_OK, .err = err, .w = w,
+                      .layer = UINT32_MAX};
     struct share idle = {0, 0};
     uint64_t mark;
 
     memset(w, 0, sizeof *w);
-    vector(&t, (uint64_t)m->vocab * m->hidden);
+    t.native.kind = KVP_WQ_FORMAT;
+    t.native.f = kvp_format_plain(m->dtype);
+    if (t.ws->kind == KVP_WSTORE_GGUF)
+        kvp_gguf_mix_begin(m, &t.mix);
+    tensor(&t, KVP_WR_TOKEN_EMBD, m->vocab, m->hidden, 1);
     if (!m->tied_embeddings)
-        vector(&t, (uint64_t)m->vocab * m->hidden);
-    vector(&t, (uint64_t)m->learned_positions * m->hidden);
+        tensor(&t, KVP_WR_OUTPUT, m->vocab, m->hidden, 1);
+    tensor(&t, KVP_WR_POS_EMBD, m->learned_positions, m->hidden, 1);
     w->embedding_params = t.params;
     vector(&t, norm_size(m));
     w->norm_params = norm_size(m);
     for (uint32_t i = 0; i < m->n_layers; i++) {
         const struct kvp_layer_spec *s = kvp_model_layer(m, i);
+        t.layer = i;
         mark = t.params;
         mixer(&t, m, s);
         w->attention_params += t.params - mark;
@@ -212,7 +303,7 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
         w->norm_params += t.params - mark;
         mark = t.params;
         if (s->mlp == KVP_MLP_DENSE) {
-            mlp(&t, m, m->intermediate, m->mlp_bias);
+            mlp(&t, m, 0, m->intermediate, m->mlp_bias, 1);
         } else if (s->mlp == KVP_MLP_MOE) {
             struct share off = moe(&t, m);
             idle.params += off.params;
@@ -228,5 +319,9 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
     w->bytes = t.bytes;
     w->active_params = t.params - idle.params;
     w->active_bytes = t.bytes - idle.bytes;
+    if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wtable.n)
+        take_table(m, w);
+    else if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0])
+        snprintf(w->source, sizeof w->source, "quantization_config (%s)", m->wscheme.method);
     return KVP_OK;
 }

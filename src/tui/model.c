@@ -24,7 +24,8 @@
 #define TUI_MAX_BATCH (1ull << 32)   /* requests */
 
 /* Choices the arrows step through; typing accepts any format string. */
-static const char *const weight_choices[] = {"bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4", "f32"};
+static const char *const weight_choices[] = {"stored", "bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4",
+                                              "q8_0", "q4_k_m", "f32"};
 static const char *const kv_choices[] = {"bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q8_0", "q4_0", "f32"};
 
 static const char *const labels[TUI_F_COUNT] = {
@@ -203,8 +204,7 @@ void tui_recompute(struct tui_state *s)
         return;
     compute_kinds(s);
     if (s->gpu) { /* the roofline needs the GPU's bandwidth and FLOP/s */
-        bool fp8 = s->d.w.dtype == KVP_DTYPE_FP8_E4M3 || s->d.w.dtype == KVP_DTYPE_FP8_E5M2;
-        double peak = fp8 && s->gpu->fp8_flops > 0 ? s->gpu->fp8_flops : s->gpu->bf16_flops;
+        double peak = kvp_gpu_peak_flops(s->gpu, kvp_wstore_code_dtype(&s->d.w, s->model));
         st = kvp_roofline(s->model, &s->d, s->d.concurrency, (double)s->gpu->bandwidth_bytes_per_s, peak, &s->roof,
                           &s->err);
         if (st != KVP_OK)
@@ -334,7 +334,7 @@ const char *tui_field_value(const struct tui_state *s, enum tui_field f, char *b
             snprintf(buf, n, "default");
         break;
     case TUI_F_WDTYPE:
-        kvp_format_name(&d->w, buf, n);
+        kvp_wstore_name(&d->w, buf, n);
         break;
     case TUI_F_KDTYPE:
         kvp_format_name(&d->k, buf, n);
@@ -504,26 +504,32 @@ static void pick_commit(struct tui_state *s)
 
 /* ---- changing fields ---- */
 
-static int choice_index(const char *const *choices, size_t n, const struct kvp_format *f)
+/* The choice after (dir > 0) or before `cur` in a list of canonical names;
+ * from a name not in the list, the first or the last. */
+static const char *step_choice(const char *const *choices, size_t n, const char *cur, int dir)
 {
-    char cur[64], name[64];
-    struct kvp_format c;
-    struct kvp_error e = {0};
-    kvp_format_name(f, cur, sizeof cur);
-    for (size_t i = 0; i < n; i++)
-        if (kvp_format_parse(choices[i], &c, &e) == KVP_OK && strcmp(kvp_format_name(&c, name, sizeof name), cur) == 0)
-            return (int)i;
-    return -1;
+    int i;
+    for (i = 0; i < (int)n && strcmp(choices[i], cur) != 0; i++)
+        ;
+    if (i == (int)n)
+        i = dir > 0 ? -1 : 0;
+    return choices[((size_t)(i + dir) + n) % n];
 }
 
 static void step_format(struct kvp_format *f, const char *const *choices, size_t n, int dir)
 {
-    int i = choice_index(choices, n, f);
+    char cur[64];
     struct kvp_error e = {0};
-    if (i < 0)
-        i = dir > 0 ? -1 : 0;
-    i = (int)(((size_t)(i + dir) + n) % n);
-    kvp_format_parse(choices[i], f, &e);
+    kvp_format_parse(step_choice(choices, n, kvp_format_name(f, cur, sizeof cur), dir), f, &e);
+}
+
+static void step_wstore(struct tui_state *s, const char *const *choices, size_t n, int dir)
+{
+    struct kvp_deploy *d = &s->d;
+    char cur[64];
+    struct kvp_error e = {0};
+    kvp_wstore_parse(step_choice(choices, n, kvp_wstore_name(&d->w, cur, sizeof cur), dir),
+                     d->engine == KVP_ENGINE_LLAMACPP || s->model->arch[0], &d->w, &e);
 }
 
 static uint64_t step_u64(uint64_t v, int dir, bool add, uint64_t lo, uint64_t hi)
@@ -583,7 +589,7 @@ static void adjust(struct tui_state *s, int dir, bool add)
         break;
     }
     case TUI_F_WDTYPE:
-        step_format(&d->w, weight_choices, sizeof weight_choices / sizeof *weight_choices, dir);
+        step_wstore(s, weight_choices, sizeof weight_choices / sizeof *weight_choices, dir);
         break;
     case TUI_F_KDTYPE:
         step_format(&d->k, kv_choices, sizeof kv_choices / sizeof *kv_choices, dir);
@@ -685,13 +691,18 @@ static bool commit_edit(struct tui_state *s)
         return true;
     }
     case TUI_F_WDTYPE:
+        if (kvp_wstore_parse(in, d->engine == KVP_ENGINE_LLAMACPP || s->model->arch[0], &d->w, &e) != KVP_OK) {
+            set_status(s, true, "%s: %s", what, e.msg);
+            return false;
+        }
+        return true;
     case TUI_F_KDTYPE:
     case TUI_F_VDTYPE:
         if (kvp_format_parse(in, &f, &e) != KVP_OK) {
             set_status(s, true, "%s: %s", what, e.msg);
             return false;
         }
-        *(s->field == TUI_F_WDTYPE ? &d->w : s->field == TUI_F_KDTYPE ? &d->k : &d->v) = f;
+        *(s->field == TUI_F_KDTYPE ? &d->k : &d->v) = f;
         return true;
     default:
         return false;

@@ -62,7 +62,7 @@ static void write_plan(const struct tui_state *s, FILE *f)
         fprintf(f, "    k_dtype: \"%s\"\n", k);
         fprintf(f, "    v_dtype: \"%s\"\n", v);
     }
-    fprintf(f, "    weight_dtype: \"%s\"\n", kvp_format_name(&d->w, w, sizeof w));
+    fprintf(f, "    weight_dtype: \"%s\"\n", kvp_wstore_name(&d->w, w, sizeof w));
     if (d->block_size)
         fprintf(f, "    block_size: %u\n", d->block_size);
     else

@@ -88,12 +88,12 @@ static inline void fuzz_kv(const struct kvp_model *m, uint64_t context, uint64_t
 
 static inline void fuzz_weights(const struct kvp_model *m, const char *fmt)
 {
-    struct kvp_format f;
+    struct kvp_wstore f;
     struct kvp_weights w;
     struct kvp_error err = {0};
     enum kvp_status st;
 
-    if (kvp_format_parse(fmt, &f, &err) != KVP_OK)
+    if (kvp_wstore_parse(fmt, false, &f, &err) != KVP_OK)
         abort();
     st = kvp_weights_compute(m, &f, &w, &err);
     fuzz_check_error(st, &err);
