@@ -176,6 +176,7 @@ START_TEST(llama_gqa)
     ck_assert_int_eq(m.dtype, KVP_DTYPE_F16);
     ck_assert_str_eq(m.name, "tiny-llama-3-gqa");
     ck_assert_str_eq(m.family, "llama");
+    ck_assert_str_eq(m.arch, "llama"); /* a GGUF's own: q4_0, q6_k ... name llama.cpp file types */
     ck_assert_str_eq(m.source, "GGUF header of model.gguf");
     ck_assert_uint_eq(m.n_warnings, 0);
 }

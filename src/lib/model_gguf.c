@@ -833,6 +833,7 @@ static enum kvp_status build_model(struct build *b)
     enum kvp_status st;
 
     snprintf(m->family, sizeof m->family, "%.63s", b->h->arch);
+    snprintf(m->arch, sizeof m->arch, "%.*s", (int)sizeof m->arch - 1, b->h->arch);
     snprintf(m->source, sizeof m->source, "GGUF header of %s", b->file);
     set_name(m, b->h, b->file);
     if (!arch_in(b->h->arch, known_archs))
