@@ -23,16 +23,19 @@
  * logit (%.9g). Flash attention off and an f32 K/V cache: the path that
  * stays within float rounding of a plain fp32 decoder.
  *
- *     probe LIBDIR SRC.gguf quantize FTYPE OUT.gguf [imatrix]
+ *     probe LIBDIR SRC.gguf quantize OUT FTYPE...
  *
- * quantizes SRC to OUT with llama.cpp's own quantizer (llama_model_quantize,
- * default parameters, file type FTYPE = enum llama_ftype, 2 threads), then
- * reads OUT's tensor table back with ggml's GGUF reader and prints
+ * quantizes SRC to OUT-<FTYPE>.gguf with llama.cpp's own quantizer
+ * (llama_model_quantize, default parameters, 2 threads) once per file type
+ * (enum llama_ftype), then reads each one's tensor table back with ggml's GGUF reader and prints a line
  *
- *     ok <bytes> <tensors> <type>:<bytes> ...   the sum of gguf_get_tensor_size, per type
+ *     <ftype> ok <bytes> <tensors> <type>:<bytes> ...   the sum of gguf_get_tensor_size, per type
+ *     <ftype> refused <llama.cpp's reason>
  *
- * With `imatrix`, every 2-D and 3-D tensor gets an importance matrix of ones
- * (the IQ1/IQ2/IQ3_XXS and Q2_K_S file types refuse to run without one).
+ * A file type the quantizer refuses for want of an importance matrix
+ * (IQ1/IQ2/IQ3_XXS, Q2_K_S) is run again with one of ones for every matrix.
+ * One process for many file types: the IQ quantizers build their grids once
+ * per process (about 35 s for IQ1's).
  *
  * TYPE_K/TYPE_V are ggml type names (f16, bf16, q8_0, q4_0, f32); FA is -1
  * (auto), 0 (off) or 1 (on). Exit 0 for both answers; 2 for bad usage.
@@ -199,24 +202,44 @@ static struct llama_model_imatrix_data *ones_imatrix(const char *src, float **bu
     return im;
 }
 
-static int quantize(const char *src, int ftype, const char *out, int with_imatrix)
+/* Quantize src to out as ftype; 0 when it ran. */
+static int quantize_one(const char *src, int ftype, const char *out, const struct llama_model_imatrix_data *im)
 {
     struct llama_model_quantize_params qp = llama_model_quantize_default_params();
-    float *buf = NULL;
 
     qp.ftype = (enum llama_ftype)ftype;
     qp.nthread = 2;
-    if (with_imatrix && !(qp.imatrix = ones_imatrix(src, &buf))) {
-        printf("refused cannot build an imatrix for %s\n", src);
-        return 0;
-    }
+    qp.imatrix = im;
     last_error[0] = '\0';
-    if (llama_model_quantize(src, out, &qp) != 0) {
-        printf("refused %s\n", last_error[0] ? last_error : "llama_model_quantize failed");
-        return 0;
+    return llama_model_quantize(src, out, &qp) != 0;
+}
+
+static int quantize(const char *src, const char *prefix, int n, char **ftypes)
+{
+    struct llama_model_imatrix_data *im = NULL;
+    float *buf = NULL;
+
+    for (int i = 0; i < n; i++) {
+        int ft = atoi(ftypes[i]);
+        char out[4096];
+        snprintf(out, sizeof out, "%s-%d.gguf", prefix, ft);
+        int failed = quantize_one(src, ft, out, NULL);
+        if (failed && strstr(last_error, "requires an imatrix")) {
+            if (!im && !(im = ones_imatrix(src, &buf))) {
+                printf("%d refused cannot build an imatrix for %s\n", ft, src);
+                continue;
+            }
+            failed = quantize_one(src, ft, out, im);
+        }
+        printf("%d ", ft);
+        if (failed) /* a line per file type, printed as soon as its file is complete */
+            printf("refused %s\n", last_error[0] ? last_error : "llama_model_quantize failed");
+        else
+            table(out);
+        fflush(stdout);
     }
     free(buf);
-    return table(out);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -232,9 +255,9 @@ int main(int argc, char **argv)
         init(argv[1]);
         return decode(argv[2], atoi(argv[4]), strcmp(argv[3], "logits") == 0);
     }
-    if ((argc == 6 || argc == 7) && strcmp(argv[3], "quantize") == 0) {
+    if (argc >= 6 && strcmp(argv[3], "quantize") == 0) {
         init(argv[1]);
-        return quantize(argv[2], atoi(argv[4]), argv[5], argc == 7 && strcmp(argv[6], "imatrix") == 0);
+        return quantize(argv[2], argv[4], argc - 5, argv + 5);
     }
     if (argc != 9 || !type_from_name(argv[4], &tk) || !type_from_name(argv[5], &tv)) {
         fprintf(stderr, "usage: probe LIBDIR MODEL.gguf N_CTX TYPE_K TYPE_V N_SEQ SWA_FULL FA\n");
