@@ -85,10 +85,10 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(TUI_MODEL_OBJ) $(LIB) $(LDFLAGS) $(CHECK_LIBS) \
 	    $(YAML_LIBS) $(LDLIBS) -o $@
 
-run: deps $(BIN)
+run: deps $(BIN) kvplan
 	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
-check: deps $(BIN) $(TEST_BIN)
+check: deps $(BIN) kvplan $(TEST_BIN)
 	@failed=0; for t in $(TEST_BIN); do \
 	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \

@@ -160,9 +160,12 @@ static const struct {
     const char *in;
     uint64_t want;
 } good_bytes[] = {
-    {"0", 0},
-    {"1", 1},
-    {"4096", 4096},
+    {"0B", 0},
+    {"0", 0}, /* zero is zero in any unit */
+    {"1B", 1},
+    {"4096B", 4096},
+    {"1048576", 1048576}, /* bare: bytes, from 1 MiB on */
+    {"85899345920", 85899345920ull},
     {"100B", 100},
     {"100 B", 100},
     {"80GiB", 80ull << 30},
@@ -184,11 +187,11 @@ static const struct {
     {"1.25 MiB", 1310720},
     {"16k", 16384}, /* the short IEC forms */
     {"1M", 1048576},
-    {"1.", 1},
+    {"1.B", 1},
     {".5KiB", 512},
     {"0.0001 B", 0},
     {"0.5 B", 1}, /* llround: halves away from zero */
-    {"2.5", 3},
+    {"2.5B", 3},
 };
 
 START_TEST(parse_bytes_good)
@@ -208,6 +211,9 @@ static const struct {
     enum kvp_status code;
 } bad_bytes[] = {
     {"", KVP_ERR_USAGE},
+    {"80", KVP_ERR_USAGE}, /* 80 GiB with the unit forgotten, not 80 bytes */
+    {"1048575", KVP_ERR_USAGE},
+    {"2.5", KVP_ERR_USAGE},
     {"GiB", KVP_ERR_USAGE},
     {".", KVP_ERR_USAGE},
     {"-1GiB", KVP_ERR_USAGE},

@@ -127,7 +127,13 @@ START_TEST(fits_and_headroom_figures)
     ck_assert_ptr_nonnull(strstr(r.results[1].derivation, "short"));
     ck_assert_str_eq(r.results[1].check->id, "l70/fits:concurrency=100");
     ck_assert_str_eq(r.results[2].check->id, "l70/at-100");
-    ck_assert(r.results[2].pass); /* a 0-byte headroom holds even when it does not fit */
+    /* headroom on requests that do not fit is not a pass, even a 0-byte one (issue #19) */
+    ck_assert(!r.results[2].pass);
+    ck_assert_uint_eq(r.failed, 2);
+    /* the deployment's derivation is given once: with its first failure, not again with the second */
+    ck_assert_ptr_nonnull(strstr(r.results[1].derivation, "num_blocks"));
+    ck_assert_ptr_null(strstr(r.results[2].derivation, "num_blocks"));
+    ck_assert_ptr_nonnull(strstr(r.results[2].derivation, "short"));
     kvp_plan_report_release(&r);
     kvp_plan_release(&p);
 }

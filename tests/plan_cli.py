@@ -75,7 +75,7 @@ def main():
         expect(doc["kvplan_check"] == 1 and doc["passed"] is True, "json header")
         expect(doc["summary"] == {"deployments": 1, "assertions": 8, "passed": 8, "failed": 0, "regressed": 0},
                "json summary %r" % doc["summary"])
-        keys = {"id", "deployment", "kind", "file", "line", "column", "context", "concurrency", "measured", "limit",
+        keys = {"id", "test", "deployment", "kind", "file", "line", "column", "context", "concurrency", "measured", "limit",
                 "op", "unit", "pass", "status", "baseline", "change", "regressed", "derivation"}
         for r in doc["results"]:
             expect(set(r) == keys, "result keys %r" % sorted(set(r) ^ keys))
@@ -125,11 +125,15 @@ def main():
         rc, out, err = run(p90, "--write-baseline", base)
         expect(rc == 0 and json.load(open(base))["kvplan_check"] == 1, "baseline written")
         rc, out, err = run(p90, "--baseline", base)
-        expect(rc == 0 and "0 regressed beyond 5% of the baseline" in out, "same plan: no regression")
+        expect(rc == 0 and "0 regressed (held, but worse than the baseline by more than 5%" in out,
+               "same plan: no regression")
         p80 = plan(tmp, "p80.yaml", asserts, util="0.80")
         rc, out, err = run(p80, "--baseline", base, "--format", "json")
         doc = json.loads(out)
         expect(rc == 1 and doc["summary"]["regressed"] == 2, "worse plan regresses (rc %d)" % rc)
+        s = doc["summary"]
+        expect(s["passed"] == 0 and s["passed"] + s["failed"] + s["regressed"] == s["assertions"],
+               "a regression is counted apart from passes: %r" % s)
         r0 = doc["results"][0]
         expect(r0["status"] == "regressed" and r0["regressed"] and r0["change"] < -0.05, "regression recorded")
         rc, out, err = run(p80, "--baseline", base, "--tolerance", "60%")
@@ -147,6 +151,40 @@ def main():
                "a failing run does not overwrite the baseline")
         rc, out, err = run(p90, "--baseline", "tests/data/bad/plan-version.yaml")
         expect(rc == 2 and "missing required key 'kvplan_check'" in err, "a plan is not a baseline: " + err)
+
+        # JUnit test names carry no numbers: changing a limit or context keeps each test's history
+        names = []
+        for i, lim in enumerate(("100", "50")):
+            pth = plan(tmp, "n%d.yaml" % i, "      - min_concurrency: %s\n      - min_concurrency: 2\n"
+                       "        context: %d\n      - max_tpot_ms: 1000\n" % (lim, 4096 * (i + 1)))
+            rc, out, err = run(pth, "--format", "junit", "--output", junit)
+            names.append([c.get("name") for c in ET.parse(junit).getroot().iter("testcase")])
+        expect(names[0] == names[1] and names[0][1].endswith("/min_concurrency#2"),
+               "junit names stable and numbered by order: %r" % names)
+        props = {p.get("name") for p in ET.parse(junit).getroot().iter("property")}
+        expect({"context", "concurrency", "measured", "limit", "id"} <= props, "junit properties carry the numbers")
+
+        # a deployment that does not hold its requests: max_tpot_ms fails, never passes
+        pth = plan(tmp, "huge.yaml", "      - max_tpot_ms: 100000\n        concurrency: 100000\n")
+        rc, out, err = run(pth, "--format", "json")
+        doc = json.loads(out)
+        expect(rc == 1 and doc["results"][0]["status"] == "fail" and "no decode step to time" in
+               doc["results"][0]["derivation"], "max_tpot_ms on requests that do not fit fails")
+
+        # the loader's warnings reach JSON and JUnit
+        cfg = os.path.join(tmp, "cfg")
+        os.mkdir(cfg)
+        shutil.copy("tests/data/hf/gpt-oss-20b.json", os.path.join(cfg, "config.json"))
+        with open(os.path.join(tmp, "w.yaml"), "w") as f:
+            f.write("kvplan_plan: 1\ndeployments:\n  - name: oss\n    model: ./cfg\n    gpu: h100\n"
+                    "    context: 8192\n    assert:\n      - fits: true\n")
+        rc, out, err = run(os.path.join(tmp, "w.yaml"), "--format", "json")
+        doc = json.loads(out)
+        expect(rc == 0 and doc["deployments"][0]["warnings"] == ["no 'torch_dtype' in the config: assumed bf16"],
+               "json deployment warnings: %r" % doc["deployments"][0].get("warnings"))
+        rc, out, err = run(os.path.join(tmp, "w.yaml"), "--format", "junit", "--output", junit)
+        errs = [e.text for e in ET.parse(junit).getroot().iter("system-err")]
+        expect(errs and "assumed bf16" in errs[0], "junit system-err carries the warnings")
     finally:
         shutil.rmtree(tmp)
     print("plan_cli: %d passed, %d failed" % (passes, failures))

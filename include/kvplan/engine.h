@@ -191,7 +191,7 @@ struct kvp_weights {
     uint64_t bytes;            /* stored bytes of all parameters */
     uint64_t active_bytes;     /* stored bytes one decode step reads */
     uint32_t n_parts;
-    struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, in the order first met */
+    struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, most bytes first */
     char source[64];           /* "GGUF tensor table", "quantization_config (fp8)", "" = computed */
 };
 

@@ -18,6 +18,7 @@
 #ifndef KVPLAN_ERROR_H
 #define KVPLAN_ERROR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum kvp_status {
@@ -60,6 +61,11 @@ enum kvp_status kvp_fail_at(struct kvp_error *err, enum kvp_status code, const c
 
 /* Set the place of an error that has none yet (keeps an existing one). */
 void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uint32_t col);
+
+/* The name in names[0..n) closest to s by case-insensitive edit distance,
+ * if within max_dist edits, fewer than half of s's length, and not s itself;
+ * NULL otherwise. For "did you mean". */
+const char *kvp_closest(const char *s, const char *const *names, size_t n, unsigned max_dist);
 
 /* Render "file:line:col: message" (omitting the parts that are unknown) into
  * buf of size n; returns buf. */

@@ -30,6 +30,9 @@ const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, u
  * into an open JSON object. */
 void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w);
 
+/* "warnings": what the loader assumed or could not apply, into an open JSON object. */
+void kvp_json_model_warnings(struct kvp_json *j, const struct kvp_model *m);
+
 /* The lines the engine itself would log for this deployment (vLLM's
  * capacity lines, llama.cpp's KV buffer and cache lines), one per line;
  * nothing for engines kvplan has no log format of. */

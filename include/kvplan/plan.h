@@ -68,6 +68,9 @@ bool kvp_check_higher_is_better(enum kvp_check_kind k);
 struct kvp_plan_check {
     enum kvp_check_kind kind;
     char id[KVP_PLAN_ID_MAX]; /* "deployment/name", or "deployment/kind[:context=T][:concurrency=C]" */
+    char test[KVP_PLAN_ID_MAX]; /* a name free of numbers, for CI test history: "deployment/name", or
+                                 * "deployment/kind", "#2" on for the second unnamed one of a kind */
+    bool named;                 /* the plan gave it a 'name' */
     double limit;             /* in the kind's unit: requests, tokens, fraction, bytes, ms; fits: 1 or 0 */
     uint64_t context;         /* tokens per request for this check; 0 = the deployment's */
     uint64_t concurrency;     /* requests for this check; 0 = the deployment's */
@@ -121,8 +124,8 @@ struct kvp_check_result {
 struct kvp_plan_report {
     uint32_t n;
     struct kvp_check_result *results; /* owned, in plan order */
-    uint32_t passed, failed;          /* by assertion */
-    uint32_t regressed;               /* results with regressed set (after a baseline) */
+    uint32_t passed, failed;          /* by assertion: held (and not regressed), did not hold */
+    uint32_t regressed;               /* held, but worse than the baseline (after a baseline) */
     bool have_baseline;
     double tolerance;                 /* fraction the baseline comparison allowed */
     uint32_t baseline_missing;        /* checks the baseline did not know (new ones: not failures) */

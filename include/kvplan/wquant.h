@@ -145,6 +145,7 @@ struct kvp_wscheme {
                         * "modelopt"; "" = not quantized */
     struct kvp_wq q;   /* the stored form of quantized tensors */
     uint32_t classes;  /* bit per enum kvp_wclass: the classes stored in q */
+    bool assumed;      /* guessed from a model id, not read from a config */
 };
 
 /* ---- what a file's headers say ----------------------------------------------- */

@@ -223,6 +223,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
     if (kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK) /* it succeeded in the fit already */
         kvp_json_weights(&j, x->m, &wt);
+    kvp_json_model_warnings(&j, x->m);
     kvp_json_double(&j, "util", f->util);
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);

@@ -61,6 +61,7 @@ static void render_json(const struct sized *s, struct kvp_buf *b)
     kvp_json_u64(&j, "active_params", s->w.active_params);
     kvp_json_u64(&j, "weight_bytes", s->w.bytes);
     kvp_json_weights(&j, s->m, &s->w);
+    kvp_json_model_warnings(&j, s->m);
     kvp_json_u64(&j, "total_bytes", s->plan.total_bytes + s->w.bytes);
     kvp_json_begin(&j, "layers", '[');
     for (uint32_t i = 0; i < s->m->n_specs; i++) {

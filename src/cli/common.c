@@ -34,6 +34,22 @@ int cli_usage_error(const char *fmt, ...)
     return CLI_USAGE;
 }
 
+/* "unknown option", with the closest option name when one is near. */
+static int unknown_option(const struct cli_cmd *cmd, const char *a, size_t len)
+{
+    const char *names[64], *near;
+    char given[64];
+    size_t n = 0;
+    const char *s = a + (a[1] == '-' ? 2 : 1);
+    for (const struct cli_opt *o = cmd->opts; o->name && n < 64; o++)
+        names[n++] = o->name;
+    snprintf(given, sizeof given, "%.*s", (int)(len < sizeof given ? len : sizeof given - 1), s);
+    near = kvp_closest(given, names, n, 2);
+    if (near)
+        return cli_usage_error("%s: unknown option '%s' (did you mean '--%s'?)", cmd->name, a, near);
+    return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+}
+
 int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos, int max, int *npos)
 {
     bool only_pos = false;
@@ -58,14 +74,14 @@ int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos
             return -1;
         }
         if (a[1] != '-')
-            return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+            return unknown_option(cmd, a, strlen(a));
         eq = strchr(a, '=');
         len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         for (o = cmd->opts; o->name; o++)
             if (strlen(o->name) == len && strncmp(o->name, a + 2, len) == 0)
                 break;
         if (!o->name)
-            return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+            return unknown_option(cmd, a, len);
         if (!o->arg) {
             if (eq)
                 return cli_usage_error("%s: option '--%s' takes no value", cmd->name, o->name);

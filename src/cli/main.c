@@ -55,8 +55,16 @@ int main(int argc, char **argv)
             if (strcmp(argv[1], commands[i].name) == 0)
                 break;
         if (i == sizeof commands / sizeof commands[0]) {
-            fprintf(stderr, "kvplan: unknown command '%s'\n\n", argv[1]);
-            usage(stderr);
+            const char *names[sizeof commands / sizeof commands[0]], *near;
+            for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+                names[i] = commands[i].name;
+            near = kvp_closest(argv[1], names, i, 2);
+            if (near) {
+                fprintf(stderr, "kvplan: unknown command '%s' (did you mean '%s'?)\n", argv[1], near);
+            } else {
+                fprintf(stderr, "kvplan: unknown command '%s'\n\n", argv[1]);
+                usage(stderr);
+            }
             return CLI_USAGE;
         }
         rc = commands[i].run(argc - 1, argv + 1);

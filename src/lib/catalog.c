@@ -78,29 +78,107 @@ const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const ch
     return NULL;
 }
 
-/* Edit distance, case-insensitive, for "did you mean". */
-static unsigned distance(const char *a, const char *b)
+/* What a Hugging Face id of a fine-tune or a quantized variant says about
+ * its weights, by suffix (case-insensitive): geometry from the base model,
+ * storage from the usual checkpoint of that kind. */
+static const struct variant {
+    const char *suffix;
+    const char *method, *wq; /* NULL: the same weights as the base */
+    uint32_t classes;
+} variants[] = {
+    {"-instruct", NULL, NULL, 0}, {"-chat", NULL, NULL, 0}, {"-it", NULL, NULL, 0}, {"-base", NULL, NULL, 0},
+    {"-hf", NULL, NULL, 0}, {"-gguf", NULL, NULL, 0},
+    /* AutoAWQ's default: 4-bit, group 128, zero points */
+    {"-awq", "awq", "packed:bits=4:group=128:zp", KVP_WC_LINEAR},
+    /* Qwen/AutoGPTQ releases: 4- or 8-bit, group 128, qzeros and g_idx saved */
+    {"-gptq-int4", "gptq", "packed:bits=4:group=128:zp:g_idx", KVP_WC_LINEAR},
+    {"-gptq-int8", "gptq", "packed:bits=8:group=128:zp:g_idx", KVP_WC_LINEAR},
+    {"-gptq", "gptq", "packed:bits=4:group=128:zp:g_idx", KVP_WC_LINEAR},
+    /* FineGrainedFP8 (Qwen, DeepSeek) and llm-compressor FP8 releases differ only in the scales */
+    {"-fp8", "fp8", "fp8_e4m3:block=128x128", KVP_WC_LINEAR},
+    {"-fp8-dynamic", "compressed-tensors", "fp8_e4m3:scale=channel:bf16", KVP_WC_LINEAR},
+    {"-bnb-4bit", "bitsandbytes", "nf4:double", KVP_WC_LINEAR},
+    {"-fp4", "modelopt", "nvfp4:tensor=8", KVP_WC_LINEAR},
+    {"-nvfp4", "modelopt", "nvfp4:tensor=8", KVP_WC_LINEAR},
+    {"-quantized.w4a16", "compressed-tensors", "packed:bits=4:group=128:scale=bf16:tensor=16", KVP_WC_LINEAR},
+    {"-w4a16", "compressed-tensors", "packed:bits=4:group=128:scale=bf16:tensor=16", KVP_WC_LINEAR},
+};
+
+static bool strip_suffix(char *s, const char *suf)
 {
-    unsigned row[KVP_NAME_MAX + 1];
-    size_t n = strlen(b);
-    if (n > KVP_NAME_MAX)
-        return 1000;
-    for (size_t j = 0; j <= n; j++)
-        row[j] = (unsigned)j;
-    for (size_t i = 1; a[i - 1]; i++) {
-        unsigned diag = row[0];
-        row[0] = (unsigned)i;
-        for (size_t j = 1; j <= n; j++) {
-            unsigned up = row[j];
-            unsigned cost = (a[i - 1] | 32) != (b[j - 1] | 32);
-            unsigned best = diag + cost;
-            if (row[j] + 1 < best) best = row[j] + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
+    size_t n = strlen(s), k = strlen(suf);
+    if (n <= k || strcasecmp(s + n - k, suf) != 0)
+        return false;
+    s[n - k] = '\0';
+    return true;
+}
+
+/* The catalog model a variant id names: the repo part of s, less its known
+ * suffixes, equal to a model's name or the repo part of its hf_id. *v is the
+ * last quantizing suffix met (NULL if none). */
+static const struct kvp_model *find_variant(const struct kvp_catalog *cat, const char *s, const struct variant **v)
+{
+    char base[KVP_NAME_MAX];
+    const char *slash = strrchr(s, '/');
+    bool stripped = false, more = true;
+
+    *v = NULL;
+    if ((size_t)snprintf(base, sizeof base, "%s", slash ? slash + 1 : s) >= sizeof base)
+        return NULL;
+    while (more) {
+        more = false;
+        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+            if (strip_suffix(base, variants[i].suffix)) {
+                if (variants[i].method && !*v)
+                    *v = &variants[i];
+                more = stripped = true;
+            }
     }
-    return row[n];
+    if (!stripped)
+        return NULL;
+    for (uint32_t i = 0; cat && i < cat->n; i++) {
+        const char *id = strrchr(cat->models[i]->hf_id, '/');
+        if (strcasecmp(cat->models[i]->name, base) == 0 || (id && strcasecmp(id + 1, base) == 0))
+            return cat->models[i];
+    }
+    return NULL;
+}
+
+/* A copy of catalog model m that the caller owns. */
+static enum kvp_status copy_model(const struct kvp_model *m, struct kvp_model **out, struct kvp_error *err)
+{
+    if (!(*out = malloc(sizeof **out)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    memcpy(*out, m, sizeof **out);
+    return KVP_OK;
+}
+
+/* s names a variant of catalog model base (v: its storage, or NULL): a copy
+ * with the variant's id and storage, said in a warning. */
+static enum kvp_status open_variant(const struct kvp_model *base, const struct variant *v, const char *s,
+                                    struct kvp_model **out, struct kvp_error *err)
+{
+    struct kvp_model *m;
+    enum kvp_status st;
+    if ((st = copy_model(base, out, err)) != KVP_OK)
+        return st;
+    m = *out;
+    snprintf(m->hf_id, sizeof m->hf_id, "%s", s);
+    if (!v) {
+        kvp_model_warn(m, "'%s' is read as %s (the same geometry and weights)", s, base->name);
+        return KVP_OK;
+    }
+    memset(&m->wscheme, 0, sizeof m->wscheme);
+    snprintf(m->wscheme.method, sizeof m->wscheme.method, "%s", v->method);
+    m->wscheme.classes = v->classes;
+    m->wscheme.assumed = true;
+    if ((st = kvp_wq_parse(v->wq, &m->wscheme.q, err)) != KVP_OK) {
+        free(m);
+        return st;
+    }
+    kvp_model_warn(m, "'%s' is read as %s with its projections stored as %s checkpoints store them (%s), "
+                   "assumed from the id: pass its config.json for the exact storage", s, base->name, v->method, v->wq);
+    return KVP_OK;
 }
 
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
@@ -108,25 +186,22 @@ enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, str
 {
     struct stat sb;
     const struct kvp_model *found;
+    const struct variant *v;
     const char *best = NULL;
-    unsigned best_d = 4;
+    const char **names;
 
     if (stat(s, &sb) == 0)
         return kvp_model_load(s, out, err);
-    if ((found = kvp_catalog_find(cat, s)) != NULL) {
-        if (!(*out = malloc(sizeof **out)))
-            return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
-        memcpy(*out, found, sizeof **out);
-        return KVP_OK;
+    if ((found = kvp_catalog_find(cat, s)) != NULL)
+        return copy_model(found, out, err);
+    if ((found = find_variant(cat, s, &v)) != NULL)
+        return open_variant(found, v, s, out, err);
+    if (cat && cat->n && (names = malloc(cat->n * sizeof *names)) != NULL) {
+        for (uint32_t i = 0; i < cat->n; i++)
+            names[i] = cat->models[i]->name;
+        best = kvp_closest(s, names, cat->n, 3);
+        free(names);
     }
-    if (strlen(s) < KVP_NAME_MAX)
-        for (uint32_t i = 0; cat && i < cat->n; i++) {
-            unsigned dist = distance(s, cat->models[i]->name);
-            if (dist < best_d) {
-                best_d = dist;
-                best = cat->models[i]->name;
-            }
-        }
     if (best)
         return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (did you mean '%s'? 'kvplan models' lists them)", s, best);
     return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (not a file; 'kvplan models' lists the built-in ones)", s);

@@ -1,6 +1,7 @@
 /* error.c -- status strings and filling struct kvp_error. */
 #include "kvplan/error.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,4 +74,43 @@ const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n)
     else
         snprintf(buf, n, "%s", err->msg);
     return buf;
+}
+
+/* Edit distance, case-insensitive; 1000 past 96 characters. */
+static unsigned distance(const char *a, const char *b)
+{
+    unsigned row[97];
+    size_t n = strlen(b);
+    if (n > 96 || strlen(a) > 96)
+        return 1000;
+    for (size_t j = 0; j <= n; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; a[i - 1]; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= n; j++) {
+            unsigned up = row[j];
+            unsigned cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            unsigned best = diag + cost;
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[n];
+}
+
+const char *kvp_closest(const char *s, const char *const *names, size_t n, unsigned max_dist)
+{
+    const char *best = NULL;
+    unsigned best_d = max_dist + 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = distance(s, names[i]);
+        if (d > 0 && d < best_d && 2 * d < strlen(s)) { /* fewer edits than half of what was typed */
+            best_d = d;
+            best = names[i];
+        }
+    }
+    return best;
 }

@@ -256,6 +256,14 @@ void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struc
     kvp_json_end(j, '}');
 }
 
+void kvp_json_model_warnings(struct kvp_json *j, const struct kvp_model *m)
+{
+    kvp_json_begin(j, "warnings", '[');
+    for (uint32_t i = 0; i < m->n_warnings; i++)
+        kvp_json_str(j, NULL, m->warnings[i]);
+    kvp_json_end(j, ']');
+}
+
 void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w, bool si, struct kvp_buf *b)
 {
     struct fmtctx c = {.si = si};

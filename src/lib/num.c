@@ -91,6 +91,12 @@ enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *
         return kvp_fail(err, KVP_ERR_USAGE, "'%s' is not a size (expected e.g. 80GiB, 80GB, 512MiB)", s);
     while (*p == ' ')
         p++;
+    /* a bare number is a size in bytes only where it is plainly one: 0, or from 1 MiB on
+     * (`--gpu-memory 80` is 80 GiB forgotten, never 80 bytes) */
+    if (*p == '\0' && whole > 0 && whole < (1u << 20))
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "'%s' has no unit: write %sGiB, %sGB or %sB (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; "
+                        "a bare number means bytes only when 0 or from 1048576 on)", s, s, s, s);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(p, units[i].name) == 0) {
             if (!scale(whole, frac, units[i].mult, out))

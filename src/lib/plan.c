@@ -382,7 +382,9 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
         return fraction(d, n, what, out, err);
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
     case KVP_CHECK_MIN_HEADROOM:
-        if ((st = bytes(d, n, what, &u, err)) != KVP_OK)
+        /* bytes per token are plainly bytes: a bare integer is read as such */
+        if (!(kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN && ydoc_scalar(n) && kvp_parse_u64(ydoc_scalar(n), &u)) &&
+            (st = bytes(d, n, what, &u, err)) != KVP_OK)
             return st;
         if (u == 0 && kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN)
             return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, ydoc_scalar(n));
@@ -440,9 +442,18 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
     }
     if (item && (n = ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
         return st;
-    if (name[0])
+    c->named = name[0] != '\0';
+    if (name[0]) {
         snprintf(c->id, sizeof c->id, "%s/%s", dep->name, name);
-    else {
+        snprintf(c->test, sizeof c->test, "%s/%s", dep->name, name);
+    } else {
+        uint32_t k = 1;
+        for (uint32_t i = 0; i < dep->n_checks; i++)
+            k += dep->checks[i].kind == c->kind && !dep->checks[i].named;
+        if (k > 1)
+            snprintf(c->test, sizeof c->test, "%s/%s#%u", dep->name, kinds[c->kind].name, k);
+        else
+            snprintf(c->test, sizeof c->test, "%s/%s", dep->name, kinds[c->kind].name);
         int w = snprintf(c->id, sizeof c->id, "%s/%s", dep->name, kinds[c->kind].name);
         if (c->context)
             w += snprintf(c->id + w, sizeof c->id - (size_t)w, ":context=%llu", (unsigned long long)c->context);
@@ -788,10 +799,11 @@ void kvp_plan_release(struct kvp_plan *p)
 
 /* ---- evaluation --------------------------------------------------------- */
 
-/* How the measured value came about: one line for the assertion, then the
- * engine's own formulas with the values substituted. */
+/* How the measured value came about: one line for the assertion, then,
+ * with `explain` (the deployment's first failure only: it is the same for
+ * all), the engine's own formulas with the values substituted. */
 static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_deploy *d, const struct kvp_fit *f,
-                    const struct kvp_roofline *r, const struct kvp_check_result *res)
+                    const struct kvp_roofline *r, const struct kvp_check_result *res, bool explain)
 {
     struct kvp_buf b = {0};
     char x[4][48];
@@ -831,6 +843,14 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
                        d->pp);
         break;
     case KVP_CHECK_MAX_TPOT:
+        if (!f->fits) {
+            kvp_buf_printf(&b, "%llu request%s of %s tokens do not fit (KV required %s, KV budget %s per GPU): "
+                           "there is no decode step to time\n", want, want == 1 ? "" : "s",
+                           kvp_format_grouped(res->context, x[0], sizeof x[0]),
+                           kvp_format_bytes(f->kv_bytes_required, false, x[1], sizeof x[1]),
+                           kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]));
+            break;
+        }
         kvp_buf_printf(&b,
                        "decode time per output token >= (weights read %s B + KV read %s B) / %s B/s = %.3f ms "
                        "(batch %llu of %s tokens, per GPU)\n",
@@ -842,7 +862,7 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
     default:
         break;
     }
-    if (res->check->kind != KVP_CHECK_MAX_TPOT)
+    if (explain && (res->check->kind != KVP_CHECK_MAX_TPOT || !f->fits))
         kvp_explain_fit(dep->model, d, f, false, &b);
     if (b.nomem || !b.data) {
         kvp_buf_release(&b);
@@ -852,7 +872,7 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
 }
 
 static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const struct kvp_plan_check *c,
-                                    struct kvp_check_result *res, struct kvp_error *err)
+                                    struct kvp_check_result *res, bool *explained, struct kvp_error *err)
 {
     struct kvp_deploy d = dep->d;
     struct kvp_fit f;
@@ -878,6 +898,8 @@ static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: res->measured = (double)f.kv_bytes_per_token_per_gpu; break;
     case KVP_CHECK_MIN_HEADROOM: res->measured = f.fits ? (double)f.free_bytes : 0.0; break;
     case KVP_CHECK_MAX_TPOT:
+        if (!f.fits) /* a deployment that does not hold the requests has no decode step to time */
+            break;
         if ((st = kvp_roofline(dep->model, &d, res->concurrency, (double)dep->gpu->bandwidth_bytes_per_s,
                                kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&d.w, dep->model)), &r, err)) != KVP_OK)
             return st;
@@ -885,14 +907,17 @@ static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const
         break;
     default: break;
     }
-    if (c->kind == KVP_CHECK_FITS)
+    if ((c->kind == KVP_CHECK_MAX_TPOT || c->kind == KVP_CHECK_MIN_HEADROOM) && !f.fits)
+        res->pass = false; /* not evaluated on requests that do not fit: failed, never passed */
+    else if (c->kind == KVP_CHECK_FITS)
         res->pass = res->measured == c->limit;
     else if (kinds[c->kind].higher_better)
         res->pass = res->measured + 1e-9 >= c->limit; /* 1e-9: concurrency is a quotient */
     else
         res->pass = res->measured <= c->limit + 1e-9;
-    if (!res->pass && !(res->derivation = derive(dep, &d, &f, &r, res)))
+    if (!res->pass && !(res->derivation = derive(dep, &d, &f, &r, res, !*explained)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory explaining '%s'", c->id);
+    *explained |= !res->pass;
     return KVP_OK;
 }
 
@@ -908,9 +933,10 @@ enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_repo
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory evaluating the plan");
     for (uint32_t i = 0; i < p->n; i++) {
         const struct kvp_plan_deployment *dep = &p->deps[i];
+        bool explained = false;
         for (uint32_t j = 0; j < dep->n_checks; j++) {
             struct kvp_check_result *res = &r->results[r->n++];
-            if ((st = evaluate_one(dep, &dep->checks[j], res, err)) != KVP_OK) {
+            if ((st = evaluate_one(dep, &dep->checks[j], res, &explained, err)) != KVP_OK) {
                 kvp_error_place(err, dep->file, dep->checks[j].line, dep->checks[j].col);
                 kvp_plan_report_release(r);
                 return st;
@@ -994,17 +1020,20 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
     }
     r->have_baseline = true;
     r->tolerance = tolerance;
-    r->regressed = r->baseline_missing = 0;
+    r->regressed = r->baseline_missing = r->passed = 0;
     for (uint32_t i = 0; i < r->n; i++) {
         struct kvp_check_result *res = &r->results[i];
         double slack = tolerance * fabs(res->baseline) + 1e-9;
         if (!res->has_baseline) {
             r->baseline_missing++;
+            r->passed += res->pass;
             continue;
         }
         res->regressed = kinds[res->check->kind].higher_better ? res->measured < res->baseline - slack
                                                                : res->measured > res->baseline + slack;
-        r->regressed += res->regressed;
+        /* a held assertion that regressed is counted as regressed, not passed */
+        r->regressed += res->regressed && res->pass;
+        r->passed += res->pass && !res->regressed;
     }
 done:
     ydoc_release(&d);
@@ -1095,10 +1124,14 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
         char lab[128], m[48], l[48], note[96], w[64];
         if (dep != last) {
             const struct kvp_deploy *d = &dep->d;
-            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, weights %s\n", last ? "\n" : "",
-                           dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
+            char k[64], v[64];
+            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, K %s, V %s, weights %s\n",
+                           last ? "\n" : "", dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
                            dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, d->tp, d->pp,
+                           kvp_format_name(&d->k, k, sizeof k), kvp_format_name(&d->v, v, sizeof v),
                            kvp_wstore_name(&d->w, w, sizeof w));
+            for (uint32_t x = 0; x < dep->model->n_warnings; x++)
+                kvp_buf_printf(b, "  warning: %s\n", dep->model->warnings[x]);
             last = dep;
         }
         baseline_note(res, si, note, sizeof note);
@@ -1118,8 +1151,8 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
     kvp_buf_printf(b, "\n%u assertion%s: %u passed, %u failed", r->n, r->n == 1 ? "" : "s", r->passed, r->failed);
     if (r->have_baseline) {
         snprintf(g, sizeof g, "%g", r->tolerance * 100.0);
-        kvp_buf_printf(b, ", %u regressed beyond %s%% of the baseline (%u not in it)", r->regressed, g,
-                       r->baseline_missing);
+        kvp_buf_printf(b, ", %u regressed (held, but worse than the baseline by more than %s%%; %u not in it)",
+                       r->regressed, g, r->baseline_missing);
     }
     kvp_buf_printf(b, "\n");
 }
@@ -1192,6 +1225,7 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
         kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, s[0], sizeof s[0]));
         kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, s[1], sizeof s[1]));
         kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, s[2], sizeof s[2]));
+        kvp_json_model_warnings(&j, dep->model);
         kvp_json_end(&j, '}');
     }
     kvp_json_end(&j, ']');
@@ -1201,6 +1235,7 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
         enum kvp_check_kind k = res->check->kind;
         kvp_json_begin(&j, NULL, '{');
         kvp_json_str(&j, "id", res->check->id);
+        kvp_json_str(&j, "test", res->check->test);
         kvp_json_str(&j, "deployment", res->dep->name);
         kvp_json_str(&j, "kind", kinds[k].name);
         kvp_json_str(&j, "file", res->dep->file);
@@ -1237,6 +1272,11 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
 }
 
 
+static void junit_property_u64(struct kvp_buf *b, const char *name, uint64_t v)
+{
+    kvp_buf_printf(b, "        <property name=\"%s\" value=\"%llu\"/>\n", name, (unsigned long long)v);
+}
+
 static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_buf *b)
 {
     uint32_t bad = 0;
@@ -1257,13 +1297,22 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
         kvp_buf_printf(b, "\" tests=\"%u\" failures=\"%u\" errors=\"0\" file=\"", end - i, fails);
         kvp_buf_xml(b, dep->file);
         kvp_buf_printf(b, "\">\n");
+        if (dep->model->n_warnings) { /* what the model's loader assumed: a green report must show it */
+            kvp_buf_printf(b, "    <system-err>");
+            for (uint32_t w = 0; w < dep->model->n_warnings; w++) {
+                kvp_buf_printf(b, "warning: ");
+                kvp_buf_xml(b, dep->model->warnings[w]);
+                kvp_buf_printf(b, "\n");
+            }
+            kvp_buf_printf(b, "</system-err>\n");
+        }
         for (; i < end; i++) {
             const struct kvp_check_result *res = &r->results[i];
-            char lab[128], m[48], l[48], note[96], msg[320];
+            char m[48], l[48], note[96], msg[320];
             kvp_buf_printf(b, "    <testcase classname=\"kvplan.");
             kvp_buf_xml(b, dep->name);
             kvp_buf_printf(b, "\" name=\"");
-            kvp_buf_xml(b, label(res, lab, sizeof lab));
+            kvp_buf_xml(b, res->check->test); /* no numbers: editing a limit keeps the test's history */
             kvp_buf_printf(b, "\" file=\"");
             kvp_buf_xml(b, dep->file);
             kvp_buf_printf(b, "\" line=\"%u\"", res->check->line);
@@ -1271,13 +1320,21 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
             snprintf(msg, sizeof msg, "%s: measured %s, want %s %s%s", res->check->id,
                      human(res->check->kind, res->measured, si, m, sizeof m), op(res->check->kind),
                      human(res->check->kind, res->check->limit, si, l, sizeof l), note);
+            kvp_buf_printf(b, ">\n      <properties>\n");
+            junit_property_u64(b, "context", res->context);
+            junit_property_u64(b, "concurrency", res->concurrency);
+            kvp_buf_printf(b, "        <property name=\"measured\" value=\"%.17g\"/>\n", res->measured);
+            kvp_buf_printf(b, "        <property name=\"limit\" value=\"%.17g\"/>\n", res->check->limit);
+            kvp_buf_printf(b, "        <property name=\"id\" value=\"");
+            kvp_buf_xml(b, res->check->id);
+            kvp_buf_printf(b, "\"/>\n      </properties>\n");
             if (res->pass && !res->regressed) {
-                kvp_buf_printf(b, ">\n      <system-out>");
+                kvp_buf_printf(b, "      <system-out>");
                 kvp_buf_xml(b, msg);
                 kvp_buf_printf(b, "</system-out>\n    </testcase>\n");
                 continue;
             }
-            kvp_buf_printf(b, ">\n      <failure type=\"%s\" message=\"", res->pass ? "regression" : kinds[res->check->kind].name);
+            kvp_buf_printf(b, "      <failure type=\"%s\" message=\"", res->pass ? "regression" : kinds[res->check->kind].name);
             kvp_buf_xml(b, msg);
             kvp_buf_printf(b, "\">");
             kvp_buf_xml(b, msg);

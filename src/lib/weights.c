@@ -319,9 +319,17 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
     w->bytes = t.bytes;
     w->active_params = t.params - idle.params;
     w->active_bytes = t.bytes - idle.bytes;
+    /* most bytes first (insertion sort of at most KVP_MAX_WPARTS) */
+    for (uint32_t i = 1; i < w->n_parts; i++)
+        for (uint32_t j = i; j > 0 && w->parts[j].bytes > w->parts[j - 1].bytes; j--) {
+            struct kvp_wpart p = w->parts[j];
+            w->parts[j] = w->parts[j - 1];
+            w->parts[j - 1] = p;
+        }
     if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wtable.n)
         take_table(m, w);
     else if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0])
-        snprintf(w->source, sizeof w->source, "quantization_config (%s)", m->wscheme.method);
+        snprintf(w->source, sizeof w->source, "%s (%s)",
+                 m->wscheme.assumed ? "assumed from the model id" : "quantization_config", m->wscheme.method);
     return KVP_OK;
 }

@@ -67,7 +67,9 @@ static enum kvp_status wq_setting(struct kvp_wq *q, const char *full, char *key,
         *val++ = '\0';
     if (strcmp(key, "tensor") == 0 && val && kvp_parse_u64(val, &v) && v <= 1u << 20) {
         q->tensor_bytes = (uint32_t)v;
-    } else if (q->kind == KVP_WQ_FP8 && strcmp(key, "block") == 0 && val && (x = strchr(val, 'x')) != NULL) {
+    } else if (q->kind == KVP_WQ_FP8 && strcmp(key, "block") == 0) {
+        if (!val || !(x = strchr(val, 'x')))
+            return kvp_fail(err, KVP_ERR_USAGE, "weight format '%s': 'block' must be ROWSxCOLS, each 1..65536", full);
         *x = '\0';
         if (!kvp_parse_u64(val, &v) || !kvp_parse_u64(x + 1, &v2) || v == 0 || v2 == 0 || v > 65536 || v2 > 65536)
             return kvp_fail(err, KVP_ERR_USAGE, "weight format '%s': 'block' must be ROWSxCOLS, each 1..65536", full);

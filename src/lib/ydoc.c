@@ -212,8 +212,12 @@ enum kvp_status ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *co
         for (a = allowed; *a; a++)
             if (strcmp(*a, k) == 0)
                 break;
-        if (!*a)
+        if (!*a) {
+            const char *near = kvp_closest(k, allowed, (size_t)(a - allowed), 3);
+            if (near)
+                return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s' (did you mean '%s'?)", k, near);
             return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s'", k);
+        }
     }
     return KVP_OK;
 }
