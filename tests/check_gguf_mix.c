@@ -218,6 +218,34 @@ START_TEST(falcon_ffn_down)
 }
 END_TEST
 
+/* attn_v's count n is of the layers that have one: 8 full layers then 8 that
+ * share layer 7's cache (q and o only) put Q4_K_M's q6_K on use_more_bits(i, 8):
+ * layers 0, 3, 6, 7 (with n = 16 it would be 0, 1, 4, 7). */
+START_TEST(attn_v_count_skips_shared_layers)
+{
+    static const char yaml[] = "kvplan: 1\nname: shared-kv\ndtype: bf16\nmax_context: 4096\nhidden: 256\n"
+                               "intermediate: 512\nvocab: 256\nspecs:\n"
+                               "  attn: {kind: full, heads: 8, kv_heads: 2, head_dim: 32}\n"
+                               "  reuse: {kind: shared, shares: 7, heads: 8, kv_heads: 2, head_dim: 32}\n"
+                               "layers:\n  - {spec: attn, count: 8}\n  - {spec: reuse, count: 8}\n";
+    static const int more_8[] = {0, 3, 6, 7, -1};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_gguf_mix_state st;
+
+    kvp_model_init(&m);
+    ck_assert_kvp_ok(kvp_model_parse_yaml(yaml, sizeof yaml - 1, "shared-kv.yaml", &m, &err), err);
+    kvp_gguf_mix_begin(&m, &st);
+    ck_assert_uint_eq(st.n_attn_v, 8);
+    for (uint32_t il = 0; il < 8; il++) {
+        struct kvp_wtensor v = {KVP_WR_ATTN_V, il, 64, 256, 1};
+        enum kvp_dtype d = kvp_gguf_mix_type(&m, ftype("q4_k_m"), &v, &st);
+        ck_assert_msg(d == (in_list(more_8, il) ? KVP_DTYPE_Q6_K : KVP_DTYPE_Q4_K), "layer %u: %s", il,
+                      kvp_dtype_info(d)->name);
+    }
+}
+END_TEST
+
 /* ---- limits ---------------------------------------------------------------- */
 
 /* The fallback chain on rows that no block divides, and 1-D tensors. */
@@ -257,6 +285,7 @@ static Suite *suite(void)
     tcase_add_test(core, layer_columns);
     tcase_add_test(core, embeddings_and_output);
     tcase_add_test(core, falcon_ffn_down);
+    tcase_add_test(core, attn_v_count_skips_shared_layers);
     tcase_add_test(limits, fallbacks_and_vectors);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);

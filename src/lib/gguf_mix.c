@@ -159,11 +159,13 @@ static uint32_t n_gqa(const struct kvp_model *m)
     return s0->n_kv_heads ? s0->n_heads / s0->n_kv_heads : 0;
 }
 
-/* Does the layer have an attn_v (or attn_qkv) weight? MLA stores attn_k_b and
- * attn_v_b instead (convert_hf_to_gguf splits kv_b_proj), which are not. */
+/* Does the layer have an attn_v (or attn_qkv) weight, as weights.c offers its
+ * tensors? MLA stores attn_k_b and attn_v_b instead (convert_hf_to_gguf
+ * splits kv_b_proj), which are not; a layer sharing another's KV cache has
+ * q and o only. */
 static bool has_attn_v(enum kvp_layer_kind k)
 {
-    return k == KVP_LAYER_FULL || k == KVP_LAYER_SLIDING || k == KVP_LAYER_CHUNKED || k == KVP_LAYER_SHARED;
+    return k == KVP_LAYER_FULL || k == KVP_LAYER_SLIDING || k == KVP_LAYER_CHUNKED;
 }
 
 static enum category category(const struct kvp_model *m, const struct kvp_wtensor *t)
