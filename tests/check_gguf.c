@@ -95,16 +95,22 @@ static void kv_tokens(struct gbuf *b, uint64_t n)
         put_str(b, "t");
 }
 
-/* A 2-D F16 tensor info [ne0, ne1] (ne0 innermost). */
-static void tensor2(struct gbuf *b, const char *name, uint64_t ne0, uint64_t ne1)
+/* A tensor info of ggml type `type` and n_dims dims ne (ne[0] innermost). */
+static void tensor(struct gbuf *b, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne)
 {
     put_str(b, name);
-    put_u32(b, 2);
-    put_u64(b, ne0);
-    put_u64(b, ne1);
-    put_u32(b, 1);
+    put_u32(b, n_dims);
+    for (uint32_t d = 0; d < n_dims; d++)
+        put_u64(b, ne[d]);
+    put_u32(b, type);
     put_u64(b, 0);
     patch_u64(b, 8, ++b->n_tensors);
+}
+
+/* A 2-D F16 tensor info [ne0, ne1]. */
+static void tensor2(struct gbuf *b, const char *name, uint64_t ne0, uint64_t ne1)
+{
+    tensor(b, name, 1, 2, (const uint64_t[]){ne0, ne1});
 }
 
 /* Parse b as "model.gguf" into m; validate when it parsed. */
@@ -170,6 +176,7 @@ START_TEST(llama_gqa)
     ck_assert_int_eq(m.dtype, KVP_DTYPE_F16);
     ck_assert_str_eq(m.name, "tiny-llama-3-gqa");
     ck_assert_str_eq(m.family, "llama");
+    ck_assert_str_eq(m.arch, "llama"); /* a GGUF's own: q4_0, q6_k ... name llama.cpp file types */
     ck_assert_str_eq(m.source, "GGUF header of model.gguf");
     ck_assert_uint_eq(m.n_warnings, 0);
 }
@@ -189,7 +196,7 @@ START_TEST(llama_vocab_size_and_tied)
     kv_u32(&b, "llama.feed_forward_length", 256);
     kv_u32(&b, "llama.attention.head_count", 4);
     kv_u32(&b, "llama.vocab_size", 32000);
-    kv_u32(&b, "general.file_type", 15); /* Q4_K_M: not modelled */
+    kv_u32(&b, "general.file_type", 15); /* Q4_K_M: the tensor table says what is stored */
     tensor2(&b, "token_embd.weight", 128, 32000);
     ck_assert_kvp_ok(parse(&b, b.n, &m, &err), err);
     ck_assert_uint_eq(m.vocab, 32000);
@@ -197,9 +204,8 @@ START_TEST(llama_vocab_size_and_tied)
     ck_assert_uint_eq(kvp_model_layer(&m, 0)->n_kv_heads, 4); /* default: MHA */
     ck_assert_str_eq(m.name, "model");                         /* no general.name: the file name */
     ck_assert_int_eq(m.dtype, KVP_DTYPE_F16);
-    ck_assert_uint_eq(m.n_warnings, 1);
-    ck_assert_str_eq(m.warnings[0], "'general.file_type' 15 is a quantization mix kvplan does not model: "
-                                    "weights are counted at f16");
+    ck_assert_uint_eq(m.n_warnings, 0);
+    ck_assert_str_eq(m.wtable.mixture, "Q4_K_M");
 }
 END_TEST
 
@@ -254,9 +260,8 @@ START_TEST(per_layer_kv_heads)
     ck_assert_int_eq(kvp_model_layer(&m, 2)->kind, KVP_LAYER_NONE);
     ck_assert_uint_eq(kvp_model_layer(&m, 3)->n_kv_heads, 4);
     ck_assert_int_eq(kvp_model_layer(&m, 3)->kind, KVP_LAYER_FULL);
-    ck_assert_uint_eq(m.n_warnings, 2); /* f32 weights in the file; a layer without KV heads */
-    ck_assert_str_eq(m.warnings[0], "weights are f32 in the file: size them with --weight-dtype f32 "
-                                    "(the KV cache defaults to f16, as in llama.cpp)");
+    ck_assert_uint_eq(m.n_warnings, 1); /* a layer without KV heads */
+    ck_assert_uint_eq(m.wtable.n, 0);   /* no tensor infos: no table */
 }
 END_TEST
 
@@ -397,6 +402,59 @@ START_TEST(unknown_arch_warns)
 }
 END_TEST
 
+/* Every tensor's exact bytes, summed per ggml type (ggml-common.h block sizes):
+ *   q6_K   token_embd + output [4096, 100]      2 x 100 rows x 16 x 210 B  = 672000
+ *   q4_K   attn_q [4096, 4096]                  4096 rows x 16 x 144 B     = 9437184
+ *   q8_0   ffn_down_exps [256, 4096, 8]         32768 rows x 8 x 34 B      = 8912896 (experts)
+ *   f32    attn_norm [4096]                     4096 x 4 B                 = 16384
+ *   iq4_xs ffn_gate [256, 10]                   10 rows x 136 B            = 1360
+ *   bf16   attn_k [64, 3]                       192 x 2 B                  = 384
+ *   tq2_0  ffn_up [256, 2, 1, 3], 4 dims        6 rows x 66 B              = 396 */
+START_TEST(tensor_table)
+{
+    static const struct { enum kvp_dtype d; uint64_t tensors, params, bytes; } want[] = {
+        {KVP_DTYPE_Q4_K, 1, 4096 * 4096, 9437184},   {KVP_DTYPE_Q8_0, 1, 256 * 4096 * 8, 8912896},
+        {KVP_DTYPE_Q6_K, 2, 2 * 4096 * 100, 672000}, {KVP_DTYPE_F32, 1, 4096, 16384},
+        {KVP_DTYPE_IQ4_XS, 1, 2560, 1360},           {KVP_DTYPE_TQ2_0, 1, 256 * 6, 396},
+        {KVP_DTYPE_BF16, 1, 192, 384},
+    };
+    struct gbuf b;
+    struct kvp_model m;
+    struct kvp_error err;
+
+    g_begin(&b, 3);
+    kv_str(&b, "general.architecture", "llama");
+    kv_u32(&b, "general.file_type", 15);
+    kv_u32(&b, "llama.block_count", 1);
+    kv_u32(&b, "llama.context_length", 8192);
+    kv_u32(&b, "llama.embedding_length", 4096);
+    kv_u32(&b, "llama.feed_forward_length", 14336);
+    kv_u32(&b, "llama.attention.head_count", 32);
+    tensor(&b, "token_embd.weight", 14, 2, (const uint64_t[]){4096, 100});
+    tensor(&b, "output.weight", 14, 2, (const uint64_t[]){4096, 100});
+    tensor(&b, "blk.0.attn_norm.weight", 0, 1, (const uint64_t[]){4096});
+    tensor(&b, "blk.0.attn_q.weight", 12, 2, (const uint64_t[]){4096, 4096});
+    tensor(&b, "blk.0.attn_k.weight", 30, 2, (const uint64_t[]){64, 3});
+    tensor(&b, "blk.0.ffn_gate.weight", 23, 2, (const uint64_t[]){256, 10});
+    tensor(&b, "blk.0.ffn_up.weight", 35, 4, (const uint64_t[]){256, 2, 1, 3});
+    tensor(&b, "blk.0.ffn_down_exps.weight", 8, 3, (const uint64_t[]){256, 4096, 8});
+    ck_assert_kvp_ok(parse(&b, b.n, &m, &err), err);
+    ck_assert_uint_eq(m.wtable.n, N_ELEMS(want));
+    for (size_t i = 0; i < N_ELEMS(want); i++) {
+        ck_assert_msg(m.wtable.rows[i].dtype == want[i].d, "row %zu is %s", i,
+                      kvp_dtype_info(m.wtable.rows[i].dtype)->name);
+        ck_assert_uint_eq(m.wtable.rows[i].tensors, want[i].tensors);
+        ck_assert_uint_eq(m.wtable.rows[i].params, want[i].params);
+        ck_assert_uint_eq(m.wtable.rows[i].bytes, want[i].bytes);
+    }
+    ck_assert_uint_eq(m.wtable.expert_bytes, 8912896);
+    ck_assert_str_eq(m.wtable.what, "GGUF tensor table");
+    ck_assert_str_eq(m.wtable.mixture, "Q4_K_M");
+    ck_assert_int_eq(m.dtype, KVP_DTYPE_F16); /* the KV cache's default, as in llama.cpp */
+    ck_assert_uint_eq(m.n_warnings, 0);
+}
+END_TEST
+
 /* ---- limits ---------------------------------------------------------------- */
 
 /* Every prefix of a valid header is an error (never a crash); the whole is OK. */
@@ -520,6 +578,21 @@ static void hostile_header(struct gbuf *b, int i)
         kv_str(b, "general.architecture", "llama");
         patch_u64(b, 8, UINT64_C(1) << 50);
         break;
+    case 14: /* a tensor of ggml type 31 (the removed Q4_0_4_4) */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        tensor(b, "blk.0.attn_q.weight", 31, 2, (const uint64_t[]){4096, 4096});
+        break;
+    case 15: /* a q4_K row of 4000 values: not a multiple of 256 */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        tensor(b, "blk.0.attn_q.weight", 12, 2, (const uint64_t[]){4000, 4096});
+        break;
+    case 16: /* 2^40 x 2^40 x 2^40 values */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        tensor(b, "x", 0, 3, (const uint64_t[]){UINT64_C(1) << 40, UINT64_C(1) << 40, UINT64_C(1) << 40});
+        break;
     default:
         ck_abort_msg("no hostile case %d", i);
     }
@@ -551,6 +624,14 @@ static const struct hostile hostile[] = {
      "in the 9 bytes left at offset 69"},
     {"n_tensors 2^50", KVP_ERR_SYNTAX,
      "model.gguf: truncated header: 1125899906842624 tensor infos do not fit in the 0 bytes left at offset 69"},
+    {"ggml type 31", KVP_ERR_UNSUPPORTED,
+     "model.gguf: tensor 0 ('blk.0.attn_q.weight') has unknown ggml type 31 at offset 116"},
+    {"q4_K row of 4000", KVP_ERR_SYNTAX,
+     "model.gguf: tensor 0 ('blk.0.attn_q.weight') has rows of 4000 values, not a multiple of the q4_K block "
+     "of 256 at offset 116"},
+    {"2^120 values", KVP_ERR_OVERFLOW,
+     "model.gguf: tensor 0 ('x') has 1099511627776 x 1099511627776 x 1099511627776 x 1 values, more than "
+     "2^64, at offset 106"},
 };
 
 START_TEST(hostile_inputs)
@@ -601,6 +682,7 @@ static Suite *suite(void)
     tcase_add_test(core, gemma3_swa);
     tcase_add_test(core, deepseek2_mla);
     tcase_add_test(core, unknown_arch_warns);
+    tcase_add_test(core, tensor_table);
     suite_add_tcase(s, core);
     tcase_add_test(limits, truncated_prefixes);
     tcase_add_test(limits, truncated_message);

@@ -193,10 +193,15 @@ bool kvp_gguf_ftype_from_name(const char *s, uint32_t *ftype);
 /* "Q4_K_M"; NULL if unknown. */
 const char *kvp_gguf_ftype_name(uint32_t ftype);
 /* The type llama.cpp's quantizer gives tensor t of model m under file type
- * ftype (llama-quant.cpp llama_tensor_get_type, fallbacks included). The
- * tensors of m are offered in the order weights.c visits them (layer by
- * layer); `state` carries llama.cpp's counters across calls: zero it before
- * the first. */
+ * ftype (llama-quant.cpp llama_tensor_get_type, fallbacks included; rules
+ * and version in docs/model-format.md). The tensors of m are offered in the
+ * order weights.c visits them: layer by layer, and within a layer in
+ * llama.cpp's name order where two share a counter (ffn_down_exps before
+ * ffn_down_shexp; a fused attn_qkv offered as q, k, v in that order); `state`
+ * carries llama.cpp's counters across calls: kvp_gguf_mix_begin sets it up.
+ * Tensors llama.cpp never quantizes (1-D, VECTOR, ROUTER, POS_EMBD) are f32,
+ * as convert_hf_to_gguf stores them; an ftype kvp_gguf_ftype_name does not
+ * know prices every tensor as f16. */
 struct kvp_gguf_mix_state {
     uint32_t n_attn_v, i_attn_v, n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
 };

@@ -18,8 +18,11 @@
  * The header is walked twice. The first walk checks the structure of every
  * pair and finds general.architecture; the second (which cannot fail on
  * structure, only on a key kvplan reads appearing twice) takes the
- * `<arch>.` keys. Then the tensor infos are read for
- * output.weight (absent = tied embeddings) and token_embd.weight (vocab).
+ * `<arch>.` keys. Then the tensor infos are read: every tensor's type and
+ * exact bytes (ne1*ne2*ne3 rows of ne0 values in its ggml type) make the
+ * model's weight table (m->wtable, the weights as stored), and
+ * output.weight (absent = tied embeddings) and token_embd.weight (vocab)
+ * are noted.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -27,6 +30,8 @@
 #include <string.h>
 
 #include "kvplan/model.h"
+#include "kvplan/num.h"
+#include "kvplan/wquant.h"
 
 /* ---- value types ------------------------------------------------------ */
 
@@ -260,6 +265,10 @@ struct header {
     /* tensor infos */
     bool has_output;
     uint64_t embd_rows;         /* token_embd.weight ne[1], 0 if not seen */
+    struct {
+        uint64_t tensors, params, bytes;
+    } by_dtype[KVP_DTYPE_COUNT]; /* the tensor table, summed per ggml type */
+    uint64_t expert_bytes;      /* of tensors named *_exps* (routed experts) */
 };
 
 /* Keys under `<arch>.`, with where each goes. */
@@ -393,7 +402,55 @@ static enum kvp_status read_preamble(struct cursor *c, struct header *h)
     return KVP_OK;
 }
 
-/* Tensor infos from kv_end: note output.weight and token_embd.weight's ne[1]. */
+/* Whether the n bytes at name contain the string part. */
+static bool name_has(const char *name, uint64_t n, const char *part)
+{
+    size_t k = strlen(part);
+    for (uint64_t i = 0; i + k <= n; i++)
+        if (memcmp(name + i, part, k) == 0)
+            return true;
+    return false;
+}
+
+/* Add one tensor of ggml type `type` and shape ne to h's table: its bytes are
+ * ne1*ne2*ne3 rows of ne0 values (ggml_nbytes for a contiguous tensor), every
+ * product checked. at: the offset of the type field, for messages. */
+static enum kvp_status count_tensor(struct cursor *c, struct header *h, const char *name, uint64_t nlen,
+                                    uint32_t type, const uint64_t ne[MAX_DIMS], uint64_t at)
+{
+    enum kvp_dtype d;
+    const struct kvp_dtype_info *info;
+    uint64_t rows, params, row, bytes;
+    struct kvp_error inner;
+
+    if (!kvp_dtype_from_ggml(type, &d))
+        return kvp_fail_at(c->err, KVP_ERR_UNSUPPORTED, c->file, 0, 0,
+                           "%s has unknown ggml type %" PRIu32 " at offset %" PRIu64, c->what, type, at);
+    info = kvp_dtype_info(d);
+    if (ne[0] % info->block_elems != 0)
+        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+                           "%s has rows of %" PRIu64 " values, not a multiple of the %s block of %" PRIu32
+                           " at offset %" PRIu64,
+                           c->what, ne[0], info->name, info->block_elems, at);
+    if (!kvp_mul3(ne[1], ne[2], ne[3], &rows) || !kvp_mul(rows, ne[0], &params))
+        return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
+                           "%s has %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
+                           " values, more than 2^64, at offset %" PRIu64,
+                           c->what, ne[0], ne[1], ne[2], ne[3], at);
+    if (kvp_format_row_bytes(&(struct kvp_format){.dtype = d}, ne[0], &row, &inner) != KVP_OK ||
+        !kvp_mul(row, rows, &bytes) || !kvp_add(h->by_dtype[d].bytes, bytes, &h->by_dtype[d].bytes) ||
+        !kvp_add(h->by_dtype[d].params, params, &h->by_dtype[d].params))
+        return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
+                           "%s: its bytes in %s overflow 64 bits at offset %" PRIu64, c->what, info->name, at);
+    h->by_dtype[d].tensors++;
+    if (name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes))
+        return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
+                           "%s: expert bytes overflow 64 bits at offset %" PRIu64, c->what, at);
+    return KVP_OK;
+}
+
+/* Tensor infos from kv_end: the table of types and bytes; output.weight and
+ * token_embd.weight's ne[1]. Dimensions past n_dims are 1, as in ggml. */
 static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
 {
     enum kvp_status st;
@@ -406,7 +463,7 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
                            h->n_tensors, left(c), c->pos);
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const char *name;
-        uint64_t nlen, ne[MAX_DIMS] = {0}, offset;
+        uint64_t nlen, ne[MAX_DIMS] = {1, 1, 1, 1}, offset, type_at;
         uint32_t n_dims, type;
 
         snprintf(c->what, sizeof c->what, "tensor %" PRIu64 " name", i);
@@ -422,7 +479,9 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
         for (uint32_t d = 0; d < n_dims; d++)
             if ((st = read_u64(c, &ne[d])) != KVP_OK)
                 return st;
-        if ((st = read_u32(c, &type)) != KVP_OK || (st = read_u64(c, &offset)) != KVP_OK)
+        type_at = c->pos;
+        if ((st = read_u32(c, &type)) != KVP_OK || (st = read_u64(c, &offset)) != KVP_OK ||
+            (st = count_tensor(c, h, name, nlen, type, ne, type_at)) != KVP_OK)
             return st;
         if (key_is(name, nlen, "output.weight"))
             h->has_output = true;
@@ -593,28 +652,44 @@ static void set_name(struct kvp_model *m, const struct header *h, const char *fi
 
 /* llama.cpp caches K and V in f16 by default whatever the weights are, and
  * kvplan's model dtype is also its default cache dtype, so a GGUF model is
- * f16. The file's weight type (general.file_type, llama_ftype) is reported
- * in a warning naming the --weight-dtype that sizes the weights as stored. */
-static void set_dtype(struct kvp_model *m, const struct header *h)
+ * f16. The weights are what the tensor table says (set_wtable). */
+static void set_dtype(struct kvp_model *m)
 {
-    static const struct { uint32_t ftype; const char *name; } table[] = {
-        {0, "f32"}, {1, "f16"}, {2, "q4_0"}, {3, "q4_1"}, {7, "q8_0"}, {8, "q5_0"}, {9, "q5_1"}, {32, "bf16"},
-    };
     m->dtype = KVP_DTYPE_F16;
     m->state_dtype = KVP_DTYPE_F32; /* llama.cpp keeps recurrent state in f32 */
-    if (!h->file_type.set || !type_is_int(h->file_type.v.type)) {
-        kvp_model_warn(m, "no 'general.file_type': weights are counted at f16");
-        return;
+}
+
+/* m->wtable from the tensor table: one row per ggml type, most bytes first
+ * (ties in dtype order); the mixture is general.file_type's name. */
+static enum kvp_status set_wtable(struct build *b)
+{
+    const struct header *h = b->h;
+    struct kvp_wtable *t = &b->m->wtable;
+    const char *mix = NULL;
+
+    memset(t, 0, sizeof *t);
+    for (int d = 0; d < KVP_DTYPE_COUNT; d++) {
+        uint32_t i;
+        if (h->by_dtype[d].tensors == 0)
+            continue;
+        if (t->n == KVP_WTABLE_MAX)
+            return kvp_fail_at(b->err, KVP_ERR_UNSUPPORTED, b->file, 0, 0,
+                               "the tensors use more than %d ggml types (kvplan keeps %d)", KVP_WTABLE_MAX,
+                               KVP_WTABLE_MAX);
+        for (i = t->n; i > 0 && t->rows[i - 1].bytes < h->by_dtype[d].bytes; i--)
+            t->rows[i] = t->rows[i - 1];
+        t->rows[i] = (struct kvp_wtable_row){(enum kvp_dtype)d, h->by_dtype[d].tensors, h->by_dtype[d].params,
+                                             h->by_dtype[d].bytes};
+        t->n++;
     }
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (h->file_type.v.u == table[i].ftype) {
-            if (table[i].ftype != 1)
-                kvp_model_warn(m, "weights are %s in the file: size them with --weight-dtype %s "
-                               "(the KV cache defaults to f16, as in llama.cpp)", table[i].name, table[i].name);
-            return;
-        }
-    kvp_model_warn(m, "'general.file_type' %" PRIu64 " is a quantization mix kvplan does not model: "
-                   "weights are counted at f16", h->file_type.v.u);
+    if (t->n == 0)
+        return KVP_OK;
+    t->expert_bytes = h->expert_bytes;
+    snprintf(t->what, sizeof t->what, "GGUF tensor table");
+    if (h->file_type.set && type_is_int(h->file_type.v.type) && h->file_type.v.u <= UINT32_MAX)
+        mix = kvp_gguf_ftype_name((uint32_t)h->file_type.v.u);
+    snprintf(t->mixture, sizeof t->mixture, "%s", mix ? mix : "");
+    return KVP_OK;
 }
 
 /* Per-arch weight details that the header does not spell out. */
@@ -758,14 +833,15 @@ static enum kvp_status build_model(struct build *b)
     enum kvp_status st;
 
     snprintf(m->family, sizeof m->family, "%.63s", b->h->arch);
+    snprintf(m->arch, sizeof m->arch, "%.*s", (int)sizeof m->arch - 1, b->h->arch);
     snprintf(m->source, sizeof m->source, "GGUF header of %s", b->file);
     set_name(m, b->h, b->file);
     if (!arch_in(b->h->arch, known_archs))
         kvp_model_warn(m, "architecture '%s' is not known to kvplan: only the generic keys were read",
                        b->h->arch);
-    set_dtype(m, b->h);
+    set_dtype(m);
     set_arch_details(m, b->h->arch);
-    if ((st = build_globals(b, &n_layer)) != KVP_OK)
+    if ((st = set_wtable(b)) != KVP_OK || (st = build_globals(b, &n_layer)) != KVP_OK)
         return st;
     for (uint32_t il = 0; il < n_layer; il++) {
         struct kvp_layer_spec s;

@@ -194,6 +194,7 @@ static inline void fuzz_engine(const struct kvp_model *m, const uint8_t *data, s
     fuzz_kv(m, ctx, 1, "int2:outliers=0.01");
     fuzz_weights(m, "bf16");
     fuzz_weights(m, "q4_0");
+    fuzz_weights(m, "q4_k_m"); /* llama.cpp's mixture, tensor by tensor (gguf_mix.c) */
     fuzz_fit(m, KVP_ENGINE_VLLM, ctx > (1u << 20) ? (1u << 20) : ctx);
     fuzz_fit(m, KVP_ENGINE_LLAMACPP, ctx > 4096 ? 4096 : ctx);
     fuzz_fit(m, KVP_ENGINE_SGLANG, 1 + pick % 65536);

@@ -23,6 +23,20 @@
  * logit (%.9g). Flash attention off and an f32 K/V cache: the path that
  * stays within float rounding of a plain fp32 decoder.
  *
+ *     probe LIBDIR SRC.gguf quantize OUT FTYPE...
+ *
+ * quantizes SRC to OUT-<FTYPE>.gguf with llama.cpp's own quantizer
+ * (llama_model_quantize, default parameters, 2 threads) once per file type
+ * (enum llama_ftype), then reads each one's tensor table back with ggml's GGUF reader and prints a line
+ *
+ *     <ftype> ok <bytes> <tensors> <type>:<bytes> ...   the sum of gguf_get_tensor_size, per type
+ *     <ftype> refused <llama.cpp's reason>
+ *
+ * A file type the quantizer refuses for want of an importance matrix
+ * (IQ1/IQ2/IQ3_XXS, Q2_K_S) is run again with one of ones for every matrix.
+ * One process for many file types: the IQ quantizers build their grids once
+ * per process (about 35 s for IQ1's).
+ *
  * TYPE_K/TYPE_V are ggml type names (f16, bf16, q8_0, q4_0, f32); FA is -1
  * (auto), 0 (off) or 1 (on). Exit 0 for both answers; 2 for bad usage.
  * Built against the headers of the same llama.cpp release (tests/oracle/run.sh).
@@ -33,6 +47,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "gguf.h"
 #include "llama.h"
 
 void kvprobe_breakdown(struct llama_context *ctx, unsigned long long *model, unsigned long long *context,
@@ -118,6 +133,115 @@ static int decode(const char *path, int n, int all)
     return 0;
 }
 
+/* Logging to log_cb, the CPU backends from libdir (without them: "no backends are loaded"). */
+static void init(const char *libdir)
+{
+    verbose = getenv("PROBE_VERBOSE") != NULL;
+    llama_log_set(log_cb, NULL);
+    ggml_backend_load_all_from_path(libdir);
+    llama_backend_init();
+}
+
+/* Sum OUT's tensor bytes, per type too, as ggml's own reader sees them. */
+static int table(const char *path)
+{
+    struct gguf_init_params gp = {true, NULL};
+    struct gguf_context *g = gguf_init_from_file(path, gp);
+    unsigned long long total = 0, by_type[GGML_TYPE_COUNT] = {0};
+    int64_t n;
+
+    if (!g) {
+        printf("refused cannot read %s\n", path);
+        return 0;
+    }
+    n = gguf_get_n_tensors(g);
+    for (int64_t i = 0; i < n; i++) {
+        total += gguf_get_tensor_size(g, i);
+        by_type[gguf_get_tensor_type(g, i)] += gguf_get_tensor_size(g, i);
+    }
+    printf("ok %llu %lld", total, (long long)n);
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (by_type[t])
+            printf(" %s:%llu", ggml_type_name((enum ggml_type)t), by_type[t]);
+    printf("\n");
+    gguf_free(g);
+    return 0;
+}
+
+/* An importance matrix of ones, ne0 * ne2 floats for every tensor of 2 or 3 dims of src. */
+static struct llama_model_imatrix_data *ones_imatrix(const char *src, float **buf)
+{
+    struct gguf_init_params gp = {true, NULL};
+    struct gguf_context *g = gguf_init_from_file(src, gp);
+    struct llama_model_imatrix_data *im;
+    size_t total = 0, at = 0;
+    int64_t n, k = 0;
+
+    if (!g)
+        return NULL;
+    n = gguf_get_n_tensors(g);
+    for (int64_t i = 0; i < n; i++)
+        total += (size_t)(gguf_get_tensor_ne(g, i)[0] * gguf_get_tensor_ne(g, i)[2]);
+    im = calloc((size_t)n + 1, sizeof *im);
+    *buf = malloc(total * sizeof **buf);
+    if (!im || !*buf)
+        return NULL;
+    for (size_t j = 0; j < total; j++)
+        (*buf)[j] = 1.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t *ne = gguf_get_tensor_ne(g, i);
+        if (ne[1] == 1)
+            continue; /* 1-D: never quantized */
+        im[k].name = strdup(gguf_get_tensor_name(g, i));
+        im[k].data = *buf + at;
+        im[k].size = (size_t)(ne[0] * ne[2]);
+        at += im[k].size;
+        k++;
+    }
+    gguf_free(g);
+    return im;
+}
+
+/* Quantize src to out as ftype; 0 when it ran. */
+static int quantize_one(const char *src, int ftype, const char *out, const struct llama_model_imatrix_data *im)
+{
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+
+    qp.ftype = (enum llama_ftype)ftype;
+    qp.nthread = 2;
+    qp.imatrix = im;
+    last_error[0] = '\0';
+    return llama_model_quantize(src, out, &qp) != 0;
+}
+
+static int quantize(const char *src, const char *prefix, int n, char **ftypes)
+{
+    struct llama_model_imatrix_data *im = NULL;
+    float *buf = NULL;
+
+    for (int i = 0; i < n; i++) {
+        int ft = atoi(ftypes[i]);
+        char out[4096];
+        snprintf(out, sizeof out, "%s-%d.gguf", prefix, ft);
+        int failed = quantize_one(src, ft, out, NULL);
+        if (failed && strstr(last_error, "requires an imatrix")) {
+            if (!im && !(im = ones_imatrix(src, &buf))) {
+                printf("%d refused cannot build an imatrix for %s\n", ft, src);
+                continue;
+            }
+            failed = quantize_one(src, ft, out, im);
+        }
+        printf("%d ", ft);
+        if (failed) /* a line per file type, printed as soon as its file is complete */
+            printf("refused %s\n", last_error[0] ? last_error : "llama_model_quantize failed");
+        else
+            table(out);
+        fflush(stdout);
+    }
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct llama_model_params mp;
@@ -128,20 +252,18 @@ int main(int argc, char **argv)
     unsigned long long mb = 0, kb = 0, cb = 0;
 
     if (argc == 5 && (strcmp(argv[3], "decode") == 0 || strcmp(argv[3], "logits") == 0)) {
-        verbose = getenv("PROBE_VERBOSE") != NULL;
-        llama_log_set(log_cb, NULL);
-        ggml_backend_load_all_from_path(argv[1]);
-        llama_backend_init();
+        init(argv[1]);
         return decode(argv[2], atoi(argv[4]), strcmp(argv[3], "logits") == 0);
+    }
+    if (argc >= 6 && strcmp(argv[3], "quantize") == 0) {
+        init(argv[1]);
+        return quantize(argv[2], argv[4], argc - 5, argv + 5);
     }
     if (argc != 9 || !type_from_name(argv[4], &tk) || !type_from_name(argv[5], &tv)) {
         fprintf(stderr, "usage: probe LIBDIR MODEL.gguf N_CTX TYPE_K TYPE_V N_SEQ SWA_FULL FA\n");
         return 2;
     }
-    verbose = getenv("PROBE_VERBOSE") != NULL;
-    llama_log_set(log_cb, NULL);
-    ggml_backend_load_all_from_path(argv[1]); /* without it: "no backends are loaded" */
-    llama_backend_init();
+    init(argv[1]);
     mp = llama_model_default_params();
     mp.no_alloc = true;                  /* plan only */
     mp.load_mode = LLAMA_LOAD_MODE_NONE; /* mmap with no_alloc aborts */

@@ -15,6 +15,9 @@
 # llama.cpp's (section 5): `export-gguf --ref-weights` writes the decoder's
 # own f32 weights, tests/oracle/ref_logits.c prints its logits and the
 # probe's `logits` mode prints llama.cpp's (flash attention off, f32 cache).
+# Last (section 6), weights by llama.cpp file type: llama.cpp's own quantizer
+# (llama_model_quantize) against kvplan's reading of the result and its
+# prediction from the unquantized file.
 # Exit 0: every row agrees (or the npm registry cannot be reached: skipped);
 # 1: a mismatch; 2: the setup failed.
 set -u
@@ -247,8 +250,77 @@ for model in oracle-ref-gqa oracle-ref-mqa oracle-ref-mha; do
         "max |dlogit| $4 = $5 relative (bound $LTOL): $res" >>"$NOTES"
 done
 
+# ---- 6. weights by file type: llama.cpp's quantizer against kvplan ----------
+# For each shape and llama.cpp file type: llama_model_quantize (the probe's
+# `quantize` mode, all of a shape's file types in one process) turns kvplan's
+# sparse f16 export SRC into OUT and reads OUT's tensor table back with
+# ggml's reader (sum of gguf_get_tensor_size).
+# (a) kvplan reads OUT: `kvplan size OUT` weight_bytes (the GGUF tensor table)
+#     must equal it to the byte;
+# (b) kvplan predicts it from SRC: `kvplan size SRC --weight-dtype FTYPE`
+#     (gguf_mix.c, llama.cpp's rules) must be within 2%; exact is reported.
+# The shapes have real layer counts (attn_v and ffn_down rules by position):
+# 32 layers with GQA 4; 80 layers with GQA 8 (llama.cpp's 70B rule); hidden
+# 320 with MHA and tied embeddings (no K-quant block divides a row: every
+# fallback); and the MLA (3-D attn_k_b/attn_v_b) and gemma3 shapes of section 3.
+QTABLE="$O/quant.md"
+printf '| shape | file type | llama.cpp bytes | kvplan table | (a) | kvplan predicted | (b) |\n|---|---|---:|---:|---|---:|---|\n' >"$QTABLE"
+wqmodel() { # name, hidden, intermediate, vocab, tied, heads, kv heads, head dim, layers
+    printf 'kvplan: 1\nname: %s\ndtype: f16\nmax_context: 4096\nhidden: %s\nintermediate: %s\nvocab: %s\ntied_embeddings: %s\nspecs:\n  attn: {kind: full, heads: %s, kv_heads: %s, head_dim: %s}\nlayers:\n  - {spec: attn, count: %s}\n' \
+        "$@" >"$O/models/$1.yaml"
+}
+wqmodel oracle-wq-gqa 256 768 512 false 8 2 32 32
+wqmodel oracle-wq-80 256 512 256 false 8 1 32 80
+wqmodel oracle-wq-odd 320 864 500 true 5 5 64 12
+# name:llama_ftype id (include/llama.h)
+FT_ALL="q4_0:2 q4_1:3 q5_0:8 q5_1:9 q8_0:7 f16:1 bf16:32 q2_k:10 q2_k_s:21 q3_k_s:11 q3_k_m:12 q3_k_l:13
+q4_k_s:14 q4_k_m:15 q5_k_s:16 q5_k_m:17 q6_k:18 iq4_nl:25 iq4_xs:30 iq3_s:26 iq3_m:27 iq3_xs:22 iq3_xxs:23
+iq2_xxs:19 iq2_xs:20 iq2_s:28 iq2_m:29 iq1_s:24 iq1_m:31 tq1_0:36 tq2_0:37 mxfp4_moe:38"
+FT_KQ="q4_0:2 q8_0:7 q2_k:10 q3_k_s:11 q3_k_m:12 q3_k_l:13 q4_k_s:14 q4_k_m:15 q5_k_m:17 q6_k:18 iq4_xs:30 iq3_s:26"
+FT_FEW="q4_0:2 q8_0:7 q2_k:10 q4_k_m:15 q6_k:18 iq4_xs:30 mxfp4_moe:38"
+weight_bytes() { "$KVPLAN" size "$@" --format json 2>"$O/kvplan.err" | sed -n 's/.*"weight_bytes": *\([0-9]*\).*/\1/p' | head -1; }
+qstart=$(date +%s)
+for job in "oracle-wq-gqa:$FT_ALL" "oracle-wq-80:$FT_KQ" "oracle-wq-odd:$FT_ALL" "oracle-mla:$FT_FEW" \
+    "oracle-gemma3-irregular:$FT_FEW"; do
+    model=${job%%:*} src="$O/gguf/${job%%:*}-f16.gguf" out="$O/gguf/quantized"
+    if ! "$KVPLAN" export-gguf "$O/models/$model.yaml" "$src" --sparse >/dev/null 2>"$O/export.err"; then
+        echo "MISMATCH weights $model: export refused: $(cat "$O/export.err")" >>"$NOTES"; fail=$((fail + 1))
+        continue
+    fi
+    ids=$(for ft in ${job#*:}; do printf '%s ' "${ft#*:}"; done)
+    # one line per file type as the quantizer finishes it (OUT-<id>.gguf); the
+    # loop runs in a subshell, so it leaves its verdicts in the table only
+    GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$src" quantize "$out" $ids 2>"$O/probe.err" | while read -r id lc; do
+        name=$(for ft in ${job#*:}; do [ "${ft#*:}" = "$id" ] && echo "${ft%:*}"; done)
+        q="$out-$id.gguf"
+        if [ "${lc%% *}" != ok ]; then
+            echo "MISMATCH weights $model $name: llama.cpp cannot quantize: $lc" >>"$NOTES"
+            printf '| %s | %s | refused | | MISMATCH | | |\n' "$model" "$name" >>"$QTABLE"; continue
+        fi
+        lb=$(echo "$lc" | cut -d' ' -f2)
+        kt=$(weight_bytes "$q"); kt=${kt:-refused}
+        kp=$(weight_bytes "$src" --weight-dtype "$name"); kp=${kp:-refused}
+        rm -f "$q"
+        ra=MISMATCH rb=MISMATCH
+        [ "$kt" = "$lb" ] && ra=equal
+        if [ "$kp" = "$lb" ]; then rb=equal
+        elif [ "$kp" != refused ]; then
+            rb=$(awk -v p="$kp" -v l="$lb" 'BEGIN { d = (p - l) / l * 100; printf "%+.2f%%", d; exit !(d <= 2 && d >= -2) }') ||
+                rb="MISMATCH $rb"
+        fi
+        case "$ra $rb" in *MISMATCH*)
+            printf 'MISMATCH weights %s %s: llama.cpp %s (%s), kvplan table %s, predicted %s %s\n' "$model" "$name" \
+                "$lb" "$(echo "$lc" | cut -d' ' -f4-)" "$kt" "$kp" "$(tail -1 "$O/kvplan.err")" >>"$NOTES" ;;
+        esac
+        printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$model" "$name" "$lb" "$kt" "$ra" "$kp" "$rb" >>"$QTABLE"
+    done
+done
+nq=$(grep -c '^| oracle' "$QTABLE") qbad=$(grep -c 'MISMATCH' "$QTABLE")
+pass=$((pass + nq - qbad)) fail=$((fail + qbad))
+echo "weights by file type: $nq quantizations in $(($(date +%s) - qstart)) s, table in $QTABLE" >>"$NOTES"
+
 echo
 cat "$NOTES"
 echo
-echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE"
+echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE, $QTABLE"
 [ $fail -eq 0 ]
