@@ -126,7 +126,14 @@ static void mla(struct tally *t, const struct kvp_model *m, const struct kvp_lay
     }
     matrix(t, KVP_WR_MLA_KV_A, r + rope, h);
     vector(t, r);
-    matrix(t, KVP_WR_MLA_KV_B, hq * (nope + dv), r);
+    if (t->ws->kind == KVP_WSTORE_GGUF) {
+        /* llama.cpp keeps kv_b as per-head attn_k_b (ne0 nope, ne1 r) and attn_v_b (ne0 r, ne1 dv)
+         * (convert_hf_to_gguf splits kv_b_proj): a 128-wide k_b row falls back from 256-blocks */
+        tensor(t, KVP_WR_MLA_KV_B, r, nope, hq);
+        tensor(t, KVP_WR_MLA_KV_B, dv, r, hq);
+    } else {
+        matrix(t, KVP_WR_MLA_KV_B, hq * (nope + dv), r);
+    }
     matrix(t, KVP_WR_ATTN_OUT, h, hq * dv);
 }
 
