@@ -192,7 +192,7 @@ struct kvp_weights {
     uint64_t active_bytes;     /* stored bytes one decode step reads */
     uint32_t n_parts;
     struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, most bytes first */
-    char source[64];           /* "GGUF tensor table", "quantization_config (fp8)", "" = computed */
+    char source[96];           /* "GGUF tensor table, file type Q4_K_M", "quantization_config (fp8)", "" = computed */
 };
 
 enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,

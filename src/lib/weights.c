@@ -275,7 +275,7 @@ static void take_table(const struct kvp_model *m, struct kvp_weights *w)
                                                 m->n_experts)
                                    : 0;
     w->active_bytes = bytes - (per_expert_idle <= bytes ? per_expert_idle : bytes);
-    snprintf(w->source, sizeof w->source, "%s", tb->what);
+    snprintf(w->source, sizeof w->source, "%s%s%s", tb->what, tb->mixture[0] ? ", file type " : "", tb->mixture);
 }
 
 enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
