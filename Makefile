@@ -52,10 +52,21 @@ BIN      := $(BUILD)/kvplan
 all: $(BIN) kvplan
 
 help:
-	@echo "make            build libkvplan.a and kvplan"
-	@echo "make run        install missing Debian packages, build, size the default model"
-	@echo "make check      build and run the test suites (SANITIZE=address,undefined for sanitizers)"
-	@echo "make install    PREFIX=/usr/local: binary, headers, man page, pkg-config, models"
+	@echo "make                build libkvplan.a and kvplan (./kvplan links to it)"
+	@echo "make run            install missing Debian packages, build, size the default deployment"
+	@echo "make check          build and run every suite, each with its time (SANITIZE=address,undefined: sanitizers)"
+	@echo "make check-SUITE    build and run one suite: $(patsubst check_%,%,$(notdir $(TEST_BIN))) cli xml"
+	@echo "make check-examples the plans in docs/examples through kvplan check"
+	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
+	@echo "make tui-test       the TUI driven in tmux"
+	@echo "make docs           regenerate docs/tables and docs/charts; docs-check: fail when they are stale"
+	@echo "make oracle         the real llama.cpp (npm) against kvplan, byte for byte (downloads once)"
+	@echo "make valgrind       the suites and the CLI under valgrind"
+	@echo "make fuzz           libFuzzer harnesses (clang); fuzz-smoke: a short run of each, as CI does"
+	@echo "make bench          benchmarks into docs/performance.md; tui-bench: the TUI's redraw"
+	@echo "make cuda-build     the reference decoder's CUDA backend (nvcc)"
+	@echo "make install        PREFIX=/usr/local: binary, headers, man page, pkg-config, models"
+	@echo "make clean          remove build/ and ./kvplan"
 
 # Installs the Debian packages the build needs when pkg-config cannot find them.
 deps:
@@ -88,14 +99,24 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 run: deps $(BIN) kvplan
 	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
+# every suite, with the wall time each took
+SUITE_RUN = KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes
 check: deps $(BIN) kvplan $(TEST_BIN)
-	@failed=0; for t in $(TEST_BIN); do \
-	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
-	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
-	KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py || failed=1; \
-	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py || failed=1; \
-	KVPLAN_BIN=$(BIN) sh tests/tui.sh || failed=1; \
+	@failed=0; timed() { s=$$(date +%s%N); "$$@" || failed=1; echo "time: $$* $$(( ($$(date +%s%N) - s) / 1000000 )) ms"; }; \
+	for t in $(TEST_BIN); do timed env $(SUITE_RUN) ./$$t; done; \
+	timed env KVPLAN_BIN=$(BIN) sh tests/cli.sh; \
+	timed env KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py; \
+	timed env KVPLAN_BIN=$(BIN) python3 tests/check_xml.py; \
+	timed env KVPLAN_BIN=$(BIN) sh tests/tui.sh; \
 	exit $$failed
+
+# one suite: make check-engine, check-ref, ..., check-cli, check-xml
+check-cli: $(BIN)
+	KVPLAN_BIN=$(BIN) sh tests/cli.sh
+check-xml: $(BIN)
+	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py
+check-%: $(BUILD)/tests/check_% $(BIN)
+	$(SUITE_RUN) ./$<
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \
