@@ -625,6 +625,27 @@ START_TEST(recompute_is_fast)
 }
 END_TEST
 
+/* The weights field says what "as stored" means for the model: its stored types, most bytes first. */
+START_TEST(weights_as_stored)
+{
+    static const struct {
+        const char *model, *want;
+    } cases[] = {
+        {"deepseek-v3", "stored fp8+bf16"},
+        {"gpt-oss-120b", "stored mxfp4+bf16"},
+        {"llama-3.1-8b", "stored bf16"},
+    };
+    char v[64];
+    load_catalogs();
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct tui_state *s = start(cases[i].model);
+        ck_assert_str_eq(tui_field_value(s, TUI_F_WDTYPE, v, sizeof v), cases[i].want);
+        tui_free(s);
+    }
+    free_catalogs();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tui");
@@ -638,6 +659,7 @@ static Suite *suite(void)
     tcase_add_test(core, sliding_kind_capped);
     tcase_add_test(core, explain_switches);
     tcase_add_test(core, plan_round_trip);
+    tcase_add_test(core, weights_as_stored);
     tcase_add_test(core, plan_without_gpu);
     tcase_add_loop_test(limits, bad_edit_keeps_setup, 0, (int)N_ELEMS(bad_edits));
     tcase_add_test(limits, quit_help_resize_escape);

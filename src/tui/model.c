@@ -333,9 +333,19 @@ const char *tui_field_value(const struct tui_state *s, enum tui_field f, char *b
         else
             snprintf(buf, n, "default");
         break;
-    case TUI_F_WDTYPE:
+    case TUI_F_WDTYPE: {
+        struct kvp_weights w;
+        struct kvp_error e = {0};
         kvp_wstore_name(&d->w, buf, n);
+        /* as stored: the stored forms' types, most bytes first ("stored mxfp4+bf16") */
+        if (d->w.kind == KVP_WSTORE_CHECKPOINT && kvp_weights_compute(s->model, &d->w, &w, &e) == KVP_OK)
+            for (uint32_t i = 0; i < w.n_parts && strlen(buf) + 2 < n; i++) {
+                const char *p = w.parts[i].name; /* the type alone: "fp8" of fp8_e4m3:block=128x128 */
+                int len = strncmp(p, "fp8_", 4) == 0 ? 3 : (int)strcspn(p, ":");
+                snprintf(buf + strlen(buf), n - strlen(buf), "%s%.*s", i ? "+" : " ", len, p);
+            }
         break;
+    }
     case TUI_F_KDTYPE:
         kvp_format_name(&d->k, buf, n);
         break;
