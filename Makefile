@@ -88,7 +88,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 run: deps $(BIN)
 	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
-check: deps $(BIN) $(TEST_BIN)
+check: deps $(BIN) $(TEST_BIN) check-ref-independent
 	@failed=0; for t in $(TEST_BIN); do \
 	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
@@ -96,6 +96,20 @@ check: deps $(BIN) $(TEST_BIN)
 	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py || failed=1; \
 	KVPLAN_BIN=$(BIN) sh tests/tui.sh || failed=1; \
 	exit $$failed
+
+# The decoder (src/ref) is the engine's independent witness: its objects may
+# call the engine only for the token-holding rule (kvp_cache_tokens, which
+# tests/check_engine.c checks against a step-by-step simulation), the paged
+# refusal, errors, names and model building -- never a byte price
+# (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
+REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
+                 kvp_layer_kind_name kvp_model_add_layers kvp_model_init
+.PHONY: check-ref-independent
+check-ref-independent: $(LIB)
+	@bad=$$(nm -u $(filter $(BUILD)/src/ref/%,$(LIB_OBJ)) | awk '$$2 ~ /^kvp_/ && $$2 !~ /^kvp_ref_/ {print $$2}' | \
+	    sort -u | grep -vxF $(REF_ENGINE_OK:%=-e %)); \
+	if [ -n "$$bad" ]; then echo "check-ref-independent: src/ref calls the engine's" $$bad; exit 1; fi; \
+	echo "check-ref-independent: src/ref/*.o call no engine pricing function"
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
 #include "kvplan/num.h"
 #include "ref_internal.h"
 
@@ -145,6 +144,38 @@ static void init_weights(struct kvp_ref_model *rm)
     }
 }
 
+/* Elements of one sequence's recurrent state, from the shapes of the mixer
+ * kind (the decoder's own statement, not the engine's count, which validate
+ * compares it with): a causal conv keeps its last d_conv - 1 inputs of each
+ * of its channels, and the recurrence a matrix per head:
+ *   mamba   conv over x (d_inner);              SSM (d_inner, d_state)
+ *   mamba2  conv over x, B, C (d_inner + 2 n_groups d_state);
+ *                                               SSM (n_heads, v_head_dim, d_state)
+ *   gdn     conv over q, k, v (2 n_k_heads k_head_dim + n_heads v_head_dim);
+ *                                               delta-rule (n_heads, k_head_dim, v_head_dim)
+ * false when it overflows 64 bits. */
+static bool state_elems(const struct kvp_recurrent *r, uint64_t *out)
+{
+    uint64_t taps = r->d_conv ? r->d_conv - 1 : 0, ch, heads, rows, cols, a, b;
+    switch (r->kind) {
+    case KVP_REC_MAMBA:
+        ch = r->d_inner, heads = 1, rows = r->d_inner, cols = r->d_state;
+        break;
+    case KVP_REC_MAMBA2:
+        if (!kvp_mul3(2, r->n_groups, r->d_state, &ch) || !kvp_add(ch, r->d_inner, &ch))
+            return false;
+        heads = r->n_heads, rows = r->v_head_dim, cols = r->d_state;
+        break;
+    default: /* KVP_REC_GDN */
+        if (!kvp_mul3(2, r->n_k_heads, r->k_head_dim, &ch) || !kvp_mul(r->n_heads, r->v_head_dim, &a) ||
+            !kvp_add(ch, a, &ch))
+            return false;
+        heads = r->n_heads, rows = r->k_head_dim, cols = r->v_head_dim;
+        break;
+    }
+    return kvp_mul(taps, ch, &a) && kvp_mul3(heads, rows, cols, &b) && kvp_add(a, b, out);
+}
+
 /* Shapes as run; query heads scaled, KV geometry kept. */
 static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
 {
@@ -171,9 +202,8 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
             w->rank = s->kv_lora_rank;
             w->hkv = 1;
         } else if (s->kind == KVP_LAYER_RECURRENT) {
-            uint64_t conv, ssm;
-            kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
-            w->S = conv + ssm;
+            if (!state_elems(&s->rec, &w->S))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of model '%s' overflows 64 bits", rm->m.name);
         } else if (s->kind != KVP_LAYER_NONE) {
             uint32_t hkv = src->n_kv_heads ? src->n_kv_heads : 1, g = s->n_heads / hkv;
             if (g == 0)

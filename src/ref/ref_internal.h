@@ -9,6 +9,13 @@
 #include "kvplan/ref.h"
 
 /* ---- codec.c: one format's bytes <-> float32 ------------------------- */
+/* The codec's own layout of type t (never format.h's table): whether it can
+ * store t at all, whether t is an integer type with group settings, values
+ * per block (1 but for block types) and bits per integer code. */
+bool codec_known(enum kvp_dtype t);
+bool codec_grouped(enum kvp_dtype t);
+uint32_t codec_block_elems(enum kvp_dtype t);
+uint32_t codec_code_bits(enum kvp_dtype t);
 
 /* Bytes of one token row of n values (the per-head rows of all heads). */
 uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
