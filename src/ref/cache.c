@@ -51,9 +51,9 @@ void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t 
     void *p;
     if (bytes == 0 || bytes > SIZE_MAX)
         return NULL;
-    if ((p = calloc(1, (size_t)bytes)) == NULL)
+    if ((p = malloc((size_t)bytes)) == NULL)
         return NULL;
-    memset(p, 0, (size_t)bytes); /* touch every page: resident memory is what we count */
+    memset(p, a->canary, (size_t)bytes); /* touch every page: resident memory is what we count */
     a->cur[tag] += bytes;
     a->cur_total += bytes;
     if (a->cur[tag] > a->peak[tag])
@@ -704,15 +704,67 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
             if (ST(c, l, seq, kv)->f)
                 store_release(c, ST(c, l, seq, kv));
         uint8_t **p = &c->state[(uint64_t)l * c->o.batch + seq];
-        if (c->o.policy == KVP_REF_STATIC) {
-            if (*p)
-                memset(*p, 0, c->state_bytes[l]);
-        } else {
+        if (c->o.policy != KVP_REF_STATIC) { /* static: position 0 starts the state afresh (decoder.c recur) */
             kvp_ref_alloc_put(c->a, KVP_REF_STATE, *p, c->state_bytes[l]);
             *p = NULL;
         }
     }
     c->len[seq] = 0;
+}
+
+/* ---- bytes written ------------------------------------------------------------ */
+
+/* Bytes i of n where x[i] != cx or y[i] != cy. */
+static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
+{
+    uint64_t w = 0;
+    for (uint64_t i = 0; i < n; i++)
+        w += x[i] != cx || y[i] != cy;
+    return w;
+}
+
+/* Scan a's and b's allocation of n bytes at each pair; false when the two
+ * differ in shape (one is missing). */
+static bool scan(const uint8_t *x, const uint8_t *y, uint64_t n, const struct kvp_ref_cache *a,
+                 const struct kvp_ref_cache *b, uint64_t *w)
+{
+    if (!x != !y)
+        return false;
+    if (x)
+        *w += written_of(x, y, n, a->a->canary, b->a->canary);
+    return true;
+}
+
+enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+                                      uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err)
+{
+    uint64_t L = a->m->n_layers, B = a->o.batch;
+    bool same = a->rm == b->rm && B == b->o.batch && a->o.policy == b->o.policy && a->o.block == b->o.block;
+    if ((a->a->canary ^ b->a->canary) != 0xFF)
+        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need canaries that are bitwise complements (got 0x%02X and 0x%02X)",
+                        a->a->canary, b->a->canary);
+    memset(written, 0, KVP_REF_TAG_COUNT * sizeof *written);
+    for (uint64_t i = 0; same && i < L * B * 2; i++) {
+        const struct store *s = &a->st[i], *t = &b->st[i];
+        uint64_t *w = &written[s->tag], blk = (uint64_t)a->o.block * s->qrow;
+        if (!s->f)
+            continue;
+        if (a->o.policy != KVP_REF_PAGED) {
+            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, w);
+            continue;
+        }
+        same = s->table.n == t->table.n;
+        for (uint64_t j = 0; same && j < s->table.n; j++)
+            same = scan(s->table.p[j], t->table.p[j], blk, a, b, w);
+        if (i / 2 % B == 0) /* the layer's free list (K or V), once */
+            for (uint64_t j = 0; same && j < s->free->n; j++)
+                same = s->free->n == t->free->n && scan(s->free->p[j], t->free->p[j], blk, a, b, w);
+    }
+    for (uint64_t i = 0; same && i < L * B; i++)
+        same = scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, &written[KVP_REF_STATE]);
+    if (!same)
+        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need two caches of one layout driven through the same steps");
+    return KVP_OK;
 }
 
 /* ---- what the decoder calls ------------------------------------------------- */

@@ -450,15 +450,18 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
 
 /* One step of the gated linear recurrence over S state elements:
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
- * The state is kept in the model's state dtype (st, S values). */
-static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
+ * The state is kept in the model's state dtype (st, S values); fresh (the
+ * sequence's first token) starts from s = 0 without reading st, so the
+ * decoder never reads a state byte it has not written. */
+static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
                   const float *xb, float *y)
 {
     uint32_t H = rm->hidden, sz = codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
     for (uint64_t i = 0; i < w->S; i++) {
-        float s;
-        codec_get_plain(dt, st + i * sz, 1, &s);
+        float s = 0;
+        if (!fresh)
+            codec_get_plain(dt, st + i * sz, 1, &s);
         s = s / (1.0f + expf(-w->ra[i])) + w->rb[i] * xb[i % H];
         codec_put_plain(dt, &s, 1, st + i * sz);
         codec_get_plain(dt, st + i * sz, 1, &s);
@@ -689,7 +692,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 uint8_t *state;
                 if ((st = cache_state(c, l, seq, &state, err)) != KVP_OK)
                     return st;
-                recur(rm, w, cache_state_dtype(c), state, s->xb, s->o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, s->xb, s->o);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->o[i];
                 break;
@@ -739,7 +742,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         if (w->ra) {
             uint8_t *state;
             if ((st = cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, cache_state_dtype(c), state, rm->embed, s.o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, rm->embed, s.o);
         }
     }
     if (st == KVP_OK)
@@ -803,8 +806,6 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         float *K = KV + (uint64_t)l * n * kmax; /* (n, kmax): K then V of each position */
-        if (sp->kind == KVP_LAYER_RECURRENT)
-            memset(state, 0, smax * 4);
         /* pass 1: this layer's K/V (or latent) of every position */
         if (sp->kind == KVP_LAYER_FULL || sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ||
             sp->kind == KVP_LAYER_MLA)
@@ -827,7 +828,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, xb, o);
+                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
