@@ -88,7 +88,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
 run: deps $(BIN)
 	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
-check: deps $(BIN) $(TEST_BIN) check-ref-independent
+check: deps $(BIN) $(TEST_BIN) check-ref-independent check-mutation
 	@failed=0; for t in $(TEST_BIN); do \
 	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes ./$$t || failed=1; done; \
 	KVPLAN_BIN=$(BIN) sh tests/cli.sh || failed=1; \
@@ -110,6 +110,25 @@ check-ref-independent: $(LIB)
 	    sort -u | grep -vxF $(REF_ENGINE_OK:%=-e %)); \
 	if [ -n "$$bad" ]; then echo "check-ref-independent: src/ref calls the engine's" $$bad; exit 1; fi; \
 	echo "check-ref-independent: src/ref/*.o call no engine pricing function"
+
+# Mutation tests: tests/check_ref.c's `mutation` case against an engine built
+# to price one format a byte per row too high, or the recurrent state an
+# element too large; the decoder's counts must show the difference.
+MUT_FLAGS_row   := -DKVP_MUTATE_ROW=KVP_DTYPE_Q8_0
+MUT_FLAGS_state := -DKVP_MUTATE_STATE
+MUT_BIN := $(BUILD)/tests/check_ref_mutate_row $(BUILD)/tests/check_ref_mutate_state
+.PHONY: check-mutation
+$(BUILD)/mut/%/engine.o: src/lib/engine.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) -c $< -o $@
+
+$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_MODEL_OBJ) \
+	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
+
+check-mutation: $(MUT_BIN)
+	@for t in $(MUT_BIN); do KVPLAN_DATADIR=models CK_RUN_CASE=mutation ./$$t || exit 1; done
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \
