@@ -199,31 +199,65 @@ uint32_t codec_plain_size(enum kvp_dtype t)
     return codec_type(t)->bytes;
 }
 
+/* Bulk conversions: one switch per call, a plain loop per type (the
+ * attention reads every cached row through here). */
 void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t h;
-        switch (t) {
-        case KVP_DTYPE_F32: memcpy(dst + 4 * i, &x[i], 4); break;
-        case KVP_DTYPE_F16: h = f32_to_f16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
-        case KVP_DTYPE_BF16: h = f32_to_bf16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
-        case KVP_DTYPE_FP8_E4M3: dst[i] = f32_to_fp8(x[i], 3, 7, 448.0f); break;
-        default: dst[i] = f32_to_fp8(x[i], 2, 15, 57344.0f); break; /* e5m2 */
+    uint16_t h;
+    switch (t) {
+    case KVP_DTYPE_F32:
+        memcpy(dst, x, n * 4);
+        break;
+    case KVP_DTYPE_F16:
+        for (uint64_t i = 0; i < n; i++) {
+            h = f32_to_f16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
         }
+        break;
+    case KVP_DTYPE_BF16:
+        for (uint64_t i = 0; i < n; i++) {
+            h = f32_to_bf16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+    case KVP_DTYPE_FP8_E4M3:
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = f32_to_fp8(x[i], 3, 7, 448.0f);
+        break;
+    default: /* e5m2 */
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = f32_to_fp8(x[i], 2, 15, 57344.0f);
+        break;
     }
 }
 
 void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t h;
-        switch (t) {
-        case KVP_DTYPE_F32: memcpy(&x[i], src + 4 * i, 4); break;
-        case KVP_DTYPE_F16: memcpy(&h, src + 2 * i, 2); x[i] = f16_to_f32(h); break;
-        case KVP_DTYPE_BF16: memcpy(&h, src + 2 * i, 2); x[i] = bf16_to_f32(h); break;
-        case KVP_DTYPE_FP8_E4M3: x[i] = fp8_to_f32(src[i], 3, 7); break;
-        default: x[i] = fp8_to_f32(src[i], 2, 15); break;
+    uint16_t h;
+    switch (t) {
+    case KVP_DTYPE_F32:
+        memcpy(x, src, n * 4);
+        break;
+    case KVP_DTYPE_F16:
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = f16_to_f32(h);
         }
+        break;
+    case KVP_DTYPE_BF16:
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = bf16_to_f32(h);
+        }
+        break;
+    case KVP_DTYPE_FP8_E4M3:
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = fp8_to_f32(src[i], 3, 7);
+        break;
+    default:
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = fp8_to_f32(src[i], 2, 15);
+        break;
     }
 }
 

@@ -67,6 +67,7 @@ static void carve(struct kvp_ref_model *rm)
             w->ra = take(rm, w->S, 1, 1);
             w->rb = take(rm, w->S, 1, 1);
             w->rc = take(rm, w->S, 1, 1);
+            w->rden = take(rm, w->S, 1, 1);
             break;
         default:
             break;
@@ -134,6 +135,7 @@ static void init_weights(struct kvp_ref_model *rm)
                 w->ra[j] = 2.0f * pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
                 w->rb[j] = pcg_float(&r);
                 w->rc[j] = pcg_float(&r) / sqrtf((float)(w->S / H + 1));
+                w->rden[j] = 1.0f + expf(-w->ra[j]);
             }
         if (w->w1) {
             ones(w->ffn_norm, H);
@@ -450,23 +452,25 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
 
 /* One step of the gated linear recurrence over S state elements:
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
- * The state is kept in the model's state dtype (st, S values); fresh (the
- * sequence's first token) starts from s = 0 without reading st, so the
- * decoder never reads a state byte it has not written. */
+ * The state is kept in the model's state dtype (st, S values), converted
+ * in bulk through tmp (S,) and rounded through the dtype before it is read;
+ * fresh (the sequence's first token) starts from s = 0 without reading st,
+ * so the decoder never reads a state byte it has not written. */
 static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
-                  const float *xb, float *y)
+                  const float *xb, float *y, float *tmp)
 {
-    uint32_t H = rm->hidden, sz = codec_plain_size(dt);
+    uint32_t H = rm->hidden;
     memset(y, 0, H * sizeof *y);
-    for (uint64_t i = 0; i < w->S; i++) {
-        float s = 0;
-        if (!fresh)
-            codec_get_plain(dt, st + i * sz, 1, &s);
-        s = s / (1.0f + expf(-w->ra[i])) + w->rb[i] * xb[i % H];
-        codec_put_plain(dt, &s, 1, st + i * sz);
-        codec_get_plain(dt, st + i * sz, 1, &s);
-        y[i % H] += w->rc[i] * s;
-    }
+    if (fresh)
+        memset(tmp, 0, w->S * sizeof *tmp);
+    else
+        codec_get_plain(dt, st, w->S, tmp);
+    for (uint64_t i = 0; i < w->S; i++)
+        tmp[i] = tmp[i] / w->rden[i] + w->rb[i] * xb[i % H];
+    codec_put_plain(dt, tmp, w->S, st);
+    codec_get_plain(dt, st, w->S, tmp);
+    for (uint64_t i = 0; i < w->S; i++)
+        y[i % H] += w->rc[i] * tmp[i];
 }
 
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
@@ -479,6 +483,7 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
 
 struct scratch {
     float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
+    float *st;          /* (S,) the largest recurrent state, as floats */
     float **pk, **pv;   /* (layers,) pending K/V rows of this step */
     float *pend;
 };
@@ -494,10 +499,11 @@ static void scratch_free(struct scratch *s)
 static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_pos, struct scratch *s,
                                    struct kvp_error *err)
 {
-    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
+    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0, S = 0;
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
+        S = w->S > S ? w->S : S;
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
         uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
         wide = a > wide ? a : wide;
@@ -509,7 +515,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
         pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
     }
     uint64_t I = rm->inter, V = rm->vocab;
-    uint64_t n = 3 * H + 5 * wide + 2 * I + V + heads * (max_pos + 1);
+    uint64_t n = 3 * H + 5 * wide + 2 * I + V + S + heads * (max_pos + 1);
     s->x = calloc(n, sizeof(float));
     s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
     s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
@@ -525,7 +531,8 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     s->row2 = s->row + wide;
     s->h1 = s->row2 + wide;
     s->h3 = s->h1 + I;
-    s->att = s->h3 + I + wide;
+    s->st = s->h3 + I + wide;
+    s->att = s->st + S;
     float *p = s->pend;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
@@ -692,7 +699,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 uint8_t *state;
                 if ((st = cache_state(c, l, seq, &state, err)) != KVP_OK)
                     return st;
-                recur(rm, w, cache_state_dtype(c), state, pos == 0, s->xb, s->o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->o[i];
                 break;
@@ -742,7 +749,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         if (w->ra) {
             uint8_t *state;
             if ((st = cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, cache_state_dtype(c), state, pos == 0, rm->embed, s.o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
         }
     }
     if (st == KVP_OK)
@@ -788,8 +795,9 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     float *X = calloc(n * H, sizeof(float)), *KV = calloc(L * n * kmax, sizeof(float));
     float *xb = calloc(H + wide * 4 + 2 * (uint64_t)rm->inter + n + rm->vocab, sizeof(float));
     uint8_t *state = calloc(smax, 4);
+    float *stmp = calloc(smax, sizeof(float));
     enum kvp_status st = KVP_OK;
-    if (!X || !KV || !xb || !state) {
+    if (!X || !KV || !xb || !state || !stmp) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory recomputing %llu tokens", (unsigned long long)n);
         goto out;
     }
@@ -828,7 +836,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o);
+                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o, stmp);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
@@ -896,5 +904,6 @@ out:
     free(KV);
     free(xb);
     free(state);
+    free(stmp);
     return st;
 }
