@@ -406,16 +406,19 @@ static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
         out[i] = x[i] * r * g[i];
 }
 
-/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d). */
+/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d)
+ * (each pair's angle computed once for all heads). */
 static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
 {
-    for (uint32_t k = 0; k < h; k++)
-        for (uint32_t i = 0; i + 1 < d; i += 2) {
-            double th = (double)pos * pow(10000.0, -(double)i / d);
-            float c = (float)cos(th), s = (float)sin(th), a = x[k * stride + i], b = x[k * stride + i + 1];
+    for (uint32_t i = 0; i + 1 < d; i += 2) {
+        double th = (double)pos * pow(10000.0, -(double)i / d);
+        float c = (float)cos(th), s = (float)sin(th);
+        for (uint32_t k = 0; k < h; k++) {
+            float a = x[k * stride + i], b = x[k * stride + i + 1];
             x[k * stride + i] = a * c - b * s;
             x[k * stride + i + 1] = a * s + b * c;
         }
+    }
 }
 
 void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
@@ -452,25 +455,31 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
 
 /* One step of the gated linear recurrence over S state elements:
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
- * The state is kept in the model's state dtype (st, S values), converted
- * in bulk through tmp (S,) and rounded through the dtype before it is read;
- * fresh (the sequence's first token) starts from s = 0 without reading st,
- * so the decoder never reads a state byte it has not written. */
+ * The state is kept in the model's state dtype (st, S values) and rounded
+ * through it before it is read; it is converted H values at a time through
+ * tmp (H,), which stays in cache. fresh (the sequence's first token) starts
+ * from s = 0 without reading st, so the decoder never reads a state byte it
+ * has not written. y[j] sums its elements in increasing order. */
 static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
                   const float *xb, float *y, float *tmp)
 {
-    uint32_t H = rm->hidden;
+    uint32_t H = rm->hidden, sz = codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
-    if (fresh)
-        memset(tmp, 0, w->S * sizeof *tmp);
-    else
-        codec_get_plain(dt, st, w->S, tmp);
-    for (uint64_t i = 0; i < w->S; i++)
-        tmp[i] = tmp[i] / w->rden[i] + w->rb[i] * xb[i % H];
-    codec_put_plain(dt, tmp, w->S, st);
-    codec_get_plain(dt, st, w->S, tmp);
-    for (uint64_t i = 0; i < w->S; i++)
-        y[i % H] += w->rc[i] * tmp[i];
+    for (uint64_t base = 0; base < w->S; base += H) { /* element base + j reads and feeds channel j */
+        uint64_t n = w->S - base < H ? w->S - base : H;
+        const float *den = w->rden + base, *gb = w->rb + base, *gc = w->rc + base;
+        uint8_t *p = st + base * sz;
+        if (fresh)
+            memset(tmp, 0, n * sizeof *tmp);
+        else
+            codec_get_plain(dt, p, n, tmp);
+        for (uint64_t j = 0; j < n; j++)
+            tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
+        codec_put_plain(dt, tmp, n, p);
+        codec_get_plain(dt, p, n, tmp);
+        for (uint64_t j = 0; j < n; j++)
+            y[j] += gc[j] * tmp[j];
+    }
 }
 
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
@@ -481,9 +490,12 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
 
 /* ---- one step through the cache ------------------------------------------ */
 
+#define ATT_ROWS 4 /* key rows attend scores side by side */
+
 struct scratch {
     float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
-    float *st;          /* (S,) the largest recurrent state, as floats */
+    float *st;          /* (hidden,) recurrent state values being updated */
+    float *rows;        /* (ATT_ROWS, wide) key rows scored together */
     float **pk, **pv;   /* (layers,) pending K/V rows of this step */
     float *pend;
 };
@@ -499,11 +511,10 @@ static void scratch_free(struct scratch *s)
 static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_pos, struct scratch *s,
                                    struct kvp_error *err)
 {
-    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0, S = 0;
+    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
-        S = w->S > S ? w->S : S;
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
         uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
         wide = a > wide ? a : wide;
@@ -515,7 +526,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
         pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
     }
     uint64_t I = rm->inter, V = rm->vocab;
-    uint64_t n = 3 * H + 5 * wide + 2 * I + V + S + heads * (max_pos + 1);
+    uint64_t n = 4 * H + (5 + ATT_ROWS) * wide + 2 * I + V + heads * (max_pos + 1);
     s->x = calloc(n, sizeof(float));
     s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
     s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
@@ -532,7 +543,8 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     s->h1 = s->row2 + wide;
     s->h3 = s->h1 + I;
     s->st = s->h3 + I + wide;
-    s->att = s->st + S;
+    s->rows = s->st + H;
+    s->att = s->rows + ATT_ROWS * wide;
     float *p = s->pend;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
@@ -548,30 +560,52 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     return KVP_OK;
 }
 
+/* Key row j of layer src into buf (hkv, dk) as attention reads it: from the
+ * cache, or this step's pending row at pos; rotated here when the cache
+ * holds un-rotated keys. */
+static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
+                            uint32_t src, uint32_t seq, uint64_t j, uint64_t pos, const struct scratch *s, float *buf)
+{
+    const float *k = s->pk[src];
+    if (j < pos) {
+        cache_read_k(c, src, seq, j, buf);
+        k = buf;
+    } else if (rm->o.pre_rope_keys) {
+        memcpy(buf, k, (uint64_t)w->hkv * w->dk * sizeof *k);
+        k = buf;
+    }
+    if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
+        rope(buf, w->hkv, w->dk, w->dk, j);
+    return k;
+}
+
 /* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
- * the newest (pos) from this step's pending rows. out (hq, dv). */
+ * the newest (pos) from this step's pending rows. out (hq, dv). Scores of
+ * ATT_ROWS positions are summed side by side, each in its own running sum
+ * in channel order (the order of a one-position loop: the same floats), so
+ * the adds do not wait on each other. */
 static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
                    uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
 {
-    uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
+    uint64_t n = pos - lo + 1, g = w->hq / w->hkv, wide = (uint64_t)w->hkv * w->dk;
     float scale = 1.0f / sqrtf((float)w->dk);
-    for (uint64_t j = lo; j <= pos; j++) {
-        const float *k = s->pk[src];
-        if (j < pos) {
-            cache_read_k(c, src, seq, j, s->row);
-            k = s->row;
-        } else if (rm->o.pre_rope_keys) {
-            memcpy(s->row, k, (uint64_t)w->hkv * w->dk * sizeof *k);
-            k = s->row;
-        }
-        if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
-            rope(s->row, w->hkv, w->dk, w->dk, j);
+    for (uint64_t j0 = lo; j0 <= pos; j0 += ATT_ROWS) {
+        const float *k[ATT_ROWS];
+        for (uint64_t b = 0; b < ATT_ROWS; b++) /* past pos: position pos again, its score not kept */
+            k[b] = key_row(rm, c, w, src, seq, j0 + b <= pos ? j0 + b : pos, pos, s, s->rows + b * wide);
         for (uint32_t h = 0; h < w->hq; h++) {
-            const float *kh = k + (h / g) * w->dk, *qh = s->q + (uint64_t)h * w->dk;
-            float acc = 0;
-            for (uint32_t i = 0; i < w->dk; i++)
-                acc += qh[i] * kh[i];
-            s->att[h * n + (j - lo)] = acc * scale;
+            const float *qh = s->q + (uint64_t)h * w->dk;
+            uint64_t off = (h / g) * w->dk;
+            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            for (uint32_t i = 0; i < w->dk; i++) {
+                a0 += qh[i] * k[0][off + i];
+                a1 += qh[i] * k[1][off + i];
+                a2 += qh[i] * k[2][off + i];
+                a3 += qh[i] * k[3][off + i];
+            }
+            const float a[ATT_ROWS] = {a0, a1, a2, a3};
+            for (uint64_t b = 0; b < ATT_ROWS && j0 + b <= pos; b++)
+                s->att[h * n + (j0 + b - lo)] = a[b] * scale;
         }
     }
     for (uint32_t h = 0; h < w->hq; h++)
@@ -795,7 +829,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     float *X = calloc(n * H, sizeof(float)), *KV = calloc(L * n * kmax, sizeof(float));
     float *xb = calloc(H + wide * 4 + 2 * (uint64_t)rm->inter + n + rm->vocab, sizeof(float));
     uint8_t *state = calloc(smax, 4);
-    float *stmp = calloc(smax, sizeof(float));
+    float *stmp = calloc(H, sizeof(float));
     enum kvp_status st = KVP_OK;
     if (!X || !KV || !xb || !state || !stmp) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory recomputing %llu tokens", (unsigned long long)n);
