@@ -1057,6 +1057,46 @@ START_TEST(kvquant_fidelity)
 }
 END_TEST
 
+/* Written bytes see an over-sized store: a static cache preallocated for 10
+ * tokens holds unwritten bytes after 5 (the full layer's K: 5 of its 10 rows
+ * of 2 x 32 f16) and none after 10; canaries that are not complements are
+ * refused. */
+START_TEST(written_sees_unwritten)
+{
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 4};
+    struct kvp_ref_alloc a1 = {.canary = 0xA5}, a2 = {.canary = 0x5A}, a3 = {.canary = 0xA5};
+    struct kvp_ref_cache *c1, *c2, *c3;
+    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 10, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+    uint64_t w[KVP_REF_TAG_COUNT], half[KVP_REF_TAG_COUNT];
+    zoo(&m, KVP_DTYPE_F32);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a1, &c1, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a2, &c2, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a3, &c3, &err), err);
+    ck_assert_int_eq(kvp_ref_cache_written(c1, c3, w, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "written bytes need canaries that are bitwise complements (got 0xA5 and 0xA5)");
+    for (uint32_t t = 0; t < 10; t++) {
+        ck_assert_kvp_ok(kvp_ref_step(rm, c1, 0, t % 50, NULL, &err), err);
+        ck_assert_kvp_ok(kvp_ref_step(rm, c2, 0, t % 50, NULL, &err), err);
+        if (t == 4)
+            ck_assert_kvp_ok(kvp_ref_cache_written(c1, c2, half, &err), err);
+    }
+    ck_assert_kvp_ok(kvp_ref_cache_written(c1, c2, w, &err), err);
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        ck_assert_uint_eq(w[i], a1.cur[i]);
+    ck_assert_uint_le(half[KVP_REF_K] + 5 * 2 * 32 * 2, a1.cur[KVP_REF_K]);
+    ck_assert_uint_lt(half[KVP_REF_V], a1.cur[KVP_REF_V]);
+    ck_assert_uint_eq(half[KVP_REF_STATE], a1.cur[KVP_REF_STATE]); /* the recurrence writes all of it every step */
+    kvp_ref_cache_free(c1);
+    kvp_ref_cache_free(c2);
+    kvp_ref_cache_free(c3);
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ref");
@@ -1081,6 +1121,7 @@ static Suite *suite(void)
     tcase_add_test(limits, block_row_bytes);
     tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
+    tcase_add_test(limits, written_sees_unwritten);
     tcase_add_test(mut, mutation);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
