@@ -118,7 +118,7 @@ MUT_FLAGS_row   := -DKVP_MUTATE_ROW=KVP_DTYPE_Q8_0
 MUT_FLAGS_state := -DKVP_MUTATE_STATE
 MUT_BIN := $(BUILD)/tests/check_ref_mutate_row $(BUILD)/tests/check_ref_mutate_state
 .PHONY: check-mutation
-.PRECIOUS: $(BUILD)/mut/%/engine.o
+.SECONDARY: $(BUILD)/mut/row/engine.o $(BUILD)/mut/state/engine.o
 $(BUILD)/mut/%/engine.o: src/lib/engine.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) -c $< -o $@
