@@ -56,6 +56,8 @@ help:
 	@echo "make run            install missing Debian packages, build, size the default deployment"
 	@echo "make check          build and run every suite, each with its time (SANITIZE=address,undefined: sanitizers)"
 	@echo "make check-SUITE    build and run one suite: $(patsubst check_%,%,$(notdir $(TEST_BIN))) cli xml"
+	@echo "make check-ref-independent  the decoder's objects call no engine pricing function (in check)"
+	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
 	@echo "make check-examples the plans in docs/examples through kvplan check"
 	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
 	@echo "make tui-test       the TUI driven in tmux"
@@ -117,6 +119,42 @@ check-xml: $(BIN)
 	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py
 check-%: $(BUILD)/tests/check_% $(BIN)
 	$(SUITE_RUN) ./$<
+
+# The decoder (src/ref) is the engine's independent witness: its objects may
+# call the engine only for the token-holding rule (kvp_cache_tokens, which
+# tests/check_engine.c checks against a step-by-step simulation), the paged
+# refusal, errors, names and model building -- never a byte price
+# (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
+REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
+                 kvp_layer_kind_name kvp_model_add_layers kvp_model_init
+.PHONY: check-ref-independent
+check-ref-independent: $(LIB)
+	@bad=$$(nm -u $(filter $(BUILD)/src/ref/%,$(LIB_OBJ)) | awk '$$2 ~ /^kvp_/ && $$2 !~ /^kvp_ref_/ {print $$2}' | \
+	    sort -u | grep -vxF $(REF_ENGINE_OK:%=-e %)); \
+	if [ -n "$$bad" ]; then echo "check-ref-independent: src/ref calls the engine's" $$bad; exit 1; fi; \
+	echo "check-ref-independent: src/ref/*.o call no engine pricing function"
+
+# Mutation tests: tests/check_ref.c's `mutation` case against an engine built
+# to price one format a byte per row too high, or the recurrent state an
+# element too large; the decoder's counts must show the difference.
+MUT_FLAGS_row   := -DKVP_MUTATE_ROW=KVP_DTYPE_Q8_0
+MUT_FLAGS_state := -DKVP_MUTATE_STATE
+MUT_BIN := $(BUILD)/tests/check_ref_mutate_row $(BUILD)/tests/check_ref_mutate_state
+.PHONY: check-mutation
+.SECONDARY: $(BUILD)/mut/row/engine.o $(BUILD)/mut/state/engine.o
+$(BUILD)/mut/%/engine.o: src/lib/engine.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) -c $< -o $@
+
+$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_MODEL_OBJ) \
+	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
+
+check-mutation: $(MUT_BIN)
+	@for t in $(MUT_BIN); do KVPLAN_DATADIR=models CK_RUN_CASE=mutation ./$$t || exit 1; done
+
+check: check-ref-independent check-mutation
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \

@@ -100,34 +100,110 @@ static struct kvp_kv_query query_of(enum kvp_ref_policy p, const char *k, const 
                                  .block = p == KVP_REF_PAGED ? 4 : 0, .preallocated = p == KVP_REF_STATIC};
 }
 
-/* Decode 2 sequences of T tokens through a cache of policy p with formats
- * k, v and check that the counted bytes by tag, and the peak, equal the
- * prediction (query_of); the prediction goes to plan. */
+struct counts {
+    struct kvp_kv_plan plan;          /* the engine's prediction (query_of) */
+    uint64_t peak;                    /* predicted peak */
+    struct kvp_ref_alloc al;          /* the first cache's counts, while alive */
+    uint64_t wrote[KVP_REF_TAG_COUNT]; /* bytes the codecs wrote */
+    uint64_t least[KVP_REF_TAG_COUNT]; /* written at least: allocated, or paged: the held tokens' bytes */
+};
+
+/* Decode 2 sequences of T tokens through two caches of policy p with
+ * formats k, v, one of memory starting as 0xA5, the other as 0x5A, checking
+ * that they give the same logits at every step (the decoder never reads what
+ * it did not write); the counts go to r. */
+static void measure(const struct kvp_model *m, const struct kvp_ref_model *rm, enum kvp_ref_policy p, const char *k,
+                    const char *v, uint64_t T, struct counts *r)
+{
+    struct kvp_error err = {0};
+    struct kvp_ref_alloc a2 = {.canary = 0x5A};
+    struct kvp_ref_cache *c, *c2;
+    struct kvp_kv_query q = query_of(p, k, v, T);
+    struct kvp_ref_cache_opts co = {.policy = p, .context = T, .batch = 2, .block = 4, .k = q.k, .v = q.v};
+    struct kvp_kv_plan held;
+    uint64_t V = kvp_ref_vocab(rm);
+    float *l1 = malloc(V * sizeof *l1), *l2 = malloc(V * sizeof *l2);
+    ck_assert_kvp_ok(kvp_kv_compute(m, &q, &r->plan, &err), err);
+    r->peak = predicted_peak(m, &q, p, &r->plan);
+    q.block = 0; /* the held tokens' bytes: what a paged cache writes at least */
+    ck_assert_kvp_ok(kvp_kv_compute(m, &q, &held, &err), err);
+    r->al = (struct kvp_ref_alloc){.canary = 0xA5};
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &r->al, &c, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a2, &c2, &err), err);
+    for (uint64_t t = 0; t < T; t++)
+        for (uint32_t b = 0; b < 2; b++) {
+            ck_assert_kvp_ok(kvp_ref_step(rm, c, b, (uint32_t)(t * 7 + b) % 50, l1, &err), err);
+            ck_assert_kvp_ok(kvp_ref_step(rm, c2, b, (uint32_t)(t * 7 + b) % 50, l2, &err), err);
+            ck_assert_int_eq(memcmp(l1, l2, V * sizeof *l1), 0);
+        }
+    ck_assert_kvp_ok(kvp_ref_cache_written(c, c2, r->wrote, &err), err);
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        r->least[i] = p == KVP_REF_PAGED ? (i == KVP_REF_K ? held.k_bytes : i == KVP_REF_V ? held.v_bytes : held.state_bytes)
+                                         : r->al.cur[i];
+    struct kvp_ref_alloc live = r->al;
+    kvp_ref_cache_free(c);
+    kvp_ref_cache_free(c2);
+    free(l1);
+    free(l2);
+    ck_assert_uint_eq(r->al.cur_total, 0);
+    ck_assert_uint_eq(a2.cur_total, 0);
+    r->al = live;
+}
+
+/* measure, then check that the counted bytes by tag, and the peak, equal
+ * the prediction and that the codecs wrote every allocated byte (paged: a
+ * last block may be partly empty); the prediction goes to plan. */
 static void measure_run(const struct kvp_model *m, const struct kvp_ref_model *rm, enum kvp_ref_policy p,
                         const char *k, const char *v, uint64_t T, struct kvp_kv_plan *plan)
 {
-    struct kvp_error err = {0};
-    struct kvp_ref_alloc al = {0};
-    struct kvp_ref_cache *c;
-    struct kvp_kv_query q = query_of(p, k, v, T);
-    struct kvp_ref_cache_opts co = {.policy = p, .context = T, .batch = 2, .block = 4, .k = q.k, .v = q.v};
-    uint64_t peak;
-    ck_assert_kvp_ok(kvp_kv_compute(m, &q, plan, &err), err);
-    peak = predicted_peak(m, &q, p, plan);
-    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &al, &c, &err), err);
-    for (uint64_t t = 0; t < T; t++)
-        for (uint32_t b = 0; b < 2; b++)
-            ck_assert_kvp_ok(kvp_ref_step(rm, c, b, (uint32_t)(t * 7 + b) % 50, NULL, &err), err);
-    ck_assert_msg(al.cur[KVP_REF_K] == plan->k_bytes && al.cur[KVP_REF_V] == plan->v_bytes &&
-                      al.cur[KVP_REF_STATE] == plan->state_bytes && al.peak_total == peak,
+    struct counts r;
+    measure(m, rm, p, k, v, T, &r);
+    *plan = r.plan;
+    ck_assert_msg(r.al.cur[KVP_REF_K] == plan->k_bytes && r.al.cur[KVP_REF_V] == plan->v_bytes &&
+                      r.al.cur[KVP_REF_STATE] == plan->state_bytes && r.al.peak_total == r.peak,
                   "%s K %s V %s T %llu: measured K %llu V %llu S %llu peak %llu, predicted %llu %llu %llu %llu",
-                  kvp_ref_policy_name(p), k, v, (unsigned long long)T, (unsigned long long)al.cur[KVP_REF_K],
-                  (unsigned long long)al.cur[KVP_REF_V], (unsigned long long)al.cur[KVP_REF_STATE],
-                  (unsigned long long)al.peak_total, (unsigned long long)plan->k_bytes,
-                  (unsigned long long)plan->v_bytes, (unsigned long long)plan->state_bytes, (unsigned long long)peak);
-    kvp_ref_cache_free(c);
-    ck_assert_uint_eq(al.cur_total, 0);
+                  kvp_ref_policy_name(p), k, v, (unsigned long long)T, (unsigned long long)r.al.cur[KVP_REF_K],
+                  (unsigned long long)r.al.cur[KVP_REF_V], (unsigned long long)r.al.cur[KVP_REF_STATE],
+                  (unsigned long long)r.al.peak_total, (unsigned long long)plan->k_bytes,
+                  (unsigned long long)plan->v_bytes, (unsigned long long)plan->state_bytes, (unsigned long long)r.peak);
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        ck_assert_msg(r.wrote[i] <= r.al.cur[i] && r.wrote[i] >= r.least[i],
+                      "%s K %s V %s T %llu tag %d: written %llu of %llu allocated", kvp_ref_policy_name(p), k, v,
+                      (unsigned long long)T, i, (unsigned long long)r.wrote[i], (unsigned long long)r.al.cur[i]);
 }
+
+/* An engine priced wrong on purpose fails the comparison. `make
+ * check-mutation` builds this file and engine.c with -DKVP_MUTATE_ROW=
+ * KVP_DTYPE_Q8_0 (one byte more per head row of q8_0) or -DKVP_MUTATE_STATE
+ * (one recurrent state element more) and runs this case alone
+ * (CK_RUN_CASE=mutation); in the plain build the same counts agree. The
+ * decoder's counts do not move: it sizes its stores itself. Zoo, static,
+ * T 9, K q8_0, V f16, state f16: K head rows held per sequence 2*9 (full)
+ * + 2*5 (window 5) + 2*4 (chunk 4) + 1*9 (MQA) + 1*9 (MLA latent of 32) = 54. */
+START_TEST(mutation)
+{
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 3};
+    struct counts r;
+    uint64_t dk = 0, ds = 0; /* the engine's excess over the decoder */
+#if defined(KVP_MUTATE_ROW)
+    dk = 2 * 54;                 /* a byte per K head row, 2 sequences */
+#elif defined(KVP_MUTATE_STATE)
+    ds = 2 * 2;                  /* an f16 element per sequence of the recurrent layer */
+#endif
+    zoo(&m, KVP_DTYPE_F16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    measure(&m, rm, KVP_REF_STATIC, "q8_0", "f16", 9, &r);
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        ck_assert_uint_eq(r.wrote[i], r.al.cur[i]);
+    ck_assert_uint_eq(r.plan.k_bytes, r.al.cur[KVP_REF_K] + dk);
+    ck_assert_uint_eq(r.plan.v_bytes, r.al.cur[KVP_REF_V]);
+    ck_assert_uint_eq(r.plan.state_bytes, r.al.cur[KVP_REF_STATE] + ds);
+    kvp_ref_model_free(rm);
+}
+END_TEST
 
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
 START_TEST(cached_equals_recompute)
@@ -981,10 +1057,50 @@ START_TEST(kvquant_fidelity)
 }
 END_TEST
 
+/* Written bytes see an over-sized store: a static cache preallocated for 10
+ * tokens holds unwritten bytes after 5 (the full layer's K: 5 of its 10 rows
+ * of 2 x 32 f16) and none after 10; canaries that are not complements are
+ * refused. */
+START_TEST(written_sees_unwritten)
+{
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 4};
+    struct kvp_ref_alloc a1 = {.canary = 0xA5}, a2 = {.canary = 0x5A}, a3 = {.canary = 0xA5};
+    struct kvp_ref_cache *c1, *c2, *c3;
+    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 10, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+    uint64_t w[KVP_REF_TAG_COUNT], half[KVP_REF_TAG_COUNT];
+    zoo(&m, KVP_DTYPE_F32);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a1, &c1, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a2, &c2, &err), err);
+    ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a3, &c3, &err), err);
+    ck_assert_int_eq(kvp_ref_cache_written(c1, c3, w, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "written bytes need canaries that are bitwise complements (got 0xA5 and 0xA5)");
+    for (uint32_t t = 0; t < 10; t++) {
+        ck_assert_kvp_ok(kvp_ref_step(rm, c1, 0, t % 50, NULL, &err), err);
+        ck_assert_kvp_ok(kvp_ref_step(rm, c2, 0, t % 50, NULL, &err), err);
+        if (t == 4)
+            ck_assert_kvp_ok(kvp_ref_cache_written(c1, c2, half, &err), err);
+    }
+    ck_assert_kvp_ok(kvp_ref_cache_written(c1, c2, w, &err), err);
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        ck_assert_uint_eq(w[i], a1.cur[i]);
+    ck_assert_uint_le(half[KVP_REF_K] + 5 * 2 * 32 * 2, a1.cur[KVP_REF_K]);
+    ck_assert_uint_lt(half[KVP_REF_V], a1.cur[KVP_REF_V]);
+    ck_assert_uint_eq(half[KVP_REF_STATE], a1.cur[KVP_REF_STATE]); /* the recurrence writes all of it every step */
+    kvp_ref_cache_free(c1);
+    kvp_ref_cache_free(c2);
+    kvp_ref_cache_free(c3);
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ref");
-    TCase *core = tcase_create("core"), *limits = tcase_create("limits");
+    TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
     tcase_set_timeout(core, 120);
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
@@ -1005,8 +1121,11 @@ static Suite *suite(void)
     tcase_add_test(limits, block_row_bytes);
     tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
+    tcase_add_test(limits, written_sees_unwritten);
+    tcase_add_test(mut, mutation);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
+    suite_add_tcase(s, mut);
     return s;
 }
 

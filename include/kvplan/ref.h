@@ -42,8 +42,10 @@
 
 enum kvp_ref_tag { KVP_REF_K, KVP_REF_V, KVP_REF_STATE, KVP_REF_TAG_COUNT };
 
-/* Bytes the cache holds now and at most, by tag and in all. Zero it to start. */
+/* Bytes the cache holds now and at most, by tag and in all. Zero it to start
+ * (then set canary to fill new memory with another byte than 0). */
 struct kvp_ref_alloc {
+    uint8_t canary;  /* every byte of a new allocation (see kvp_ref_cache_written) */
     uint64_t cur[KVP_REF_TAG_COUNT];
     uint64_t peak[KVP_REF_TAG_COUNT];
     uint64_t cur_total;
@@ -52,8 +54,9 @@ struct kvp_ref_alloc {
     uint64_t calls;  /* allocations made */
 };
 
-/* Zero-filled memory of `bytes` (every page is written, so it is resident),
- * counted under tag; NULL when out of memory or bytes does not fit size_t. */
+/* Memory of `bytes` filled with a->canary (every page is written, so it is
+ * resident), counted under tag; NULL when out of memory or bytes does not
+ * fit size_t. The decoder never reads a byte it has not written. */
 void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t bytes);
 /* Release p, which kvp_ref_alloc_get returned for the same tag and bytes. */
 void kvp_ref_alloc_put(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, void *p, uint64_t bytes);
@@ -171,6 +174,17 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
                                   struct kvp_ref_alloc *a, struct kvp_ref_cache **out, struct kvp_error *err);
 void kvp_ref_cache_free(struct kvp_ref_cache *c);
 uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
+/* Bytes the codecs wrote, by tag: a and b are caches of one model and
+ * options, driven through the same steps (the decoder is deterministic), whose
+ * allocators' canaries are bitwise complements (0xA5, 0x5A). A byte counts as
+ * written when it differs from its canary in either cache: a byte the codec
+ * left alone equals both canaries, while a written byte equal to one canary
+ * differs from the other (a partly written byte too: the written bits would
+ * have to equal c's and ~c's). Every allocated byte is scanned (free blocks
+ * too), so written < allocated shows bytes allocated for nothing.
+ * Errors: canaries not complements, caches of different layouts. */
+enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+                                      uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err);
 /* End sequence seq: its blocks go back to the free list (paged), its state is
  * released (dynamic, paged); the slot starts again at position 0. */
 void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);

@@ -48,6 +48,8 @@ struct run {
     struct kvp_kv_plan plan;
     uint64_t peak;          /* predicted: the dynamic policy's high-water mark, else total_bytes */
     struct kvp_ref_alloc a;
+    uint64_t written[KVP_REF_TAG_COUNT]; /* bytes the codecs wrote (kvp_ref_cache_written) */
+    uint64_t held[KVP_REF_TAG_COUNT];    /* paged: the engine's bytes of the held tokens (no blocks) */
     uint64_t rss_delta, tolerance;
     bool match, rss_ok;
     double seconds;
@@ -74,7 +76,22 @@ static int parse_scale(const char *s, struct kvp_ref_opts *o)
     return CLI_OK;
 }
 
-/* One run at context T: predict, build, generate, measure. */
+/* Decode (or fill) every sequence of c to T tokens. */
+static enum kvp_status drive(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t T, uint64_t batch,
+                             bool compute, struct kvp_error *err)
+{
+    enum kvp_status st = KVP_OK;
+    for (uint64_t t = 0; t < T && st == KVP_OK; t++)
+        for (uint32_t b = 0; b < batch && st == KVP_OK; b++)
+            st = compute ? kvp_ref_step(rm, c, b, (uint32_t)((t * 2654435761u + b) % kvp_ref_vocab(rm)), NULL, err)
+                         : kvp_ref_fill(rm, c, b, err);
+    return st;
+}
+
+/* One run at context T: predict, build, generate, measure. The cache is run
+ * twice, its memory filled with 0xA5 and then 0x5A, and the two compared
+ * for the bytes the codecs wrote (kvp_ref_cache_written); the first run's
+ * counts and resident memory are what is reported. */
 static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, struct kvp_ref_cache_opts co,
                    bool force_alloc, bool force_compute, struct run *r, struct kvp_error *err)
 {
@@ -83,7 +100,8 @@ static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, st
                              /* static preallocates for every step up to T (axis=channel: more
                               * than the bytes at T, see kvp_cache_capacity) */
                              .preallocated = co.policy == KVP_REF_STATIC};
-    struct kvp_ref_cache *c = NULL;
+    struct kvp_ref_cache *c = NULL, *c2 = NULL;
+    struct kvp_ref_alloc a2 = {.canary = 0x5A};
     double flops = 0;
     enum kvp_status st;
 
@@ -92,30 +110,34 @@ static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, st
     r->peak = r->plan.total_bytes; /* static and paged copy nothing */
     if (co.policy == KVP_REF_DYNAMIC && kvp_kv_dynamic_peak(m, &q, &r->peak, err) != KVP_OK)
         return cli_error(err);
+    if (co.policy == KVP_REF_PAGED) {
+        struct kvp_kv_plan held;
+        q.block = 0;
+        if (kvp_kv_compute(m, &q, &held, err) != KVP_OK)
+            return cli_error(err);
+        r->held[KVP_REF_K] = held.k_bytes, r->held[KVP_REF_V] = held.v_bytes, r->held[KVP_REF_STATE] = held.state_bytes;
+    }
     for (uint64_t t = 0; t < r->context && flops < 1e12; t++)
         flops += kvp_ref_step_flops(rm, t) * (double)r->batch;
     bool compute = force_compute || (!force_alloc && flops <= 2e9);
     r->mode = compute ? "compute" : "alloc-only";
     co.context = r->context;
     co.batch = (uint32_t)r->batch;
-    memset(&r->a, 0, sizeof r->a);
+    r->a = (struct kvp_ref_alloc){.canary = 0xA5};
     uint64_t before = kvp_ref_rss_bytes(), after;
-    if ((st = kvp_ref_cache_new(rm, &co, &r->a, &c, err)) != KVP_OK)
-        return cli_error(err);
-    for (uint64_t t = 0; t < r->context; t++)
-        for (uint32_t b = 0; b < r->batch; b++) {
-            st = compute ? kvp_ref_step(rm, c, b, (uint32_t)((t * 2654435761u + b) % kvp_ref_vocab(rm)), NULL, err)
-                         : kvp_ref_fill(rm, c, b, err);
-            if (st != KVP_OK) {
-                kvp_ref_cache_free(c);
-                return cli_error(err);
-            }
-        }
+    if ((st = kvp_ref_cache_new(rm, &co, &r->a, &c, err)) != KVP_OK || (st = drive(rm, c, r->context, r->batch, compute, err)))
+        goto out;
     after = kvp_ref_rss_bytes();
+    if ((st = kvp_ref_cache_new(rm, &co, &a2, &c2, err)) != KVP_OK || (st = drive(rm, c2, r->context, r->batch, compute, err)) ||
+        (st = kvp_ref_cache_written(c, c2, r->written, err)))
+        goto out;
     struct kvp_ref_alloc live = r->a; /* the counts while the cache is alive */
     kvp_ref_cache_free(c);
-    if (r->a.cur_total != 0) /* every byte must come back */
-        return cli_usage_error("validate: %llu cache bytes were not freed", (unsigned long long)r->a.cur_total);
+    kvp_ref_cache_free(c2);
+    c = c2 = NULL;
+    if (r->a.cur_total != 0 || a2.cur_total != 0) /* every byte must come back */
+        return cli_usage_error("validate: %llu cache bytes were not freed",
+                               (unsigned long long)(r->a.cur_total + a2.cur_total));
     r->a = live;
     r->rss_delta = after > before ? after - before : 0;
     /* malloc rounds each live allocation to pages (and keeps freed heap
@@ -124,34 +146,55 @@ static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, st
     r->match = r->a.cur[KVP_REF_K] == r->plan.k_bytes && r->a.cur[KVP_REF_V] == r->plan.v_bytes &&
                r->a.cur[KVP_REF_STATE] == r->plan.state_bytes && r->a.cur_total == r->plan.total_bytes &&
                r->a.peak_total == r->peak;
+    /* every allocated byte written; paged: a sequence's last block may be
+     * partly empty, so at least the held tokens' bytes */
+    for (int t = 0; t < KVP_REF_TAG_COUNT; t++)
+        r->match = r->match && r->written[t] <= r->a.cur[t] &&
+                   r->written[t] >= (co.policy == KVP_REF_PAGED ? r->held[t] : r->a.cur[t]);
     /* dynamic: freed copies stay in malloc's heap, so only the lower bound holds */
     uint64_t hi = co.policy == KVP_REF_DYNAMIC ? UINT64_MAX : r->a.cur_total + r->tolerance;
     uint64_t lo = r->a.cur_total > r->tolerance ? r->a.cur_total - r->tolerance : 0;
     r->rss_ok = r->rss_delta >= lo && r->rss_delta <= hi;
     return CLI_OK;
+out:
+    kvp_ref_cache_free(c);
+    kvp_ref_cache_free(c2);
+    return cli_error(err);
 }
 
-static void row(struct kvp_buf *b, const char *what, uint64_t pred, uint64_t meas, const char *note)
+/* predicted, allocated and written: "ok" when the three agree (paged: the
+ * written bytes are at least those of the held tokens, `held`) */
+static void row(struct kvp_buf *b, const char *what, uint64_t pred, uint64_t meas, uint64_t wrote, uint64_t held)
 {
-    char p[40], q[40];
-    kvp_buf_printf(b, "  %-7s %22s %22s  %s\n", what, kvp_format_grouped(pred, p, sizeof p),
-                   kvp_format_grouped(meas, q, sizeof q), pred == meas ? "ok" : note);
+    char p[40], q[40], w[40];
+    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", what, kvp_format_grouped(pred, p, sizeof p),
+                   kvp_format_grouped(meas, q, sizeof q), kvp_format_grouped(wrote, w, sizeof w),
+                   pred != meas ? "DIFFERS" : wrote > meas ? "OVERFLOW" : wrote < held ? "UNWRITTEN" : "ok");
 }
 
 static void text(struct kvp_buf *b, const struct run *r, enum kvp_ref_policy pol)
 {
-    char t[40];
+    char t[40], t2[40];
+    uint64_t w = r->written[KVP_REF_K] + r->written[KVP_REF_V] + r->written[KVP_REF_STATE];
     kvp_buf_printf(b, "context %s x batch %llu, mode %s:\n", kvp_format_grouped(r->context, t, sizeof t),
                    (unsigned long long)r->batch, r->mode);
-    kvp_buf_printf(b, "  %-7s %22s %22s\n", "bytes", "predicted", "measured");
-    row(b, "K", r->plan.k_bytes, r->a.cur[KVP_REF_K], "DIFFERS");
-    row(b, "V", r->plan.v_bytes, r->a.cur[KVP_REF_V], "DIFFERS");
-    row(b, "state", r->plan.state_bytes, r->a.cur[KVP_REF_STATE], "DIFFERS");
-    row(b, "total", r->plan.total_bytes, r->a.cur_total, "DIFFERS");
-    row(b, "peak", r->peak, r->a.peak_total, "DIFFERS");
-    kvp_buf_printf(b, "  %-7s %22s %22s  %s (%s %llu B: a page per live allocation + 1 MiB)\n", "rss",
-                   "", kvp_format_grouped(r->rss_delta, t, sizeof t), r->rss_ok ? "ok" : "OUTSIDE",
-                   pol == KVP_REF_DYNAMIC ? "at least measured -" : "measured +-", (unsigned long long)r->tolerance);
+    kvp_buf_printf(b, "  %-7s %18s %18s %18s\n", "bytes", "predicted", "allocated", "written");
+    uint64_t held[KVP_REF_TAG_COUNT + 1];
+    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+        held[i] = pol == KVP_REF_PAGED ? r->held[i] : r->a.cur[i];
+    held[KVP_REF_TAG_COUNT] = held[KVP_REF_K] + held[KVP_REF_V] + held[KVP_REF_STATE];
+    row(b, "K", r->plan.k_bytes, r->a.cur[KVP_REF_K], r->written[KVP_REF_K], held[KVP_REF_K]);
+    row(b, "V", r->plan.v_bytes, r->a.cur[KVP_REF_V], r->written[KVP_REF_V], held[KVP_REF_V]);
+    row(b, "state", r->plan.state_bytes, r->a.cur[KVP_REF_STATE], r->written[KVP_REF_STATE], held[KVP_REF_STATE]);
+    row(b, "total", r->plan.total_bytes, r->a.cur_total, w, held[KVP_REF_TAG_COUNT]);
+    if (pol == KVP_REF_PAGED)
+        kvp_buf_printf(b, "  (paged: a sequence's last block may be partly empty; written must cover the held tokens' "
+                          "%llu B)\n", (unsigned long long)held[KVP_REF_TAG_COUNT]);
+    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", "peak", kvp_format_grouped(r->peak, t, sizeof t),
+                   kvp_format_grouped(r->a.peak_total, t2, sizeof t2), "", r->peak == r->a.peak_total ? "ok" : "DIFFERS");
+    kvp_buf_printf(b, "  %-7s %18s %18s  %s (%s %llu B: a page per live allocation + 1 MiB)\n", "rss", "",
+                   kvp_format_grouped(r->rss_delta, t, sizeof t), r->rss_ok ? "ok" : "OUTSIDE",
+                   pol == KVP_REF_DYNAMIC ? "at least allocated -" : "allocated +-", (unsigned long long)r->tolerance);
 }
 
 static void json_run(struct kvp_json *j, const struct run *r)
@@ -166,8 +209,12 @@ static void json_run(struct kvp_json *j, const struct run *r)
     kvp_json_u64(j, "measured_v_bytes", r->a.cur[KVP_REF_V]);
     kvp_json_u64(j, "predicted_state_bytes", r->plan.state_bytes);
     kvp_json_u64(j, "measured_state_bytes", r->a.cur[KVP_REF_STATE]);
+    kvp_json_u64(j, "written_k_bytes", r->written[KVP_REF_K]);
+    kvp_json_u64(j, "written_v_bytes", r->written[KVP_REF_V]);
+    kvp_json_u64(j, "written_state_bytes", r->written[KVP_REF_STATE]);
     kvp_json_u64(j, "predicted_bytes", r->plan.total_bytes);
     kvp_json_u64(j, "measured_bytes", r->a.cur_total);
+    kvp_json_u64(j, "written_bytes", r->written[KVP_REF_K] + r->written[KVP_REF_V] + r->written[KVP_REF_STATE]);
     kvp_json_u64(j, "predicted_peak_bytes", r->peak);
     kvp_json_u64(j, "peak_bytes", r->a.peak_total);
     kvp_json_u64(j, "rss_delta_bytes", r->rss_delta);
@@ -573,8 +620,11 @@ int cmd_validate(int argc, char **argv)
         kvp_json_bool(&j, "rss_ok", rss_all);
         kvp_json_end(&j, '}');
     } else {
-        kvp_buf_printf(&b, "\n%s\n", all ? "match: every counted byte equals the prediction"
-                                         : "MISMATCH: a counted figure differs from the prediction");
+        kvp_buf_printf(&b, "\n%s\n", !all ? "MISMATCH: a counted figure differs from the prediction or was not written"
+                                   : co.policy == KVP_REF_PAGED ? "match: every counted byte equals the prediction\n"
+                                                                  "written: every held token's bytes (a last block may be partly empty)"
+                                                                : "match: every counted byte equals the prediction\n"
+                                                                  "written: every allocated byte (predicted = allocated = written)");
     }
     rc = cli_write(&b);
     if (rc == CLI_OK && !all)

@@ -25,6 +25,10 @@ static enum kvp_status quantized_bytes(const struct kvp_format *f, uint64_t n_kv
     } else {
         if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
             return st;
+#ifdef KVP_MUTATE_ROW /* test-only (make check-mutation): a byte too many per row of one format */
+        if (f->dtype == KVP_MUTATE_ROW)
+            row += 1;
+#endif
         if (!kvp_mul3(row, n_kv, tokens, &bytes))
             return OVERFLOW(err, "cache size");
     }
@@ -138,6 +142,9 @@ void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, ui
         *ssm = (uint64_t)r->n_heads * r->k_head_dim * r->v_head_dim;
         break;
     }
+#ifdef KVP_MUTATE_STATE /* test-only (make check-mutation): one state element too many */
+    *ssm += 1;
+#endif
 }
 
 /* The window of a layer's cache (0 = every token). */

@@ -2,8 +2,10 @@
  * sequence, K|V), three allocation policies, every byte counted.
  *
  * A store holds what kvp_cache_tokens says one tensor keeps after T tokens
- * with its window (0 = all); in bytes exactly kvp_cache_bytes (paged: its
- * held rows rounded up to whole blocks), split into two regions:
+ * with its window (0 = all): the one rule the decoder shares with the engine,
+ * checked by a step-by-step simulation in tests/check_engine.c. Its bytes
+ * come from the codec's layouts (layout_bytes), never from the engine's
+ * price, which `kvplan validate` compares them with. Two regions:
  *   quant    the older tokens, in the cache format        (quant(T) tokens)
  *   residual the newest tokens in the scale dtype (KIVI)  (resid(T) tokens)
  * Token-axis formats keep the last min(T, window) tokens, each region a
@@ -49,9 +51,9 @@ void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t 
     void *p;
     if (bytes == 0 || bytes > SIZE_MAX)
         return NULL;
-    if ((p = calloc(1, (size_t)bytes)) == NULL)
+    if ((p = malloc((size_t)bytes)) == NULL)
         return NULL;
-    memset(p, 0, (size_t)bytes); /* touch every page: resident memory is what we count */
+    memset(p, a->canary, (size_t)bytes); /* touch every page: resident memory is what we count */
     a->cur[tag] += bytes;
     a->cur_total += bytes;
     if (a->cur[tag] > a->peak[tag])
@@ -133,14 +135,6 @@ static uint64_t resid_of(const struct store *s, uint64_t T)
     return h < s->R ? h : s->R;
 }
 
-static uint64_t store_bytes_at(const struct store *s, uint64_t T)
-{
-    uint64_t b = 0;
-    struct kvp_error e;
-    kvp_cache_bytes(s->f, s->n_kv, s->d, T, s->window, &b, &e);
-    return b;
-}
-
 /* Channel axis: quantized tokens held after T tokens (the whole groups in
  * the window: kvp_cache_tokens), and the first of their groups. */
 static uint64_t quant_of(const struct store *s, uint64_t T)
@@ -165,7 +159,7 @@ static uint64_t group_slot(const struct store *s, uint64_t k, uint64_t T)
 /* Channel-axis layout of q quantized tokens: codes, then meta, then residual. */
 static uint64_t codes_bytes(const struct store *s, uint64_t q)
 {
-    return (s->n * q * kvp_dtype_info(s->f->dtype)->block_bits + 7) / 8;
+    return (s->n * q * codec_code_bits(s->f->dtype) + 7) / 8;
 }
 
 static uint64_t meta_bytes(const struct store *s, uint64_t q)
@@ -197,6 +191,34 @@ static uint64_t chan_res_off(const struct store *s, uint64_t q)
 {
     uint64_t c = s->fixed ? s->qcap : q;
     return codes_bytes(s, c) + meta_bytes(s, c) + outl_bytes(s, c);
+}
+
+/* Bytes of a store that holds q quantized and r residual tokens, from its
+ * own layout (the offset helpers above stay below this checked total):
+ *   rows     q rows of qrow (codes, scales, outliers) + r rows of rrow
+ *   channel  codes of q tokens (bit-packed over the store) + a scale set per
+ *            channel per G-token group + q outlier lists + r rows of rrow
+ * false when it overflows 64 bits. */
+static bool layout_bytes(const struct store *s, uint64_t q, uint64_t r, uint64_t *out)
+{
+    uint64_t a, b, c;
+    if (!kvp_mul(r, s->rrow, &b))
+        return false;
+    if (s->mode == ROWS)
+        return kvp_mul(q, s->qrow, &a) && kvp_add(a, b, out);
+    return kvp_mul3(s->n, q, codec_code_bits(s->f->dtype), &a) &&
+           kvp_mul3(s->n, q / s->f->group, codec_meta_size(s->f), &c) && kvp_add(kvp_cdiv(a, 8), c, &a) &&
+           kvp_mul(q, s->ob, &c) && kvp_add(a, c, &a) && kvp_add(a, b, out);
+}
+
+/* The store's bytes after T tokens (dynamic: the size of each new copy). */
+static enum kvp_status store_bytes_at(const struct store *s, uint64_t T, uint64_t *out, struct kvp_error *err)
+{
+    uint64_t q, r;
+    kvp_cache_tokens(s->f, T, s->window, false, &q, &r);
+    if (!layout_bytes(s, q, r, out))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "cache size overflows 64 bits");
+    return KVP_OK;
 }
 
 /* Rows mode: one quantized row, its outliers (if any) after the codes. */
@@ -355,7 +377,10 @@ static void channel_put(struct store *s, const float *x, float *tmp)
 static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const float *x, float *tmp,
                             struct kvp_error *err)
 {
-    uint64_t T = s->len, T2 = T + 1, nb = store_bytes_at(s, T2);
+    uint64_t T = s->len, T2 = T + 1, nb;
+    enum kvp_status st = store_bytes_at(s, T2, &nb, err);
+    if (st != KVP_OK)
+        return st;
     uint8_t *nbuf = kvp_ref_alloc_get(a, s->tag, nb);
     if (!nbuf)
         return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of cache", (unsigned long long)nb);
@@ -464,20 +489,21 @@ bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out)
     return false;
 }
 
-/* Can this store hold f under the policy at exactly the engine's bytes? */
+/* Can a store of rows of d values hold f under the policy? The codec must
+ * know f, and a block type's blocks must tile the row (as llama.cpp asks). */
 static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const struct kvp_format *f, const char *which,
                                     uint32_t d, struct kvp_error *err)
 {
-    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
     char name[64];
-    uint64_t row;
-    enum kvp_status st;
     kvp_format_name(f, name, sizeof name);
-    if (f->outliers_ppm && !t->grouped) /* format.h gives settings to the integer types only */
+    if (!codec_known(f->dtype) || !codec_known(f->scale))
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder has no codec for it", which, name);
+    if (f->outliers_ppm && !codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)",
                         which, name, f->outliers_ppm / 1e6);
-    if ((st = kvp_format_row_bytes(f, d, &row, err)) != KVP_OK)
-        return st;
+    if (d % codec_block_elems(f->dtype))
+        return kvp_fail(err, KVP_ERR_RANGE, "%s stores blocks of %u values, which does not divide a row of %u", name,
+                        codec_block_elems(f->dtype), d);
     return o->policy == KVP_REF_PAGED ? kvp_format_check_paged(f, which, err) : KVP_OK;
 }
 
@@ -491,8 +517,8 @@ static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref
     s->d = d;
     s->n = (uint64_t)n_kv * d;
     s->window = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ? sp->window : 0;
-    s->mode = kvp_dtype_info(f->dtype)->grouped && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
-    s->R = kvp_dtype_info(f->dtype)->grouped ? f->residual : 0;
+    s->mode = codec_grouped(f->dtype) && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
+    s->R = codec_grouped(f->dtype) ? f->residual : 0;
     if (s->mode == CHANNEL && s->R == 0)
         s->R = f->group;
     s->ob = 8 * codec_outliers(f, s->n);
@@ -572,10 +598,18 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
     for (uint32_t l = 0; l < m->n_layers; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(m, l);
         bool win = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED;
-        if (sp->kind == KVP_LAYER_RECURRENT) {
-            uint64_t conv, ssm;
-            kvp_recurrent_state_elems(&sp->rec, &conv, &ssm);
-            c->state_bytes[l] = (conv + ssm) * codec_plain_size(m->state_dtype);
+        if (sp->kind == KVP_LAYER_RECURRENT) { /* the decoder's own state shape (decoder.c) */
+            if (!codec_known(m->state_dtype) || codec_grouped(m->state_dtype) || codec_block_elems(m->state_dtype) > 1) {
+                struct kvp_format sf = kvp_format_plain(m->state_dtype);
+                char sn[64];
+                st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "recurrent state dtype '%s': the reference decoder keeps state "
+                              "in a plain type (f32, f16, bf16, fp8)", kvp_format_name(&sf, sn, sizeof sn));
+                goto err;
+            }
+            if (!kvp_mul(rm->w[m->layer_spec[l]].S, codec_plain_size(m->state_dtype), &c->state_bytes[l])) {
+                st = kvp_fail(err, KVP_ERR_OVERFLOW, "recurrent state size overflows 64 bits");
+                goto err;
+            }
             continue;
         }
         if (sp->kind == KVP_LAYER_MLA) {
@@ -635,11 +669,13 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
             struct store *s = &c->st[i];
             if (!s->f)
                 continue;
-            /* kvp_cache_capacity's two regions */
+            /* the most tokens each region holds at any step up to the context */
             kvp_cache_tokens(s->f, o->context, s->window, true, &s->qcap, &s->rcap);
             s->fixed = s->mode == CHANNEL;
-            s->bytes = (s->fixed ? codes_bytes(s, s->qcap) + meta_bytes(s, s->qcap) + outl_bytes(s, s->qcap)
-                                 : s->qcap * s->qrow) + s->rcap * s->rrow;
+            if (!layout_bytes(s, s->qcap, s->rcap, &s->bytes)) {
+                st = kvp_fail(err, KVP_ERR_OVERFLOW, "cache size overflows 64 bits");
+                goto err;
+            }
             if (s->bytes && !(s->buf = kvp_ref_alloc_get(a, s->tag, s->bytes)))
                 goto err;
         }
@@ -668,15 +704,67 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
             if (ST(c, l, seq, kv)->f)
                 store_release(c, ST(c, l, seq, kv));
         uint8_t **p = &c->state[(uint64_t)l * c->o.batch + seq];
-        if (c->o.policy == KVP_REF_STATIC) {
-            if (*p)
-                memset(*p, 0, c->state_bytes[l]);
-        } else {
+        if (c->o.policy != KVP_REF_STATIC) { /* static: position 0 starts the state afresh (decoder.c recur) */
             kvp_ref_alloc_put(c->a, KVP_REF_STATE, *p, c->state_bytes[l]);
             *p = NULL;
         }
     }
     c->len[seq] = 0;
+}
+
+/* ---- bytes written ------------------------------------------------------------ */
+
+/* Bytes i of n where x[i] != cx or y[i] != cy. */
+static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
+{
+    uint64_t w = 0;
+    for (uint64_t i = 0; i < n; i++)
+        w += x[i] != cx || y[i] != cy;
+    return w;
+}
+
+/* Scan a's and b's allocation of n bytes at each pair; false when the two
+ * differ in shape (one is missing). */
+static bool scan(const uint8_t *x, const uint8_t *y, uint64_t n, const struct kvp_ref_cache *a,
+                 const struct kvp_ref_cache *b, uint64_t *w)
+{
+    if (!x != !y)
+        return false;
+    if (x)
+        *w += written_of(x, y, n, a->a->canary, b->a->canary);
+    return true;
+}
+
+enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+                                      uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err)
+{
+    uint64_t L = a->m->n_layers, B = a->o.batch;
+    bool same = a->rm == b->rm && B == b->o.batch && a->o.policy == b->o.policy && a->o.block == b->o.block;
+    if ((a->a->canary ^ b->a->canary) != 0xFF)
+        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need canaries that are bitwise complements (got 0x%02X and 0x%02X)",
+                        a->a->canary, b->a->canary);
+    memset(written, 0, KVP_REF_TAG_COUNT * sizeof *written);
+    for (uint64_t i = 0; same && i < L * B * 2; i++) {
+        const struct store *s = &a->st[i], *t = &b->st[i];
+        uint64_t *w = &written[s->tag], blk = (uint64_t)a->o.block * s->qrow;
+        if (!s->f)
+            continue;
+        if (a->o.policy != KVP_REF_PAGED) {
+            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, w);
+            continue;
+        }
+        same = s->table.n == t->table.n;
+        for (uint64_t j = 0; same && j < s->table.n; j++)
+            same = scan(s->table.p[j], t->table.p[j], blk, a, b, w);
+        if (i / 2 % B == 0) /* the layer's free list (K or V), once */
+            for (uint64_t j = 0; same && j < s->free->n; j++)
+                same = s->free->n == t->free->n && scan(s->free->p[j], t->free->p[j], blk, a, b, w);
+    }
+    for (uint64_t i = 0; same && i < L * B; i++)
+        same = scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, &written[KVP_REF_STATE]);
+    if (!same)
+        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need two caches of one layout driven through the same steps");
+    return KVP_OK;
 }
 
 /* ---- what the decoder calls ------------------------------------------------- */
@@ -715,9 +803,14 @@ enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float 
     for (uint32_t l = 0; l < L; l++)
         for (int kv = 0; kv < 2; kv++) {
             struct store *s = ST(c, l, seq, kv);
-            if (s->f)
-                p[n++] = (struct pending){s, kv ? v[l] : k[l], s->bytes,
-                                          c->o.policy == KVP_REF_DYNAMIC ? store_bytes_at(s, s->len + 1) : 0};
+            if (!s->f)
+                continue;
+            p[n] = (struct pending){s, kv ? v[l] : k[l], s->bytes, 0};
+            if (c->o.policy == KVP_REF_DYNAMIC && (st = store_bytes_at(s, s->len + 1, &p[n].next, err)) != KVP_OK) {
+                free(p);
+                return st;
+            }
+            n++;
         }
     if (c->o.policy == KVP_REF_DYNAMIC)
         qsort(p, n, sizeof *p, growth_order);

@@ -1,7 +1,11 @@
 /* codec.c -- the reference decoder's storage formats: float32 <-> bytes.
  *
- * Byte layouts follow format.h exactly, so a row's size here is
- * kvp_format_row_bytes and a cache's size is kvp_cache_bytes:
+ * The codec owns its layouts (codec_type below: bytes of a plain value,
+ * bits of an integer code, values and bytes of a ggml block, written out
+ * from the structs they encode); it never asks format.h or the engine what a
+ * row costs, so that the cache's bytes are a measurement the engine's price
+ * is compared with (tests/check_ref.c, `kvplan validate`). The layouts are
+ * the ones format.h describes:
  *   plain:        n values of the dtype (fp8 by round-to-nearest on its grid)
  *   axis=token:   per head, ceil(d*bits/8) packed codes, then ceil(d/G)
  *                 groups' scale (+ zero point) in the scale dtype
@@ -153,36 +157,107 @@ static float fp8_to_f32(uint8_t b, int mb, int bias)
     return (b & 0x80) ? -v : v;
 }
 
-uint32_t codec_plain_size(enum kvp_dtype t)
+/* ---- the layouts: one entry per type the codec stores ------------------- */
+
+struct block_codec { /* one block of a ggml / MX / NV block type */
+    void (*encode)(const float *x, uint8_t *b);
+    void (*decode)(const uint8_t *b, float *x);
+};
+
+struct codec_type {
+    uint32_t elems;  /* values per block: 1 for plain and integer types */
+    uint32_t bytes;  /* plain: bytes per value; blocks: bytes per block */
+    uint32_t bits;   /* integer types: bits per code (0 otherwise) */
+    struct block_codec block; /* block types only */
+};
+
+static const struct codec_type *codec_type(enum kvp_dtype t);
+
+bool codec_known(enum kvp_dtype t)
 {
-    return kvp_dtype_info(t)->block_bits / 8;
+    return codec_type(t) != NULL;
 }
 
+bool codec_grouped(enum kvp_dtype t)
+{
+    const struct codec_type *c = codec_type(t);
+    return c && c->bits;
+}
+
+uint32_t codec_block_elems(enum kvp_dtype t)
+{
+    return codec_type(t)->elems;
+}
+
+uint32_t codec_code_bits(enum kvp_dtype t)
+{
+    return codec_type(t)->bits;
+}
+
+uint32_t codec_plain_size(enum kvp_dtype t)
+{
+    return codec_type(t)->bytes;
+}
+
+/* Bulk conversions: one switch per call, a plain loop per type (the
+ * attention reads every cached row through here). */
 void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t h;
-        switch (t) {
-        case KVP_DTYPE_F32: memcpy(dst + 4 * i, &x[i], 4); break;
-        case KVP_DTYPE_F16: h = f32_to_f16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
-        case KVP_DTYPE_BF16: h = f32_to_bf16(x[i]); memcpy(dst + 2 * i, &h, 2); break;
-        case KVP_DTYPE_FP8_E4M3: dst[i] = f32_to_fp8(x[i], 3, 7, 448.0f); break;
-        default: dst[i] = f32_to_fp8(x[i], 2, 15, 57344.0f); break; /* e5m2 */
+    uint16_t h;
+    switch (t) {
+    case KVP_DTYPE_F32:
+        memcpy(dst, x, n * 4);
+        break;
+    case KVP_DTYPE_F16:
+        for (uint64_t i = 0; i < n; i++) {
+            h = f32_to_f16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
         }
+        break;
+    case KVP_DTYPE_BF16:
+        for (uint64_t i = 0; i < n; i++) {
+            h = f32_to_bf16(x[i]);
+            memcpy(dst + 2 * i, &h, 2);
+        }
+        break;
+    case KVP_DTYPE_FP8_E4M3:
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = f32_to_fp8(x[i], 3, 7, 448.0f);
+        break;
+    default: /* e5m2 */
+        for (uint64_t i = 0; i < n; i++)
+            dst[i] = f32_to_fp8(x[i], 2, 15, 57344.0f);
+        break;
     }
 }
 
 void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 {
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t h;
-        switch (t) {
-        case KVP_DTYPE_F32: memcpy(&x[i], src + 4 * i, 4); break;
-        case KVP_DTYPE_F16: memcpy(&h, src + 2 * i, 2); x[i] = f16_to_f32(h); break;
-        case KVP_DTYPE_BF16: memcpy(&h, src + 2 * i, 2); x[i] = bf16_to_f32(h); break;
-        case KVP_DTYPE_FP8_E4M3: x[i] = fp8_to_f32(src[i], 3, 7); break;
-        default: x[i] = fp8_to_f32(src[i], 2, 15); break;
+    uint16_t h;
+    switch (t) {
+    case KVP_DTYPE_F32:
+        memcpy(x, src, n * 4);
+        break;
+    case KVP_DTYPE_F16:
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = f16_to_f32(h);
         }
+        break;
+    case KVP_DTYPE_BF16:
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&h, src + 2 * i, 2);
+            x[i] = bf16_to_f32(h);
+        }
+        break;
+    case KVP_DTYPE_FP8_E4M3:
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = fp8_to_f32(src[i], 3, 7);
+        break;
+    default:
+        for (uint64_t i = 0; i < n; i++)
+            x[i] = fp8_to_f32(src[i], 2, 15);
+        break;
     }
 }
 
@@ -190,7 +265,7 @@ void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 
 static uint32_t bits_of(const struct kvp_format *f)
 {
-    return kvp_dtype_info(f->dtype)->block_bits;
+    return codec_type(f->dtype)->bits;
 }
 
 uint32_t codec_meta_size(const struct kvp_format *f)
@@ -572,34 +647,40 @@ static void nvfp4_decode(const uint8_t *b, float *x)
     }
 }
 
-/* One block of a block type: kvp_dtype_info's block_elems values in
- * block_bits / 8 bytes. NULL for a type that is not a block type. */
-struct block_codec {
-    void (*encode)(const float *x, uint8_t *b);
-    void (*decode)(const uint8_t *b, float *x);
-};
-
-static const struct block_codec *block_codec(enum kvp_dtype t)
+/* Every type the cache stores, its bytes from the structs above (ggml's
+ * block_q8_0 is an fp16 d and 32 int8: 2 + 32 bytes). A type missing here
+ * (a weight-only type) is refused by the cache (cache.c check_format). */
+static const struct codec_type *codec_type(enum kvp_dtype t)
 {
-    static const struct block_codec table[KVP_DTYPE_COUNT] = {
-        [KVP_DTYPE_Q8_0] = {q8_0_encode, q8_0_decode},     [KVP_DTYPE_Q4_0] = {q4_0_encode, q4_0_decode},
-        [KVP_DTYPE_Q4_1] = {q4_1_encode, q4_1_decode},     [KVP_DTYPE_Q5_0] = {q5_0_encode, q5_0_decode},
-        [KVP_DTYPE_Q5_1] = {q5_1_encode, q5_1_decode},     [KVP_DTYPE_IQ4_NL] = {iq4_nl_encode, iq4_nl_decode},
-        [KVP_DTYPE_MXFP4] = {mxfp4_encode, mxfp4_decode}, [KVP_DTYPE_NVFP4] = {nvfp4_encode, nvfp4_decode},
+    static const struct codec_type table[KVP_DTYPE_COUNT] = {
+        [KVP_DTYPE_F32] = {1, 4, 0, {NULL, NULL}},
+        [KVP_DTYPE_F16] = {1, 2, 0, {NULL, NULL}},
+        [KVP_DTYPE_BF16] = {1, 2, 0, {NULL, NULL}},
+        [KVP_DTYPE_FP8_E4M3] = {1, 1, 0, {NULL, NULL}},
+        [KVP_DTYPE_FP8_E5M2] = {1, 1, 0, {NULL, NULL}},
+        [KVP_DTYPE_INT8] = {1, 0, 8, {NULL, NULL}},
+        [KVP_DTYPE_INT4] = {1, 0, 4, {NULL, NULL}},
+        [KVP_DTYPE_INT2] = {1, 0, 2, {NULL, NULL}},
+        [KVP_DTYPE_Q8_0] = {32, 2 + 32, 0, {q8_0_encode, q8_0_decode}},
+        [KVP_DTYPE_Q4_0] = {32, 2 + 16, 0, {q4_0_encode, q4_0_decode}},
+        [KVP_DTYPE_Q4_1] = {32, 2 + 2 + 16, 0, {q4_1_encode, q4_1_decode}},
+        [KVP_DTYPE_Q5_0] = {32, 2 + 4 + 16, 0, {q5_0_encode, q5_0_decode}},
+        [KVP_DTYPE_Q5_1] = {32, 2 + 2 + 4 + 16, 0, {q5_1_encode, q5_1_decode}},
+        [KVP_DTYPE_IQ4_NL] = {32, 2 + 16, 0, {iq4_nl_encode, iq4_nl_decode}},
+        [KVP_DTYPE_MXFP4] = {32, 1 + 16, 0, {mxfp4_encode, mxfp4_decode}},
+        [KVP_DTYPE_NVFP4] = {16, 1 + 8, 0, {nvfp4_encode, nvfp4_decode}},
     };
-    return (unsigned)t < KVP_DTYPE_COUNT && table[t].encode ? &table[t] : NULL;
+    return (unsigned)t < KVP_DTYPE_COUNT && table[t].elems ? &table[t] : NULL;
 }
 
 /* ---- rows (token-wise) ------------------------------------------------- */
 
 static uint64_t head_row_bytes(const struct kvp_format *f, uint32_t d)
 {
-    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
-    if (t->block_elems > 1)
-        return (uint64_t)d / t->block_elems * (t->block_bits / 8);
-    if (t->grouped)
-        return ((uint64_t)d * t->block_bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * codec_meta_size(f);
-    return (uint64_t)d * (t->block_bits / 8);
+    const struct codec_type *t = codec_type(f->dtype);
+    if (t->bits)
+        return ((uint64_t)d * t->bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * codec_meta_size(f);
+    return (uint64_t)d / t->elems * t->bytes;
 }
 
 uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
@@ -609,15 +690,14 @@ uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
 
 void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
 {
-    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
     for (uint32_t h = 0; h < n_kv; h++, x += d, dst += hb) {
-        const struct block_codec *bc = block_codec(f->dtype);
-        if (bc) {
-            for (uint32_t b = 0; b < d / t->block_elems; b++)
-                bc->encode(x + (uint64_t)b * t->block_elems, dst + (uint64_t)b * (t->block_bits / 8));
-        } else if (t->grouped) {
-            uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
+        if (t->block.encode) {
+            for (uint32_t b = 0; b < d / t->elems; b++)
+                t->block.encode(x + (uint64_t)b * t->elems, dst + (uint64_t)b * t->bytes);
+        } else if (t->bits) {
+            uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
             memset(dst, 0, cb);
             for (uint32_t g = 0; g * f->group < d; g++) {
                 uint32_t lo = g * f->group, n = d - lo < f->group ? d - lo : f->group;
@@ -625,7 +705,7 @@ void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
                 float scale, zp;
                 group_params(f, x + lo, n, 1, meta, &scale, &zp);
                 for (uint32_t i = 0; i < n; i++)
-                    put_code(dst, lo + i, t->block_bits, quantize(f, x[lo + i], scale, zp));
+                    put_code(dst, lo + i, t->bits, quantize(f, x[lo + i], scale, zp));
             }
         } else {
             codec_put_plain(f->dtype, x, d, dst);
@@ -635,17 +715,16 @@ void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
 
 void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
 {
-    const struct kvp_dtype_info *t = kvp_dtype_info(f->dtype);
+    const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
     for (uint32_t h = 0; h < n_kv; h++, x += d, src += hb) {
-        const struct block_codec *bc = block_codec(f->dtype);
-        if (bc) {
-            for (uint32_t b = 0; b < d / t->block_elems; b++)
-                bc->decode(src + (uint64_t)b * (t->block_bits / 8), x + (uint64_t)b * t->block_elems);
-        } else if (t->grouped) {
-            uint64_t cb = ((uint64_t)d * t->block_bits + 7) / 8;
+        if (t->block.decode) {
+            for (uint32_t b = 0; b < d / t->elems; b++)
+                t->block.decode(src + (uint64_t)b * t->bytes, x + (uint64_t)b * t->elems);
+        } else if (t->bits) {
+            uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
             for (uint32_t i = 0; i < d; i++)
-                x[i] = dequantize(f, get_code(src, i, t->block_bits), src + cb + (uint64_t)(i / f->group) * codec_meta_size(f));
+                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * codec_meta_size(f));
         } else {
             codec_get_plain(f->dtype, src, d, x);
         }

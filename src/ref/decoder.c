@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
 #include "kvplan/num.h"
 #include "ref_internal.h"
 
@@ -68,6 +67,7 @@ static void carve(struct kvp_ref_model *rm)
             w->ra = take(rm, w->S, 1, 1);
             w->rb = take(rm, w->S, 1, 1);
             w->rc = take(rm, w->S, 1, 1);
+            w->rden = take(rm, w->S, 1, 1);
             break;
         default:
             break;
@@ -135,6 +135,7 @@ static void init_weights(struct kvp_ref_model *rm)
                 w->ra[j] = 2.0f * pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
                 w->rb[j] = pcg_float(&r);
                 w->rc[j] = pcg_float(&r) / sqrtf((float)(w->S / H + 1));
+                w->rden[j] = 1.0f + expf(-w->ra[j]);
             }
         if (w->w1) {
             ones(w->ffn_norm, H);
@@ -143,6 +144,38 @@ static void init_weights(struct kvp_ref_model *rm)
             fill(w->w2, H * I, I, &r);
         }
     }
+}
+
+/* Elements of one sequence's recurrent state, from the shapes of the mixer
+ * kind (the decoder's own statement, not the engine's count, which validate
+ * compares it with): a causal conv keeps its last d_conv - 1 inputs of each
+ * of its channels, and the recurrence a matrix per head:
+ *   mamba   conv over x (d_inner);              SSM (d_inner, d_state)
+ *   mamba2  conv over x, B, C (d_inner + 2 n_groups d_state);
+ *                                               SSM (n_heads, v_head_dim, d_state)
+ *   gdn     conv over q, k, v (2 n_k_heads k_head_dim + n_heads v_head_dim);
+ *                                               delta-rule (n_heads, k_head_dim, v_head_dim)
+ * false when it overflows 64 bits. */
+static bool state_elems(const struct kvp_recurrent *r, uint64_t *out)
+{
+    uint64_t taps = r->d_conv ? r->d_conv - 1 : 0, ch, heads, rows, cols, a, b;
+    switch (r->kind) {
+    case KVP_REC_MAMBA:
+        ch = r->d_inner, heads = 1, rows = r->d_inner, cols = r->d_state;
+        break;
+    case KVP_REC_MAMBA2:
+        if (!kvp_mul3(2, r->n_groups, r->d_state, &ch) || !kvp_add(ch, r->d_inner, &ch))
+            return false;
+        heads = r->n_heads, rows = r->v_head_dim, cols = r->d_state;
+        break;
+    default: /* KVP_REC_GDN */
+        if (!kvp_mul3(2, r->n_k_heads, r->k_head_dim, &ch) || !kvp_mul(r->n_heads, r->v_head_dim, &a) ||
+            !kvp_add(ch, a, &ch))
+            return false;
+        heads = r->n_heads, rows = r->k_head_dim, cols = r->v_head_dim;
+        break;
+    }
+    return kvp_mul(taps, ch, &a) && kvp_mul3(heads, rows, cols, &b) && kvp_add(a, b, out);
 }
 
 /* Shapes as run; query heads scaled, KV geometry kept. */
@@ -171,9 +204,8 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
             w->rank = s->kv_lora_rank;
             w->hkv = 1;
         } else if (s->kind == KVP_LAYER_RECURRENT) {
-            uint64_t conv, ssm;
-            kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
-            w->S = conv + ssm;
+            if (!state_elems(&s->rec, &w->S))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of model '%s' overflows 64 bits", rm->m.name);
         } else if (s->kind != KVP_LAYER_NONE) {
             uint32_t hkv = src->n_kv_heads ? src->n_kv_heads : 1, g = s->n_heads / hkv;
             if (g == 0)
@@ -374,16 +406,19 @@ static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
         out[i] = x[i] * r * g[i];
 }
 
-/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d). */
+/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d)
+ * (each pair's angle computed once for all heads). */
 static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
 {
-    for (uint32_t k = 0; k < h; k++)
-        for (uint32_t i = 0; i + 1 < d; i += 2) {
-            double th = (double)pos * pow(10000.0, -(double)i / d);
-            float c = (float)cos(th), s = (float)sin(th), a = x[k * stride + i], b = x[k * stride + i + 1];
+    for (uint32_t i = 0; i + 1 < d; i += 2) {
+        double th = (double)pos * pow(10000.0, -(double)i / d);
+        float c = (float)cos(th), s = (float)sin(th);
+        for (uint32_t k = 0; k < h; k++) {
+            float a = x[k * stride + i], b = x[k * stride + i + 1];
             x[k * stride + i] = a * c - b * s;
             x[k * stride + i + 1] = a * s + b * c;
         }
+    }
 }
 
 void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
@@ -420,19 +455,30 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
 
 /* One step of the gated linear recurrence over S state elements:
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
- * The state is kept in the model's state dtype (st, S values). */
-static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
-                  const float *xb, float *y)
+ * The state is kept in the model's state dtype (st, S values) and rounded
+ * through it before it is read; it is converted H values at a time through
+ * tmp (H,), which stays in cache. fresh (the sequence's first token) starts
+ * from s = 0 without reading st, so the decoder never reads a state byte it
+ * has not written. y[j] sums its elements in increasing order. */
+static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
+                  const float *xb, float *y, float *tmp)
 {
     uint32_t H = rm->hidden, sz = codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
-    for (uint64_t i = 0; i < w->S; i++) {
-        float s;
-        codec_get_plain(dt, st + i * sz, 1, &s);
-        s = s / (1.0f + expf(-w->ra[i])) + w->rb[i] * xb[i % H];
-        codec_put_plain(dt, &s, 1, st + i * sz);
-        codec_get_plain(dt, st + i * sz, 1, &s);
-        y[i % H] += w->rc[i] * s;
+    for (uint64_t base = 0; base < w->S; base += H) { /* element base + j reads and feeds channel j */
+        uint64_t n = w->S - base < H ? w->S - base : H;
+        const float *den = w->rden + base, *gb = w->rb + base, *gc = w->rc + base;
+        uint8_t *p = st + base * sz;
+        if (fresh)
+            memset(tmp, 0, n * sizeof *tmp);
+        else
+            codec_get_plain(dt, p, n, tmp);
+        for (uint64_t j = 0; j < n; j++)
+            tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
+        codec_put_plain(dt, tmp, n, p);
+        codec_get_plain(dt, p, n, tmp);
+        for (uint64_t j = 0; j < n; j++)
+            y[j] += gc[j] * tmp[j];
     }
 }
 
@@ -444,8 +490,12 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
 
 /* ---- one step through the cache ------------------------------------------ */
 
+#define ATT_ROWS 4 /* key rows attend scores side by side */
+
 struct scratch {
     float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
+    float *st;          /* (hidden,) recurrent state values being updated */
+    float *rows;        /* (ATT_ROWS, wide) key rows scored together */
     float **pk, **pv;   /* (layers,) pending K/V rows of this step */
     float *pend;
 };
@@ -476,7 +526,7 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
         pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
     }
     uint64_t I = rm->inter, V = rm->vocab;
-    uint64_t n = 3 * H + 5 * wide + 2 * I + V + heads * (max_pos + 1);
+    uint64_t n = 4 * H + (5 + ATT_ROWS) * wide + 2 * I + V + heads * (max_pos + 1);
     s->x = calloc(n, sizeof(float));
     s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
     s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
@@ -492,7 +542,9 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     s->row2 = s->row + wide;
     s->h1 = s->row2 + wide;
     s->h3 = s->h1 + I;
-    s->att = s->h3 + I + wide;
+    s->st = s->h3 + I + wide;
+    s->rows = s->st + H;
+    s->att = s->rows + ATT_ROWS * wide;
     float *p = s->pend;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
@@ -508,30 +560,52 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
     return KVP_OK;
 }
 
+/* Key row j of layer src into buf (hkv, dk) as attention reads it: from the
+ * cache, or this step's pending row at pos; rotated here when the cache
+ * holds un-rotated keys. */
+static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
+                            uint32_t src, uint32_t seq, uint64_t j, uint64_t pos, const struct scratch *s, float *buf)
+{
+    const float *k = s->pk[src];
+    if (j < pos) {
+        cache_read_k(c, src, seq, j, buf);
+        k = buf;
+    } else if (rm->o.pre_rope_keys) {
+        memcpy(buf, k, (uint64_t)w->hkv * w->dk * sizeof *k);
+        k = buf;
+    }
+    if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
+        rope(buf, w->hkv, w->dk, w->dk, j);
+    return k;
+}
+
 /* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
- * the newest (pos) from this step's pending rows. out (hq, dv). */
+ * the newest (pos) from this step's pending rows. out (hq, dv). Scores of
+ * ATT_ROWS positions are summed side by side, each in its own running sum
+ * in channel order (the order of a one-position loop: the same floats), so
+ * the adds do not wait on each other. */
 static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
                    uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
 {
-    uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
+    uint64_t n = pos - lo + 1, g = w->hq / w->hkv, wide = (uint64_t)w->hkv * w->dk;
     float scale = 1.0f / sqrtf((float)w->dk);
-    for (uint64_t j = lo; j <= pos; j++) {
-        const float *k = s->pk[src];
-        if (j < pos) {
-            cache_read_k(c, src, seq, j, s->row);
-            k = s->row;
-        } else if (rm->o.pre_rope_keys) {
-            memcpy(s->row, k, (uint64_t)w->hkv * w->dk * sizeof *k);
-            k = s->row;
-        }
-        if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
-            rope(s->row, w->hkv, w->dk, w->dk, j);
+    for (uint64_t j0 = lo; j0 <= pos; j0 += ATT_ROWS) {
+        const float *k[ATT_ROWS];
+        for (uint64_t b = 0; b < ATT_ROWS; b++) /* past pos: position pos again, its score not kept */
+            k[b] = key_row(rm, c, w, src, seq, j0 + b <= pos ? j0 + b : pos, pos, s, s->rows + b * wide);
         for (uint32_t h = 0; h < w->hq; h++) {
-            const float *kh = k + (h / g) * w->dk, *qh = s->q + (uint64_t)h * w->dk;
-            float acc = 0;
-            for (uint32_t i = 0; i < w->dk; i++)
-                acc += qh[i] * kh[i];
-            s->att[h * n + (j - lo)] = acc * scale;
+            const float *qh = s->q + (uint64_t)h * w->dk;
+            uint64_t off = (h / g) * w->dk;
+            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            for (uint32_t i = 0; i < w->dk; i++) {
+                a0 += qh[i] * k[0][off + i];
+                a1 += qh[i] * k[1][off + i];
+                a2 += qh[i] * k[2][off + i];
+                a3 += qh[i] * k[3][off + i];
+            }
+            const float a[ATT_ROWS] = {a0, a1, a2, a3};
+            for (uint64_t b = 0; b < ATT_ROWS && j0 + b <= pos; b++)
+                s->att[h * n + (j0 + b - lo)] = a[b] * scale;
         }
     }
     for (uint32_t h = 0; h < w->hq; h++)
@@ -659,7 +733,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 uint8_t *state;
                 if ((st = cache_state(c, l, seq, &state, err)) != KVP_OK)
                     return st;
-                recur(rm, w, cache_state_dtype(c), state, s->xb, s->o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->o[i];
                 break;
@@ -709,7 +783,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         if (w->ra) {
             uint8_t *state;
             if ((st = cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, cache_state_dtype(c), state, rm->embed, s.o);
+                recur(rm, w, cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
         }
     }
     if (st == KVP_OK)
@@ -755,8 +829,9 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     float *X = calloc(n * H, sizeof(float)), *KV = calloc(L * n * kmax, sizeof(float));
     float *xb = calloc(H + wide * 4 + 2 * (uint64_t)rm->inter + n + rm->vocab, sizeof(float));
     uint8_t *state = calloc(smax, 4);
+    float *stmp = calloc(H, sizeof(float));
     enum kvp_status st = KVP_OK;
-    if (!X || !KV || !xb || !state) {
+    if (!X || !KV || !xb || !state || !stmp) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory recomputing %llu tokens", (unsigned long long)n);
         goto out;
     }
@@ -773,8 +848,6 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         float *K = KV + (uint64_t)l * n * kmax; /* (n, kmax): K then V of each position */
-        if (sp->kind == KVP_LAYER_RECURRENT)
-            memset(state, 0, smax * 4);
         /* pass 1: this layer's K/V (or latent) of every position */
         if (sp->kind == KVP_LAYER_FULL || sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ||
             sp->kind == KVP_LAYER_MLA)
@@ -797,7 +870,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, xb, o);
+                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o, stmp);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
@@ -865,5 +938,6 @@ out:
     free(KV);
     free(xb);
     free(state);
+    free(stmp);
     return st;
 }

@@ -9,6 +9,13 @@
 #include "kvplan/ref.h"
 
 /* ---- codec.c: one format's bytes <-> float32 ------------------------- */
+/* The codec's own layout of type t (never format.h's table): whether it can
+ * store t at all, whether t is an integer type with group settings, values
+ * per block (1 but for block types) and bits per integer code. */
+bool codec_known(enum kvp_dtype t);
+bool codec_grouped(enum kvp_dtype t);
+uint32_t codec_block_elems(enum kvp_dtype t);
+uint32_t codec_code_bits(enum kvp_dtype t);
 
 /* Bytes of one token row of n values (the per-head rows of all heads). */
 uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
@@ -81,6 +88,7 @@ struct ref_layer {
     float *wdkv, *wkr;         /* MLA: (rank, hidden), (rope, hidden) */
     float *wuk, *wuv;          /* MLA: (hq, nope, rank), (hq, dv, rank) */
     float *ra, *rb, *rc;       /* recurrent: (S,) decay logit, input and output gains */
+    float *rden;               /* recurrent: (S,) 1 + exp(-ra), the decay's divisor (derived, not drawn) */
     float *ffn_norm;           /* (hidden,) */
     float *w1, *w3;            /* (inter, hidden) */
     float *w2;                 /* (hidden, inter) */
@@ -88,7 +96,7 @@ struct ref_layer {
 
 /* Every tensor points into arena (one malloc of arena_n floats), carved in
  * the order embed, out_norm, lm_head, then per spec attn_norm, wk, wv, wq,
- * wo (MLA: wq, wdkv, wkr, wuk, wuv, wo; recurrent: ra, rb, rc), ffn_norm,
+ * wo (MLA: wq, wdkv, wkr, wuk, wuv, wo; recurrent: ra, rb, rc, rden), ffn_norm,
  * w1, w3, w2. A reader may take the arena (set it to NULL) before
  * kvp_ref_model_free, which then frees only the struct. */
 struct kvp_ref_model {
