@@ -320,7 +320,7 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
                        d->flash_attn == 0 ? " + KQ over all cells" : "", grp(c, r->profile_tokens), grp(c, r->per_token),
                        grp(c, r->logits), grp(c, r->activation));
     else if (r->activation_est)
-        kvp_buf_printf(b, "  activations = profiling tokens * (3 * MLP width + q,k,v) * dtype / tp + seqs * vocab / tp * 4 * 2\n"
+        kvp_buf_printf(b, "  activations = profiling tokens * (3 * MLP width + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
                        "             = %s * %s + %s (%s seqs, fp32 logits and probs) = %s B (estimated)\n",
                        grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
                        grp(c, r->activation));

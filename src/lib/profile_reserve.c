@@ -17,9 +17,10 @@
  * the probabilities (softmax) alive together. */
 #define LOGIT_COPIES 2
 /* CUDA context, cuBLAS workspaces and allocator slack outside torch (vLLM's
- * "non_torch_memory"): V0 logs 0.08..0.35 GiB on one GPU (median 0.25), the
- * V1 logs imply ~0.9 GiB; NCCL buffers add about 0.25 GiB per rank at tp > 1. */
-#define NON_TORCH_V0 (256 * MiB)
+ * "non_torch_memory"): the plain `vllm serve` V0 logs show 0.25, 0.35 and
+ * 1.79 GiB (median 0.35; Unsloth's in-process runs 0.01..0.09), the V1 logs
+ * imply ~0.9 GiB; NCCL buffers add about 0.25 GiB per rank at tp > 1. */
+#define NON_TORCH_V0 (GiB * 35 / 100)
 #define NON_TORCH_V1 (896 * MiB)
 #define NCCL (256 * MiB)
 /* llama.cpp and SGLang: the CUDA context that the measured free memory
@@ -105,8 +106,9 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
         if (r->profile_seqs > r->profile_tokens)
             r->profile_seqs = r->profile_tokens;
         r->per_token = token_bytes(m, d->tp, dt ? dt : 2);
-        /* the fp32 logits of every sampled sequence, vocabulary split over tp */
-        r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, kvp_cdiv(m->vocab, d->tp)), 4 * LOGIT_COPIES);
+        /* the fp32 logits of every sampled sequence over the whole vocabulary:
+         * the vocab-parallel logits are gathered before sampling */
+        r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), 4 * LOGIT_COPIES);
         act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
         nt = (v0 || d->engine == KVP_ENGINE_TRTLLM ? NON_TORCH_V0 : NON_TORCH_V1) + (d->tp > 1 ? NCCL : 0);
         break;
