@@ -1029,6 +1029,201 @@ START_TEST(vllm_formats_refused)
 }
 END_TEST
 
+/* ---- what the engines refuse, and rules checked against their source ---- */
+
+/* vLLM would not start when one request of max_model_len does not fit:
+ * V0 worker.py raise_if_cache_size_invalid (vllm#10517's 29k line: 1478
+ * blocks of 16 = 23,648 tokens), V1 kv_cache_utils.py
+ * check_enough_kv_cache_memory (131,072 tokens x 128 KiB = 16 GiB needed,
+ * 4 GiB available: 32,768 tokens estimated). */
+START_TEST(vllm_does_not_start)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    uint32_t rel;
+    enum kvp_engine_id e;
+
+    ck_assert_kvp_ok(kvp_engine_parse("vllm@0.7.3", &e, &rel, &err), err);
+    kvp_deploy_init(&d, e, m);
+    d.release = rel;
+    d.gpu_memory = 24 * GiB;
+    d.kv_memory = 1478 * 2 * MiB;
+    d.context = 29000;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_tokens, 23648);
+    ck_assert(!f.fits);
+    ck_assert_str_eq(f.refused, "The model's max seq len (29000) is larger than the maximum number of tokens that can "
+                                "be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing "
+                                "`max_model_len` when initializing the engine.");
+    d.context = 20000; /* starts */
+    f = fit_ok(m, &d);
+    ck_assert_str_eq(f.refused, "");
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = 24 * GiB;
+    d.kv_memory = 4 * GiB;
+    f = fit_ok(m, &d);
+    ck_assert(!f.fits);
+    ck_assert_str_eq(f.refused, "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV "
+                                "cache is needed, which is larger than the available KV cache memory (4.00 GiB). Based "
+                                "on the available memory, the estimated maximum model length is 32768. Try increasing "
+                                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.");
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp: LLAMA_MAX_SEQ 256 (llama-context.cpp "n_seq_max must be <= 256")
+ * is invalid input; OPT has no llama-arch.cpp entry, so it never loads. */
+START_TEST(llamacpp_refusals)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b"), *opt = test_load("opt-13b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 4096;
+    d.n_seq = 300;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "llama.cpp: n_seq_max must be <= 256 (got 300)");
+    d.n_seq = 256;
+    f = fit_ok(m, &d);
+    ck_assert_str_eq(f.refused, "");
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, opt);
+    d.context = 2048;
+    d.gpu_memory = 80 * GiB;
+    f = fit_ok(opt, &d);
+    ck_assert(!f.fits);
+    ck_assert_str_eq(f.refused, "llama_model_load: error loading model: error loading model architecture: unknown "
+                                "model architecture: 'opt'");
+    kvp_model_free(opt);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama-context.cpp: n_ubatch = min(n_ubatch, n_batch), n_batch 2048 by
+ * default; the SWA cache of gemma-3-27b (window 1024) at -ub 4096 is
+ * PAD(1024 + 2048, 256) = 3072 cells, at -b 4096 -ub 4096 PAD(5120, 256) = 5120. */
+START_TEST(llamacpp_ubatch_capped)
+{
+    struct kvp_model *m = test_load("gemma-3-27b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 32768;
+    d.n_ubatch = 4096;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.swa_cells, 3072);
+    d.n_batch = 4096;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.swa_cells, 5120);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp --concurrency N --context T: N slots (-np N) of T tokens share
+ * -c N*T, one stream each without --kv-unified: 4 x 8192 cells of
+ * 32 x 8 x 128 x 2 x 2 B = 128 KiB = 4 GiB; fits, concurrency 4 and the log's
+ * "4/4 seqs" agree. */
+START_TEST(llamacpp_concurrency_slots)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.gpu_memory = 80 * GiB;
+    d.context = 8192;
+    d.concurrency = 4;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.n_seq, 4);
+    ck_assert_uint_eq(f.n_stream, 4);
+    ck_assert_uint_eq(f.cells, 8192);
+    ck_assert_uint_eq(cache_total(&f), 4 * GiB);
+    ck_assert(f.fits);
+    ck_assert_double_eq(f.max_concurrency, 4.0);
+    ck_assert_uint_ge(f.max_context, 8192);
+    /* weights 14.96 GiB + 4 GiB of slots + the estimated reserve > 19 GiB */
+    d.gpu_memory = 19 * GiB;
+    f = fit_ok(m, &d);
+    ck_assert(!f.fits);
+    ck_assert_double_eq(f.max_concurrency, 0.0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* vllm platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
+ * 64 when --block-size is not a multiple of 64; 128 stays. */
+START_TEST(vllm_mla_block_forced)
+{
+    struct kvp_model *m = test_load("deepseek-v2-lite");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 1 * GiB;
+    d.context = 4096;
+    d.block_size = 16;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 64);
+    d.block_size = 128;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 128);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* sglang model_config.py is_hybrid_swa_model: Gemma 3 is not in its list, so
+ * it is one pool of full-attention cells (kv_tokens = budget // cell);
+ * gpt-oss is: its full pool gets total / (0.8 n_swa + n_full) = 24/21.6 of that. */
+START_TEST(sglang_swa_only_listed)
+{
+    static const struct { const char *model; bool hybrid; } cases[] = {{"gemma-3-27b", false}, {"gpt-oss-20b", true}};
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        uint64_t flat;
+        kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+        d.kv_memory = 4 * GiB;
+        d.context = 8192;
+        f = fit_ok(m, &d);
+        flat = 4 * GiB / f.kv_bytes_per_token_per_gpu;
+        if (cases[i].hybrid)
+            ck_assert_uint_gt(f.kv_tokens, flat);
+        else
+            ck_assert_uint_eq(f.kv_tokens, flat);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* The releases: names parse, unknown ones are refused with the known list. */
+START_TEST(engine_releases)
+{
+    struct kvp_error err = {0};
+    enum kvp_engine_id e;
+    uint32_t rel, n;
+    const struct kvp_release *r = kvp_releases(&n);
+    struct kvp_deploy d;
+    struct kvp_model *m = test_load("llama-3.1-8b");
+
+    ck_assert_kvp_ok(kvp_engine_parse("vllm", &e, &rel, &err), err);
+    ck_assert_int_eq(e, KVP_ENGINE_VLLM);
+    ck_assert_uint_eq(rel, UINT32_MAX);
+    kvp_deploy_init(&d, e, m);
+    ck_assert_str_eq(kvp_deploy_release(&d)->version, kvp_engine_info(e)->version);
+    ck_assert_kvp_ok(kvp_engine_parse("llama.cpp@b6182", &e, &rel, &err), err);
+    ck_assert_int_eq(e, KVP_ENGINE_LLAMACPP);
+    ck_assert_str_eq(r[rel].version, "b6182");
+    ck_assert_int_eq(kvp_engine_parse("vllm@0.1.0", &e, &rel, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "vllm: unknown release '0.1.0' (known: 0.11.0, 0.7.3)");
+    kvp_model_free(m);
+}
+END_TEST
+
 /* ---- limits: usage errors ----------------------------------------------- */
 
 static const struct usage_case {
@@ -1050,6 +1245,13 @@ static const struct usage_case {
     {KVP_ENGINE_SGLANG, 1, 1, 1, 0.9, 0, 8192, "sglang needs the GPU memory (a GPU, or its memory in bytes)"},
     {KVP_ENGINE_TRTLLM, 1, 1, 1, 0.9, 0, 8192, "trtllm needs the GPU memory (a GPU, or its memory in bytes)"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 24 * GiB, 0, "the context must be positive"},
+    /* vllm config/model.py verify_with_parallel_config and _get_and_verify_max_len */
+    {KVP_ENGINE_VLLM, 3, 1, 3, 0.9, 24 * GiB, 8192,
+     "vllm: Total number of attention heads (32) must be divisible by tensor parallel size (3)."},
+    {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 24 * GiB, 200000,
+     "vllm: User-specified max_model_len (200000) is greater than the derived max_model_len "
+     "(max_position_embeddings=131072 in model's config.json). To allow overriding this maximum, set the env var "
+     "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"},
 };
 
 START_TEST(usage_errors)
@@ -1161,6 +1363,11 @@ static Suite *suite(void)
     tcase_add_loop_test(core, logs_from_settings, 0, (int)N_ELEMS(log_cases));
     tcase_add_test(core, logs_median_and_given);
     tcase_add_test(core, llamacpp_b6182_log);
+    tcase_add_test(core, llamacpp_ubatch_capped);
+    tcase_add_test(core, llamacpp_concurrency_slots);
+    tcase_add_test(core, vllm_mla_block_forced);
+    tcase_add_test(core, sglang_swa_only_listed);
+    tcase_add_test(core, engine_releases);
     tcase_add_test(core, llamacpp_real_log);
     tcase_add_loop_test(core, llamacpp_oracle_shipped, 0, (int)N_ELEMS(oracle_cases));
     tcase_add_test(core, llamacpp_mla_v_less);
@@ -1184,6 +1391,8 @@ static Suite *suite(void)
     suite_add_tcase(s, core);
 
     tcase_add_test(limits, llamacpp_block_refused);
+    tcase_add_test(limits, vllm_does_not_start);
+    tcase_add_test(limits, llamacpp_refusals);
     tcase_add_test(limits, llamacpp_mla_types_refused);
     tcase_add_loop_test(limits, vllm_formats_refused, 0, (int)N_ELEMS(vllm_refused));
     tcase_add_loop_test(limits, usage_errors, 0, (int)N_ELEMS(usage_cases));
