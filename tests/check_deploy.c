@@ -69,6 +69,17 @@ static void reserve_given(struct kvp_deploy *d)
     d->activation_given = d->non_torch_given = true;
 }
 
+/* kvp_deploy_init for "engine@release". */
+static void deploy_at(struct kvp_deploy *d, const char *engine, const struct kvp_model *m)
+{
+    struct kvp_error err = {0};
+    enum kvp_engine_id e;
+    uint32_t rel;
+    ck_assert_kvp_ok(kvp_engine_parse(engine, &e, &rel, &err), err);
+    kvp_deploy_init(d, e, m);
+    d->release = rel;
+}
+
 static struct kvp_fit fit_ok(const struct kvp_model *m, const struct kvp_deploy *d)
 {
     struct kvp_fit f;
@@ -186,12 +197,7 @@ static const struct log_case {
 static struct kvp_deploy log_deploy(const struct log_case *c, const struct kvp_model *m)
 {
     struct kvp_deploy d;
-    struct kvp_error err = {0};
-    enum kvp_engine_id e;
-    uint32_t rel;
-    ck_assert_kvp_ok(kvp_engine_parse(c->engine, &e, &rel, &err), err);
-    kvp_deploy_init(&d, e, m);
-    d.release = rel;
+    deploy_at(&d, c->engine, m);
     d.gpu_memory = c->gpu_memory;
     d.tp = d.n_gpus = c->tp;
     d.util = c->util;
@@ -282,13 +288,8 @@ START_TEST(llamacpp_b6182_log)
     struct kvp_model *m = test_load("gpt-oss-20b");
     struct kvp_deploy d;
     struct kvp_fit f;
-    struct kvp_error err = {0};
-    uint32_t rel;
-    enum kvp_engine_id e;
 
-    ck_assert_kvp_ok(kvp_engine_parse("llamacpp@b6182", &e, &rel, &err), err);
-    kvp_deploy_init(&d, e, m);
-    d.release = rel;
+    deploy_at(&d, "llamacpp@b6182", m);
     d.context = 4096;
     d.flash_attn = 0;
     f = fit_ok(m, &d);
@@ -1041,13 +1042,8 @@ START_TEST(vllm_does_not_start)
     struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
-    struct kvp_error err = {0};
-    uint32_t rel;
-    enum kvp_engine_id e;
 
-    ck_assert_kvp_ok(kvp_engine_parse("vllm@0.7.3", &e, &rel, &err), err);
-    kvp_deploy_init(&d, e, m);
-    d.release = rel;
+    deploy_at(&d, "vllm@0.7.3", m);
     d.gpu_memory = 24 * GiB;
     d.kv_memory = 1478 * 2 * MiB;
     d.context = 29000;
@@ -1150,6 +1146,32 @@ START_TEST(llamacpp_concurrency_slots)
     f = fit_ok(m, &d);
     ck_assert(!f.fits);
     ck_assert_double_eq(f.max_concurrency, 0.0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* vllm v1/core/kv_cache_utils.py get_kv_cache_configs: the layers of all
+ * stages are grouped once (gemma-3-27b: group size 10; 1 full + 6 sliding
+ * groups) and projected onto each stage. At pp 2 each stage holds 31 layers,
+ * 5 full and 26 sliding; its largest projected group keeps 10 layers, so
+ * 10 GiB // 131072 // 10 = 8192 blocks and 8192 // 7 * 16 = 18720 tokens, as
+ * at pp 1 -- grouping each stage alone gave group size 5 and twice the blocks. */
+START_TEST(vllm_pp_groups_whole_model)
+{
+    struct kvp_model *m = test_load("gemma-3-27b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 10 * GiB;
+    d.context = 32768;
+    d.max_batched_tokens = 8192;
+    d.pp = d.n_gpus = 2;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.n_groups, 7);
+    ck_assert_uint_eq(f.num_blocks, 8192);
+    ck_assert_uint_eq(f.kv_tokens, 18720);
+    ck_assert_double_eq_tol(f.max_concurrency, 8192.0 / 5510.0, 1e-9);
     kvp_model_free(m);
 }
 END_TEST
@@ -1366,6 +1388,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_ubatch_capped);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
+    tcase_add_test(core, vllm_pp_groups_whole_model);
     tcase_add_test(core, sglang_swa_only_listed);
     tcase_add_test(core, engine_releases);
     tcase_add_test(core, llamacpp_real_log);

@@ -21,6 +21,7 @@ struct vplan {
     uint32_t n;
     struct vtype t[KVP_MAX_SPECS];
     uint32_t group_size, n_groups, min_block;
+    uint32_t groups_gs; /* the group size that cut each type into groups (the whole model's at pp > 1) */
     uint64_t page;    /* the common page (hybrid) or the single type's page */
     bool uniform_sum; /* same kind, different pages: num_blocks = avail // sum(page_l) */
     uint64_t page_sum;
@@ -117,7 +118,7 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
     for (uint32_t j = 0; j < p->n; j++)
         p->min_block = p->t[j].block < p->min_block ? p->t[j].block : p->min_block;
     if (p->n == 1) {
-        p->group_size = p->t[0].layers;
+        p->group_size = p->groups_gs = p->t[0].layers;
         p->n_groups = 1;
         return KVP_OK;
     }
@@ -142,11 +143,39 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
             t->page = p->page;
         }
     }
-    p->group_size = (double)max_n < 1.5 * min_n ? max_n : min_n;
+    p->group_size = p->groups_gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
     p->n_groups = 0;
     for (uint32_t j = 0; j < p->n; j++)
         p->n_groups += (uint32_t)kvp_cdiv(p->t[j].layers, p->group_size);
     return KVP_OK;
+}
+
+/* get_kv_cache_configs groups the layers of all pipeline stages once
+ * (a group: groups_gs consecutive layers of one type) and projects the groups
+ * onto each stage, which keeps the layers it holds; the stage's group size is
+ * its largest projected group. g is the whole model's plan over rank view r. */
+static uint32_t stage_group_size(const struct kvp_model *m, const struct prank *r, const struct vplan *g,
+                                 uint32_t first, uint32_t count)
+{
+    uint32_t best = 0;
+    for (uint32_t j = 0; j < g->n; j++) {
+        uint32_t seen = 0, held = 0;
+        for (uint32_t l = 0; l < m->n_layers; l++) {
+            const struct kvp_layer_spec *s = &m->specs[m->layer_spec[l]];
+            uint32_t i;
+            for (i = 0; i < r->n && r->spec[i].s != s; i++)
+                ;
+            if (i == r->n || !same_type(&r->spec[i], g->t[j].rs))
+                continue;
+            held += l >= first && l < first + count;
+            if (++seen % g->groups_gs == 0) {
+                best = held > best ? held : best;
+                held = 0;
+            }
+        }
+        best = held > best ? held : best;
+    }
+    return best ? best : 1;
 }
 
 /* mem_per_req of _report_kv_cache_config, and the blocks one request takes. */
@@ -162,7 +191,7 @@ static uint64_t request_blocks(const struct vplan *p, uint64_t L)
         return blocks;
     }
     for (uint32_t j = 0; j < p->n; j++)
-        per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->group_size),
+        per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->groups_gs),
                                                    type_request(&p->t[j], p->d, L)));
     per_req = kvp_sat_mul(per_req, p->group_size);
     per_block = p->page * p->group_size;
@@ -247,7 +276,9 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
     uint32_t block = d->block_size;
     uint64_t want = d->concurrency ? d->concurrency : 1, avail, min_blocks = UINT64_MAX, one_request_len = UINT64_MAX;
     enum kvp_status st;
-    bool mla = false;
+    bool mla = false, hybrid;
+    struct prank whole;
+    struct vplan g;
 
     if ((st = profile_formats(d, ok, 6, err)) != KVP_OK)
         return st;
@@ -276,15 +307,24 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
+    if ((st = profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, &g, err)) ||
+        (st = group(&g, err)))
+        return st;
+    hybrid = g.n > 1 && !g.uniform_sum;
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
         struct prank r;
         struct vplan p;
         uint64_t blocks, bytes = 0, ctx, one;
         profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &r, err)) || (st = build_types(&r, d, block, &p, err)) ||
-            (st = group(&p, err)))
+        if ((st = profile_rank(m, d, first, count, &r, err)) != KVP_OK)
             return st;
+        if (hybrid) { /* the whole model's groups, projected onto the stage */
+            p = g;
+            p.group_size = stage_group_size(m, &whole, &g, first, count);
+        } else if ((st = build_types(&r, d, block, &p, err)) || (st = group(&p, err))) {
+            return st;
+        }
         blocks = avail / block_bytes(&p);
         if (blocks < min_blocks) {
             min_blocks = blocks;
