@@ -78,7 +78,8 @@ static uint64_t max_seqs(const struct kvp_deploy *d)
 static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r)
 {
     uint64_t ub = d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, heads = 0, kq = 0;
-    uint64_t cells = kvp_sat_mul(d->context, d->n_seq ? d->n_seq : 1);
+    /* attention sees one stream's cells: -c, split over -np unless unified */
+    uint64_t cells = d->kv_unified || d->n_seq <= 1 ? d->context : kvp_cdiv(d->context, d->n_seq);
     for (uint32_t i = 0; i < m->n_specs; i++)
         heads = m->specs[i].n_heads > heads ? m->specs[i].n_heads : heads;
     if (d->flash_attn == 0)
