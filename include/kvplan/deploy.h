@@ -11,7 +11,7 @@
  *     d.gpu_memory = 25318913474;            // 23.58 GiB as the RTX 3090 reports it
  *     d.util = 0.90;
  *     d.weights_memory = 16093857628;        // measured, or 0 to compute
- *     d.activation_memory = 2222651392;
+ *     d.activation_memory = 2222651392;       // measured; 0 and not *_given: estimated
  *     d.non_torch_memory = 375809638;
  *     d.context = 20000;
  *     struct kvp_fit fit;
@@ -19,7 +19,9 @@
  *     // fit.num_blocks == 1952, fit.kv_tokens == 31232, fit.max_concurrency == 1.5616
  *
  * Every figure is per GPU (one tensor- and pipeline-parallel rank): engines
- * size each rank alone and take the minimum across ranks.
+ * size each rank alone and take the minimum across ranks. d.release picks a
+ * named release (kvp_engine_parse("vllm@0.7.3", ...)); the start-up reserve
+ * not given is estimated (kvp_reserve_estimate) and reported in fit.reserve.
  */
 #ifndef KVPLAN_DEPLOY_H
 #define KVPLAN_DEPLOY_H
@@ -101,14 +103,15 @@ struct kvp_deploy {
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
     uint64_t cuda_graph_memory; /* per GPU: CUDA graphs subtracted before the KV budget */
-    bool activation_given, non_torch_given, cuda_graph_given; /* else estimated (kvp_reserve_estimate) */
+    bool activation_given, non_torch_given; /* else estimated (kvp_reserve_estimate); CUDA graphs are never estimated */
     uint64_t kv_memory;         /* per GPU KV budget given outright (vLLM --kv-cache-memory); 0 = derive */
     uint64_t cpu_offload;       /* host memory per GPU for an offloaded KV tier (TRT-LLM host cache,
                                  * vLLM/LMCache CPU offload); 0 = none */
     uint64_t context;           /* tokens per request (vLLM max_model_len, llama.cpp -c) */
     uint64_t concurrency;       /* requests that must fit at `context` (0 = none asked) */
     uint32_t block_size;        /* 0 = the engine's default */
-    uint64_t max_batched_tokens; /* vLLM max_num_batched_tokens (sliding/chunked reach) */
+    uint64_t max_batched_tokens; /* vLLM max_num_batched_tokens (sliding/chunked reach, profiling batch);
+                                  * 0 = the release's default */
     uint64_t max_num_seqs;      /* vLLM/SGLang sequences per step (profiling run); 0 = the release's default */
     uint32_t n_ubatch;          /* llama.cpp micro-batch (SWA reach), default 512, at most n_batch */
     uint32_t n_batch;           /* llama.cpp logical batch, default 2048 */
@@ -146,8 +149,8 @@ struct kvp_cache_sum {
 struct kvp_reserve {
     uint64_t activation;   /* the profiling run's activation peak (llama.cpp: compute buffers) */
     uint64_t non_torch;    /* NCCL, cuBLAS workspaces, CUDA context */
-    uint64_t cuda_graph;   /* CUDA graphs, where the release subtracts them */
-    bool activation_est, non_torch_est, cuda_graph_est; /* estimated, not given */
+    uint64_t cuda_graph;   /* CUDA graphs, as given (no release read subtracts them by default) */
+    bool activation_est, non_torch_est; /* estimated, not given */
     uint64_t profile_tokens; /* tokens of the profiling run (vLLM max_num_batched_tokens; llama.cpp n_ubatch) */
     uint64_t profile_seqs;   /* sequences whose logits it samples */
     uint64_t per_token;      /* activation bytes per profiled token */

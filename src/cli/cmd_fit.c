@@ -100,8 +100,8 @@ static int read_engine_opts(struct fitted *x)
     const char *v;
     uint64_t mnbt = d->max_batched_tokens;
     int rc;
-    static const char *const reserve[3] = {"activation-memory", "non-torch-memory", "cuda-graph-memory"};
-    bool *given[3] = {&d->activation_given, &d->non_torch_given, &d->cuda_graph_given};
+    static const char *const reserve[2] = {"activation-memory", "non-torch-memory"};
+    bool *given[2] = {&d->activation_given, &d->non_torch_given};
 
     if ((rc = u32_opt("tp", &d->tp)) || (rc = u32_opt("pp", &d->pp)))
         return rc;
@@ -122,7 +122,7 @@ static int read_engine_opts(struct fitted *x)
         (rc = u32_opt("n-seq", &d->n_seq)))
         return rc;
     d->max_batched_tokens = mnbt;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         *given[i] = cli_opt(&cmd, reserve[i]) != NULL;
     d->kv_unified = cli_opt(&cmd, "kv-unified") != NULL;
     d->swa_full = cli_opt(&cmd, "swa-full") != NULL;

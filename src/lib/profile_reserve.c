@@ -132,7 +132,6 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
     r->activation = given_act ? d->activation_memory : act;
     r->non_torch = given_nt ? d->non_torch_memory : nt;
     r->cuda_graph = d->cuda_graph_memory; /* no release read subtracts graphs by default */
-    r->cuda_graph_est = false;
     /* the spread seen on the logs: a quarter of the activations, plus the
      * non-torch range (0.01 .. 1.8 GiB logged) */
     r->uncertainty = (r->activation_est ? r->activation / 4 : 0) + (r->non_torch_est ? GiB / 2 : 0);
