@@ -186,6 +186,7 @@ struct kvp_fit {
     uint64_t short_bytes;          /* how much is missing when it does not fit */
     /* llama.cpp: cells and per-device tensors */
     uint64_t cells, swa_cells;
+    uint32_t cell_pad;             /* llama.cpp: cells are padded to a multiple of this (256, or 32) */
     bool windows_ignored;          /* llama.cpp runs this family without its sliding window */
     uint32_t n_stream;
     uint32_t n_seq;                /* sequences (slots): -np, or --concurrency under llama.cpp */

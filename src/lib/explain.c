@@ -366,9 +366,10 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
                        grp(&c, f->kv_tokens), f->block_size, grp(&c, f->num_blocks));
         break;
     case KVP_ENGINE_LLAMACPP:
-        kvp_buf_printf(b, "  cells      = PAD(n_ctx, 256)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + n_ubatch), 256) = %s\n",
+        kvp_buf_printf(b, "  cells      = PAD(n_ctx, %u)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + "
+                       "min(n_ubatch, n_batch)), %u) = %s\n", f->cell_pad,
                        f->n_stream > 1 ? " / n_seq, padded again" : "", grp(&c, f->cells), f->n_stream,
-                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", grp(&c, f->swa_cells));
+                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", f->cell_pad, grp(&c, f->swa_cells));
         kvp_buf_printf(b, "  tensor     = ggml_row_size(type, H_kv * d_head) * cells * streams, padded to 128 B per buffer\n");
         break;
     default:

@@ -197,6 +197,7 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
         return st;
     cells(m, d, context, &c);
     f->cells = c.base;
+    f->cell_pad = (uint32_t)cell_pad(d);
     f->windows_ignored = false;
     for (uint32_t i = 0; i < m->n_specs; i++)
         if ((m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED) && !honours_windows(m->family))
