@@ -319,7 +319,7 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
         per_device_weights = (uint64_t)((long double)weights * d->tp * d->pp * most / m->n_layers + 0.5L);
     }
     f->weights_bytes = per_device_weights;
-    reserve = per_device_weights + profile_reserve(d);
+    reserve = kvp_sat_add(per_device_weights, profile_reserve(d));
     if (d->gpu_memory) {
         f->kv_budget_bytes = profile_sub(d->gpu_memory, reserve, &deficit);
         if ((st = profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))

@@ -84,7 +84,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     if (d->kv_memory) {
         rest_gib = (double)d->kv_memory / GIB;
     } else {
-        avail_gib = (double)profile_sub(d->gpu_memory, f->weights_bytes + d->non_torch_memory, &deficit) / GIB;
+        avail_gib = (double)profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
         rest_gib = avail_gib - (double)d->gpu_memory / GIB * (1.0 - f->util);
     }
     if (rest_gib > 0)

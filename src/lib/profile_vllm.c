@@ -301,7 +301,7 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
     if (d->kv_memory) {
         avail = d->kv_memory;
     } else {
-        uint64_t non_kv = f->weights_bytes + profile_reserve(d);
+        uint64_t non_kv = kvp_sat_add(f->weights_bytes, profile_reserve(d));
         avail = profile_sub(profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
     }
     f->kv_budget_bytes = avail;
