@@ -11,7 +11,7 @@
  *     d.gpu_memory = 25318913474;            // 23.58 GiB as the RTX 3090 reports it
  *     d.util = 0.90;
  *     d.weights_memory = 16093857628;        // measured, or 0 to compute
- *     d.activation_memory = 2222651392;
+ *     d.activation_memory = 2222651392;       // measured; 0 and not *_given: estimated
  *     d.non_torch_memory = 375809638;
  *     d.context = 20000;
  *     struct kvp_fit fit;
@@ -19,7 +19,9 @@
  *     // fit.num_blocks == 1952, fit.kv_tokens == 31232, fit.max_concurrency == 1.5616
  *
  * Every figure is per GPU (one tensor- and pipeline-parallel rank): engines
- * size each rank alone and take the minimum across ranks.
+ * size each rank alone and take the minimum across ranks. d.release picks a
+ * named release (kvp_engine_parse("vllm@0.7.3", ...)); the start-up reserve
+ * not given is estimated (kvp_reserve_estimate) and reported in fit.reserve.
  */
 #ifndef KVPLAN_DEPLOY_H
 #define KVPLAN_DEPLOY_H
@@ -44,22 +46,53 @@ enum kvp_engine_id {
     KVP_ENGINE_COUNT
 };
 
+struct kvp_deploy;
+
 struct kvp_engine_info {
     const char *name;    /* "vllm" */
-    const char *version; /* the version whose source the rules follow */
+    const char *version; /* the default release (the newest whose source was read) */
     const char *summary; /* one line */
     uint32_t block_size; /* default tokens per block/page (1 = no paging) */
     double util;         /* default memory fraction (vLLM utilization, SGLang
                           * mem_fraction_static, TRT-LLM free fraction); 1 = none */
 };
 
+/* Rule switches that differ between the releases of one engine. */
+enum kvp_release_rule {
+    KVP_REL_VLLM_V0 = 1u << 0,        /* vLLM V0 engine: profiling batch max(max_model_len, 2048),
+                                       * "# GPU blocks" log, concurrency = tokens / max_model_len */
+    KVP_REL_SGLANG_TP_FRACTION = 1u << 1, /* mem_fraction_static from a tp table (0.88 .. 0.79) */
+    KVP_REL_LLAMACPP_PAD_FA = 1u << 2, /* cells padded to 256 with flash attention, 32 without */
+    KVP_REL_LLAMACPP_MLA_V = 1u << 3,  /* MLA caches V too (before the V-less cache) */
+};
+
+/* One named release of an engine: the rules kvplan applies for it. */
+struct kvp_release {
+    enum kvp_engine_id engine;
+    const char *version; /* "0.11.0", "b6182" */
+    const char *source;  /* the source it was read from, one line */
+    double util;         /* default memory fraction (0: the engine's rule) */
+    uint32_t rules;      /* KVP_REL_* */
+};
+
 const struct kvp_engine_info *kvp_engine_info(enum kvp_engine_id e);
 bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out);
+
+/* The releases kvplan knows, newest of each engine first; *n gets the count. */
+const struct kvp_release *kvp_releases(uint32_t *n);
+/* The release deploy d runs: d->release, else the engine's default. */
+const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d);
+/* Parse "vllm", "vllm@0.11.0" or "llama.cpp@b6182" into engine and release
+ * index (UINT32_MAX: the engine's default). Errors: an unknown engine or a
+ * release kvplan does not know (the message lists the known ones). */
+enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint32_t *release,
+                                 struct kvp_error *err);
 
 #define KVP_MAX_STAGES 64
 
 struct kvp_deploy {
     enum kvp_engine_id engine;
+    uint32_t release;           /* index into kvp_releases(); UINT32_MAX = the engine's default */
     uint64_t gpu_memory;        /* bytes per GPU as the device reports it */
     uint32_t n_gpus;            /* GPUs in all; tp * pp unless layers are split (llama.cpp) */
     uint32_t tp, pp;            /* tensor and pipeline parallel degrees */
@@ -69,14 +102,19 @@ struct kvp_deploy {
     uint64_t weights_memory;    /* per GPU; 0 = computed: weights / (tp * pp) */
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
+    uint64_t cuda_graph_memory; /* per GPU: CUDA graphs subtracted before the KV budget */
+    bool activation_given, non_torch_given; /* else estimated (kvp_reserve_estimate); CUDA graphs are never estimated */
     uint64_t kv_memory;         /* per GPU KV budget given outright (vLLM --kv-cache-memory); 0 = derive */
     uint64_t cpu_offload;       /* host memory per GPU for an offloaded KV tier (TRT-LLM host cache,
                                  * vLLM/LMCache CPU offload); 0 = none */
     uint64_t context;           /* tokens per request (vLLM max_model_len, llama.cpp -c) */
     uint64_t concurrency;       /* requests that must fit at `context` (0 = none asked) */
     uint32_t block_size;        /* 0 = the engine's default */
-    uint64_t max_batched_tokens; /* vLLM max_num_batched_tokens (sliding/chunked reach) */
-    uint32_t n_ubatch;          /* llama.cpp micro-batch (SWA reach), default 512 */
+    uint64_t max_batched_tokens; /* vLLM max_num_batched_tokens (sliding/chunked reach, profiling batch);
+                                  * 0 = the release's default */
+    uint64_t max_num_seqs;      /* vLLM/SGLang sequences per step (profiling run); 0 = the release's default */
+    uint32_t n_ubatch;          /* llama.cpp micro-batch (SWA reach), default 512, at most n_batch */
+    uint32_t n_batch;           /* llama.cpp logical batch, default 2048 */
     uint32_t n_seq;             /* llama.cpp n_seq_max (streams), default 1 */
     bool kv_unified;            /* llama.cpp: one stream shared by all sequences */
     bool swa_full;              /* llama.cpp --swa-full: SWA layers get full size */
@@ -104,8 +142,30 @@ struct kvp_cache_sum {
     uint64_t k_bytes, v_bytes;
 };
 
+/* The start-up reserve the engine takes before the KV budget, per GPU: each
+ * part as given, or estimated from the model's shapes and the settings
+ * (src/lib/profile_reserve.c; docs/engines.md gives the derivation and how
+ * far it was off on real start-up logs). */
+struct kvp_reserve {
+    uint64_t activation;   /* the profiling run's activation peak (llama.cpp: compute buffers) */
+    uint64_t non_torch;    /* NCCL, cuBLAS workspaces, CUDA context */
+    uint64_t cuda_graph;   /* CUDA graphs, as given (no release read subtracts them by default) */
+    bool activation_est, non_torch_est; /* estimated, not given */
+    uint64_t profile_tokens; /* tokens of the profiling run (vLLM max_num_batched_tokens; llama.cpp n_ubatch) */
+    uint64_t profile_seqs;   /* sequences whose logits it samples */
+    uint64_t per_token;      /* activation bytes per profiled token */
+    uint64_t logits;         /* fp32 logits and sampler copies of profile_seqs */
+    uint64_t uncertainty;    /* how far the estimate may be off (0 when all given) */
+};
+
+/* Estimate the parts of the reserve d does not give (pure; no errors). */
+void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r);
+
 struct kvp_fit {
     enum kvp_engine_id engine;
+    const struct kvp_release *release; /* the release whose rules were applied */
+    struct kvp_reserve reserve;    /* what was subtracted before the KV budget */
+    char refused[512];             /* the engine's own error when it would not start ("" = starts) */
     uint32_t block_size;           /* tokens per block/page used */
     double util;                   /* memory fraction used */
     uint64_t kv_bytes_per_token_per_gpu; /* what one more token of one request costs on the busiest GPU */
@@ -126,8 +186,10 @@ struct kvp_fit {
     uint64_t short_bytes;          /* how much is missing when it does not fit */
     /* llama.cpp: cells and per-device tensors */
     uint64_t cells, swa_cells;
+    uint32_t cell_pad;             /* llama.cpp: cells are padded to a multiple of this (256, or 32) */
     bool windows_ignored;          /* llama.cpp runs this family without its sliding window */
     uint32_t n_stream;
+    uint32_t n_seq;                /* sequences (slots): -np, or --concurrency under llama.cpp */
     uint32_t n_devices;
     struct kvp_device_kv device[KVP_MAX_STAGES];
     struct kvp_cache_sum cache[2];
@@ -149,7 +211,10 @@ enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy 
 
 /* Size the KV cache of m under d's engine rules. Errors: a format the engine
  * does not support (with the engine's own refusal where it has one), a
- * model shape it cannot run, overflow. */
+ * model shape it cannot run, settings the engine rejects as invalid
+ * (KVP_ERR_USAGE, in its words), overflow. A deployment that is valid but
+ * would not start (the KV cache cannot hold one request) returns KVP_OK with
+ * fit->refused set to the engine's message and fits false. */
 enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *fit,
                                 struct kvp_error *err);
 

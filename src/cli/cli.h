@@ -75,6 +75,7 @@ int cli_write(struct kvp_buf *b);
 
 int cmd_models(int argc, char **argv);
 int cmd_gpus(int argc, char **argv);
+int cmd_engines(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_size(int argc, char **argv);
 int cmd_import(int argc, char **argv);

@@ -14,7 +14,7 @@ static struct cli_opt opts[] = {
     {"gpus", "N", "GPUs in all (default tp x pp; llama.cpp: devices the layers are split over)", NULL},
     {"tp", "N", "tensor parallel degree (default 1)", NULL},
     {"pp", "N", "pipeline parallel degree (default 1)", NULL},
-    {"engine", "E", "vllm (default), sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal", NULL},
+    {"engine", "E[@REL]", "vllm (default), sglang, trtllm, llamacpp, hf-*, ideal; @REL picks a release (kvplan engines)", NULL},
     {"util", "F", "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction", NULL},
     {"context", "N", "tokens per request (vLLM max_model_len, llama.cpp -c); default: the model's max", NULL},
     {"concurrency", "C", "requests that must fit at the context (default 1)", NULL},
@@ -24,13 +24,16 @@ static struct cli_opt opts[] = {
     {"weight-dtype", "T", "weight format, e.g. fp8, int4:group=128, mxfp4", NULL},
     {"gpu-memory", "SIZE", "memory per GPU as the device reports it (overrides --gpu's), e.g. 23.58GiB", NULL},
     {"weights-memory", "SIZE", "weights per GPU as the engine logged them (default: computed / (tp x pp))", NULL},
-    {"activation-memory", "SIZE", "activation peak, CUDA graphs, compute buffers per GPU (default 0)", NULL},
-    {"non-torch-memory", "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default 0)", NULL},
+    {"activation-memory", "SIZE", "activation peak / compute buffers per GPU (default: estimated)", NULL},
+    {"non-torch-memory", "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default: estimated)", NULL},
+    {"cuda-graph-memory", "SIZE", "CUDA-graph memory per GPU subtracted before the KV budget (default 0)", NULL},
     {"kv-cache-memory", "SIZE", "KV budget per GPU given outright (vLLM --kv-cache-memory)", NULL},
     {"cpu-offload", "SIZE", "host memory per GPU for an offloaded KV tier (e.g. 256GiB)", NULL},
     {"block-size", "N", "tokens per block/page (vLLM 16, MLA 64; TRT-LLM 32; SGLang page 1)", NULL},
-    {"max-num-batched-tokens", "N", "vLLM: tokens per step, the reach of sliding windows (default 8192)", NULL},
-    {"n-ubatch", "N", "llama.cpp micro-batch (default 512)", NULL},
+    {"max-num-batched-tokens", "N", "vLLM: tokens per step (default: the release's, 8192 or 2048 by GPU)", NULL},
+    {"max-num-seqs", "N", "vLLM: sequences per step, sampled in the profiling run (default: the release's)", NULL},
+    {"n-ubatch", "N", "llama.cpp micro-batch (default 512, at most --n-batch)", NULL},
+    {"n-batch", "N", "llama.cpp logical batch (default 2048)", NULL},
     {"n-seq", "N", "llama.cpp parallel sequences (default 1)", NULL},
     {"kv-unified", NULL, "llama.cpp: one KV stream shared by all sequences", NULL},
     {"swa-full", NULL, "llama.cpp: full-size cache for sliding-window layers", NULL},
@@ -49,7 +52,9 @@ static const struct cli_cmd cmd = {
     "How an engine sizes the KV cache on these GPUs, from the same inputs it uses: the budget,\n"
     "tokens, blocks, the concurrency at --context, the longest context at --concurrency, and\n"
     "the fewest GPUs or lowest memory fraction that reach the target. Figures are per GPU.\n"
-    "Exit 1 when --concurrency requests of --context tokens do not fit.",
+    "The start-up reserve (activations, non-torch memory) is estimated when not given.\n"
+    "Exit 1 when --concurrency requests of --context tokens do not fit or the engine would not\n"
+    "start; exit 2 for settings the engine rejects as invalid.",
     opts,
 };
 
@@ -95,6 +100,8 @@ static int read_engine_opts(struct fitted *x)
     const char *v;
     uint64_t mnbt = d->max_batched_tokens;
     int rc;
+    static const char *const reserve[2] = {"activation-memory", "non-torch-memory"};
+    bool *given[2] = {&d->activation_given, &d->non_torch_given};
 
     if ((rc = u32_opt("tp", &d->tp)) || (rc = u32_opt("pp", &d->pp)))
         return rc;
@@ -107,12 +114,16 @@ static int read_engine_opts(struct fitted *x)
         (rc = cli_bytes(&cmd, "weights-memory", &d->weights_memory)) ||
         (rc = cli_bytes(&cmd, "activation-memory", &d->activation_memory)) ||
         (rc = cli_bytes(&cmd, "non-torch-memory", &d->non_torch_memory)) ||
+        (rc = cli_bytes(&cmd, "cuda-graph-memory", &d->cuda_graph_memory)) ||
+        (rc = cli_count(&cmd, "max-num-seqs", 1, &d->max_num_seqs)) || (rc = u32_opt("n-batch", &d->n_batch)) ||
         (rc = cli_bytes(&cmd, "kv-cache-memory", &d->kv_memory)) || (rc = u32_opt("block-size", &d->block_size)) ||
         (rc = cli_bytes(&cmd, "cpu-offload", &d->cpu_offload)) ||
         (rc = cli_count(&cmd, "max-num-batched-tokens", 1, &mnbt)) || (rc = u32_opt("n-ubatch", &d->n_ubatch)) ||
         (rc = u32_opt("n-seq", &d->n_seq)))
         return rc;
     d->max_batched_tokens = mnbt;
+    for (int i = 0; i < 2; i++)
+        *given[i] = cli_opt(&cmd, reserve[i]) != NULL;
     d->kv_unified = cli_opt(&cmd, "kv-unified") != NULL;
     d->swa_full = cli_opt(&cmd, "swa-full") != NULL;
     d->mla_v = cli_opt(&cmd, "mla-v") != NULL;
@@ -135,13 +146,13 @@ static int setup(struct fitted *x, const char *model)
 {
     const char *e = cli_opt(&cmd, "engine"), *g = cli_opt(&cmd, "gpu");
     enum kvp_engine_id engine = KVP_ENGINE_VLLM;
+    uint32_t release = UINT32_MAX;
     const struct kvp_gpu_catalog *gc;
     struct kvp_error err = {0};
     int rc;
 
-    if (e && !kvp_engine_from_name(e, &engine))
-        return cli_usage_error("--engine: unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, "
-                               "hf-static, hf-quantized, ideal)", e);
+    if (e && kvp_engine_parse(e, &engine, &release, &err) != KVP_OK)
+        return cli_usage_error("--engine: %s", err.msg);
     if (g) {
         if ((rc = cli_gpus(&gc)) != CLI_OK)
             return rc;
@@ -153,6 +164,7 @@ static int setup(struct fitted *x, const char *model)
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
         return rc;
     kvp_deploy_init(&x->d, engine, x->m);
+    x->d.release = release;
     if (x->gpu)
         x->d.gpu_memory = x->gpu->memory_bytes;
     return read_engine_opts(x);
@@ -186,7 +198,8 @@ static int compute(struct fitted *x)
 static void json_log(struct kvp_json *j, const struct fitted *x)
 {
     struct kvp_buf log = {0};
-    kvp_fit_log(x->m, &x->d, &x->f, &log);
+    if (!x->f.refused[0])
+        kvp_fit_log(x->m, &x->d, &x->f, &log);
     kvp_json_begin(j, "log", '[');
     for (char *line = log.data, *nl; line && *line; line = nl + 1) {
         if (!(nl = strchr(line, '\n')))
@@ -211,7 +224,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_begin(&j, NULL, '{');
     kvp_json_str(&j, "model", x->m->name);
     kvp_json_str(&j, "engine", kvp_engine_info(d->engine)->name);
-    kvp_json_str(&j, "engine_version", kvp_engine_info(d->engine)->version);
+    kvp_json_str(&j, "engine_version", f->release->version);
     kvp_json_str(&j, "gpu", x->gpu ? x->gpu->id : "");
     kvp_json_u64(&j, "gpus", d->n_gpus);
     kvp_json_u64(&j, "tp", d->tp);
@@ -228,8 +241,16 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
     kvp_json_u64(&j, "weights_bytes_per_gpu", f->weights_bytes);
-    kvp_json_u64(&j, "activation_bytes", d->activation_memory);
-    kvp_json_u64(&j, "non_torch_bytes", d->non_torch_memory);
+    kvp_json_u64(&j, "activation_bytes", f->reserve.activation);
+    kvp_json_bool(&j, "activation_estimated", f->reserve.activation_est);
+    kvp_json_u64(&j, "non_torch_bytes", f->reserve.non_torch);
+    kvp_json_bool(&j, "non_torch_estimated", f->reserve.non_torch_est);
+    kvp_json_u64(&j, "cuda_graph_bytes", f->reserve.cuda_graph);
+    kvp_json_u64(&j, "reserve_uncertainty_bytes", f->reserve.uncertainty);
+    if (f->refused[0])
+        kvp_json_str(&j, "refused", f->refused);
+    else
+        kvp_json_null(&j, "refused");
     kvp_json_u64(&j, "kv_bytes_per_token_per_gpu", f->kv_bytes_per_token_per_gpu);
     kvp_json_u64(&j, "request_bytes", f->request_bytes);
     kvp_json_u64(&j, "kv_bytes_required", f->kv_bytes_required);
@@ -295,6 +316,19 @@ static void bytes_row(struct kvp_table *t, const char *what, uint64_t v, bool si
     row(t, what, kvp_format_bytes(v, si, h, sizeof h), n);
 }
 
+static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
+{
+    const struct kvp_reserve *r = &f->reserve;
+    char note[96];
+    snprintf(note, sizeof note, "%s", r->activation_est ? "estimated (--explain shows how)" : "as given");
+    bytes_row(t, f->engine == KVP_ENGINE_LLAMACPP ? "compute buffers" : "activations", r->activation, si,
+              r->activation_est || r->activation ? note : "none");
+    bytes_row(t, "non-torch", r->non_torch, si, r->non_torch_est ? "estimated: CUDA context, cuBLAS, NCCL"
+                                                : r->non_torch ? "as given" : "none");
+    if (r->cuda_graph)
+        bytes_row(t, "CUDA graphs", r->cuda_graph, si, "as given");
+}
+
 static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
 {
     static const char *const head[] = {"per GPU", "value", "note"};
@@ -308,9 +342,9 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     struct kvp_weights wt;
     struct kvp_error err = {0};
 
-    kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s (%s)\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
+    kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s %s\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
                    d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_format_bytes(d->gpu_memory, si, g[0], sizeof g[0]),
-                   e->name, e->version);
+                   e->name, f->release->version);
     kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
@@ -323,9 +357,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"
               : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers" : "computed / (tp x pp)");
-    bytes_row(&t, "reserve", d->activation_memory + d->non_torch_memory, si,
-              d->activation_memory + d->non_torch_memory ? "activations + non-torch, as given"
-                                                         : "activations, non-torch: not given, taken as 0");
+    reserve_rows(&t, f, si);
     if (d->engine != KVP_ENGINE_LLAMACPP) {
         snprintf(g[3], sizeof g[3], "%.3f", f->util);
         row(&t, "memory fraction", g[3], d->util ? "as given" : "the engine's default");
@@ -360,9 +392,13 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         snprintf(note, sizeof note, "%s left", kvp_format_bytes(f->free_bytes, si, g[4], sizeof g[4]));
     else
         snprintf(note, sizeof note, "%s short", kvp_format_bytes(f->short_bytes, si, g[4], sizeof g[4]));
-    row(&t, "fits", f->fits ? "yes" : "NO", note);
+    row(&t, "fits", f->fits ? "yes" : "NO", f->refused[0] ? "the engine would not start" : note);
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
+    if (f->fits && f->reserve.uncertainty > f->free_bytes)
+        kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
+                       "reserve at a first start and pass it\n", kvp_format_bytes(f->free_bytes, si, g[0], sizeof g[0]),
+                       kvp_format_bytes(f->reserve.uncertainty, si, g[1], sizeof g[1]));
     if (d->engine != KVP_ENGINE_LLAMACPP && !d->kv_memory) {
         kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_format_grouped(want, g[0], sizeof g[0]),
                        kvp_format_grouped(d->context, g[1], sizeof g[1]));
@@ -388,7 +424,9 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     {
         struct kvp_buf log = {0};
         kvp_fit_log(x->m, d, f, &log);
-        if (log.len) {
+        if (f->refused[0]) {
+            kvp_buf_printf(b, "\n%s would not start:\n  %s\n", e->name, f->refused);
+        } else if (log.len) {
             kvp_buf_printf(b, "\n%s would log:\n", e->name);
             for (char *line = log.data, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1)
                 kvp_buf_printf(b, "  %.*s\n", (int)(nl - line), line);

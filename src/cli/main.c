@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     {"models", cmd_models, "list the built-in models"},
     {"gpus", cmd_gpus, "list the GPU catalog: memory, bandwidth, peak FLOP/s"},
+    {"engines", cmd_engines, "list the serving engines and their releases (--engine E@REL)"},
     {"show", cmd_show, "a model's architecture and its KV cost per layer kind"},
     {"size", cmd_size, "KV cache and weight bytes at a context and batch"},
     {"fit", cmd_fit, "what fits on GPUs under an engine's rules: tokens, blocks, concurrency, context"},

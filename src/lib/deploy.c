@@ -6,16 +6,44 @@
 
 #include "profile.h"
 
+#define VLLM_DEFAULT "0.11.0"
+#define SGLANG_DEFAULT "0.5.2"
+#define TRTLLM_DEFAULT "1.0.0"
+#define LLAMACPP_DEFAULT "npm-3.22.1"
+#define HF_DEFAULT "4.56"
+
 static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
     [KVP_ENGINE_IDEAL] = {"ideal", "-", "the bare formula: no paging, no padding", 1, 1.0},
-    [KVP_ENGINE_VLLM] = {"vllm", "v1 engine, 2025-26 source", "paged blocks of 16, equal-page groups, total x util - non-KV", 16, 0.90},
-    [KVP_ENGINE_SGLANG] = {"sglang", "2025-26 source", "token pool of size + page slots, total x mem_fraction_static reserve", 1, 0.0},
-    [KVP_ENGINE_TRTLLM] = {"trtllm", "LLM API / PyTorch backend, 2025-26", "blocks of 32 tokens, 0.9 of free memory", 32, 0.90},
-    [KVP_ENGINE_LLAMACPP] = {"llamacpp", "v0.5.0 (npm @node-llama-cpp 3.22.1, 2026)", "cells padded to 256, streams, SWA n_swa + n_ubatch, ggml blocks", 1, 1.0},
-    [KVP_ENGINE_HF_DYNAMIC] = {"hf-dynamic", "transformers 4.56", "DynamicCache: grows by torch.cat, one layer's copy transient", 1, 1.0},
-    [KVP_ENGINE_HF_STATIC] = {"hf-static", "transformers 4.56", "StaticCache: preallocated to max_cache_len", 1, 1.0},
-    [KVP_ENGINE_HF_QUANTIZED] = {"hf-quantized", "transformers 4.56", "QuantizedCache: nbits, q_group_size 64, residual 128", 1, 1.0},
+    [KVP_ENGINE_VLLM] = {"vllm", VLLM_DEFAULT, "paged blocks of 16, equal-page groups, total x util - non-KV", 16, 0.90},
+    [KVP_ENGINE_SGLANG] = {"sglang", SGLANG_DEFAULT, "token pool of size + page slots, total x mem_fraction_static reserve", 1, 0.0},
+    [KVP_ENGINE_TRTLLM] = {"trtllm", TRTLLM_DEFAULT, "blocks of 32 tokens, 0.9 of free memory", 32, 0.90},
+    [KVP_ENGINE_LLAMACPP] = {"llamacpp", LLAMACPP_DEFAULT, "cells padded to 256, streams, SWA n_swa + n_ubatch, ggml blocks", 1, 1.0},
+    [KVP_ENGINE_HF_DYNAMIC] = {"hf-dynamic", HF_DEFAULT, "DynamicCache: grows by torch.cat, one layer's copy transient", 1, 1.0},
+    [KVP_ENGINE_HF_STATIC] = {"hf-static", HF_DEFAULT, "StaticCache: preallocated to max_cache_len", 1, 1.0},
+    [KVP_ENGINE_HF_QUANTIZED] = {"hf-quantized", HF_DEFAULT, "QuantizedCache: nbits, q_group_size 64, residual 128", 1, 1.0},
 };
+
+/* The releases, the default (newest read) of each engine first; docs/engines.md
+ * has the table release -> rule -> source file and function. */
+static const struct kvp_release releases[] = {
+    {KVP_ENGINE_IDEAL, "-", "include/kvplan/engine.h: the bare formula", 1.0, 0},
+    {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", 0.90, 0},
+    {KVP_ENGINE_VLLM, "0.7.3", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
+     0.90, KVP_REL_VLLM_V0},
+    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac, server_args.py (reserve by GPU memory)",
+     0.0, 0},
+    {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp)", 0.0,
+     KVP_REL_SGLANG_TP_FRACTION},
+    {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py", 0.90, 0},
+    {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
+    {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)", 1.0,
+     KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
+    {KVP_ENGINE_HF_DYNAMIC, HF_DEFAULT, "src/transformers/cache_utils.py DynamicCache", 1.0, 0},
+    {KVP_ENGINE_HF_STATIC, HF_DEFAULT, "src/transformers/cache_utils.py StaticCache", 1.0, 0},
+    {KVP_ENGINE_HF_QUANTIZED, HF_DEFAULT, "src/transformers/cache_utils.py QuantizedCache", 1.0, 0},
+};
+
+#define N_RELEASES (sizeof releases / sizeof releases[0])
 
 const struct kvp_engine_info *kvp_engine_info(enum kvp_engine_id e)
 {
@@ -36,18 +64,64 @@ bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out)
     return false;
 }
 
+const struct kvp_release *kvp_releases(uint32_t *n)
+{
+    *n = (uint32_t)N_RELEASES;
+    return releases;
+}
+
+const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d)
+{
+    if (d->release < N_RELEASES && releases[d->release].engine == d->engine)
+        return &releases[d->release];
+    for (uint32_t i = 0; i < N_RELEASES; i++)
+        if (releases[i].engine == d->engine)
+            return &releases[i];
+    return &releases[0];
+}
+
+enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint32_t *release, struct kvp_error *err)
+{
+    char name[64], known[256] = "";
+    const char *at = strchr(s, '@');
+    size_t n = at ? (size_t)(at - s) : strlen(s);
+
+    if (n >= sizeof name)
+        return kvp_fail(err, KVP_ERR_USAGE, "unknown engine '%s'", s);
+    memcpy(name, s, n);
+    name[n] = '\0';
+    if (!kvp_engine_from_name(name, engine))
+        return kvp_fail(err, KVP_ERR_USAGE, "unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, "
+                        "hf-static, hf-quantized, ideal)", name);
+    *release = UINT32_MAX;
+    if (!at)
+        return KVP_OK;
+    for (uint32_t i = 0; i < N_RELEASES; i++) {
+        if (releases[i].engine != *engine)
+            continue;
+        if (strcmp(releases[i].version, at + 1) == 0) {
+            *release = i;
+            return KVP_OK;
+        }
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
+                 releases[i].version);
+    }
+    return kvp_fail(err, KVP_ERR_USAGE, "%s: unknown release '%s' (known: %s)", engines[*engine].name, at + 1, known);
+}
+
 void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m)
 {
     memset(d, 0, sizeof *d);
     d->engine = e;
+    d->release = UINT32_MAX;
     d->n_gpus = d->tp = d->pp = 1;
     d->k = d->v = kvp_format_plain(m->dtype);
     memset(&d->w, 0, sizeof d->w); /* as the checkpoint stores them */
     if (e == KVP_ENGINE_LLAMACPP)
         d->k = d->v = kvp_format_plain(KVP_DTYPE_F16); /* llama.cpp's default cache type */
     d->context = m->max_context;
-    d->max_batched_tokens = 8192; /* vLLM V1 default for online serving on big GPUs: 8192 (2048 on smaller) */
     d->n_ubatch = 512;
+    d->n_batch = 2048;
     d->n_seq = 1;
     d->flash_attn = -1;
 }
@@ -155,6 +229,11 @@ enum kvp_status profile_formats(const struct kvp_deploy *d, const enum kvp_dtype
     return KVP_OK;
 }
 
+uint64_t profile_reserve(const struct kvp_deploy *d)
+{
+    return kvp_sat_add(kvp_sat_add(d->activation_memory, d->non_torch_memory), d->cuda_graph_memory);
+}
+
 uint64_t profile_fraction(uint64_t memory, double fraction)
 {
     long double v = (long double)memory * fraction;
@@ -223,29 +302,53 @@ static enum kvp_status check_deploy(const struct kvp_model *m, const struct kvp_
     return KVP_OK;
 }
 
+/* The deployment as the engine's release runs it: its defaults filled in,
+ * the reserve estimated where not given, and llama.cpp's --concurrency N
+ * turned into N slots of the context (-np N -c N*T). */
+static void effective(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f, struct kvp_deploy *e)
+{
+    *e = *d;
+    f->release = kvp_deploy_release(d);
+    if (e->util == 0.0 && f->release->util > 0.0 && f->release->util < 1.0)
+        e->util = f->release->util;
+    e->max_batched_tokens = profile_batched_tokens(d);
+    if (e->engine == KVP_ENGINE_LLAMACPP && e->concurrency > 1 && e->n_seq <= 1) {
+        e->n_seq = e->concurrency > UINT32_MAX ? UINT32_MAX : (uint32_t)e->concurrency;
+        e->context = kvp_sat_mul(d->context, e->concurrency);
+    }
+    kvp_reserve_estimate(m, e, &f->reserve);
+    e->activation_memory = f->reserve.activation;
+    e->non_torch_memory = f->reserve.non_torch;
+    e->cuda_graph_memory = f->reserve.cuda_graph;
+}
+
 enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                 struct kvp_error *err)
 {
     enum kvp_status st;
+    struct kvp_deploy e;
     memset(f, 0, sizeof *f);
     f->engine = d->engine;
     f->n_groups = 1;
     f->n_stream = 1;
     if ((st = check_deploy(m, d, err)) != KVP_OK)
         return st;
+    effective(m, d, f, &e);
     switch (d->engine) {
-    case KVP_ENGINE_IDEAL: st = profile_ideal(m, d, f, err); break;
-    case KVP_ENGINE_VLLM: st = profile_vllm(m, d, f, err); break;
-    case KVP_ENGINE_SGLANG: st = profile_sglang(m, d, f, err); break;
-    case KVP_ENGINE_TRTLLM: st = profile_trtllm(m, d, f, err); break;
-    case KVP_ENGINE_LLAMACPP: st = profile_llamacpp(m, d, f, err); break;
-    default: st = profile_hf(m, d, f, err); break;
+    case KVP_ENGINE_IDEAL: st = profile_ideal(m, &e, f, err); break;
+    case KVP_ENGINE_VLLM: st = profile_vllm(m, &e, f, err); break;
+    case KVP_ENGINE_SGLANG: st = profile_sglang(m, &e, f, err); break;
+    case KVP_ENGINE_TRTLLM: st = profile_trtllm(m, &e, f, err); break;
+    case KVP_ENGINE_LLAMACPP: st = profile_llamacpp(m, &e, f, err); break;
+    default: st = profile_hf(m, &e, f, err); break;
     }
     /* the host tier holds whole tokens at the same bytes per token as the GPU */
     if (st == KVP_OK && d->cpu_offload && f->kv_bytes_per_token_per_gpu) {
         f->offload_tokens = d->cpu_offload / f->kv_bytes_per_token_per_gpu;
         f->offload_concurrency = f->request_bytes ? (double)(d->cpu_offload / f->request_bytes) : 0.0;
     }
+    if (st == KVP_OK && f->refused[0])
+        f->fits = false;
     return st;
 }
 
@@ -266,7 +369,7 @@ enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_dep
         t.n_gpus = tp * d->pp;
         t.weights_memory = d->weights_memory && d->tp ? kvp_cdiv(d->weights_memory * d->tp, tp) : 0;
         st = kvp_fit_compute(m, &t, &f, err);
-        if (st != KVP_OK && st != KVP_ERR_OVERFLOW)
+        if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE) /* usage: a tp the engine refuses */
             return st;
         if (st == KVP_OK && fits_target(&f, d)) {
             *tp_out = tp;

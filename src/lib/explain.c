@@ -300,24 +300,25 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
 {
     static const char *const names[2] = {"non-SWA", "    SWA"};
     bool iswa = f->cache[1].layers > 0;
-    uint32_t n_seq = d->n_seq ? d->n_seq : 1;
+    uint32_t n_seq = f->n_seq ? f->n_seq : 1;
+    const char *fn = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ? "llama_kv_cache_unified" : "llama_kv_cache";
     (void)m;
     for (int c = 0; c < 2; c++) {
         uint64_t cells = c ? f->swa_cells : f->cells;
         if (f->cache[c].layers == 0)
             continue;
         if (iswa)
-            kvp_buf_printf(b, "llama_kv_cache_iswa: creating %s KV cache, size = %llu cells\n", names[c],
+            kvp_buf_printf(b, "%s_iswa: creating %s KV cache, size = %llu cells\n", fn, names[c],
                            (unsigned long long)cells);
         for (uint32_t i = 0; i < f->n_devices; i++) {
             char dev[16];
             snprintf(dev, sizeof dev, "CUDA%u", i);
             if (f->device[i].cache_buffer[c])
-                kvp_buf_printf(b, "llama_kv_cache: %10s KV buffer size = %8.2f MiB\n", dev,
+                kvp_buf_printf(b, "%s: %10s KV buffer size = %8.2f MiB\n", fn, dev,
                                f->device[i].cache_buffer[c] / MIB);
         }
-        kvp_buf_printf(b, "llama_kv_cache: size = %7.2f MiB (%6llu cells, %3u layers, %2u/%u seqs), "
-                       "K (%s): %7.2f MiB, V (%s): %7.2f MiB\n",
+        kvp_buf_printf(b, "%s: size = %7.2f MiB (%6llu cells, %3u layers, %2u/%u seqs), "
+                       "K (%s): %7.2f MiB, V (%s): %7.2f MiB\n", fn,
                        (f->cache[c].k_bytes + f->cache[c].v_bytes) / MIB, (unsigned long long)cells,
                        f->cache[c].layers, n_seq, f->n_stream, kvp_dtype_info(d->k.dtype)->name,
                        f->cache[c].k_bytes / MIB, kvp_dtype_info(d->v.dtype)->name, f->cache[c].v_bytes / MIB);
@@ -327,7 +328,13 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
 void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
 {
     struct fmtctx c = {.si = false};
-    if (d->engine == KVP_ENGINE_VLLM) {
+    if (d->engine == KVP_ENGINE_VLLM && (kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0)) {
+        /* V0 worker.py and executor_base.py */
+        kvp_buf_printf(b, "the rest of the memory reserved for KV Cache is %.2fGiB.\n", f->kv_budget_bytes / GIB);
+        kvp_buf_printf(b, "# GPU blocks: %llu\n", (unsigned long long)f->num_blocks);
+        kvp_buf_printf(b, "Maximum concurrency for %llu tokens per request: %.2fx\n", (unsigned long long)d->context,
+                       f->max_concurrency);
+    } else if (d->engine == KVP_ENGINE_VLLM) {
         kvp_buf_printf(b, "Available KV cache memory: %.2f GiB\n", f->kv_budget_bytes / GIB);
         kvp_buf_printf(b, "GPU KV cache size: %s tokens\n", grp(&c, f->kv_tokens));
         kvp_buf_printf(b, "Maximum concurrency for %s tokens per request: %.2fx\n", grp(&c, d->context),
@@ -352,28 +359,50 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
     case KVP_ENGINE_SGLANG:
         kvp_buf_printf(b, "  KV budget  = (memory - weights - non-torch) - memory * (1 - mem_fraction_static)\n"
                        "             = (%s - %s - %s) - %s * (1 - %.3f) = %s B\n", grp(c, d->gpu_memory),
-                       grp(c, f->weights_bytes), grp(c, d->non_torch_memory), grp(c, d->gpu_memory), f->util,
+                       grp(c, f->weights_bytes), grp(c, f->reserve.non_torch), grp(c, d->gpu_memory), f->util,
                        grp(c, f->kv_budget_bytes));
         break;
     case KVP_ENGINE_TRTLLM:
         kvp_buf_printf(b, "  KV budget  = (memory - weights - activations - non-torch) * free_gpu_memory_fraction\n"
                        "             = (%s - %s - %s - %s) * %.2f = %s B\n", grp(c, d->gpu_memory),
-                       grp(c, f->weights_bytes), grp(c, d->activation_memory), grp(c, d->non_torch_memory), f->util,
+                       grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch), f->util,
                        grp(c, f->kv_budget_bytes));
         break;
     case KVP_ENGINE_LLAMACPP:
         kvp_buf_printf(b, "  KV room    = memory - weights - compute buffers - other = %s - %s - %s - %s = %s B\n",
-                       grp(c, d->gpu_memory), grp(c, f->weights_bytes), grp(c, d->activation_memory),
-                       grp(c, d->non_torch_memory), grp(c, f->kv_budget_bytes));
+                       grp(c, d->gpu_memory), grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph),
+                       grp(c, f->reserve.non_torch), grp(c, f->kv_budget_bytes));
         break;
     default:
         kvp_buf_printf(b, "  KV budget  = int(memory * %s - (weights + activations + non-torch))\n"
                        "             = int(%s * %.3f - (%s + %s + %s)) = %s B\n",
                        d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction", grp(c, d->gpu_memory),
-                       f->util, grp(c, f->weights_bytes), grp(c, d->activation_memory), grp(c, d->non_torch_memory),
+                       f->util, grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch),
                        grp(c, f->kv_budget_bytes));
     }
     (void)e;
+}
+
+/* How the reserve was estimated (src/lib/profile_reserve.c). */
+static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
+{
+    const struct kvp_reserve *r = &f->reserve;
+    if (r->activation_est && d->engine == KVP_ENGINE_LLAMACPP)
+        kvp_buf_printf(b, "  compute    = n_ubatch * (f32 intermediates%s) + n_ubatch * vocab * 4 (logits)\n"
+                       "             = %s * %s + %s = %s B (estimated)\n",
+                       d->flash_attn == 0 ? " + KQ over all cells" : "", grp(c, r->profile_tokens), grp(c, r->per_token),
+                       grp(c, r->logits), grp(c, r->activation));
+    else if (r->activation_est)
+        kvp_buf_printf(b, "  activations = profiling tokens * (3 * MLP width + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
+                       "             = %s * %s + %s (%s seqs, fp32 logits and probs) = %s B (estimated)\n",
+                       grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
+                       grp(c, r->activation));
+    if (r->non_torch_est)
+        kvp_buf_printf(b, "  non-torch  = %s B (estimated: CUDA context, cuBLAS workspaces%s)\n", grp(c, r->non_torch),
+                       d->tp > 1 ? ", NCCL" : "");
+    if (r->uncertainty)
+        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations, half a GiB of non-torch)\n",
+                       grp(c, r->uncertainty));
 }
 
 void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
@@ -382,8 +411,9 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
     struct fmtctx c = {.si = si};
     const struct kvp_engine_info *e = kvp_engine_info(d->engine);
 
-    kvp_buf_printf(b, "Capacity of %s under %s (%s): %s\n", m->name, e->name, e->version, e->summary);
+    kvp_buf_printf(b, "Capacity of %s under %s %s: %s\n", m->name, e->name, f->release->version, e->summary);
     kvp_buf_printf(b, "  per GPU: tp = %u splits KV heads as max(1, H_kv / tp); MLA latents are replicated\n", d->tp);
+    reserve_lines(&c, d, f, b);
     budget_lines(&c, d, f, b);
     switch (d->engine) {
     case KVP_ENGINE_VLLM:
@@ -409,9 +439,10 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
                        grp(&c, f->kv_tokens), f->block_size, grp(&c, f->num_blocks));
         break;
     case KVP_ENGINE_LLAMACPP:
-        kvp_buf_printf(b, "  cells      = PAD(n_ctx, 256)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + n_ubatch), 256) = %s\n",
+        kvp_buf_printf(b, "  cells      = PAD(n_ctx, %u)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + "
+                       "min(n_ubatch, n_batch)), %u) = %s\n", f->cell_pad,
                        f->n_stream > 1 ? " / n_seq, padded again" : "", grp(&c, f->cells), f->n_stream,
-                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", grp(&c, f->swa_cells));
+                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", f->cell_pad, grp(&c, f->swa_cells));
         kvp_buf_printf(b, "  tensor     = ggml_row_size(type, H_kv * d_head) * cells * streams, padded to 128 B per buffer\n");
         break;
     default:

@@ -81,6 +81,7 @@ struct settings {
     const struct kvp_gpu *gpu;
     uint32_t gpus, tp, pp;
     enum kvp_engine_id engine;
+    uint32_t release; /* "engine@release": an index into kvp_releases() */
     double util;
     uint64_t context, concurrency;
     struct kvp_format kv, k, v;
@@ -292,10 +293,8 @@ static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const stru
             return ydoc_fail(d, n, err, err->code, "%s", err->msg);
         return KVP_OK;
     case K_ENGINE:
-        if (!kvp_engine_from_name(v, &s->engine))
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
-                             "unknown engine '%.40s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, "
-                             "hf-quantized, ideal)", v);
+        if (kvp_engine_parse(v, &s->engine, &s->release, err) != KVP_OK)
+            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "%s", err->msg);
         return KVP_OK;
     case K_U32:
         if ((st = count(d, n, k->name, 1, 1u << 20, &u, err)) != KVP_OK)
@@ -532,6 +531,7 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
         return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
                          dep->name);
     kvp_deploy_init(x, is_set(s, "engine") ? s->engine : KVP_ENGINE_VLLM, dep->model);
+    x->release = is_set(s, "engine") ? s->release : UINT32_MAX;
     dep->gpu = is_set(s, "gpu") ? s->gpu : NULL;
     if (dep->gpu)
         x->gpu_memory = dep->gpu->memory_bytes;
@@ -565,6 +565,8 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     TAKE("swa_full", x->swa_full, s->swa_full)
     TAKE("mla_v", x->mla_v, s->mla_v)
 #undef TAKE
+    x->activation_given = is_set(s, "activation_memory");
+    x->non_torch_given = is_set(s, "non_torch_memory");
     if (is_set(s, "split"))
         memcpy(x->split, s->split, sizeof x->split);
     /* an engine that refuses these settings makes the plan invalid, not failed */
@@ -1219,7 +1221,7 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
         kvp_json_u64(&j, "tp", d->tp);
         kvp_json_u64(&j, "pp", d->pp);
         kvp_json_str(&j, "engine", kvp_engine_info(d->engine)->name);
-        kvp_json_str(&j, "engine_version", kvp_engine_info(d->engine)->version);
+        kvp_json_str(&j, "engine_version", kvp_deploy_release(d)->version);
         kvp_json_u64(&j, "context", d->context);
         kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
         kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, s[0], sizeof s[0]));

@@ -34,6 +34,13 @@ void profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_
 enum kvp_status profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
                              uint32_t count, struct prank *r, struct kvp_error *err);
 
+/* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
+ * release's default (src/lib/profile_reserve.c). */
+uint64_t profile_batched_tokens(const struct kvp_deploy *d);
+
+/* The start-up reserve subtracted before the KV budget: activations + non-torch + CUDA graphs. */
+uint64_t profile_reserve(const struct kvp_deploy *d);
+
 /* Weights on one GPU: d->weights_memory, else all weights / (tp * pp), rounded up. */
 enum kvp_status profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
                                 struct kvp_error *err);

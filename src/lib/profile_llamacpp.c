@@ -2,12 +2,15 @@
  * src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp and ggml-alloc/ggml-cuda
  * (docs/engines.md, section llamacpp; checked against the real library by
  * tests/oracle). */
+#include <stdio.h>
 #include <string.h>
 
 #include "profile.h"
 
 #define PAD(x, n) (kvp_cdiv((x), (n)) * (n))
 #define CELL_PAD 256           /* n_ctx and SWA cells are padded to 256 */
+#define CELL_PAD_NO_FA 32      /* b6182 get_padding(): 256 with flash attention, else 32 */
+#define MAX_SEQ 256            /* LLAMA_MAX_SEQ: "n_seq_max must be <= 256" */
 #define CUDA_ALIGN 128         /* ggml-cuda buffer alignment */
 #define MATRIX_ROW_PADDING 512 /* ggml-cuda pads quantized rows to 512 values */
 
@@ -56,6 +59,13 @@ static bool honours_windows(const char *family)
     return false;
 }
 
+/* Architectures llama.cpp does not implement (llama-arch.cpp has no entry),
+ * so the model never loads. */
+static bool known_arch(const struct kvp_model *m)
+{
+    return strcmp(m->family, "opt") != 0;
+}
+
 static bool windowed(const struct kvp_model *m, const struct kvp_layer_spec *s)
 {
     return (s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED) && honours_windows(m->family);
@@ -102,7 +112,8 @@ static void layer_elems(const struct kvp_layer_spec *s, const struct kvp_deploy 
         break;
     case KVP_LAYER_MLA: /* "deepseek2 using MLA converts into MQA with larger heads" */
         *k = (uint64_t)s->kv_lora_rank + s->qk_rope_dim;
-        *v = d->mla_v ? s->kv_lora_rank : 0; /* V-less cache since PR #19067 (2026-01-24) */
+        /* V-less cache since PR #19067 (2026-01-24); b6182 still caches V */
+        *v = d->mla_v || (kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_MLA_V) ? s->kv_lora_rank : 0;
         break;
     default:
         break;
@@ -114,13 +125,28 @@ struct lcells {
     uint32_t n_stream;
 };
 
+/* The cell padding of the release: 256, or in builds like b6182 256 only
+ * with flash attention (off unless -fa on there) and 32 without. */
+static uint64_t cell_pad(const struct kvp_deploy *d)
+{
+    if (kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA)
+        return d->flash_attn == 1 ? CELL_PAD : CELL_PAD_NO_FA;
+    return CELL_PAD;
+}
+
+/* The micro-batch llama_context uses: n_ubatch, at most n_batch. */
+static uint64_t ubatch(const struct kvp_deploy *d)
+{
+    return d->n_batch && d->n_batch < d->n_ubatch ? d->n_batch : d->n_ubatch;
+}
+
 static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t context, struct lcells *c)
 {
-    uint64_t n_ctx = PAD(context, CELL_PAD), n_swa = 0;
+    uint64_t pad = cell_pad(d), n_ctx = PAD(context, pad), n_swa = 0;
     uint32_t n_seq = d->n_seq ? d->n_seq : 1;
 
     if (n_seq > 1 && !d->kv_unified) {
-        c->base = PAD(n_ctx / n_seq, CELL_PAD);
+        c->base = PAD(n_ctx / n_seq, pad);
         c->n_stream = n_seq;
     } else {
         c->base = n_ctx;
@@ -131,7 +157,7 @@ static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_
         if (windowed(m, s) && s->window > n_swa)
             n_swa = s->window;
     }
-    c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + d->n_ubatch, CELL_PAD);
+    c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + ubatch(d), pad);
     if (c->swa > c->base || d->swa_full)
         c->swa = c->base;
 }
@@ -171,6 +197,7 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
         return st;
     cells(m, d, context, &c);
     f->cells = c.base;
+    f->cell_pad = (uint32_t)cell_pad(d);
     f->windows_ignored = false;
     for (uint32_t i = 0; i < m->n_specs; i++)
         if ((m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED) && !honours_windows(m->family))
@@ -260,8 +287,14 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
     uint64_t weights, per_device_weights, reserve, busiest = 0, deficit = 0;
     enum kvp_status st;
 
+    if (d->n_seq > MAX_SEQ)
+        return kvp_fail(err, KVP_ERR_USAGE, "llama.cpp: n_seq_max must be <= %u (got %u)", MAX_SEQ, d->n_seq);
     if ((st = check_types(m, d, err)) || (st = allocate(m, d, d->context, f, err)))
         return st;
+    if (!known_arch(m))
+        snprintf(f->refused, sizeof f->refused, "llama_model_load: error loading model: error loading model "
+                 "architecture: unknown model architecture: '%s'", m->family);
+    f->n_seq = d->n_seq ? d->n_seq : 1;
     f->block_size = 1;
     f->util = 1.0;
     for (uint32_t i = 0; i < f->n_devices; i++) {
@@ -286,7 +319,7 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
         per_device_weights = (uint64_t)((long double)weights * d->tp * d->pp * most / m->n_layers + 0.5L);
     }
     f->weights_bytes = per_device_weights;
-    reserve = per_device_weights + d->activation_memory + d->non_torch_memory;
+    reserve = kvp_sat_add(per_device_weights, profile_reserve(d));
     if (d->gpu_memory) {
         f->kv_budget_bytes = profile_sub(d->gpu_memory, reserve, &deficit);
         if ((st = profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))
@@ -296,7 +329,9 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
         f->max_context = d->context;
     }
     f->kv_pool_bytes = busiest;
-    f->max_concurrency = busiest <= f->kv_budget_bytes ? (double)(d->n_seq ? d->n_seq : 1) : 0.0;
+    if (d->concurrency > 1 && f->n_seq == d->concurrency)
+        f->max_context /= f->n_seq; /* --concurrency N: N slots share -c */
+    f->max_concurrency = busiest <= f->kv_budget_bytes ? (double)f->n_seq : 0.0;
     profile_finish(f, busiest <= f->kv_budget_bytes, deficit);
     return KVP_OK;
 }

@@ -12,9 +12,13 @@
 
 /* mem_fraction_static when not given (server_args.py, mid-2025): reserve a
  * few GiB that grow with tp*pp and the card's size, rounded to 3 places. */
-static double default_fraction(uint64_t gpu_memory, uint32_t tp, uint32_t pp)
+static double default_fraction(const struct kvp_deploy *d)
 {
+    uint64_t gpu_memory = d->gpu_memory;
+    uint32_t tp = d->tp, pp = d->pp;
     double mib = (double)gpu_memory / 1048576.0, p = (double)tp * pp, reserved;
+    if (kvp_deploy_release(d)->rules & KVP_REL_SGLANG_TP_FRACTION) /* older server_args.py: by tp alone */
+        return tp >= 16 ? 0.79 : tp >= 8 ? 0.81 : tp >= 4 ? 0.85 : tp >= 2 ? 0.87 : 0.88;
     if (mib < 35 * 1024)
         reserved = (2.8 + p / 10) * 1024;
     else if (mib < 90 * 1024)
@@ -24,6 +28,18 @@ static double default_fraction(uint64_t gpu_memory, uint32_t tp, uint32_t pp)
     else
         reserved = 32 * 1024;
     return round((mib - reserved) / mib * 1000.0) / 1000.0;
+}
+
+/* model_config.py is_hybrid_swa_model: separate SWA pools only for the
+ * architectures SGLang lists; other windowed models (Gemma 2/3, Mistral)
+ * are sized as full attention. */
+static bool hybrid_swa(const struct kvp_model *m)
+{
+    static const char *const arches[] = {"gpt_oss", "gpt-oss", "llama4", "llama4_text", "mimo_v2_flash", NULL};
+    for (const char *const *a = arches; *a; a++)
+        if (strcmp(*a, m->family) == 0)
+            return true;
+    return false;
 }
 
 enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
@@ -38,7 +54,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
 
     if ((st = profile_formats(d, ok, 5, err)) != KVP_OK || (st = profile_weights(m, d, &f->weights_bytes, err)))
         return st;
-    f->util = d->util ? d->util : default_fraction(d->gpu_memory, d->tp, d->pp);
+    f->util = d->util ? d->util : default_fraction(d);
     f->block_size = page;
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
@@ -68,7 +84,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     if (d->kv_memory) {
         rest_gib = (double)d->kv_memory / GIB;
     } else {
-        avail_gib = (double)profile_sub(d->gpu_memory, f->weights_bytes + d->non_torch_memory, &deficit) / GIB;
+        avail_gib = (double)profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
         rest_gib = avail_gib - (double)d->gpu_memory / GIB * (1.0 - f->util);
     }
     if (rest_gib > 0)
@@ -79,7 +95,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     f->kv_tokens = tokens;
     f->num_blocks = tokens / page;
     f->kv_pool_bytes = (tokens + page) * cell; /* slot 0 is padding: size + page_size slots */
-    if (n_swa && n_full) {
+    if (n_swa && n_full && hybrid_swa(m)) {
         /* hybrid SWA pools: full and sliding layers share the budget */
         uint64_t total = tokens * (n_swa + n_full);
         uint64_t full = (uint64_t)((double)total / (SWA_FULL_TOKENS_RATIO * n_swa + n_full)) / page * page;

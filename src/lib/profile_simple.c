@@ -137,7 +137,7 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
         budget = d->kv_memory;
     else
         budget = profile_sub(profile_fraction(d->gpu_memory, f->util),
-                             f->weights_bytes + d->activation_memory + d->non_torch_memory, &deficit);
+                             kvp_sat_add(f->weights_bytes, profile_reserve(d)), &deficit);
     f->kv_budget_bytes = budget;
     f->max_context = UINT64_MAX;
     f->max_concurrency = 1e300;

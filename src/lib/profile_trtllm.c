@@ -72,7 +72,7 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     if (d->kv_memory)
         avail = d->kv_memory;
     else
-        avail = profile_fraction(profile_sub(d->gpu_memory, f->weights_bytes + d->activation_memory + d->non_torch_memory,
+        avail = profile_fraction(profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, profile_reserve(d)),
                                              &deficit), f->util);
     f->kv_budget_bytes = avail;
     f->kv_tokens = avail / f->kv_bytes_per_token_per_gpu;

@@ -1,6 +1,7 @@
 /* profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
  * vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py and
  * vllm/v1/worker/gpu_worker.py (docs/engines.md, section vllm). */
+#include <stdio.h>
 #include <string.h>
 
 #include "profile.h"
@@ -20,6 +21,7 @@ struct vplan {
     uint32_t n;
     struct vtype t[KVP_MAX_SPECS];
     uint32_t group_size, n_groups, min_block;
+    uint32_t groups_gs; /* the group size that cut each type into groups (the whole model's at pp > 1) */
     uint64_t page;    /* the common page (hybrid) or the single type's page */
     bool uniform_sum; /* same kind, different pages: num_blocks = avail // sum(page_l) */
     uint64_t page_sum;
@@ -116,7 +118,7 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
     for (uint32_t j = 0; j < p->n; j++)
         p->min_block = p->t[j].block < p->min_block ? p->t[j].block : p->min_block;
     if (p->n == 1) {
-        p->group_size = p->t[0].layers;
+        p->group_size = p->groups_gs = p->t[0].layers;
         p->n_groups = 1;
         return KVP_OK;
     }
@@ -141,11 +143,39 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
             t->page = p->page;
         }
     }
-    p->group_size = (double)max_n < 1.5 * min_n ? max_n : min_n;
+    p->group_size = p->groups_gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
     p->n_groups = 0;
     for (uint32_t j = 0; j < p->n; j++)
         p->n_groups += (uint32_t)kvp_cdiv(p->t[j].layers, p->group_size);
     return KVP_OK;
+}
+
+/* get_kv_cache_configs groups the layers of all pipeline stages once
+ * (a group: groups_gs consecutive layers of one type) and projects the groups
+ * onto each stage, which keeps the layers it holds; the stage's group size is
+ * its largest projected group. g is the whole model's plan over rank view r. */
+static uint32_t stage_group_size(const struct kvp_model *m, const struct prank *r, const struct vplan *g,
+                                 uint32_t first, uint32_t count)
+{
+    uint32_t best = 0;
+    for (uint32_t j = 0; j < g->n; j++) {
+        uint32_t seen = 0, held = 0;
+        for (uint32_t l = 0; l < m->n_layers; l++) {
+            const struct kvp_layer_spec *s = &m->specs[m->layer_spec[l]];
+            uint32_t i;
+            for (i = 0; i < r->n && r->spec[i].s != s; i++)
+                ;
+            if (i == r->n || !same_type(&r->spec[i], g->t[j].rs))
+                continue;
+            held += l >= first && l < first + count;
+            if (++seen % g->groups_gs == 0) {
+                best = held > best ? held : best;
+                held = 0;
+            }
+        }
+        best = held > best ? held : best;
+    }
+    return best ? best : 1;
 }
 
 /* mem_per_req of _report_kv_cache_config, and the blocks one request takes. */
@@ -161,7 +191,7 @@ static uint64_t request_blocks(const struct vplan *p, uint64_t L)
         return blocks;
     }
     for (uint32_t j = 0; j < p->n; j++)
-        per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->group_size),
+        per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->groups_gs),
                                                    type_request(&p->t[j], p->d, L)));
     per_req = kvp_sat_mul(per_req, p->group_size);
     per_block = p->page * p->group_size;
@@ -190,25 +220,79 @@ static uint64_t per_token(const struct prank *r)
     return t;
 }
 
+/* What vLLM rejects before it starts (config/model.py), in its words. */
+static enum kvp_status check_settings(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
+{
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        uint32_t h = m->specs[i].n_heads;
+        if (h && h % d->tp != 0)
+            return kvp_fail(err, KVP_ERR_USAGE,
+                            "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).",
+                            h, d->tp);
+    }
+    if (d->context > m->max_context)
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "vllm: User-specified max_model_len (%llu) is greater than the derived max_model_len "
+                        "(max_position_embeddings=%llu in model's config.json). To allow overriding this maximum, "
+                        "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+                        (unsigned long long)d->context, (unsigned long long)m->max_context);
+    return KVP_OK;
+}
+
+/* The start-up check that one request of max_model_len fits (V1:
+ * kv_cache_utils.check_enough_kv_cache_memory; V0: worker.py
+ * raise_if_cache_size_invalid); the message when it does not. */
+static void check_start(const struct kvp_deploy *d, struct kvp_fit *f, uint64_t max_len)
+{
+    char g[2][32];
+    if (kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0) {
+        if (d->context > f->kv_tokens)
+            snprintf(f->refused, sizeof f->refused,
+                     "The model's max seq len (%llu) is larger than the maximum number of tokens that can be stored "
+                     "in KV cache (%llu). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                     "initializing the engine.", (unsigned long long)d->context, (unsigned long long)f->kv_tokens);
+        return;
+    }
+    if (f->kv_budget_bytes == 0) {
+        snprintf(f->refused, sizeof f->refused, "No available memory for the cache blocks. Try increasing "
+                 "`gpu_memory_utilization` when initializing the engine.");
+    } else if (f->request_bytes > f->kv_budget_bytes) {
+        snprintf(g[0], sizeof g[0], "%.2f", f->request_bytes / 1073741824.0);
+        snprintf(g[1], sizeof g[1], "%.2f", f->kv_budget_bytes / 1073741824.0);
+        snprintf(f->refused, sizeof f->refused,
+                 "To serve at least one request with the models's max seq len (%llu), (%s GiB KV cache is needed, "
+                 "which is larger than the available KV cache memory (%s GiB). Based on the available memory, the "
+                 "estimated maximum model length is %llu. Try increasing `gpu_memory_utilization` or decreasing "
+                 "`max_model_len` when initializing the engine.", (unsigned long long)d->context, g[0], g[1],
+                 (unsigned long long)max_len);
+    }
+}
+
 enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                              struct kvp_error *err)
 {
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
                                         KVP_DTYPE_FP8_E5M2, KVP_DTYPE_NVFP4};
     uint32_t block = d->block_size;
-    uint64_t want = d->concurrency ? d->concurrency : 1, avail, min_blocks = UINT64_MAX;
+    uint64_t want = d->concurrency ? d->concurrency : 1, avail, min_blocks = UINT64_MAX, one_request_len = UINT64_MAX;
     enum kvp_status st;
-    bool mla = false;
+    bool mla = false, hybrid;
+    struct prank whole;
+    struct vplan g;
 
     if ((st = profile_formats(d, ok, 6, err)) != KVP_OK)
         return st;
     if (d->k.dtype != d->v.dtype)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "vllm has one --kv-cache-dtype for K and V (got %s and %s)",
                         kvp_dtype_info(d->k.dtype)->name, kvp_dtype_info(d->v.dtype)->name);
+    if ((st = check_settings(m, d, err)) != KVP_OK)
+        return st;
     for (uint32_t i = 0; i < m->n_layers; i++)
         mla = mla || kvp_model_layer(m, i)->kind == KVP_LAYER_MLA;
     if (!block)
-        block = mla ? 64 : 16; /* FlashMLA needs blocks of 64 */
+        block = 16;
+    if (mla && block % 64 != 0)
+        block = 64; /* platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend" */
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
     if ((st = profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
@@ -217,21 +301,30 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
     if (d->kv_memory) {
         avail = d->kv_memory;
     } else {
-        uint64_t non_kv = f->weights_bytes + d->activation_memory + d->non_torch_memory;
+        uint64_t non_kv = kvp_sat_add(f->weights_bytes, profile_reserve(d));
         avail = profile_sub(profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
     }
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
+    if ((st = profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, &g, err)) ||
+        (st = group(&g, err)))
+        return st;
+    hybrid = g.n > 1 && !g.uniform_sum;
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
         struct prank r;
         struct vplan p;
-        uint64_t blocks, bytes = 0, ctx;
+        uint64_t blocks, bytes = 0, ctx, one;
         profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &r, err)) || (st = build_types(&r, d, block, &p, err)) ||
-            (st = group(&p, err)))
+        if ((st = profile_rank(m, d, first, count, &r, err)) != KVP_OK)
             return st;
+        if (hybrid) { /* the whole model's groups, projected onto the stage */
+            p = g;
+            p.group_size = stage_group_size(m, &whole, &g, first, count);
+        } else if ((st = build_types(&r, d, block, &p, err)) || (st = group(&p, err))) {
+            return st;
+        }
         blocks = avail / block_bytes(&p);
         if (blocks < min_blocks) {
             min_blocks = blocks;
@@ -248,14 +341,20 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
             f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
-        if ((st = profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK)
+        if ((st = profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
+            (st = profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
             return st;
+        if (one < one_request_len)
+            one_request_len = one;
         if (ctx < f->max_context)
             f->max_context = ctx;
     }
     f->num_blocks = min_blocks;
+    if (kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0) /* V0: num_gpu_blocks * block_size / max_model_len */
+        f->max_concurrency = (double)f->kv_tokens / (double)d->context;
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
     profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes);
+    check_start(d, f, one_request_len);
     return KVP_OK;
 }

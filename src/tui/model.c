@@ -111,6 +111,7 @@ void tui_set_model(struct tui_state *s, struct kvp_model *m)
     s->model = m;
     kvp_deploy_init(&s->d, first ? KVP_ENGINE_VLLM : old.engine, m);
     if (!first) {
+        s->d.release = old.release;
         s->d.tp = old.tp;
         s->d.pp = old.pp;
         s->d.gpu_memory = old.gpu_memory;
@@ -323,7 +324,10 @@ const char *tui_field_value(const struct tui_state *s, enum tui_field f, char *b
             snprintf(buf, n, "%u (pp %u)", d->tp, d->pp);
         break;
     case TUI_F_ENGINE:
-        snprintf(buf, n, "%s", kvp_engine_info(d->engine)->name);
+        if (d->release == UINT32_MAX)
+            snprintf(buf, n, "%s", kvp_engine_info(d->engine)->name);
+        else
+            snprintf(buf, n, "%s@%s", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
         break;
     case TUI_F_UTIL:
         if (d->util > 0)
@@ -692,12 +696,13 @@ static bool commit_edit(struct tui_state *s)
     }
     case TUI_F_ENGINE: {
         enum kvp_engine_id id;
-        if (!kvp_engine_from_name(in, &id)) {
-            set_status(s, true, "unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, "
-                       "hf-quantized, ideal)", in);
+        uint32_t rel;
+        if (kvp_engine_parse(in, &id, &rel, &e) != KVP_OK) {
+            set_status(s, true, "%s", e.msg);
             return false;
         }
         set_engine(s, id);
+        s->d.release = rel;
         return true;
     }
     case TUI_F_WDTYPE:

@@ -47,7 +47,10 @@ static void write_plan(const struct tui_state *s, FILE *f)
     fprintf(f, "    gpus: %u\n", d->n_gpus);
     fprintf(f, "    tp: %u\n", d->tp);
     fprintf(f, "    pp: %u\n", d->pp);
-    fprintf(f, "    engine: %s\n", kvp_engine_info(d->engine)->name);
+    if (d->release == UINT32_MAX)
+        fprintf(f, "    engine: %s\n", kvp_engine_info(d->engine)->name);
+    else
+        fprintf(f, "    engine: %s@%s\n", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
     if (d->util > 0)
         fprintf(f, "    util: %.3f\n", d->util);
     else
@@ -78,7 +81,7 @@ static void write_plan(const struct tui_state *s, FILE *f)
         fprintf(f, "    non_torch_memory: %llu\n", (unsigned long long)d->non_torch_memory);
     if (d->kv_memory)
         fprintf(f, "    kv_cache_memory: %llu\n", (unsigned long long)d->kv_memory);
-    if (d->max_batched_tokens != 8192)
+    if (d->max_batched_tokens)
         fprintf(f, "    max_num_batched_tokens: %llu\n", (unsigned long long)d->max_batched_tokens);
     if (d->n_ubatch != 512)
         fprintf(f, "    n_ubatch: %u\n", d->n_ubatch);

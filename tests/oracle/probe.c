@@ -278,6 +278,8 @@ int main(int argc, char **argv)
     cp.n_seq_max = (uint32_t)strtoul(argv[6], NULL, 10);
     cp.swa_full = atoi(argv[7]) != 0;
     cp.flash_attn_type = (enum llama_flash_attn_type)atoi(argv[8]);
+    if (getenv("PROBE_UBATCH")) /* -ub; llama.cpp caps it at n_batch (2048) */
+        cp.n_ubatch = (uint32_t)strtoul(getenv("PROBE_UBATCH"), NULL, 10);
     cp.n_threads = cp.n_threads_batch = 1;
     last_error[0] = '\0';
     if (!(ctx = llama_init_from_model(model, cp))) {

@@ -126,6 +126,7 @@ compare() {
     extra=""
     [ "$7" = 1 ] && extra="--swa-full"
     [ "$8" = 0 ] && extra="$extra --flash-attn off"
+    [ -n "${PROBE_UBATCH:-}" ] && extra="$extra --n-ubatch $PROBE_UBATCH"
     kj=$("$KVPLAN" fit "$1" --engine llamacpp --gpu-memory 1TiB --context "$3" --k-dtype "$4" --v-dtype "$5" \
         --n-seq "$6" $extra --format json 2>"$O/kvplan.err")
     krc=$?
@@ -181,6 +182,16 @@ for model in $MODELS; do
     # flash attention off: a quantized V needs it (llama.cpp refuses), a quantized K alone does not
     compare "$model" "$gguf" 4096 q8_0 f16 1 0 0
     compare "$model" "$gguf" 4096 f16 q8_0 1 0 0
+    # n_seq_max is at most 256 (both refuse 300); -ub 4096 is capped at n_batch 2048 (SWA cells)
+    if [ "$name" = llama-3.1-8b ]; then
+        compare "$model" "$gguf" 4096 f16 f16 256 0 -1
+        compare "$model" "$gguf" 4096 f16 f16 300 0 -1
+    fi
+    if [ $swa = 1 ]; then
+        export PROBE_UBATCH=4096
+        compare "$model" "$gguf" 32768 f16 f16 1 0 -1
+        unset PROBE_UBATCH
+    fi
 done
 
 # ---- 4. the random weights load and run: 32 decode steps with finite logits ----
