@@ -15,6 +15,7 @@
 #include "kvplan/format.h"
 #include "kvplan/gpu.h"
 #include "kvplan/render.h"
+#include "kvplan/settings.h"
 
 /* Exit codes, documented in kvplan(1). */
 enum cli_exit {
@@ -69,6 +70,17 @@ int cli_wstore(const struct cli_cmd *cmd, const char *name, bool gguf, struct kv
 int cli_out(const struct cli_cmd *cmd, enum kvp_out *out, bool md_ok);
 int cli_bytes(const struct cli_cmd *cmd, const char *name, uint64_t *out);
 int cli_fraction(const struct cli_cmd *cmd, const char *name, double *out);
+
+/* ---- deployment options: settings.h's table as --key-with-dashes ---- */
+
+/* opts (room for cap entries) gets every deployment setting, then `extra`
+ * (NULL-terminated), then the terminator. Call once, before cli_parse. */
+void cli_deploy_opts(struct cli_opt *opts, size_t cap, const struct cli_opt *extra);
+/* The deployment options cmd was given, checked for syntax ("--tp: ..."). */
+int cli_deploy_settings(const struct cli_cmd *cmd, struct kvp_settings *s);
+/* Applied to model m: the deployment and the GPU it names (NULL if none). */
+int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, struct kvp_deploy *d,
+                     const struct kvp_gpu **gpu);
 
 /* Write b to stdout; a write error (disk full, closed pipe) is an error. */
 int cli_write(struct kvp_buf *b);

@@ -9,43 +9,15 @@
 #include "kvplan/gpu.h"
 #include "kvplan/num.h"
 
-static struct cli_opt opts[] = {
-    {"gpu", "NAME", "GPU type from the catalog (kvplan gpus), e.g. h100, a100-80gb", NULL},
-    {"gpus", "N", "GPUs in all (default tp x pp; llama.cpp: devices the layers are split over)", NULL},
-    {"tp", "N", "tensor parallel degree (default 1)", NULL},
-    {"pp", "N", "pipeline parallel degree (default 1)", NULL},
-    {"engine", "E[@REL]", "vllm (default), sglang, trtllm, llamacpp, hf-*, ideal; @REL picks a release (kvplan engines)", NULL},
-    {"util", "F", "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction", NULL},
-    {"context", "N", "tokens per request (vLLM max_model_len, llama.cpp -c); default: the model's max", NULL},
-    {"concurrency", "C", "requests that must fit at the context (default 1)", NULL},
-    {"kv-dtype", "T", "K and V cache format (default: the engine's default for the model)", NULL},
-    {"k-dtype", "T", "K cache format", NULL},
-    {"v-dtype", "T", "V cache format", NULL},
-    {"weight-dtype", "T", "weight format, e.g. fp8, int4:group=128, mxfp4", NULL},
-    {"gpu-memory", "SIZE", "memory per GPU as the device reports it (overrides --gpu's), e.g. 23.58GiB", NULL},
-    {"weights-memory", "SIZE", "weights per GPU as the engine logged them (default: computed / (tp x pp))", NULL},
-    {"activation-memory", "SIZE", "activation peak / compute buffers per GPU (default: estimated)", NULL},
-    {"non-torch-memory", "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default: estimated)", NULL},
-    {"cuda-graph-memory", "SIZE", "CUDA-graph memory per GPU subtracted before the KV budget (default 0)", NULL},
-    {"kv-cache-memory", "SIZE", "KV budget per GPU given outright (vLLM --kv-cache-memory)", NULL},
-    {"cpu-offload", "SIZE", "host memory per GPU for an offloaded KV tier (e.g. 256GiB)", NULL},
-    {"block-size", "N", "tokens per block/page (vLLM 16, MLA 64; TRT-LLM 32; SGLang page 1)", NULL},
-    {"max-num-batched-tokens", "N", "vLLM: tokens per step (default: the release's, 8192 or 2048 by GPU)", NULL},
-    {"max-num-seqs", "N", "vLLM: sequences per step, sampled in the profiling run (default: the release's)", NULL},
-    {"n-ubatch", "N", "llama.cpp micro-batch (default 512, at most --n-batch)", NULL},
-    {"n-batch", "N", "llama.cpp logical batch (default 2048)", NULL},
-    {"n-seq", "N", "llama.cpp parallel sequences (default 1)", NULL},
-    {"kv-unified", NULL, "llama.cpp: one KV stream shared by all sequences", NULL},
-    {"swa-full", NULL, "llama.cpp: full-size cache for sliding-window layers", NULL},
-    {"mla-v", NULL, "llama.cpp before 2026-01-24: MLA also caches V", NULL},
-    {"flash-attn", "on|off|auto", "llama.cpp -fa (default auto); a quantized V needs it on", NULL},
-    {"split", "L1,L2,...", "llama.cpp: layers per device, e.g. 41,23", NULL},
+/* the deployment options (settings.h) come first, then these */
+static const struct cli_opt fit_opts[] = {
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
     {"format", "F", "text (default), json or md", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
 };
+static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
     "fit", "MODEL --gpu NAME [options]",
@@ -69,105 +41,18 @@ struct fitted {
     struct kvp_roofline r;
 };
 
-static int parse_split(const char *s, struct kvp_deploy *d)
-{
-    uint32_t n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || v == 0 || v > KVP_MAX_LAYERS || n == KVP_MAX_STAGES || (*end && *end != ','))
-            return cli_usage_error("--split must be layer counts like 41,23 (got '%s')", s);
-        d->split[n++] = (uint32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    return CLI_OK;
-}
-
-static int u32_opt(const char *name, uint32_t *out)
-{
-    uint64_t v = *out;
-    int rc = cli_count(&cmd, name, 1, &v);
-    if (rc == CLI_OK && v > 1u << 20)
-        return cli_usage_error("--%s is too large (got %llu)", name, (unsigned long long)v);
-    *out = (uint32_t)v;
-    return rc;
-}
-
-static int read_engine_opts(struct fitted *x)
-{
-    struct kvp_deploy *d = &x->d;
-    const char *v;
-    uint64_t mnbt = d->max_batched_tokens;
-    int rc;
-    static const char *const reserve[2] = {"activation-memory", "non-torch-memory"};
-    bool *given[2] = {&d->activation_given, &d->non_torch_given};
-
-    if ((rc = u32_opt("tp", &d->tp)) || (rc = u32_opt("pp", &d->pp)))
-        return rc;
-    d->n_gpus = d->tp * d->pp;
-    if ((rc = u32_opt("gpus", &d->n_gpus)) || (rc = cli_fraction(&cmd, "util", &d->util)) ||
-        (rc = cli_count(&cmd, "context", 1, &d->context)) || (rc = cli_count(&cmd, "concurrency", 1, &d->concurrency)) ||
-        (rc = cli_format(&cmd, "kv-dtype", &d->k)) || (rc = cli_format(&cmd, "kv-dtype", &d->v)) ||
-        (rc = cli_format(&cmd, "k-dtype", &d->k)) || (rc = cli_format(&cmd, "v-dtype", &d->v)) ||
-        (rc = cli_wstore(&cmd, "weight-dtype", d->engine == KVP_ENGINE_LLAMACPP || x->m->arch[0], &d->w)) || (rc = cli_bytes(&cmd, "gpu-memory", &d->gpu_memory)) ||
-        (rc = cli_bytes(&cmd, "weights-memory", &d->weights_memory)) ||
-        (rc = cli_bytes(&cmd, "activation-memory", &d->activation_memory)) ||
-        (rc = cli_bytes(&cmd, "non-torch-memory", &d->non_torch_memory)) ||
-        (rc = cli_bytes(&cmd, "cuda-graph-memory", &d->cuda_graph_memory)) ||
-        (rc = cli_count(&cmd, "max-num-seqs", 1, &d->max_num_seqs)) || (rc = u32_opt("n-batch", &d->n_batch)) ||
-        (rc = cli_bytes(&cmd, "kv-cache-memory", &d->kv_memory)) || (rc = u32_opt("block-size", &d->block_size)) ||
-        (rc = cli_bytes(&cmd, "cpu-offload", &d->cpu_offload)) ||
-        (rc = cli_count(&cmd, "max-num-batched-tokens", 1, &mnbt)) || (rc = u32_opt("n-ubatch", &d->n_ubatch)) ||
-        (rc = u32_opt("n-seq", &d->n_seq)))
-        return rc;
-    d->max_batched_tokens = mnbt;
-    for (int i = 0; i < 2; i++)
-        *given[i] = cli_opt(&cmd, reserve[i]) != NULL;
-    d->kv_unified = cli_opt(&cmd, "kv-unified") != NULL;
-    d->swa_full = cli_opt(&cmd, "swa-full") != NULL;
-    d->mla_v = cli_opt(&cmd, "mla-v") != NULL;
-    if ((v = cli_opt(&cmd, "split")) && (rc = parse_split(v, d)))
-        return rc;
-    if ((v = cli_opt(&cmd, "flash-attn")) != NULL) {
-        if (strcmp(v, "on") == 0)
-            d->flash_attn = 1;
-        else if (strcmp(v, "off") == 0)
-            d->flash_attn = 0;
-        else if (strcmp(v, "auto") == 0)
-            d->flash_attn = -1;
-        else
-            return cli_usage_error("--flash-attn must be on, off or auto (got '%s')", v);
-    }
-    return CLI_OK;
-}
-
 static int setup(struct fitted *x, const char *model)
 {
-    const char *e = cli_opt(&cmd, "engine"), *g = cli_opt(&cmd, "gpu");
-    enum kvp_engine_id engine = KVP_ENGINE_VLLM;
-    uint32_t release = UINT32_MAX;
-    const struct kvp_gpu_catalog *gc;
-    struct kvp_error err = {0};
+    struct kvp_settings st;
     int rc;
 
-    if (e && kvp_engine_parse(e, &engine, &release, &err) != KVP_OK)
-        return cli_usage_error("--engine: %s", err.msg);
-    if (g) {
-        if ((rc = cli_gpus(&gc)) != CLI_OK)
-            return rc;
-        if (kvp_gpu_find(gc, g, &x->gpu, &err) != KVP_OK)
-            return cli_usage_error("--gpu: %s", err.msg);
-    } else if (!cli_opt(&cmd, "gpu-memory") && !cli_opt(&cmd, "kv-cache-memory")) {
+    if ((rc = cli_deploy_settings(&cmd, &st)) != CLI_OK)
+        return rc;
+    if (!cli_opt(&cmd, "gpu") && !cli_opt(&cmd, "gpu-memory") && !cli_opt(&cmd, "kv-cache-memory"))
         return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
-    }
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
         return rc;
-    kvp_deploy_init(&x->d, engine, x->m);
-    x->d.release = release;
-    if (x->gpu)
-        x->d.gpu_memory = x->gpu->memory_bytes;
-    return read_engine_opts(x);
+    return cli_deploy_apply(&st, x->m, &x->d, &x->gpu);
 }
 
 static int compute(struct fitted *x)
@@ -445,6 +330,8 @@ int cmd_fit(int argc, char **argv)
     bool si;
 
     memset(&x, 0, sizeof x);
+    if (!opts[0].name)
+        cli_deploy_opts(opts, sizeof opts / sizeof opts[0], fit_opts);
     if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
     if (npos != 1)

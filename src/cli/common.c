@@ -259,3 +259,57 @@ int cli_write(struct kvp_buf *b)
         return cli_usage_error("cannot write the output: %s", strerror(errno));
     return CLI_OK;
 }
+
+/* ---- deployment options ---- */
+
+void cli_deploy_opts(struct cli_opt *opts, size_t cap, const struct cli_opt *extra)
+{
+    static char names[KVP_SETTINGS_MAX][40];
+    size_t n = 0;
+    for (uint32_t i = 0; i < kvp_settings_count() && n + 1 < cap; i++, n++) {
+        const struct kvp_setting *r = kvp_setting_at(i);
+        snprintf(names[i], sizeof names[i], "%s", r->key);
+        for (char *p = names[i]; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        opts[n] = (struct cli_opt){names[i], r->arg, r->help, NULL};
+    }
+    for (; extra && extra->name && n + 1 < cap; extra++, n++)
+        opts[n] = *extra;
+    opts[n] = (struct cli_opt){NULL, NULL, NULL, NULL};
+}
+
+int cli_deploy_settings(const struct cli_cmd *cmd, struct kvp_settings *s)
+{
+    struct kvp_error err = {0};
+    kvp_settings_clear(s);
+    for (const struct cli_opt *o = cmd->opts; o->name; o++) {
+        int row = kvp_setting_find(o->name);
+        if (row < 0 || !o->value)
+            continue;
+        /* a flag is given as "1" */
+        if (kvp_settings_put(s, o->name, kvp_setting_at((uint32_t)row)->arg ? o->value : "true", &err) != KVP_OK)
+            return cli_usage_error("--%s: %s", o->name, err.msg);
+    }
+    return CLI_OK;
+}
+
+int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, struct kvp_deploy *d,
+                     const struct kvp_gpu **gpu)
+{
+    const struct kvp_gpu_catalog *gc = NULL;
+    struct kvp_error err = {0};
+    char opt[48];
+    int bad, rc;
+
+    if ((s->given >> kvp_setting_find("gpu")) & 1u && (rc = cli_gpus(&gc)) != CLI_OK)
+        return rc;
+    if (kvp_settings_apply(s, m, gc, d, gpu, &bad, &err) != KVP_OK) {
+        if (bad < 0)
+            return cli_error(&err);
+        snprintf(opt, sizeof opt, "%s", kvp_setting_at((uint32_t)bad)->key);
+        for (char *p = opt; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        return cli_usage_error("--%s: %s", opt, err.msg);
+    }
+    return CLI_OK;
+}

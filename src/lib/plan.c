@@ -18,6 +18,7 @@
 
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
+#include "kvplan/settings.h"
 #include "io.h"
 #include "ydoc.h"
 
@@ -71,90 +72,32 @@ static bool join_path(const char *file, const char *rel, char *out, size_t n)
 
 /* ---- deployment settings ------------------------------------------------ */
 
-/* The keys a deployment (or `defaults`) takes, mirroring `kvplan fit`'s
- * options. `set` has bit i when the key of table row i was given. */
+/* What a deployment (or `defaults`) says: the model, and the deployment
+ * settings (settings.h: the same table as `kvplan fit`'s options) as written. */
 struct settings {
-    uint32_t set;
+    bool has_model;
     char model[KVP_PLAN_PATH_MAX]; /* a catalog name, or a path already joined to its file's directory */
     char model_file[KVP_PLAN_PATH_MAX]; /* where 'model' was written, for its errors */
     uint32_t model_line, model_col;
-    const struct kvp_gpu *gpu;
-    uint32_t gpus, tp, pp;
-    enum kvp_engine_id engine;
-    uint32_t release; /* "engine@release": an index into kvp_releases() */
-    double util;
-    uint64_t context, concurrency;
-    struct kvp_format kv, k, v;
-    char w[64]; /* weight_dtype, parsed once the engine is known (wquant.h) */
-    uint64_t gpu_memory, weights_memory, activation_memory, non_torch_memory, kv_cache_memory;
-    uint32_t block_size;
-    uint64_t max_batched_tokens;
-    uint32_t n_ubatch, n_seq;
-    bool kv_unified, swa_full, mla_v;
-    uint32_t split[KVP_MAX_STAGES];
+    struct kvp_settings kv;
 };
 
-enum key_type { K_MODEL, K_GPU, K_ENGINE, K_U32, K_U64, K_BYTES, K_FORMAT, K_WSTORE, K_FRACTION, K_BOOL, K_SPLIT };
-
-#define S(field) offsetof(struct settings, field), sizeof(((struct settings *)0)->field)
-static const struct setting_key {
-    const char *name;
-    enum key_type type;
-    size_t off, size;
-} setting_keys[] = {
-    {"model", K_MODEL, S(model)},
-    {"gpu", K_GPU, S(gpu)},
-    {"gpus", K_U32, S(gpus)},
-    {"tp", K_U32, S(tp)},
-    {"pp", K_U32, S(pp)},
-    {"engine", K_ENGINE, S(engine)},
-    {"util", K_FRACTION, S(util)},
-    {"context", K_U64, S(context)},
-    {"concurrency", K_U64, S(concurrency)},
-    {"kv_dtype", K_FORMAT, S(kv)},
-    {"k_dtype", K_FORMAT, S(k)},
-    {"v_dtype", K_FORMAT, S(v)},
-    {"weight_dtype", K_WSTORE, S(w)},
-    {"gpu_memory", K_BYTES, S(gpu_memory)},
-    {"weights_memory", K_BYTES, S(weights_memory)},
-    {"activation_memory", K_BYTES, S(activation_memory)},
-    {"non_torch_memory", K_BYTES, S(non_torch_memory)},
-    {"kv_cache_memory", K_BYTES, S(kv_cache_memory)},
-    {"block_size", K_U32, S(block_size)},
-    {"max_num_batched_tokens", K_U64, S(max_batched_tokens)},
-    {"n_ubatch", K_U32, S(n_ubatch)},
-    {"n_seq", K_U32, S(n_seq)},
-    {"kv_unified", K_BOOL, S(kv_unified)},
-    {"swa_full", K_BOOL, S(swa_full)},
-    {"mla_v", K_BOOL, S(mla_v)},
-    {"split", K_SPLIT, S(split)},
-};
-#undef S
-#define N_SETTING_KEYS (sizeof setting_keys / sizeof setting_keys[0])
-
-static bool is_set(const struct settings *s, const char *name)
-{
-    for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
-        if (strcmp(setting_keys[i].name, name) == 0)
-            return (s->set >> i) & 1u;
-    return false;
-}
-
-/* Copy every key set in `top` over `base`. */
+/* Every key given in `top` replaces base's. */
 static void overlay(struct settings *base, const struct settings *top)
 {
-    for (uint32_t i = 0; i < N_SETTING_KEYS; i++) {
-        const struct setting_key *k = &setting_keys[i];
-        if (!((top->set >> i) & 1u))
-            continue;
-        memcpy((char *)base + k->off, (const char *)top + k->off, k->size);
-        if (k->type == K_MODEL) {
-            memcpy(base->model_file, top->model_file, sizeof base->model_file);
-            base->model_line = top->model_line;
-            base->model_col = top->model_col;
-        }
-        base->set |= 1u << i;
+    if (top->has_model) {
+        memcpy(base->model, top->model, sizeof base->model);
+        memcpy(base->model_file, top->model_file, sizeof base->model_file);
+        base->model_line = top->model_line;
+        base->model_col = top->model_col;
+        base->has_model = true;
     }
+    kvp_settings_overlay(&base->kv, &top->kv);
+}
+
+static bool is_set(const struct settings *s, const char *key)
+{
+    return (s->kv.given >> kvp_setting_find(key)) & 1u;
 }
 
 static const char *node_type(const yaml_node_t *n)
@@ -264,79 +207,59 @@ struct loader {
     } stack[KVP_PLAN_MAX_INCLUDE_DEPTH + 1]; /* the files being loaded, by identity (links and ./ alike) */
 };
 
-static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const struct setting_key *k, yaml_node_t *n,
+/* 'model': a catalog name, or a path relative to the plan's file. */
+static enum kvp_status read_model(struct ydoc *d, yaml_node_t *n, struct settings *s, struct kvp_error *err)
+{
+    const char *v;
+    enum kvp_status st;
+    if ((st = scalar(d, n, "model", &v, err)) != KVP_OK)
+        return st;
+    if (v[0] == '\0')
+        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
+    if (looks_like_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
+                           : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
+        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
+    snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
+    s->model_line = (uint32_t)n->start_mark.line + 1;
+    s->model_col = (uint32_t)n->start_mark.column + 1;
+    s->has_model = true;
+    return KVP_OK;
+}
+
+/* One deployment setting (settings.h), checked where it is written: a GPU
+ * against the catalog, every value for its type's syntax. `split` may be a
+ * list of layer counts as well as "41,23". */
+static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const struct kvp_setting *k, yaml_node_t *n,
                                     struct settings *s)
 {
     struct kvp_error *err = L->err;
-    void *field = (char *)s + k->off;
-    const char *v = NULL;
+    char v[KVP_SETTING_VALUE_MAX];
+    const char *text;
     enum kvp_status st;
-    uint64_t u;
 
-    if (k->type != K_BOOL && k->type != K_SPLIT && (st = scalar(d, n, k->name, &v, err)) != KVP_OK)
-        return st;
-    switch (k->type) {
-    case K_MODEL:
-        if (v[0] == '\0')
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
-        if (looks_like_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
-                               : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
-            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
-        snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
-        s->model_line = (uint32_t)n->start_mark.line + 1;
-        s->model_col = (uint32_t)n->start_mark.column + 1;
-        return KVP_OK;
-    case K_GPU:
+    if (k->type == KVP_SET_SPLIT && n->type == YAML_SEQUENCE_NODE) {
+        size_t o = 0;
+        v[0] = '\0';
+        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+            if ((st = scalar(d, ydoc_node(d, *it), k->key, &text, err)) != KVP_OK)
+                return st;
+            o += (size_t)snprintf(v + o, o < sizeof v ? sizeof v - o : 0, "%s%s", o ? "," : "", text);
+            if (o >= sizeof v)
+                return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is too long", k->key);
+        }
+    } else {
+        if ((st = scalar(d, n, k->key, &text, err)) != KVP_OK)
+            return st;
+        snprintf(v, sizeof v, "%s", text);
+    }
+    if (kvp_settings_put(&s->kv, k->key, v, err) != KVP_OK)
+        return ydoc_fail(d, n, err, err->code, "'%s': %s", k->key, err->msg);
+    if (k->type == KVP_SET_GPU) {
+        const struct kvp_gpu *g;
         if (!L->gpus)
             return ydoc_fail(d, n, err, KVP_ERR_USAGE, "'gpu' needs the GPU catalog (got '%.40s')", v);
-        if (kvp_gpu_find(L->gpus, v, &s->gpu, err) != KVP_OK)
-            return ydoc_fail(d, n, err, err->code, "%s", err->msg);
-        return KVP_OK;
-    case K_ENGINE:
-        if (kvp_engine_parse(v, &s->engine, &s->release, err) != KVP_OK)
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "%s", err->msg);
-        return KVP_OK;
-    case K_U32:
-        if ((st = count(d, n, k->name, 1, 1u << 20, &u, err)) != KVP_OK)
-            return st;
-        *(uint32_t *)field = (uint32_t)u;
-        return KVP_OK;
-    case K_U64:
-        return count(d, n, k->name, 1, UINT64_MAX, (uint64_t *)field, err);
-    case K_BYTES:
-        return bytes(d, n, k->name, (uint64_t *)field, err);
-    case K_FORMAT:
-        if (kvp_format_parse(v, (struct kvp_format *)field, err) != KVP_OK)
-            return ydoc_fail(d, n, err, err->code, "'%s': %s", k->name, err->msg);
-        return KVP_OK;
-    case K_WSTORE: {
-        struct kvp_wstore ws;
-        if (kvp_wstore_parse(v, false, &ws, err) != KVP_OK)
-            return ydoc_fail(d, n, err, err->code, "'%s': %s", k->name, err->msg);
-        if ((size_t)snprintf((char *)field, k->size, "%s", v) >= k->size)
-            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is too long (got '%.40s...')", k->name, v);
-        return KVP_OK;
-    }
-    case K_FRACTION:
-        return fraction(d, n, k->name, (double *)field, err);
-    case K_BOOL:
-        return ydoc_bool(d, n, k->name, (bool *)field, err);
-    case K_SPLIT: {
-        uint32_t i = 0;
-        if ((st = ydoc_want_seq(d, n, k->name, err)) != KVP_OK)
-            return st;
-        memset(s->split, 0, sizeof s->split);
-        for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++, i++) {
-            if (i == KVP_MAX_STAGES)
-                return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'split' has more than %d devices", KVP_MAX_STAGES);
-            if ((st = count(d, ydoc_node(d, *it), "split", 1, KVP_MAX_LAYERS, &u, err)) != KVP_OK)
-                return st;
-            s->split[i] = (uint32_t)u;
-        }
-        if (i == 0)
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'split' must not be empty");
-        return KVP_OK;
-    }
+        if (kvp_gpu_find(L->gpus, v, &g, err) != KVP_OK)
+            return ydoc_fail(d, n, err, err->code, "'gpu': %s", err->msg);
     }
     return KVP_OK;
 }
@@ -344,14 +267,16 @@ static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const stru
 /* Read the setting keys of mapping map over s; other keys are left to the caller. */
 static enum kvp_status read_settings(struct loader *L, struct ydoc *d, yaml_node_t *map, struct settings *s)
 {
+    yaml_node_t *n;
     enum kvp_status st;
-    for (uint32_t i = 0; i < N_SETTING_KEYS; i++) {
-        yaml_node_t *n = ydoc_get(d, map, setting_keys[i].name);
-        if (!n || ydoc_is_null(n))
+    if ((n = ydoc_get(d, map, "model")) && !ydoc_is_null(n) && (st = read_model(d, n, s, L->err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < kvp_settings_count(); i++) {
+        const struct kvp_setting *k = kvp_setting_at(i);
+        if (!(n = ydoc_get(d, map, k->key)) || ydoc_is_null(n))
             continue;
-        if ((st = read_setting(L, d, &setting_keys[i], n, s)) != KVP_OK)
+        if ((st = read_setting(L, d, k, n, s)) != KVP_OK)
             return st;
-        s->set |= 1u << i;
     }
     return KVP_OK;
 }
@@ -519,8 +444,9 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     struct kvp_deploy *x = &dep->d;
     struct kvp_fit fit;
     enum kvp_status st;
+    int bad;
 
-    if (!is_set(s, "model"))
+    if (!s->has_model)
         return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs a 'model'", dep->name);
     if ((st = kvp_model_open(L->models, s->model, &dep->model, err)) != KVP_OK) {
         if (!err->file[0]) /* an unknown name: point at where it is written */
@@ -530,45 +456,9 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     if (!is_set(s, "gpu") && !is_set(s, "gpu_memory") && !is_set(s, "kv_cache_memory"))
         return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
                          dep->name);
-    kvp_deploy_init(x, is_set(s, "engine") ? s->engine : KVP_ENGINE_VLLM, dep->model);
-    x->release = is_set(s, "engine") ? s->release : UINT32_MAX;
-    dep->gpu = is_set(s, "gpu") ? s->gpu : NULL;
-    if (dep->gpu)
-        x->gpu_memory = dep->gpu->memory_bytes;
-#define TAKE(key, dst, src) \
-    if (is_set(s, key))     \
-        dst = src;
-    TAKE("tp", x->tp, s->tp)
-    TAKE("pp", x->pp, s->pp)
-    x->n_gpus = x->tp * x->pp;
-    TAKE("gpus", x->n_gpus, s->gpus)
-    TAKE("util", x->util, s->util)
-    TAKE("context", x->context, s->context)
-    TAKE("concurrency", x->concurrency, s->concurrency)
-    TAKE("kv_dtype", x->k, s->kv)
-    TAKE("kv_dtype", x->v, s->kv)
-    TAKE("k_dtype", x->k, s->k)
-    TAKE("v_dtype", x->v, s->v)
-    if (is_set(s, "weight_dtype") &&
-        kvp_wstore_parse(s->w, x->engine == KVP_ENGINE_LLAMACPP || dep->model->arch[0], &x->w, err) != KVP_OK)
-        return ydoc_fail(d, node, err, err->code, "deployment '%s': 'weight_dtype': %s", dep->name, err->msg);
-    TAKE("gpu_memory", x->gpu_memory, s->gpu_memory)
-    TAKE("weights_memory", x->weights_memory, s->weights_memory)
-    TAKE("activation_memory", x->activation_memory, s->activation_memory)
-    TAKE("non_torch_memory", x->non_torch_memory, s->non_torch_memory)
-    TAKE("kv_cache_memory", x->kv_memory, s->kv_cache_memory)
-    TAKE("block_size", x->block_size, s->block_size)
-    TAKE("max_num_batched_tokens", x->max_batched_tokens, s->max_batched_tokens)
-    TAKE("n_ubatch", x->n_ubatch, s->n_ubatch)
-    TAKE("n_seq", x->n_seq, s->n_seq)
-    TAKE("kv_unified", x->kv_unified, s->kv_unified)
-    TAKE("swa_full", x->swa_full, s->swa_full)
-    TAKE("mla_v", x->mla_v, s->mla_v)
-#undef TAKE
-    x->activation_given = is_set(s, "activation_memory");
-    x->non_torch_given = is_set(s, "non_torch_memory");
-    if (is_set(s, "split"))
-        memcpy(x->split, s->split, sizeof x->split);
+    if ((st = kvp_settings_apply(&s->kv, dep->model, L->gpus, x, &dep->gpu, &bad, err)) != KVP_OK)
+        return ydoc_fail(d, node, err, st, "deployment '%s': %s%s%s%s", dep->name, bad >= 0 ? "'" : "",
+                         bad >= 0 ? kvp_setting_at((uint32_t)bad)->key : "", bad >= 0 ? "': " : "", err->msg);
     /* an engine that refuses these settings makes the plan invalid, not failed */
     if ((st = kvp_fit_compute(dep->model, x, &fit, err)) != KVP_OK)
         return ydoc_fail(d, node, err, st, "deployment '%s': %s", dep->name, err->msg);
@@ -577,7 +467,8 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
 
 static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_node_t *node, const struct settings *defaults)
 {
-    const char *allowed[N_SETTING_KEYS + 3];
+    const char *allowed[KVP_SETTINGS_MAX + 4];
+    uint32_t nk = kvp_settings_count();
     struct kvp_error *err = L->err;
     struct kvp_plan *p = L->p;
     struct kvp_plan_deployment *dep;
@@ -585,11 +476,12 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     yaml_node_t *n, *list;
     enum kvp_status st;
 
-    for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
-        allowed[i] = setting_keys[i].name;
-    allowed[N_SETTING_KEYS] = "name";
-    allowed[N_SETTING_KEYS + 1] = "assert";
-    allowed[N_SETTING_KEYS + 2] = NULL;
+    for (uint32_t i = 0; i < nk; i++)
+        allowed[i] = kvp_setting_at(i)->key;
+    allowed[nk] = "model";
+    allowed[nk + 1] = "name";
+    allowed[nk + 2] = "assert";
+    allowed[nk + 3] = NULL;
     if ((st = ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = ydoc_check_keys(d, node, allowed, err)))
         return st;
     if (p->n == p->cap) {
@@ -730,11 +622,13 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
                 goto done;
     }
     if ((n = ydoc_get(&d, root, "defaults")) != NULL && !ydoc_is_null(n)) {
-        const char *allowed[N_SETTING_KEYS + 1];
+        const char *allowed[KVP_SETTINGS_MAX + 2];
+        uint32_t nk = kvp_settings_count();
         struct settings own;
-        for (uint32_t i = 0; i < N_SETTING_KEYS; i++)
-            allowed[i] = setting_keys[i].name;
-        allowed[N_SETTING_KEYS] = NULL;
+        for (uint32_t i = 0; i < nk; i++)
+            allowed[i] = kvp_setting_at(i)->key;
+        allowed[nk] = "model";
+        allowed[nk + 1] = NULL;
         memset(&own, 0, sizeof own);
         if ((st = ydoc_want_map(&d, n, "defaults", err)) != KVP_OK ||
             (st = ydoc_check_keys(&d, n, allowed, err)) != KVP_OK || (st = read_settings(L, &d, n, &own)) != KVP_OK)

@@ -1,0 +1,94 @@
+/* settings.h -- every setting of a deployment, once.
+ *
+ * One row per setting: its key (the plan key; `kvplan fit`'s option is the
+ * same with '-' for '_'), its type, the CLI's metavariable, a one-line help
+ * with the default, and an example value. `kvplan fit`'s options, the plan
+ * keys, the TUI's fields and the TUI's plan writer all come from this table,
+ * so a setting cannot exist in one front end and not another.
+ *
+ *     struct kvp_settings s;
+ *     kvp_settings_clear(&s);
+ *     kvp_settings_put(&s, "engine", "vllm@0.7.3", &err); // syntax checked here
+ *     kvp_settings_put(&s, "tp", "2", &err);
+ *     int bad;
+ *     kvp_settings_apply(&s, model, gpus, &d, &gpu, &bad, &err); // the engine's defaults, then each row
+ *
+ * Values are kept as written until applied: what a value means can depend on
+ * the model and the engine (`weight_dtype: q4_0` is a llama.cpp file type
+ * under llama.cpp, a block format elsewhere).
+ */
+#ifndef KVPLAN_SETTINGS_H
+#define KVPLAN_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvplan/deploy.h"
+#include "kvplan/error.h"
+#include "kvplan/gpu.h"
+#include "kvplan/model.h"
+
+enum kvp_setting_type {
+    KVP_SET_GPU,      /* a GPU from the catalog: its memory */
+    KVP_SET_ENGINE,   /* engine[@release] */
+    KVP_SET_U32,      /* a count 1..2^20 */
+    KVP_SET_COUNT,    /* a count >= 1 (32k, 1M) */
+    KVP_SET_BYTES,    /* a size with a unit */
+    KVP_SET_FORMAT,   /* a cache format (format.h) */
+    KVP_SET_WEIGHTS,  /* weights storage (wquant.h) */
+    KVP_SET_FRACTION, /* a fraction in (0, 1] */
+    KVP_SET_FLAG,     /* true / false (a CLI flag without a value) */
+    KVP_SET_SPLIT,    /* layers per device: 41,23 (a plan may write a list) */
+    KVP_SET_SWITCH,   /* on / off / auto */
+};
+
+struct kvp_setting {
+    const char *key;     /* plan key, e.g. "max_num_batched_tokens" */
+    enum kvp_setting_type type;
+    const char *arg;     /* the CLI's metavariable: "N", "SIZE"; NULL for a flag */
+    const char *help;    /* one line, with the default */
+    const char *example; /* a valid value, for tests and docs */
+    size_t off;          /* numbers and flags: the member of struct kvp_deploy it sets */
+};
+
+#define KVP_SETTINGS_MAX 40
+#define KVP_SETTING_VALUE_MAX 128
+
+/* The table, in the order settings are applied (engine and GPU first). */
+uint32_t kvp_settings_count(void);
+const struct kvp_setting *kvp_setting_at(uint32_t row);
+/* The row of key ("tp", "max_num_seqs"; '-' reads as '_'), or -1. */
+int kvp_setting_find(const char *key);
+
+/* What was given, as written, row by row. */
+struct kvp_settings {
+    uint64_t given; /* bit i: row i was given */
+    char value[KVP_SETTINGS_MAX][KVP_SETTING_VALUE_MAX];
+};
+
+void kvp_settings_clear(struct kvp_settings *s);
+
+/* Give key the value text (checked for its type's syntax: a count, a size,
+ * a format ...). Errors name neither key nor place: the caller prefixes
+ * "--tp: " or "file:line:col: 'tp': ". */
+enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err);
+
+/* Every row given in top replaces base's. */
+void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);
+
+/* The deployment: kvp_deploy_init for the engine (vLLM when none is given),
+ * then each given row in table order. gpus may be NULL when no row names a
+ * GPU. *gpu is the named GPU or NULL. On an error, *bad_row is the row whose
+ * value failed (-1: none in particular). */
+enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kvp_model *m,
+                                   const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
+                                   int *bad_row, struct kvp_error *err);
+
+/* Row's value in d as a setting's text would give it back ("2", "80GiB",
+ * "vllm@0.7.3", "int4:group=128"); "" where the deployment leaves it to the
+ * engine's default. Returns buf. */
+const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const struct kvp_gpu *gpu, char *buf,
+                             uint32_t n);
+
+#endif

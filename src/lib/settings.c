@@ -1,0 +1,349 @@
+/* settings.c -- the one table of deployment settings: parse, apply, print. */
+#include "kvplan/settings.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/num.h"
+
+#define U32_MAX_SETTING (1u << 20)
+
+/* Applied in this order: the engine first (its defaults), the GPU (its
+ * memory), tp and pp before gpus (whose default is tp x pp). */
+#define OFF(member) offsetof(struct kvp_deploy, member)
+static const struct kvp_setting table[] = {
+    {"engine", KVP_SET_ENGINE, "E[@REL]",
+     "vllm (default), sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal; @REL picks a release "
+     "(kvplan engines)", "vllm@0.11.0", 0},
+    {"gpu", KVP_SET_GPU, "NAME", "GPU type from the catalog (kvplan gpus), e.g. h100, a100-80gb", "h100", 0},
+    {"tp", KVP_SET_U32, "N", "tensor parallel degree (default 1)", "2", OFF(tp)},
+    {"pp", KVP_SET_U32, "N", "pipeline parallel degree (default 1)", "1", OFF(pp)},
+    {"gpus", KVP_SET_U32, "N", "GPUs in all (default tp x pp; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
+    {"util", KVP_SET_FRACTION, "F",
+     "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction "
+     "(default: the release's)", "0.85", 0},
+    {"context", KVP_SET_COUNT, "N", "tokens per request (vLLM max_model_len, llama.cpp -c); default: the model's max",
+     "8k", OFF(context)},
+    {"concurrency", KVP_SET_COUNT, "C", "requests that must fit at the context (default 1)", "4", OFF(concurrency)},
+    {"kv_dtype", KVP_SET_FORMAT, "T", "K and V cache format (default: the engine's default for the model)", "fp8", 0},
+    {"k_dtype", KVP_SET_FORMAT, "T", "K cache format", "fp8", 0},
+    {"v_dtype", KVP_SET_FORMAT, "T", "V cache format", "bf16", 0},
+    {"weight_dtype", KVP_SET_WEIGHTS, "T",
+     "weights as: stored (default: the checkpoint's storage), a format for every projection (int4:group=128, fp8), "
+     "or a llama.cpp file type (q4_k_m)", "int4:group=128", 0},
+    {"gpu_memory", KVP_SET_BYTES, "SIZE", "memory per GPU as the device reports it (overrides the GPU's), e.g. 23.58GiB",
+     "80GiB", OFF(gpu_memory)},
+    {"weights_memory", KVP_SET_BYTES, "SIZE", "weights per GPU as the engine logged them (default: computed / (tp x pp))",
+     "16GiB", OFF(weights_memory)},
+    {"activation_memory", KVP_SET_BYTES, "SIZE", "activation peak / compute buffers per GPU (default: estimated)",
+     "2GiB", OFF(activation_memory)},
+    {"non_torch_memory", KVP_SET_BYTES, "SIZE", "non-torch memory per GPU: NCCL, cuBLAS, CUDA context (default: estimated)",
+     "512MiB", OFF(non_torch_memory)},
+    {"cuda_graph_memory", KVP_SET_BYTES, "SIZE", "CUDA-graph memory per GPU subtracted before the KV budget (default 0)",
+     "1GiB", OFF(cuda_graph_memory)},
+    {"kv_cache_memory", KVP_SET_BYTES, "SIZE", "KV budget per GPU given outright (vLLM --kv-cache-memory)", "40GiB", OFF(kv_memory)},
+    {"cpu_offload", KVP_SET_BYTES, "SIZE", "host memory per GPU for an offloaded KV tier (e.g. 256GiB)", "64GiB", OFF(cpu_offload)},
+    {"block_size", KVP_SET_U32, "N", "tokens per block/page (vLLM 16, MLA 64; TRT-LLM 32; SGLang page 1)", "32", OFF(block_size)},
+    {"max_num_batched_tokens", KVP_SET_COUNT, "N", "vLLM: tokens per step (default: the release's, 8192 or 2048 by GPU)",
+     "4096", OFF(max_batched_tokens)},
+    {"max_num_seqs", KVP_SET_COUNT, "N", "vLLM: sequences per step, sampled in the profiling run (default: the release's)",
+     "128", OFF(max_num_seqs)},
+    {"n_ubatch", KVP_SET_U32, "N", "llama.cpp micro-batch (default 512, at most n_batch)", "256", OFF(n_ubatch)},
+    {"n_batch", KVP_SET_U32, "N", "llama.cpp logical batch (default 2048)", "1024", OFF(n_batch)},
+    {"n_seq", KVP_SET_U32, "N", "llama.cpp parallel sequences (default 1)", "2", OFF(n_seq)},
+    {"kv_unified", KVP_SET_FLAG, NULL, "llama.cpp: one KV stream shared by all sequences", "true", OFF(kv_unified)},
+    {"swa_full", KVP_SET_FLAG, NULL, "llama.cpp: full-size cache for sliding-window layers", "true", OFF(swa_full)},
+    {"mla_v", KVP_SET_FLAG, NULL, "llama.cpp before 2026-01-24: MLA also caches V", "true", OFF(mla_v)},
+    {"flash_attn", KVP_SET_SWITCH, "on|off|auto", "llama.cpp -fa (default auto); a quantized V needs it on", "on", 0},
+    {"split", KVP_SET_SPLIT, "L1,L2,...", "llama.cpp: layers per device, e.g. 41,23", "20,12", 0},
+};
+#define N_ROWS (sizeof table / sizeof table[0])
+_Static_assert(N_ROWS <= KVP_SETTINGS_MAX && N_ROWS <= 64, "the table outgrew struct kvp_settings");
+
+uint32_t kvp_settings_count(void)
+{
+    return (uint32_t)N_ROWS;
+}
+
+const struct kvp_setting *kvp_setting_at(uint32_t row)
+{
+    return row < N_ROWS ? &table[row] : NULL;
+}
+
+int kvp_setting_find(const char *key)
+{
+    for (uint32_t i = 0; i < N_ROWS; i++) {
+        const char *a = table[i].key, *b = key;
+        for (; *a && (*a == *b || (*a == '_' && *b == '-')); a++, b++)
+            ;
+        if (*a == '\0' && *b == '\0')
+            return (int)i;
+    }
+    return -1;
+}
+
+void kvp_settings_clear(struct kvp_settings *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top)
+{
+    for (uint32_t i = 0; i < N_ROWS; i++)
+        if ((top->given >> i) & 1u) {
+            memcpy(base->value[i], top->value[i], sizeof base->value[i]);
+            base->given |= 1ull << i;
+        }
+}
+
+/* ---- values ------------------------------------------------------------------ */
+
+static enum kvp_status count_value(const char *v, uint64_t lo, uint64_t hi, uint64_t *out, struct kvp_error *err)
+{
+    if (kvp_parse_count(v, out, err) != KVP_OK)
+        return err->code;
+    if (*out < lo || *out > hi)
+        return kvp_fail(err, KVP_ERR_RANGE, "must be %" PRIu64 "..%" PRIu64 " (got %.40s)", lo, hi, v);
+    return KVP_OK;
+}
+
+static enum kvp_status fraction_value(const char *v, double *out, struct kvp_error *err)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !(x > 0.0 && x <= 1.0))
+        return kvp_fail(err, KVP_ERR_RANGE, "must be a fraction in (0, 1] (got '%.40s')", v);
+    *out = x;
+    return KVP_OK;
+}
+
+static enum kvp_status flag_value(const char *v, bool *out, struct kvp_error *err)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "on") == 0)
+        *out = true;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0)
+        *out = false;
+    else
+        return kvp_fail(err, KVP_ERR_SCHEMA, "must be true or false (got '%.40s')", v);
+    return KVP_OK;
+}
+
+static enum kvp_status switch_value(const char *v, int *out, struct kvp_error *err)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "true") == 0)
+        *out = 1;
+    else if (strcmp(v, "off") == 0 || strcmp(v, "false") == 0)
+        *out = 0;
+    else if (strcmp(v, "auto") == 0)
+        *out = -1;
+    else
+        return kvp_fail(err, KVP_ERR_SCHEMA, "must be on, off or auto (got '%.40s')", v);
+    return KVP_OK;
+}
+
+/* "41,23": layers per device, each 1..KVP_MAX_LAYERS, at most KVP_MAX_STAGES. */
+static enum kvp_status split_value(const char *v, uint32_t *split, struct kvp_error *err)
+{
+    uint32_t n = 0;
+    const char *p = v;
+    memset(split, 0, KVP_MAX_STAGES * sizeof *split);
+    while (*p) {
+        char item[24];
+        size_t len = strcspn(p, ",");
+        uint64_t x;
+        if (n == KVP_MAX_STAGES)
+            return kvp_fail(err, KVP_ERR_RANGE, "more than %d devices in '%.40s'", KVP_MAX_STAGES, v);
+        if (len == 0 || len >= sizeof item)
+            return kvp_fail(err, KVP_ERR_SCHEMA, "'%.60s' is not a list of layer counts such as 41,23", v);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (!kvp_parse_u64(item, &x) || x == 0 || x > KVP_MAX_LAYERS)
+            return kvp_fail(err, KVP_ERR_RANGE, "layer counts must be 1..%d (got '%s')", KVP_MAX_LAYERS, item);
+        split[n++] = (uint32_t)x;
+        p += len + (p[len] == ',');
+    }
+    if (n == 0)
+        return kvp_fail(err, KVP_ERR_SCHEMA, "'split' must not be empty");
+    return KVP_OK;
+}
+
+/* Check v for row's type without a model: what put() can know. */
+static enum kvp_status check_value(const struct kvp_setting *row, const char *v, struct kvp_error *err)
+{
+    struct kvp_deploy d;
+    enum kvp_engine_id e;
+    uint32_t rel;
+    uint64_t u;
+    switch (row->type) {
+    case KVP_SET_ENGINE: return kvp_engine_parse(v, &e, &rel, err);
+    case KVP_SET_GPU: return v[0] ? KVP_OK : kvp_fail(err, KVP_ERR_SCHEMA, "names no GPU");
+    case KVP_SET_U32: return count_value(v, 1, U32_MAX_SETTING, &u, err);
+    case KVP_SET_COUNT: return count_value(v, 1, UINT64_MAX, &u, err);
+    case KVP_SET_BYTES: return kvp_parse_bytes(v, &u, err);
+    case KVP_SET_FORMAT: return kvp_format_parse(v, &d.k, err);
+    case KVP_SET_WEIGHTS: return kvp_wstore_parse(v, false, &d.w, err);
+    case KVP_SET_FRACTION: return fraction_value(v, &d.util, err);
+    case KVP_SET_FLAG: return flag_value(v, &d.swa_full, err);
+    case KVP_SET_SWITCH: return switch_value(v, &d.flash_attn, err);
+    default: return split_value(v, d.split, err);
+    }
+}
+
+enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err)
+{
+    int row = kvp_setting_find(key);
+    enum kvp_status st;
+    if (row < 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "unknown setting '%.60s'", key);
+    if (strlen(value) >= KVP_SETTING_VALUE_MAX)
+        return kvp_fail(err, KVP_ERR_RANGE, "'%.40s...' is too long", value);
+    if ((st = check_value(&table[row], value, err)) != KVP_OK)
+        return st;
+    snprintf(s->value[row], sizeof s->value[row], "%s", value);
+    s->given |= 1ull << row;
+    return KVP_OK;
+}
+
+/* ---- applying ------------------------------------------------------------------ */
+
+/* The member of struct kvp_deploy a number or flag row sets (row->off). */
+#define FIELD(T, d, row) ((T *)(void *)((char *)(d) + (row)->off))
+#define CFIELD(T, d, row) ((const T *)(const void *)((const char *)(d) + (row)->off))
+
+/* Apply row's value v to d (the engine row is applied by the caller). */
+static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, const struct kvp_model *m,
+                                 const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
+                                 struct kvp_error *err)
+{
+    uint64_t u;
+    enum kvp_status st;
+    switch (row->type) {
+    case KVP_SET_GPU:
+        if (!gpus)
+            return kvp_fail(err, KVP_ERR_USAGE, "needs the GPU catalog (got '%.40s')", v);
+        if ((st = kvp_gpu_find(gpus, v, gpu, err)) != KVP_OK)
+            return st;
+        d->gpu_memory = (*gpu)->memory_bytes;
+        return KVP_OK;
+    case KVP_SET_U32:
+        if ((st = count_value(v, 1, U32_MAX_SETTING, &u, err)) != KVP_OK)
+            return st;
+        *FIELD(uint32_t, d, row) = (uint32_t)u;
+        if (strcmp(row->key, "tp") == 0 || strcmp(row->key, "pp") == 0)
+            d->n_gpus = d->tp * d->pp; /* gpus, applied after, may say otherwise */
+        return KVP_OK;
+    case KVP_SET_COUNT:
+        return count_value(v, 1, UINT64_MAX, FIELD(uint64_t, d, row), err);
+    case KVP_SET_BYTES:
+        if ((st = kvp_parse_bytes(v, FIELD(uint64_t, d, row), err)) != KVP_OK)
+            return st;
+        d->activation_given |= row->off == OFF(activation_memory);
+        d->non_torch_given |= row->off == OFF(non_torch_memory);
+        return KVP_OK;
+    case KVP_SET_FORMAT: /* kv_dtype sets K and V */
+        if (strcmp(row->key, "v_dtype") != 0 && (st = kvp_format_parse(v, &d->k, err)) != KVP_OK)
+            return st;
+        return strcmp(row->key, "k_dtype") != 0 ? kvp_format_parse(v, &d->v, err) : KVP_OK;
+    case KVP_SET_WEIGHTS:
+        return kvp_wstore_parse(v, d->engine == KVP_ENGINE_LLAMACPP || m->arch[0], &d->w, err);
+    case KVP_SET_FRACTION:
+        return fraction_value(v, &d->util, err);
+    case KVP_SET_FLAG:
+        return flag_value(v, FIELD(bool, d, row), err);
+    case KVP_SET_SWITCH:
+        return switch_value(v, &d->flash_attn, err);
+    case KVP_SET_SPLIT:
+        return split_value(v, d->split, err);
+    default:
+        return KVP_OK;
+    }
+}
+
+enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kvp_model *m,
+                                   const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
+                                   int *bad_row, struct kvp_error *err)
+{
+    enum kvp_engine_id engine = KVP_ENGINE_VLLM;
+    uint32_t release = UINT32_MAX;
+    enum kvp_status st;
+
+    *gpu = NULL;
+    *bad_row = 0; /* the engine row */
+    if ((s->given & 1u) && (st = kvp_engine_parse(s->value[0], &engine, &release, err)) != KVP_OK)
+        return st;
+    kvp_deploy_init(d, engine, m);
+    d->release = release;
+    for (uint32_t i = 1; i < N_ROWS; i++) {
+        if (!((s->given >> i) & 1u))
+            continue;
+        *bad_row = (int)i;
+        if ((st = apply_row(&table[i], s->value[i], m, gpus, d, gpu, err)) != KVP_OK)
+            return st;
+    }
+    *bad_row = -1;
+    return KVP_OK;
+}
+
+/* ---- printing ------------------------------------------------------------------- */
+
+const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const struct kvp_gpu *gpu, char *buf,
+                             uint32_t n)
+{
+    const struct kvp_setting *r = kvp_setting_at(row);
+    buf[0] = '\0';
+    if (!r)
+        return buf;
+    switch (r->type) {
+    case KVP_SET_ENGINE:
+        snprintf(buf, n, "%s@%s", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
+        break;
+    case KVP_SET_GPU:
+        snprintf(buf, n, "%s", gpu ? gpu->id : "");
+        break;
+    case KVP_SET_U32:
+        if (*CFIELD(uint32_t, d, r))
+            snprintf(buf, n, "%" PRIu32, *CFIELD(uint32_t, d, r));
+        break;
+    case KVP_SET_COUNT:
+        if (*CFIELD(uint64_t, d, r))
+            snprintf(buf, n, "%" PRIu64, *CFIELD(uint64_t, d, r));
+        break;
+    case KVP_SET_BYTES: {
+        uint64_t v = *CFIELD(uint64_t, d, r);
+        bool given = strcmp(r->key, "activation_memory") == 0   ? d->activation_given
+                     : strcmp(r->key, "non_torch_memory") == 0 ? d->non_torch_given
+                     : strcmp(r->key, "gpu_memory") == 0       ? !gpu || v != gpu->memory_bytes
+                                                               : v != 0;
+        if (given)
+            snprintf(buf, n, "%" PRIu64 "B", v);
+        break;
+    }
+    case KVP_SET_FORMAT: /* K and V each; kv_dtype is what both say */
+        if (strcmp(r->key, "kv_dtype") != 0)
+            kvp_format_name(r->key[0] == 'k' ? &d->k : &d->v, buf, n);
+        break;
+    case KVP_SET_WEIGHTS:
+        kvp_wstore_name(&d->w, buf, n);
+        break;
+    case KVP_SET_FRACTION:
+        if (d->util > 0)
+            snprintf(buf, n, "%.17g", d->util);
+        break;
+    case KVP_SET_FLAG:
+        if (*CFIELD(bool, d, r))
+            snprintf(buf, n, "true");
+        break;
+    case KVP_SET_SWITCH:
+        if (d->flash_attn >= 0)
+            snprintf(buf, n, "%s", d->flash_attn ? "on" : "off");
+        break;
+    case KVP_SET_SPLIT:
+        for (uint32_t i = 0, o = 0; i < KVP_MAX_STAGES && d->split[i] && o < n; i++)
+            o += (uint32_t)snprintf(buf + o, n - o, "%s%" PRIu32, i ? "," : "", d->split[i]);
+        break;
+    }
+    return buf;
+}
