@@ -204,7 +204,7 @@ static struct kvp_deploy log_deploy(const struct log_case *c, const struct kvp_m
     d.context = c->context;
     d.max_batched_tokens = c->batched;
     if (c->weight_dtype)
-        d.w = test_fmt(c->weight_dtype);
+        d.w = test_wstore(c->weight_dtype);
     return d;
 }
 
