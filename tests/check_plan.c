@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kvplan/plan.h"
+#include "kvplan/settings.h"
 #include "testutil.h"
 
 #define BAD_DIR TEST_BAD_DIR
@@ -378,6 +379,48 @@ START_TEST(kind_names)
 }
 END_TEST
 
+/* settings.h's table is the plan's keys: every row, at its example value, gives
+ * the same deployment from a plan as from kvp_settings_put (which kvplan fit's
+ * options go through), compared row by row as text. */
+START_TEST(every_setting_is_a_plan_key)
+{
+    const struct kvp_model *m = kvp_catalog_find(models, "llama-3.1-8b");
+    for (uint32_t row = 0; row < kvp_settings_count(); row++) {
+        const struct kvp_setting *k = kvp_setting_at(row);
+        struct kvp_settings st;
+        struct kvp_deploy a;
+        const struct kvp_gpu *ga;
+        struct kvp_plan p = {0};
+        struct kvp_error err = {0};
+        char text[512], x[KVP_SETTING_VALUE_MAX], y[KVP_SETTING_VALUE_MAX];
+        int bad;
+
+        /* llama.cpp's own settings, and separate K and V, under llama.cpp */
+        bool llama = strncmp(k->key, "n_", 2) == 0 || strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype",
+                                                             k->key) != NULL;
+        kvp_settings_clear(&st);
+        if (k->type != KVP_SET_GPU)
+            ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", "h100", &err), err);
+        if (llama)
+            ck_assert_kvp_ok(kvp_settings_put(&st, "engine", "llamacpp", &err), err);
+        ck_assert_kvp_ok(kvp_settings_put(&st, k->key, k->example, &err), err);
+        ck_assert_kvp_ok(kvp_settings_apply(&st, m, gpus, &a, &ga, &bad, &err), err);
+        snprintf(text, sizeof text,
+                 "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: llama-3.1-8b\n%s%s    %s: \"%s\"\n"
+                 "    assert: {fits: true}\n",
+                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "", llama ? "    engine: llamacpp\n" : "", k->key,
+                 k->example);
+        ck_assert_msg(kvp_plan_load(&p, put("row.yaml", text), models, gpus, &err) == KVP_OK, "%s: %s", k->key,
+                      err.msg);
+        for (uint32_t i = 0; i < kvp_settings_count(); i++)
+            ck_assert_msg(strcmp(kvp_setting_text(i, &a, ga, x, sizeof x),
+                                 kvp_setting_text(i, &p.deps[0].d, p.deps[0].gpu, y, sizeof y)) == 0,
+                          "%s: %s is '%s' from the table, '%s' from a plan", k->key, kvp_setting_at(i)->key, x, y);
+        kvp_plan_release(&p);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("plan");
@@ -389,6 +432,7 @@ static Suite *suite(void)
     tcase_set_timeout(core, 60);
     tcase_set_timeout(limits, 60);
     tcase_add_test(core, each_kind_passes_and_fails);
+    tcase_add_test(core, every_setting_is_a_plan_key);
     tcase_add_test(core, fits_and_headroom_figures);
     tcase_add_test(core, modifiers_change_the_question);
     tcase_add_test(core, includes_defaults_and_relative_paths);

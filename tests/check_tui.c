@@ -304,7 +304,8 @@ START_TEST(plan_round_trip)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/setup.plan.yaml", dir);
     s = start("llama-3.1-70b");
-    /* 4 GPUs, tp 4, engine trtllm, util 0.85, K fp8 / V f16, 16k x 12, block 64 */
+    /* 4 GPUs, tp 4, engine trtllm, util 0.85, K fp8 then V f16 (TRT-LLM has one kv_cache_dtype: the
+     * last edit sets both), 16k x 12, block 64 */
     feed(s, (const int[]){DN, DN, '4', EN, DN, '4', EN, DN, RT, RT, DN, EN, 0});
     type(s, "0.85");
     feed(s, (const int[]){EN, DN, DN, EN, 0});
@@ -335,7 +336,7 @@ START_TEST(plan_round_trip)
     ck_assert_uint_eq(t->d.pp, 1);
     ck_assert_int_eq(t->d.engine, KVP_ENGINE_TRTLLM);
     ck_assert(t->d.util == 0.85);
-    ck_assert_int_eq(t->d.k.dtype, KVP_DTYPE_FP8_E4M3);
+    ck_assert_int_eq(t->d.k.dtype, KVP_DTYPE_F16);
     ck_assert_int_eq(t->d.v.dtype, KVP_DTYPE_F16);
     ck_assert_uint_eq(t->d.context, 16384);
     ck_assert_uint_eq(t->d.concurrency, 12);
@@ -577,9 +578,9 @@ START_TEST(bad_plan_files)
         {"kvplan_plan: 2\ndeployments: []\n", ":1:14: 'kvplan_plan' must be 1 (got 2)"},
         {"kvplan_plan: 1\n", ":1:1: the plan has no deployments"},
         {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    util: 2\n    assert: {fits: true}\n",
-         ":5:11: 'util' must be a fraction in (0, 1] (got 2)"},
+         ":5:11: 'util': must be a fraction in (0, 1] (got '2')"},
         {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    gpu: h300\n    assert: {fits: true}\n",
-         ":5:10: unknown GPU 'h300' (h100-sxm, ..."},
+         ":5:10: 'gpu': unknown GPU 'h300' (h100-sxm, ..."},
     };
     char dir[] = "/tmp/kvplan-tui-plan-XXXXXX", path[256];
     load_catalogs();

@@ -85,6 +85,14 @@ enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kv
                                    const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
                                    int *bad_row, struct kvp_error *err);
 
+/* One setting applied to an existing deployment d (an edit in the TUI): the
+ * value is checked as kvp_settings_put checks it. The engine row re-reads
+ * every other row's text (kvp_setting_text) over the new engine's defaults,
+ * so what the user set survives a change of engine. */
+enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct kvp_model *m,
+                                  const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
+                                  struct kvp_error *err);
+
 /* Row's value in d as a setting's text would give it back ("2", "80GiB",
  * "vllm@0.7.3", "int4:group=128"); "" where the deployment leaves it to the
  * engine's default. Returns buf. */

@@ -29,8 +29,8 @@ static const struct kvp_setting table[] = {
      "8k", OFF(context)},
     {"concurrency", KVP_SET_COUNT, "C", "requests that must fit at the context (default 1)", "4", OFF(concurrency)},
     {"kv_dtype", KVP_SET_FORMAT, "T", "K and V cache format (default: the engine's default for the model)", "fp8", 0},
-    {"k_dtype", KVP_SET_FORMAT, "T", "K cache format", "fp8", 0},
-    {"v_dtype", KVP_SET_FORMAT, "T", "V cache format", "bf16", 0},
+    {"k_dtype", KVP_SET_FORMAT, "T", "K cache format (llama.cpp -ctk; vLLM, SGLang and TRT-LLM take one for both)", "q8_0", 0},
+    {"v_dtype", KVP_SET_FORMAT, "T", "V cache format (llama.cpp -ctv)", "q4_0", 0},
     {"weight_dtype", KVP_SET_WEIGHTS, "T",
      "weights as: stored (default: the checkpoint's storage), a format for every projection (int4:group=128, fp8), "
      "or a llama.cpp file type (q4_k_m)", "int4:group=128", 0},
@@ -284,6 +284,42 @@ enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kv
             return st;
     }
     *bad_row = -1;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct kvp_model *m,
+                                  const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
+                                  struct kvp_error *err)
+{
+    struct kvp_settings s;
+    enum kvp_status st;
+    int bad;
+
+    if (row >= N_ROWS)
+        return kvp_fail(err, KVP_ERR_USAGE, "no setting %u", row);
+    if ((st = check_value(&table[row], value, err)) != KVP_OK)
+        return st;
+    if (table[row].type != KVP_SET_ENGINE)
+        return apply_row(&table[row], value, m, gpus, d, gpu, err);
+    /* a new engine: its defaults, then what the deployment says of every other row */
+    kvp_settings_clear(&s);
+    snprintf(s.value[0], sizeof s.value[0], "%s", value);
+    s.given = 1;
+    for (uint32_t i = 1; i < N_ROWS; i++) {
+        if (table[i].type == KVP_SET_GPU || strcmp(table[i].key, "kv_dtype") == 0)
+            continue; /* the GPU stays as it is; K and V are their own rows */
+        kvp_setting_text(i, d, *gpu, s.value[i], sizeof s.value[i]);
+        if (s.value[i][0])
+            s.given |= 1ull << i;
+    }
+    {
+        const struct kvp_gpu *keep = *gpu;
+        uint64_t memory = d->gpu_memory;
+        if ((st = kvp_settings_apply(&s, m, NULL, d, gpu, &bad, err)) != KVP_OK)
+            return st;
+        *gpu = keep;
+        d->gpu_memory = memory;
+    }
     return KVP_OK;
 }
 

@@ -16,6 +16,7 @@
 
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
+#include "kvplan/settings.h"
 
 /* Limits on what arrows and typing may set; beyond them no engine runs. */
 #define TUI_MAX_GPUS 4096u
@@ -80,7 +81,7 @@ static void normalize(struct tui_state *s)
         d->concurrency = 1;
 }
 
-/* The user changed GPUs or tp: the GPUs tp does not take become pipeline stages. */
+/* The user set tp: the GPUs it does not take become pipeline stages. */
 static void split_gpus(struct tui_state *s)
 {
     if (s->d.tp > s->n_gpus)
@@ -88,19 +89,49 @@ static void split_gpus(struct tui_state *s)
     s->d.pp = s->d.tp ? s->n_gpus / s->d.tp : 1;
 }
 
-/* Re-initialise the deploy for engine e, keeping what the user set that
- * does not depend on the engine: GPUs, tp, context, concurrency. */
-static void set_engine(struct tui_state *s, enum kvp_engine_id e)
+/* The user set the GPU count: more GPUs are tensor parallel, as engines take
+ * them (--tensor-parallel-size); pipeline stages stay as they were. */
+static void grow_gpus(struct tui_state *s)
 {
-    struct kvp_deploy old = s->d;
-    kvp_deploy_init(&s->d, e, s->model);
-    s->d.tp = old.tp;
-    s->d.pp = old.pp;
-    s->d.gpu_memory = old.gpu_memory;
-    s->d.activation_memory = old.activation_memory;
-    s->d.non_torch_memory = old.non_torch_memory;
-    s->d.context = old.context;
-    s->d.concurrency = old.concurrency;
+    s->d.tp = s->n_gpus / (s->d.pp ? s->d.pp : 1);
+    if (s->d.tp == 0) {
+        s->d.tp = s->n_gpus;
+        s->d.pp = 1;
+    }
+    s->n_gpus = s->d.tp * s->d.pp;
+    set_status(s, false, "%u GPUs: tp %u x pp %u (the TP field sets the split)", s->n_gpus, s->d.tp, s->d.pp);
+}
+
+/* Engines with one cache dtype for K and V (vLLM, SGLang, TRT-LLM --kv-cache-dtype):
+ * an edit of K or V sets both. llama.cpp (-ctk, -ctv) and the bare formula take two. */
+static bool one_cache_dtype(enum kvp_engine_id e)
+{
+    return e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG || e == KVP_ENGINE_TRTLLM;
+}
+
+/* Switch to engine `name` (engine[@release]), keeping every setting the new
+ * engine takes (settings.h re-reads them); a cache format it cannot store
+ * goes back to its default, and the status line says so. */
+static bool set_engine(struct tui_state *s, const char *name)
+{
+    struct kvp_error e = {0};
+    struct kvp_fit f;
+    char was[64];
+    kvp_format_name(&s->d.k, was, sizeof was);
+    if (kvp_setting_apply((uint32_t)kvp_setting_find("engine"), name, s->model, s->gpus, &s->d, &s->gpu, &e) != KVP_OK) {
+        set_status(s, true, "%s", e.msg);
+        return false;
+    }
+    if (kvp_fit_compute(s->model, &s->d, &f, &e) == KVP_ERR_UNSUPPORTED && strstr(e.msg, "cannot store")) {
+        struct kvp_deploy def;
+        char now[64];
+        kvp_deploy_init(&def, s->d.engine, s->model);
+        s->d.k = def.k;
+        s->d.v = def.v;
+        set_status(s, false, "%s takes no %s cache: K and V are now %s", kvp_engine_info(s->d.engine)->name, was,
+                   kvp_format_name(&s->d.k, now, sizeof now));
+    }
+    return true;
 }
 
 void tui_set_model(struct tui_state *s, struct kvp_model *m)
@@ -581,16 +612,15 @@ static void adjust(struct tui_state *s, int dir, bool add)
         break;
     case TUI_F_GPUS:
         s->n_gpus = (uint32_t)step_u64(s->n_gpus, dir, add, 1, TUI_MAX_GPUS);
-        if (d->tp > s->n_gpus)
-            d->tp = s->n_gpus;
-        split_gpus(s);
+        grow_gpus(s);
         break;
     case TUI_F_TP:
         d->tp = (uint32_t)step_u64(d->tp, dir, add, 1, TUI_MAX_GPUS);
         split_gpus(s);
         break;
     case TUI_F_ENGINE:
-        set_engine(s, (enum kvp_engine_id)(((int)d->engine + dir + KVP_ENGINE_COUNT) % KVP_ENGINE_COUNT));
+        set_engine(s, kvp_engine_info((enum kvp_engine_id)(((int)d->engine + dir + KVP_ENGINE_COUNT) %
+                                                           KVP_ENGINE_COUNT))->name);
         break;
     case TUI_F_UTIL: {
         double u = d->util > 0 ? d->util : (s->ok ? s->fit.util : 0.9);
@@ -606,11 +636,13 @@ static void adjust(struct tui_state *s, int dir, bool add)
         step_wstore(s, weight_choices, sizeof weight_choices / sizeof *weight_choices, dir);
         break;
     case TUI_F_KDTYPE:
-        step_format(&d->k, kv_choices, sizeof kv_choices / sizeof *kv_choices, dir);
+    case TUI_F_VDTYPE: {
+        struct kvp_format *f = s->field == TUI_F_KDTYPE ? &d->k : &d->v;
+        step_format(f, kv_choices, sizeof kv_choices / sizeof *kv_choices, dir);
+        if (one_cache_dtype(d->engine)) /* one --kv-cache-dtype for both */
+            d->k = d->v = *f;
         break;
-    case TUI_F_VDTYPE:
-        step_format(&d->v, kv_choices, sizeof kv_choices / sizeof *kv_choices, dir);
-        break;
+    }
     case TUI_F_CONTEXT:
         if (add)
             d->context = dir > 0 ? (d->context + 1024 <= TUI_MAX_CONTEXT ? d->context + 1024 : TUI_MAX_CONTEXT)
@@ -664,9 +696,7 @@ static bool commit_edit(struct tui_state *s)
         }
         if (s->field == TUI_F_GPUS) {
             s->n_gpus = (uint32_t)v;
-            if (d->tp > s->n_gpus)
-                d->tp = s->n_gpus;
-            split_gpus(s);
+            grow_gpus(s);
         } else if (s->field == TUI_F_TP) {
             d->tp = (uint32_t)v;
             split_gpus(s);
@@ -694,17 +724,8 @@ static bool commit_edit(struct tui_state *s)
         d->util = u;
         return true;
     }
-    case TUI_F_ENGINE: {
-        enum kvp_engine_id id;
-        uint32_t rel;
-        if (kvp_engine_parse(in, &id, &rel, &e) != KVP_OK) {
-            set_status(s, true, "%s", e.msg);
-            return false;
-        }
-        set_engine(s, id);
-        s->d.release = rel;
-        return true;
-    }
+    case TUI_F_ENGINE:
+        return set_engine(s, in);
     case TUI_F_WDTYPE:
         if (kvp_wstore_parse(in, d->engine == KVP_ENGINE_LLAMACPP || s->model->arch[0], &d->w, &e) != KVP_OK) {
             set_status(s, true, "%s: %s", what, e.msg);
@@ -717,7 +738,10 @@ static bool commit_edit(struct tui_state *s)
             set_status(s, true, "%s: %s", what, e.msg);
             return false;
         }
-        *(s->field == TUI_F_KDTYPE ? &d->k : &d->v) = f;
+        if (one_cache_dtype(d->engine)) /* one --kv-cache-dtype for both */
+            d->k = d->v = f;
+        else
+            *(s->field == TUI_F_KDTYPE ? &d->k : &d->v) = f;
         return true;
     default:
         return false;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "model.h"
+#include "kvplan/settings.h"
 #include "kvplan/plan.h"
 
 /* The model as the plan should name it: the catalog name when it is one,
@@ -32,73 +33,45 @@ static const char *model_ref(const struct tui_state *s, char *buf, size_t n)
     return m->file;
 }
 
+/* The settings every saved plan states, even at their defaults. */
+static bool always_written(const char *key)
+{
+    static const char *const keys[] = {"engine", "gpu", "gpus", "tp", "pp", "context", "concurrency",
+                                       "k_dtype", "v_dtype", "weight_dtype"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(keys[i], key) == 0)
+            return true;
+    return false;
+}
+
+/* The deployment as plan keys, from settings.h's table: the core settings,
+ * and every other one where it differs from the engine's default. */
 static void write_plan(const struct tui_state *s, FILE *f)
 {
     const struct kvp_deploy *d = &s->d;
-    char k[64], v[64], w[64], path[4096];
+    struct kvp_deploy def;
+    char path[4096], v[KVP_SETTING_VALUE_MAX], dv[KVP_SETTING_VALUE_MAX];
 
+    kvp_deploy_init(&def, d->engine, s->model);
+    def.release = d->release;
     fprintf(f, "# written by kvplan tui; check it with: kvplan check FILE\n");
     fprintf(f, "kvplan_plan: 1\n");
     fprintf(f, "deployments:\n");
     fprintf(f, "  - name: \"%s-%s\"\n", s->model->name, s->gpu ? s->gpu->id : "gpu");
     fprintf(f, "    model: \"%s\"\n", model_ref(s, path, sizeof path));
-    if (s->gpu)
-        fprintf(f, "    gpu: %s\n", s->gpu->id);
-    fprintf(f, "    gpus: %u\n", d->n_gpus);
-    fprintf(f, "    tp: %u\n", d->tp);
-    fprintf(f, "    pp: %u\n", d->pp);
-    if (d->release == UINT32_MAX)
-        fprintf(f, "    engine: %s\n", kvp_engine_info(d->engine)->name);
-    else
-        fprintf(f, "    engine: %s@%s\n", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
-    if (d->util > 0)
-        fprintf(f, "    util: %.3f\n", d->util);
-    else
-        fprintf(f, "    # util: the engine's default%s\n", s->ok ? "" : " (not computed)");
-    fprintf(f, "    context: %llu\n", (unsigned long long)d->context);
-    fprintf(f, "    concurrency: %llu\n", (unsigned long long)d->concurrency);
-    kvp_format_name(&d->k, k, sizeof k);
-    kvp_format_name(&d->v, v, sizeof v);
-    if (strcmp(k, v) == 0) {
-        fprintf(f, "    kv_dtype: \"%s\"\n", k);
-    } else {
-        fprintf(f, "    k_dtype: \"%s\"\n", k);
-        fprintf(f, "    v_dtype: \"%s\"\n", v);
+    for (uint32_t i = 0; i < kvp_settings_count(); i++) {
+        const char *key = kvp_setting_at(i)->key;
+        kvp_setting_text(i, d, s->gpu, v, sizeof v);
+        kvp_setting_text(i, &def, s->gpu, dv, sizeof dv);
+        if (!v[0] || (!always_written(key) && strcmp(v, dv) == 0))
+            continue;
+        if (strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@,+-") == strlen(v))
+            fprintf(f, "    %s: %s\n", key, v);
+        else /* int4:group=128 and the like: quoted */
+            fprintf(f, "    %s: \"%s\"\n", key, v);
     }
-    fprintf(f, "    weight_dtype: \"%s\"\n", kvp_wstore_name(&d->w, w, sizeof w));
-    if (d->block_size)
-        fprintf(f, "    block_size: %u\n", d->block_size);
-    else
-        fprintf(f, "    # block_size: the engine's default\n");
-    /* settings without a field in the TUI, kept from an opened plan */
-    if (!s->gpu)
-        fprintf(f, "    gpu_memory: %llu\n", (unsigned long long)d->gpu_memory);
-    if (d->weights_memory)
-        fprintf(f, "    weights_memory: %llu\n", (unsigned long long)d->weights_memory);
-    if (d->activation_memory)
-        fprintf(f, "    activation_memory: %llu\n", (unsigned long long)d->activation_memory);
-    if (d->non_torch_memory)
-        fprintf(f, "    non_torch_memory: %llu\n", (unsigned long long)d->non_torch_memory);
-    if (d->kv_memory)
-        fprintf(f, "    kv_cache_memory: %llu\n", (unsigned long long)d->kv_memory);
-    if (d->max_batched_tokens)
-        fprintf(f, "    max_num_batched_tokens: %llu\n", (unsigned long long)d->max_batched_tokens);
-    if (d->n_ubatch != 512)
-        fprintf(f, "    n_ubatch: %u\n", d->n_ubatch);
-    if (d->n_seq != 1)
-        fprintf(f, "    n_seq: %u\n", d->n_seq);
-    if (d->kv_unified)
-        fprintf(f, "    kv_unified: true\n");
-    if (d->swa_full)
-        fprintf(f, "    swa_full: true\n");
-    if (d->mla_v)
-        fprintf(f, "    mla_v: true\n");
-    if (d->split[0]) {
-        fprintf(f, "    split: [");
-        for (uint32_t i = 0; i < KVP_MAX_STAGES && d->split[i]; i++)
-            fprintf(f, "%s%u", i ? ", " : "", d->split[i]);
-        fprintf(f, "]\n");
-    }
+    if (d->util <= 0)
+        fprintf(f, "    # util: the release's default%s\n", s->ok ? "" : " (not computed)");
     fprintf(f, "    assert: {fits: true}\n");
 }
 
