@@ -144,7 +144,7 @@ int cmd_plot(int argc, char **argv)
         size_t l = strlen(names);
         snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", kvp_format_name(&fmts[i], fname, sizeof fname));
     }
-    snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights in the model's dtype; KV cache in %s",
+    snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
              (unsigned long long)batch, batch == 1 ? "" : "s", nf ? names : "the model's dtype");
     kvp_chart_init(c, title, sub);
     c->batch = batch;
