@@ -236,7 +236,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                    kvp_format_grouped(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
                    kvp_format_grouped(d->context, g[2], sizeof g[2]));
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
-        kvp_buf_printf(b, "weights stored as %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+        kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
     kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     bytes_row(&t, "weights", f->weights_bytes, si,

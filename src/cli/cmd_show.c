@@ -155,7 +155,7 @@ int cmd_show(int argc, char **argv)
                            kvp_format_grouped(p.kv_bytes_per_token, g[0], sizeof g[0]), kvp_dtype_info(m->dtype)->name);
             if (w.n_parts > 1 || w.source[0]) {
                 char split[400];
-                kvp_buf_printf(&b, "%sweights stored as %s\n", fmt == KVP_OUT_MD ? "\n" : "",
+                kvp_buf_printf(&b, "%sweights: %s\n", fmt == KVP_OUT_MD ? "\n" : "",
                                kvp_weights_split(&w, si, split, sizeof split));
             }
             if (m->source[0])

@@ -116,7 +116,7 @@ static void render_table(const struct sized *s, enum kvp_out fmt, bool si, struc
     kvp_buf_printf(b, "%scontext %s tokens x batch %s, K %s, V %s, weights %s, profile ideal\n",
                    fmt == KVP_OUT_MD ? "\n" : "", kvp_format_grouped(s->q.context, g1, sizeof g1),
                    kvp_format_grouped(s->q.batch, g2, sizeof g2), s->kname, s->vname, s->wname);
-    kvp_buf_printf(b, "weights stored as %s\n\n", kvp_weights_split(&s->w, si, split, sizeof split));
+    kvp_buf_printf(b, "weights: %s\n\n", kvp_weights_split(&s->w, si, split, sizeof split));
     kvp_table_init(&t, 4, head, right);
     figure_row(&t, "KV per token", s->plan.kv_bytes_per_token, si, "while the context is within every window");
     figure_row(&t, "KV cache", s->plan.kv_bytes, si, "");
