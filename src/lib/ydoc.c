@@ -187,12 +187,13 @@ static enum kvp_status resolve_alias(struct composer *c, const char *name, const
  * joins nothing). */
 static enum kvp_status attach(struct composer *c, int id)
 {
-    struct frame *f = &c->stack[c->depth - 1];
+    struct frame *f;
     yaml_node_t *n = ydoc_node(c->d, id);
     int ok;
 
     if (c->depth == 0)
         return KVP_OK;
+    f = &c->stack[c->depth - 1];
     if (ydoc_node(c->d, f->id)->type == YAML_SEQUENCE_NODE) {
         ok = yaml_document_append_sequence_item(&c->d->doc, f->id, id);
     } else if (!f->key) {
