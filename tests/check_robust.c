@@ -729,30 +729,30 @@ END_TEST
 #define PLAN_CHECK "      - {fits: true, name: a%05u}\n"
 #define PLAN_INC "  - check_robust-inc.yaml # %05u\n"
 
-/* Write PLAN of head then `lines` copies of line (a format of one index). */
-static void write_plan(const char *head, const char *line, unsigned lines)
+/* Write PLAN of head, `lines` copies of line (a format of one index), tail. */
+static void write_plan(const char *head, const char *line, unsigned lines, const char *tail)
 {
     char one[256];
     size_t len = (size_t)snprintf(one, sizeof one, line, 0u);
-    write_file(PLAN, head, line, (lines - 1) * len + 1, "");
+    write_file(PLAN, head, line, (lines - 1) * len + 1, tail);
 }
 
-static void plan_deployments(void) { write_plan("kvplan_plan: 1\ndeployments:\n", PLAN_DEP, 1025); }
+static void plan_deployments(void) { write_plan("kvplan_plan: 1\ndeployments:\n", PLAN_DEP, 1025, ""); }
 static void plan_checks(void)
 {
     write_plan("kvplan_plan: 1\ndeployments:\n  - name: d\n    model: ../models/llama-3.1-8b.yaml\n"
-               "    gpu_memory: 80GiB\n    assert:\n", PLAN_CHECK, 2049);
+               "    gpu_memory: 80GiB\n    assert:\n", PLAN_CHECK, 2049, "");
 }
 static void plan_files(void)
 {
     write_file("build/check_robust-inc.yaml", "kvplan_plan: 1\n", "", 0, "");
-    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 64);
+    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 64, "");
 }
 static void plan_bytes(void)
 {
     write_file("build/check_robust-inc.yaml", "kvplan_plan: 1\n", "# %08u padding padding padding padding padding\n",
                1000000, "");
-    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 5);
+    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 5, "");
 }
 
 struct plan_row {
@@ -785,6 +785,22 @@ START_TEST(plan_limits)
 }
 END_TEST
 
+/* A baseline holds one result per assertion, so at most KVP_PLAN_MAX_CHECKS:
+ * each is looked up among the report's results. */
+START_TEST(baseline_results)
+{
+    struct kvp_plan_report r = {0};
+    struct kvp_error err = {0};
+    char got[KVP_ERROR_TEXT_MAX] = "(applies)";
+
+    write_plan("{\"kvplan_check\": 1, \"results\": [\n", "  {\"id\": \"d/a%05u\", \"measured\": 1},\n", 2049, "]}\n");
+    if (kvp_plan_baseline_apply(&r, PLAN, 0.0, &err) != KVP_OK)
+        kvp_error_text(&err, got, sizeof got);
+    remove(PLAN);
+    ck_assert_str_eq(got, PLAN ":1:32: more than 2048 results (a plan has at most 2048 assertions)");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("robust");
@@ -802,6 +818,7 @@ static Suite *suite(void)
     tcase_add_test(lim, text_file_cap);
     tcase_add_test(lim, many_keys_in_time);
     tcase_add_loop_test(lim, plan_limits, 0, (int)N_ELEMS(plan_rows));
+    tcase_add_test(lim, baseline_results);
     tcase_set_timeout(lim, 10);
     suite_add_tcase(s, core);
     suite_add_tcase(s, lim);

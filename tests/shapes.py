@@ -155,6 +155,11 @@ def shapes():
             " assert: {min_context: 8k, max_tpot_ms: 100}}\n")
     s.append(("plan-max-deployments-checks", {"p.yaml": "kvplan_plan: 1\ndeployments:\n" + "".join(
         dep3 % i for i in range(1024))}, ["check", "FILE"], ""))
+    # a baseline as long as its 1 MiB cap, against 2048 results
+    plan = "kvplan_plan: 1\ndeployments:\n" + "".join(dep3 % i for i in range(1024))
+    s.append(("plan-long-baseline", {"p.yaml": plan, "b.json": upto(
+        '{"kvplan_check": 1, "results": [', '{"id": "d%x/min_context", "measured": 1}, ', '{"id": "x", "measured": 1}]}',
+        PLAN_CAP)}, ["check", "FILE", "--baseline", "DIR/b.json"], "more than 2048 results"))
     # a valid 4 MiB config (63 strings of 64 KiB the importer ignores), named by 1024 deployments
     big = HF_HEAD + "".join(', "x%d": "%s"' % (i, "a" * 65536) for i in range(63)) + "}"
     dep2 = "  - {name: d%x, model: big/config.json, gpu: h100, assert: {fits: true}}\n"
@@ -208,7 +213,7 @@ def run(bin_, name, files, argv, want, limit, tmp):
         for m in os.listdir("models"):
             if m != "gpus.yaml":
                 os.symlink(os.path.abspath(os.path.join("models", m)), os.path.join(d, "d", m))
-    cmd = [bin_] + [first if a == "FILE" else a for a in argv]
+    cmd = [bin_] + [first if a == "FILE" else a.replace("DIR", d) for a in argv]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=max(60, 30 * limit))

@@ -1015,6 +1015,9 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
         st = ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "missing required key 'results'");
     else
         st = ydoc_want_seq(&d, list, "results", err);
+    if (st == KVP_OK && list->data.sequence.items.top - list->data.sequence.items.start > KVP_PLAN_MAX_CHECKS)
+        st = ydoc_fail(&d, list, err, KVP_ERR_RANGE, "more than %d results (a plan has at most %d assertions)",
+                       KVP_PLAN_MAX_CHECKS, KVP_PLAN_MAX_CHECKS);
     if (st != KVP_OK)
         goto done;
     for (uint32_t i = 0; i < r->n; i++)
