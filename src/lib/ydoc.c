@@ -171,8 +171,8 @@ static enum kvp_status resolve_alias(struct composer *c, const char *name, const
 {
     if (++c->n_aliases > YDOC_MAX_ALIASES)
         return fail_mark(c->d, m, c->err, KVP_ERR_RANGE, "more than %u aliases", YDOC_MAX_ALIASES);
-    for (uint32_t i = c->n_anchors; i-- > 0;) {
-        const struct anchor *a = &c->anchors[i];
+    for (uint32_t i = c->n_anchors; i > 0; i--) {
+        const struct anchor *a = &c->anchors[i - 1];
         if (strcmp(a->name, name) != 0)
             continue;
         if (!a->size)
