@@ -362,6 +362,7 @@ static char *long_scalar_over(void) { return repeated("kvplan: 1\nname: ", "x", 
 static char *long_scalar_at(void) { return repeated("kvplan: 1\nname: ", "x", 65536, "\n"); }
 static char *many_anchors(void) { return repeated("a: [", "&a 1, ", 1025, "1]\n"); }
 static char *many_aliases(void) { return repeated("a: &a 1\nb: [", "*a, ", 1025, "1]\n"); }
+static char *many_directives(void) { return repeated("# tags\n\n", "%TAG !t! tag:x:\n", 65, "---\nkvplan: 1\n"); }
 
 struct shape_row {
     const char *what;
@@ -380,6 +381,7 @@ static const struct shape_row shape_rows[] = {
     {"scalar at the limit", T_YAML, long_scalar_at, "t.yaml:2:7: 'name' is longer than 95 characters"},
     {"anchors", T_YAML, many_anchors, "t.yaml:1:6149: more than 1024 anchors"},
     {"aliases", T_YAML, many_aliases, "t.yaml:2:4101: more than 1024 aliases"},
+    {"directives", T_YAML, many_directives, "t.yaml:67:1: more than 64 directives"},
 };
 
 START_TEST(shape_limits)

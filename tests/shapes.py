@@ -94,6 +94,14 @@ def gguf_token_array(cap):
     return gguf(gguf_llama() + [arr])
 
 
+def gguf_many_tensors(cap):
+    """as many one-dimensional tensor infos as fit."""
+    kvs = gguf_llama() + [g_u32("llama.vocab_size", 100)]
+    info = g_str("t") + struct.pack("<IQIQ", 1, 1, 0, 0)
+    n = (cap - sum(map(len, kvs)) - 64) // len(info)
+    return struct.pack("<IIQQ", 0x46554747, 3, n, len(kvs)) + b"".join(kvs) + info * n
+
+
 def gguf_int_array(cap):
     """a per-layer array far longer than the layers."""
     n = (cap - 512) // 4
@@ -136,6 +144,9 @@ def shapes():
     s.append(("yaml-long-plain", {"m.yaml": fill(Y_HEAD + "x: ", "x", "\n", TEXT_CAP)}, ["size", "FILE"], ""))
     s.append(("yaml-long-folded", {"m.yaml": fill(Y_HEAD + "x: >\n", "  x\n", "", TEXT_CAP)}, ["size", "FILE"], ""))
     s.append(("hf-escapes", {hf: fill(HF_HEAD + ', "a": "', "\\u00e9", '"}', TEXT_CAP)}, ["size", "FILE"], ""))
+    # directives: libyaml checks each %TAG against all before it
+    s.append(("yaml-many-tag-directives", {"m.yaml": upto("", "%%TAG !t%x! tag:x:\n", "---\nkvplan: 1\n", TEXT_CAP)},
+              ["size", "FILE"], ""))
     # anchors and aliases
     s.append(("yaml-many-aliases", {"m.yaml": fill("a: &a [1]\nb: [", "*a, ", "*a]\n", TEXT_CAP)},
               ["size", "FILE"], ""))
@@ -193,6 +204,7 @@ def shapes():
     # GGUF headers (the 64 MiB read cap)
     s.append(("gguf-many-keys", {"m.gguf": gguf_many_keys(64 * MIB)}, ["size", "FILE"], ""))
     s.append(("gguf-token-array", {"m.gguf": gguf_token_array(64 * MIB)}, ["size", "FILE"], ""))
+    s.append(("gguf-many-tensors", {"m.gguf": gguf_many_tensors(64 * MIB)}, ["size", "FILE"], ""))
     s.append(("gguf-int-array", {"m.gguf": gguf_int_array(64 * MIB)}, ["size", "FILE"], "entries"))
     s.append(("gguf-n-kv-huge", {"m.gguf": gguf(gguf_llama(), n_kv=(1 << 64) - 1)}, ["size", "FILE"],
               "truncated header"))

@@ -17,7 +17,8 @@
  * more than its bytes: duplicate keys, non-scalar keys, nesting deeper than
  * YDOC_MAX_DEPTH, more than YDOC_MAX_NODES nodes (aliases expanded), a
  * scalar longer than YDOC_MAX_SCALAR bytes, more than YDOC_MAX_ANCHORS
- * anchors or YDOC_MAX_ALIASES aliases, an alias inside its own anchor. Only
+ * anchors or YDOC_MAX_ALIASES aliases, an alias inside its own anchor, more
+ * than YDOC_MAX_DIRECTIVES directives. Only
  * the first document of a stream is read.
  * The struct owns the document until ydoc_release (safe on a failed load).
  */
@@ -35,6 +36,7 @@
 #define YDOC_MAX_SCALAR (1u << 16) /* bytes of one scalar; the longest field read is a path */
 #define YDOC_MAX_ANCHORS 1024      /* each alias looks its anchor up among these */
 #define YDOC_MAX_ALIASES 1024
+#define YDOC_MAX_DIRECTIVES 64     /* %YAML and %TAG lines before the document */
 
 struct ydoc {
     yaml_document_t doc;
