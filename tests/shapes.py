@@ -144,6 +144,11 @@ def shapes():
     s.append(("yaml-long-plain", {"m.yaml": fill(Y_HEAD + "x: ", "x", "\n", TEXT_CAP)}, ["size", "FILE"], ""))
     s.append(("yaml-long-folded", {"m.yaml": fill(Y_HEAD + "x: >\n", "  x\n", "", TEXT_CAP)}, ["size", "FILE"], ""))
     s.append(("hf-escapes", {hf: fill(HF_HEAD + ', "a": "', "\\u00e9", '"}', TEXT_CAP)}, ["size", "FILE"], ""))
+    # 40,000 specs, 1024 layers each naming the last one
+    s.append(("yaml-many-specs", {"m.yaml": "kvplan: 1\nname: x\nmax_context: 4096\nhidden: 64\nintermediate: 128\n"
+                                  "vocab: 100\nspecs:\n" + "".join("  s%d: {heads: 4, head_dim: 16}\n" % i
+                                                                    for i in range(40000))
+                                  + "layers:\n" + "  - {spec: s39999}\n" * 1024}, ["size", "FILE"], ""))
     # directives: libyaml checks each %TAG against all before it
     s.append(("yaml-many-tag-directives", {"m.yaml": upto("", "%%TAG !t%x! tag:x:\n", "---\nkvplan: 1\n", TEXT_CAP)},
               ["size", "FILE"], ""))
@@ -152,6 +157,11 @@ def shapes():
               ["size", "FILE"], ""))
     s.append(("yaml-many-anchors", {"m.yaml": upto("a: [", "&a%x 1, ", "1]\n", TEXT_CAP // 2)
                                     + fill("b: [", "*a0, ", "1]\n", TEXT_CAP // 2)}, ["size", "FILE"], ""))
+    # 1024 anchors and 1024 aliases with 2 KB names sharing all but their last characters
+    names = ["a" * 2030 + "%04x" % i for i in range(1024)]
+    s.append(("yaml-long-anchor-names", {"m.yaml": "a: [" + ", ".join("&%s 1" % n for n in names) + "]\nb: ["
+                                         + ", ".join("*" + names[0] for _ in range(1024)) + "]\n"},
+              ["size", "FILE"], ""))
     bomb = "a: &a0 [1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
         "a%d: &a%d [%s]\n" % (i, i, ", ".join(["*a%d" % (i - 1)] * 8)) for i in range(1, 40))
     s.append(("yaml-alias-bomb", {"m.yaml": bomb}, ["size", "FILE"], ""))
