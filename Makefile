@@ -258,6 +258,13 @@ fuzz: fuzz-build fuzz-corpus
 fuzz-smoke: fuzz-build fuzz-corpus
 	@sh tests/fuzz/run.sh $(FUZZ_DIR) 10 $(FUZZ_NAMES)
 
+# `make robust-time`: the worst inputs under the size caps (tests/shapes.py: deep
+# nesting, long lists, many keys, long scalars, aliases, plans, GPU catalogs, GGUF
+# headers), each run through the release kvplan; fails over 1 s of CPU (issue #20).
+.PHONY: robust-time
+robust-time: build/rel/kvplan
+	KVPLAN_DATADIR=models KVPLAN_BIN=build/rel/kvplan python3 tests/shapes.py
+
 # Memory errors and definite/indirect leaks fail the target; a suite's own
 # test failures are `make check`'s business (a test binary exits 1 for those
 # too, so memcheck writes to per-process logs under build/valgrind/ and any

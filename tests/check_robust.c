@@ -22,6 +22,7 @@
 #include "fuzz/fuzz_common.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
+#include "kvplan/plan.h"
 #include "testutil.h"
 
 #define REGRESS_DIR "tests/data/fuzz-regressions"
@@ -270,43 +271,126 @@ static const struct text_row text_rows[] = {
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: [*d, *d, *d, *d, *d, *d, *d, *d]\n",
      "t.yaml:1:1: unknown key 'a'", false},
+    /* issue #20: aliases are counted expanded, and may not contain themselves */
+    {"alias bomb over the node limit", T_YAML, "a: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e]\n",
+     "t.yaml:6:25: alias 'e' expands the document to more than 262144 nodes", false},
+    {"recursive alias", T_YAML, "a: &a [*a]\n", "t.yaml:1:8: alias 'a' refers to a node that contains it", false},
+    {"undefined alias", T_YAML, "a: *b\n", "t.yaml:1:4: undefined alias 'b'", false},
     /* was a GAP, fixed: a reader error (bad byte) has its place in problem_offset, not problem_mark, so
      * ydoc_load reported 1:1 for a NUL on line 2 */
     {"NUL in text", T_YAML, "kvplan: 1\nname: x\0y\n", "t.yaml:2:8: control characters are not allowed", true},
 };
 
-START_TEST(text_limits)
+/* Parse text as a model of kind t, validate it and, if it loads, run the
+ * engine on it; the result must be `want` (the whole error text), or the
+ * model must load when want is NULL. */
+static void expect_text(const char *what, enum target t, const char *text, size_t len, const char *want, bool gap)
 {
-    const struct text_row *r = &text_rows[_i];
-    const char *file = r->t == T_YAML ? "t.yaml" : "t/config.json";
+    const char *file = t == T_YAML ? "t.yaml" : "t/config.json";
     struct kvp_model *m = malloc(sizeof *m);
     struct kvp_error err = {0};
     char got[KVP_ERROR_TEXT_MAX];
-    size_t len = strlen(r->text);
     enum kvp_status st;
 
-    if (strcmp(r->what, "NUL in text") == 0)
-        len = sizeof "kvplan: 1\nname: x\0y\n" - 1;
     ck_assert_ptr_nonnull(m);
     kvp_model_init(m);
-    st = r->t == T_YAML ? kvp_model_parse_yaml(r->text, len, file, m, &err)
-                        : kvp_model_parse_hf(r->text, len, file, m, &err);
+    st = t == T_YAML ? kvp_model_parse_yaml(text, len, file, m, &err) : kvp_model_parse_hf(text, len, file, m, &err);
     if (st == KVP_OK)
         st = kvp_model_validate(m, &err);
     if (st == KVP_OK) {
         /* a model that loads must also survive the engine */
-        fuzz_engine(m, (const uint8_t *)r->text, len);
+        fuzz_engine(m, (const uint8_t *)text, len);
         snprintf(got, sizeof got, "(loads)");
     } else {
         kvp_error_text(&err, got, sizeof got);
-        ck_assert_msg(err.msg[0] != '\0', "%s: empty message", r->what);
+        ck_assert_msg(err.msg[0] != '\0', "%s: empty message", what);
     }
     free(m);
-    if (!r->want)
-        ck_assert_msg(st == KVP_OK, "%s: %s", r->what, got);
+    if (!want)
+        ck_assert_msg(st == KVP_OK, "%s: %s", what, got);
     else
-        ck_assert_msg(strcmp(got, r->want) == 0, "%s%s:\n  want %s\n  got  %s", r->gap ? "GAP " : "", r->what,
-                      r->want, got);
+        ck_assert_msg(strcmp(got, want) == 0, "%s%s:\n  want %s\n  got  %s", gap ? "GAP " : "", what, want, got);
+}
+
+START_TEST(text_limits)
+{
+    const struct text_row *r = &text_rows[_i];
+    size_t len = strlen(r->text);
+
+    if (strcmp(r->what, "NUL in text") == 0)
+        len = sizeof "kvplan: 1\nname: x\0y\n" - 1;
+    expect_text(r->what, r->t, r->text, len, r->want, r->gap);
+}
+END_TEST
+
+/* ---- limits: the worst shapes under the size cap (issue #20) -------------- */
+
+/* Each is refused at the first event over a limit, so it costs what its
+ * first few bytes cost; `make robust-time` (tests/shapes.py) times them
+ * through the CLI at full size. */
+
+/* head, n copies of unit, tail: malloc'd. */
+static char *repeated(const char *head, const char *unit, size_t n, const char *tail)
+{
+    size_t h = strlen(head), u = strlen(unit), t = strlen(tail);
+    char *s = malloc(h + n * u + t + 1), *o = s;
+
+    ck_assert_ptr_nonnull(s);
+    memcpy(o, head, h);
+    o += h;
+    for (size_t i = 0; i < n; i++, o += u)
+        memcpy(o, unit, u);
+    memcpy(o, tail, t + 1);
+    return s;
+}
+
+/* The issue's config.json: 200,000 nested brackets (400 KB) took 65 s. */
+static char *issue_brackets(void)
+{
+    char *s = repeated("{\"a\": ", "[", 200000, ""), *closed = repeated(s, "]", 200000, "}");
+    free(s);
+    return closed;
+}
+static char *nested_objects(void) { return repeated("", "{\"a\": ", 100000, "1"); }
+static char *unterminated_flow(void) { return repeated("", "[", 1u << 20, ""); }
+/* 262142 items: with the root, its key and the list, one node over the limit */
+static char *flat_list_over(void) { return repeated("{\"a\": [", "1,", 262141, "1]}"); }
+static char *flat_list_at(void) { return repeated("{\"a\": [", "1,", 262140, "1]}"); }
+static char *long_scalar_over(void) { return repeated("kvplan: 1\nname: ", "x", 65537, "\n"); }
+static char *long_scalar_at(void) { return repeated("kvplan: 1\nname: ", "x", 65536, "\n"); }
+static char *many_anchors(void) { return repeated("a: [", "&a 1, ", 1025, "1]\n"); }
+static char *many_aliases(void) { return repeated("a: &a 1\nb: [", "*a, ", 1025, "1]\n"); }
+static char *many_directives(void) { return repeated("# tags\n\n", "%TAG !t! tag:x:\n", 65, "---\nkvplan: 1\n"); }
+
+struct shape_row {
+    const char *what;
+    enum target t;
+    char *(*make)(void);
+    const char *want;
+};
+
+static const struct shape_row shape_rows[] = {
+    {"200,000 nested brackets", T_HF, issue_brackets, "t/config.json:1:39: nesting deeper than 32 levels"},
+    {"100,000 nested objects", T_HF, nested_objects, "t/config.json:1:194: nesting deeper than 32 levels"},
+    {"unterminated flow sequence", T_YAML, unterminated_flow, "t.yaml:1:34: nesting deeper than 32 levels"},
+    {"nodes over the limit", T_HF, flat_list_over, "t/config.json:1:524290: more than 262144 nodes"},
+    {"nodes at the limit", T_HF, flat_list_at, "t/config.json:1:1: missing required key 'model_type'"},
+    {"scalar over the limit", T_YAML, long_scalar_over, "t.yaml:2:7: a scalar longer than 65536 bytes (got 65537)"},
+    {"scalar at the limit", T_YAML, long_scalar_at, "t.yaml:2:7: 'name' is longer than 95 characters"},
+    {"anchors", T_YAML, many_anchors, "t.yaml:1:6149: more than 1024 anchors"},
+    {"aliases", T_YAML, many_aliases, "t.yaml:2:4101: more than 1024 aliases"},
+    {"directives", T_YAML, many_directives, "t.yaml:67:1: more than 64 directives"},
+};
+
+START_TEST(shape_limits)
+{
+    const struct shape_row *r = &shape_rows[_i];
+    char *text = r->make();
+
+    expect_text(r->what, r->t, text, strlen(text), r->want, false);
+    free(text);
 }
 END_TEST
 
@@ -640,6 +724,85 @@ START_TEST(many_keys_in_time)
 }
 END_TEST
 
+/* ---- limits: plans (issue #20) ------------------------------------------------ */
+
+#define PLAN "build/check_robust-plan.yaml"
+#define PLAN_DEP "  - {name: d%05u, model: ../models/llama-3.1-8b.yaml, gpu_memory: 80GiB, assert: {fits: true}}\n"
+#define PLAN_CHECK "      - {fits: true, name: a%05u}\n"
+#define PLAN_INC "  - check_robust-inc.yaml # %05u\n"
+
+/* Write PLAN of head, `lines` copies of line (a format of one index), tail. */
+static void write_plan(const char *head, const char *line, unsigned lines, const char *tail)
+{
+    char one[256];
+    size_t len = (size_t)snprintf(one, sizeof one, line, 0u);
+    write_file(PLAN, head, line, (lines - 1) * len + 1, tail);
+}
+
+static void plan_deployments(void) { write_plan("kvplan_plan: 1\ndeployments:\n", PLAN_DEP, 1025, ""); }
+static void plan_checks(void)
+{
+    write_plan("kvplan_plan: 1\ndeployments:\n  - name: d\n    model: ../models/llama-3.1-8b.yaml\n"
+               "    gpu_memory: 80GiB\n    assert:\n", PLAN_CHECK, 2049, "");
+}
+static void plan_files(void)
+{
+    write_file("build/check_robust-inc.yaml", "kvplan_plan: 1\n", "", 0, "");
+    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 64, "");
+}
+static void plan_bytes(void)
+{
+    write_file("build/check_robust-inc.yaml", "kvplan_plan: 1\n", "# %08u padding padding padding padding padding\n",
+               1000000, "");
+    write_plan("kvplan_plan: 1\ninclude:\n", PLAN_INC, 5, "");
+}
+
+struct plan_row {
+    const char *what;
+    void (*write)(void);
+    const char *want;
+};
+
+static const struct plan_row plan_rows[] = {
+    {"deployments", plan_deployments, PLAN ":1027:5: more than 1024 deployments"},
+    {"assertions", plan_checks, PLAN ":7:7: more than 2048 assertions in the plan (2049 with these)"},
+    {"files", plan_files, "build/check_robust-inc.yaml: more than 64 plan files with the includes"},
+    {"bytes", plan_bytes, "build/check_robust-inc.yaml: the plan and its includes are larger than 4 MiB"},
+};
+
+START_TEST(plan_limits)
+{
+    const struct plan_row *r = &plan_rows[_i];
+    struct kvp_plan p = {0};
+    struct kvp_error err = {0};
+    char got[KVP_ERROR_TEXT_MAX] = "(loads)";
+
+    r->write();
+    if (kvp_plan_load(&p, PLAN, NULL, NULL, &err) != KVP_OK)
+        kvp_error_text(&err, got, sizeof got);
+    kvp_plan_release(&p);
+    remove(PLAN);
+    remove("build/check_robust-inc.yaml");
+    ck_assert_msg(strcmp(got, r->want) == 0, "%s:\n  want %s\n  got  %s", r->what, r->want, got);
+}
+END_TEST
+
+/* A baseline holds one result per assertion, so at most KVP_PLAN_MAX_CHECKS:
+ * each is looked up among the report's results. */
+START_TEST(baseline_results)
+{
+    struct kvp_plan_report r = {0};
+    struct kvp_error err = {0};
+    char got[KVP_ERROR_TEXT_MAX] = "(applies)";
+
+    write_plan("{\"kvplan_check\": 1, \"results\": [\n", "  {\"id\": \"d/a%05u\", \"measured\": 1},\n", 2049, "]}\n");
+    if (kvp_plan_baseline_apply(&r, PLAN, 0.0, &err) != KVP_OK)
+        kvp_error_text(&err, got, sizeof got);
+    remove(PLAN);
+    ck_assert_str_eq(got, PLAN ":1:32: more than 2048 results (a plan has at most 2048 assertions)");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("robust");
@@ -649,12 +812,15 @@ static Suite *suite(void)
     tcase_add_test(core, bad_corpus_fails_cleanly);
     tcase_set_timeout(core, 20);
     tcase_add_loop_test(lim, text_limits, 0, (int)N_ELEMS(text_rows));
+    tcase_add_loop_test(lim, shape_limits, 0, (int)N_ELEMS(shape_rows));
     tcase_add_loop_test(lim, validate_bounds, 0, (int)N_ELEMS(bound_rows));
     tcase_add_loop_test(lim, gguf_limits, 0, (int)N_ELEMS(gguf_rows));
     tcase_add_loop_test(lim, num_limits, 0, (int)N_ELEMS(num_rows));
     tcase_add_test(lim, file_over_read_cap);
     tcase_add_test(lim, text_file_cap);
     tcase_add_test(lim, many_keys_in_time);
+    tcase_add_loop_test(lim, plan_limits, 0, (int)N_ELEMS(plan_rows));
+    tcase_add_test(lim, baseline_results);
     tcase_set_timeout(lim, 10);
     suite_add_tcase(s, core);
     suite_add_tcase(s, lim);

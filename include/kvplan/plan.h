@@ -44,6 +44,9 @@
 #define KVP_PLAN_VERSION 1       /* the `kvplan_plan:` this library reads */
 #define KVP_PLAN_REPORT_VERSION 1 /* the `kvplan_check:` of JSON reports and baselines */
 #define KVP_PLAN_MAX_INCLUDE_DEPTH 8
+#define KVP_PLAN_MAX_FILES 64          /* files one kvp_plan_load reads, the same file counted each time */
+#define KVP_PLAN_MAX_DEPLOYMENTS 1024  /* in one plan */
+#define KVP_PLAN_MAX_CHECKS 2048       /* assertions in one plan (each costs a fit or a search) */
 #define KVP_PLAN_NAME_MAX 64    /* deployment and assertion names, NUL included */
 #define KVP_PLAN_ID_MAX 160     /* "deployment/assertion", NUL included */
 #define KVP_PLAN_PATH_MAX 1024
@@ -99,9 +102,11 @@ struct kvp_plan {
  * models (may be NULL: paths only), GPUs with kvp_gpu_find against gpus
  * (may be NULL: memory sizes only). Model paths and includes are relative to
  * the directory of the file that names them. Every error carries the
- * offending node's file:line:col; include cycles and includes nested deeper
- * than KVP_PLAN_MAX_INCLUDE_DEPTH are errors. On failure p keeps the
- * deployments of earlier successful calls only. */
+ * offending node's file:line:col; include cycles, includes nested deeper
+ * than KVP_PLAN_MAX_INCLUDE_DEPTH, more than KVP_PLAN_MAX_FILES files or 4 MiB
+ * read, more than KVP_PLAN_MAX_DEPLOYMENTS deployments or KVP_PLAN_MAX_CHECKS
+ * assertions are errors. Deployments naming the same model share one read of
+ * it. On failure p keeps the deployments of earlier successful calls only. */
 enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct kvp_catalog *models,
                               const struct kvp_gpu_catalog *gpus, struct kvp_error *err);
 

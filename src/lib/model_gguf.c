@@ -76,10 +76,36 @@ struct cursor {
     uint64_t pos;        /* offset of the next unread byte */
     const char *file;
     struct kvp_error *err;
-    char what[160];      /* what is being read, for messages: "key 3 ('llama.block_count')" */
+    /* what is being read, for messages, formatted by what() only on an error
+     * (formatting it for each of 4 million keys took a second): */
+    const char *item;    /* "key", "tensor", or the whole phrase ("the preamble") */
+    uint64_t index;      /* UINT64_MAX: item is the whole phrase */
+    const char *name;    /* the item's name once read, else NULL */
+    uint64_t name_len;
+    char what[160];
 };
 
 static uint64_t left(const struct cursor *c) { return c->len - c->pos; }
+
+static void reading(struct cursor *c, const char *item, uint64_t index)
+{
+    c->item = item;
+    c->index = index;
+    c->name = NULL;
+}
+
+/* "key 3 ('llama.block_count')", "key 3 name" (before the name is read), "the preamble". */
+static const char *what(struct cursor *c)
+{
+    if (c->index == UINT64_MAX)
+        return c->item;
+    if (!c->name)
+        snprintf(c->what, sizeof c->what, "%s %" PRIu64 " name", c->item, c->index);
+    else
+        snprintf(c->what, sizeof c->what, "%s %" PRIu64 " ('%.*s')", c->item, c->index,
+                 c->name_len > 80 ? 80 : (int)c->name_len, c->name);
+    return c->what;
+}
 
 /* Fail unless n bytes remain at the cursor. */
 static enum kvp_status need(struct cursor *c, uint64_t n)
@@ -88,7 +114,7 @@ static enum kvp_status need(struct cursor *c, uint64_t n)
         return KVP_OK;
     return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
                        "truncated header: %s needs %" PRIu64 " bytes at offset %" PRIu64 ", %" PRIu64 " left",
-                       c->what, n, c->pos, left(c));
+                       what(c), n, c->pos, left(c));
 }
 
 /* Little-endian load of n (<= 8) bytes at p. */
@@ -148,7 +174,7 @@ struct gval {
 static enum kvp_status bad_type(struct cursor *c, uint32_t t, const char *where)
 {
     return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
-                       "%s has unknown %stype %" PRIu32 " at offset %" PRIu64, c->what, where, t,
+                       "%s has unknown %stype %" PRIu32 " at offset %" PRIu64, what(c), where, t,
                        c->pos - 4);
 }
 
@@ -184,14 +210,14 @@ static enum kvp_status skip_array(struct cursor *c, struct gval *v)
     uint64_t size = type_size(v->elem);
     if (v->elem == GGUF_ARRAY)
         return kvp_fail_at(c->err, KVP_ERR_UNSUPPORTED, c->file, 0, 0,
-                           "%s is an array of arrays at offset %" PRIu64 " (not supported)", c->what,
+                           "%s is an array of arrays at offset %" PRIu64 " (not supported)", what(c),
                            v->at - 12);
     if (v->elem == GGUF_STRING) {
         if (v->count > left(c) / 8)
             return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
                                "truncated header: %s has %" PRIu64 " strings, more than fit in the %" PRIu64
                                " bytes left at offset %" PRIu64,
-                               c->what, v->count, left(c), c->pos);
+                               what(c), v->count, left(c), c->pos);
         for (uint64_t i = 0; i < v->count; i++) {
             const char *s;
             uint64_t n;
@@ -205,7 +231,7 @@ static enum kvp_status skip_array(struct cursor *c, struct gval *v)
         return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
                            "truncated header: %s has %" PRIu64 " %s values, more than fit in the %" PRIu64
                            " bytes left at offset %" PRIu64,
-                           c->what, v->count, type_names[v->elem], left(c), c->pos);
+                           what(c), v->count, type_names[v->elem], left(c), c->pos);
     c->pos += v->count * size; /* cannot overflow: count * size <= left */
     return KVP_OK;
 }
@@ -359,10 +385,11 @@ static enum kvp_status walk_kvs(struct cursor *c, struct header *h, bool arch_kn
         uint32_t t;
         struct gval v;
 
-        snprintf(c->what, sizeof c->what, "key %" PRIu64 " name", i);
+        reading(c, "key", i);
         if ((st = read_str(c, &key, &klen)) != KVP_OK)
             return st;
-        snprintf(c->what, sizeof c->what, "key %" PRIu64 " ('%.*s')", i, klen > 80 ? 80 : (int)klen, key);
+        c->name = key;
+        c->name_len = klen;
         if ((st = read_u32(c, &t)) != KVP_OK || (st = read_value(c, t, &v)) != KVP_OK)
             return st;
         if ((st = take_kv(c, h, key, klen, &v, i, arch_known)) != KVP_OK)
@@ -377,7 +404,7 @@ static enum kvp_status read_preamble(struct cursor *c, struct header *h)
 {
     enum kvp_status st;
 
-    snprintf(c->what, sizeof c->what, "the preamble");
+    reading(c, "the preamble", UINT64_MAX);
     if ((st = need(c, 4)) != KVP_OK)
         return st;
     if (memcmp(c->data, "GGUF", 4) != 0)
@@ -466,15 +493,16 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
         uint64_t nlen, ne[MAX_DIMS] = {1, 1, 1, 1}, offset, type_at;
         uint32_t n_dims, type;
 
-        snprintf(c->what, sizeof c->what, "tensor %" PRIu64 " name", i);
+        reading(c, "tensor", i);
         if ((st = read_str(c, &name, &nlen)) != KVP_OK)
             return st;
-        snprintf(c->what, sizeof c->what, "tensor %" PRIu64 " ('%.*s')", i, nlen > 80 ? 80 : (int)nlen, name);
+        c->name = name;
+        c->name_len = nlen;
         if ((st = read_u32(c, &n_dims)) != KVP_OK)
             return st;
         if (n_dims > MAX_DIMS)
             return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
-                               "%s has %" PRIu32 " dimensions at offset %" PRIu64 " (at most %d)", c->what,
+                               "%s has %" PRIu32 " dimensions at offset %" PRIu64 " (at most %d)", what(c),
                                n_dims, c->pos - 4, MAX_DIMS);
         for (uint32_t d = 0; d < n_dims; d++)
             if ((st = read_u64(c, &ne[d])) != KVP_OK)

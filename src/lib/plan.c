@@ -22,7 +22,8 @@
 #include "io.h"
 #include "ydoc.h"
 
-#define PLAN_FILE_MAX (1u << 20) /* bytes; a plan is a few KiB */
+#define PLAN_FILE_MAX (1u << 20)  /* bytes; a plan is a few KiB */
+#define PLAN_TOTAL_MAX (4u << 20) /* bytes of one plan and all it includes */
 
 /* ---- kinds -------------------------------------------------------------- */
 
@@ -201,6 +202,13 @@ struct loader {
     const struct kvp_gpu_catalog *gpus;
     struct kvp_error *err;
     uint32_t depth; /* files open below the top one */
+    uint32_t files; /* files read so far, and their bytes */
+    uint64_t bytes;
+    uint32_t n_models; /* the models opened so far, by the name they were opened with */
+    struct opened {
+        char *name;
+        const struct kvp_model *model; /* a deployment's */
+    } *models_opened;
     struct {
         dev_t dev;
         ino_t ino;
@@ -436,6 +444,34 @@ static void deployment_free(struct kvp_plan_deployment *dep)
     memset(dep, 0, sizeof *dep);
 }
 
+/* *out: model `name`, read once per load: a plan of 1024 deployments of one
+ * 4 MiB config reads it once, not 1024 times. */
+static enum kvp_status open_model(struct loader *L, const char *name, struct kvp_model **out)
+{
+    struct opened *grown;
+    enum kvp_status st;
+
+    for (uint32_t i = 0; i < L->n_models; i++) {
+        if (strcmp(L->models_opened[i].name, name) != 0)
+            continue;
+        if (!(*out = malloc(sizeof **out)))
+            return kvp_fail(L->err, KVP_ERR_NOMEM, "out of memory reading the plan");
+        **out = *L->models_opened[i].model;
+        return KVP_OK;
+    }
+    if (!(grown = realloc(L->models_opened, (L->n_models + 1) * sizeof *grown)))
+        return kvp_fail(L->err, KVP_ERR_NOMEM, "out of memory reading the plan");
+    L->models_opened = grown;
+    if (!(grown[L->n_models].name = strdup(name)))
+        return kvp_fail(L->err, KVP_ERR_NOMEM, "out of memory reading the plan");
+    if ((st = kvp_model_open(L->models, name, out, L->err)) != KVP_OK) {
+        free(grown[L->n_models].name);
+        return st;
+    }
+    grown[L->n_models++].model = *out;
+    return KVP_OK;
+}
+
 /* Turn settings into dep->d the way `kvplan fit` turns its options. */
 static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_t *node, const struct settings *s,
                                     struct kvp_plan_deployment *dep)
@@ -448,7 +484,7 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
 
     if (!s->has_model)
         return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs a 'model'", dep->name);
-    if ((st = kvp_model_open(L->models, s->model, &dep->model, err)) != KVP_OK) {
+    if ((st = open_model(L, s->model, &dep->model)) != KVP_OK) {
         if (!err->file[0]) /* an unknown name: point at where it is written */
             kvp_error_place(err, s->model_file, s->model_line, s->model_col);
         return st;
@@ -474,6 +510,7 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     struct kvp_plan_deployment *dep;
     struct settings s = *defaults;
     yaml_node_t *n, *list;
+    size_t want, checks = 0;
     enum kvp_status st;
 
     for (uint32_t i = 0; i < nk; i++)
@@ -484,6 +521,8 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     allowed[nk + 3] = NULL;
     if ((st = ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = ydoc_check_keys(d, node, allowed, err)))
         return st;
+    if (p->n == KVP_PLAN_MAX_DEPLOYMENTS)
+        return ydoc_fail(d, node, err, KVP_ERR_RANGE, "more than %d deployments", KVP_PLAN_MAX_DEPLOYMENTS);
     if (p->n == p->cap) {
         uint32_t cap = p->cap ? p->cap * 2 : 8;
         struct kvp_plan_deployment *grown = realloc(p->deps, cap * sizeof *grown);
@@ -515,12 +554,20 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
         return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must be a list or a mapping of assertions, not a scalar");
     if ((st = read_settings(L, d, node, &s)) != KVP_OK || (st = build_deploy(L, d, node, &s, dep)) != KVP_OK)
         goto fail;
+    want = list->type == YAML_MAPPING_NODE ? (size_t)(list->data.mapping.pairs.top - list->data.mapping.pairs.start)
+                                           : (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+    for (uint32_t i = 0; i < p->n; i++)
+        checks += p->deps[i].n_checks;
+    if (want > KVP_PLAN_MAX_CHECKS - checks) {
+        st = ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d assertions in the plan (%zu with these)",
+                       KVP_PLAN_MAX_CHECKS, checks + want);
+        goto fail;
+    }
+    if (!(dep->checks = calloc(want, sizeof *dep->checks))) {
+        st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
+        goto fail;
+    }
     if (list->type == YAML_MAPPING_NODE) { /* the short form: {fits: true, min_concurrency: 64} */
-        size_t want = (size_t)(list->data.mapping.pairs.top - list->data.mapping.pairs.start);
-        if (!(dep->checks = calloc(want, sizeof *dep->checks))) {
-            st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
-            goto fail;
-        }
         for (yaml_node_pair_t *q = list->data.mapping.pairs.start; q < list->data.mapping.pairs.top; q++) {
             if ((st = read_check(d, ydoc_node(d, q->key), ydoc_node(d, q->value), NULL, dep,
                                  &dep->checks[dep->n_checks], err)) != KVP_OK)
@@ -528,11 +575,6 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
             dep->n_checks++;
         }
     } else {
-        size_t want = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
-        if (!(dep->checks = calloc(want, sizeof *dep->checks))) {
-            st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
-            goto fail;
-        }
         for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
             if ((st = read_check_item(d, ydoc_node(d, *it), dep, &dep->checks[dep->n_checks], err)) != KVP_OK)
                 goto fail;
@@ -598,7 +640,19 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
 
     if (!eff)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (++L->files > KVP_PLAN_MAX_FILES) {
+        free(eff);
+        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "more than %d plan files with the includes",
+                           KVP_PLAN_MAX_FILES);
+    }
     if ((st = kvp_read_file(path, PLAN_FILE_MAX, &text, &len, NULL, err)) != KVP_OK) {
+        free(eff);
+        return st;
+    }
+    if ((L->bytes += len) > PLAN_TOTAL_MAX) {
+        st = kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the plan and its includes are larger than %u MiB",
+                         PLAN_TOTAL_MAX >> 20);
+        free(text);
         free(eff);
         return st;
     }
@@ -680,6 +734,9 @@ enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct
     if (st != KVP_OK)
         while (p->n > before)
             deployment_free(&p->deps[--p->n]);
+    for (uint32_t i = 0; i < L->n_models; i++)
+        free(L->models_opened[i].name);
+    free(L->models_opened);
     free(L);
     free(top);
     return st;
@@ -885,6 +942,9 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
         st = ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "missing required key 'results'");
     else
         st = ydoc_want_seq(&d, list, "results", err);
+    if (st == KVP_OK && list->data.sequence.items.top - list->data.sequence.items.start > KVP_PLAN_MAX_CHECKS)
+        st = ydoc_fail(&d, list, err, KVP_ERR_RANGE, "more than %d results (a plan has at most %d assertions)",
+                       KVP_PLAN_MAX_CHECKS, KVP_PLAN_MAX_CHECKS);
     if (st != KVP_OK)
         goto done;
     for (uint32_t i = 0; i < r->n; i++)

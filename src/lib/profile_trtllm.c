@@ -26,7 +26,8 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
                                         KVP_DTYPE_NVFP4};
     uint32_t tpb = d->block_size ? d->block_size : 32, np = 0;
-    uint64_t want = d->concurrency ? d->concurrency : 1, deficit = 0, avail, weighted = 0;
+    uint64_t want = d->concurrency ? d->concurrency : 1, deficit = 0, avail;
+    long double weighted = 0; /* sum of window x bytes per token: only a ratio's denominator, may pass 2^64 */
     struct pool pools[KVP_MAX_SPECS];
     struct prank r = {0};
     enum kvp_status st;
@@ -77,7 +78,7 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     f->kv_budget_bytes = avail;
     f->kv_tokens = avail / f->kv_bytes_per_token_per_gpu;
     for (uint32_t j = 0; j < np; j++)
-        weighted += pools[j].window * pools[j].per_token;
+        weighted += (long double)pools[j].window * pools[j].per_token;
     /* each window's pool gets a share proportional to window x bytes per token */
     for (uint32_t j = 0; j < np; j++) {
         uint64_t share = np == 1 ? avail : (uint64_t)((long double)avail * pools[j].window * pools[j].per_token / weighted);

@@ -1,8 +1,9 @@
 /* ydoc.h -- typed, place-aware access to a libyaml document (internal).
  *
  * Both text parsers (kvplan YAML models and Hugging Face config.json, which
- * is YAML flow syntax) load the whole document with libyaml, then read it
- * through these helpers, so every error carries the node's file:line:col.
+ * is YAML flow syntax), plans and the GPU catalog load the whole document
+ * with libyaml, then read it through these helpers, so every error carries
+ * the node's file:line:col.
  *
  *     struct ydoc d;
  *     if (ydoc_load(&d, text, len, "x.yaml", &err) != KVP_OK) return ...;
@@ -11,7 +12,14 @@
  *     st = ydoc_get_u32(&d, root, "hidden", true, &hidden, &err);
  *     ydoc_release(&d);
  *
- * ydoc_load rejects duplicate keys and nesting deeper than YDOC_MAX_DEPTH.
+ * ydoc_load builds the document from libyaml's events and stops at the first
+ * event that breaks a limit below (docs/robustness.md), so no input costs
+ * more than its bytes: duplicate keys, non-scalar keys, nesting deeper than
+ * YDOC_MAX_DEPTH, more than YDOC_MAX_NODES nodes (aliases expanded), a
+ * scalar longer than YDOC_MAX_SCALAR bytes, more than YDOC_MAX_ANCHORS
+ * anchors or YDOC_MAX_ALIASES aliases, an alias inside its own anchor, more
+ * than YDOC_MAX_DIRECTIVES directives. Only
+ * the first document of a stream is read.
  * The struct owns the document until ydoc_release (safe on a failed load).
  */
 #ifndef KVPLAN_YDOC_H
@@ -23,7 +31,12 @@
 
 #include "kvplan/error.h"
 
-#define YDOC_MAX_DEPTH 32
+#define YDOC_MAX_DEPTH 32          /* collections around a node */
+#define YDOC_MAX_NODES (1u << 18)  /* 262144; a config.json with 20,000 labels has 40,000 */
+#define YDOC_MAX_SCALAR (1u << 16) /* bytes of one scalar; the longest field read is a path */
+#define YDOC_MAX_ANCHORS 1024      /* each alias looks its anchor up among these */
+#define YDOC_MAX_ALIASES 1024
+#define YDOC_MAX_DIRECTIVES 64     /* %YAML and %TAG lines before the document */
 
 struct ydoc {
     yaml_document_t doc;
