@@ -452,27 +452,27 @@ static enum kvp_status count_tensor(struct cursor *c, struct header *h, const ch
 
     if (!kvp_dtype_from_ggml(type, &d))
         return kvp_fail_at(c->err, KVP_ERR_UNSUPPORTED, c->file, 0, 0,
-                           "%s has unknown ggml type %" PRIu32 " at offset %" PRIu64, c->what, type, at);
+                           "%s has unknown ggml type %" PRIu32 " at offset %" PRIu64, what(c), type, at);
     info = kvp_dtype_info(d);
     if (ne[0] % info->block_elems != 0)
         return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
                            "%s has rows of %" PRIu64 " values, not a multiple of the %s block of %" PRIu32
                            " at offset %" PRIu64,
-                           c->what, ne[0], info->name, info->block_elems, at);
+                           what(c), ne[0], info->name, info->block_elems, at);
     if (!kvp_mul3(ne[1], ne[2], ne[3], &rows) || !kvp_mul(rows, ne[0], &params))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
                            "%s has %" PRIu64 " x %" PRIu64 " x %" PRIu64 " x %" PRIu64
                            " values, more than 2^64, at offset %" PRIu64,
-                           c->what, ne[0], ne[1], ne[2], ne[3], at);
+                           what(c), ne[0], ne[1], ne[2], ne[3], at);
     if (kvp_format_row_bytes(&(struct kvp_format){.dtype = d}, ne[0], &row, &inner) != KVP_OK ||
         !kvp_mul(row, rows, &bytes) || !kvp_add(h->by_dtype[d].bytes, bytes, &h->by_dtype[d].bytes) ||
         !kvp_add(h->by_dtype[d].params, params, &h->by_dtype[d].params))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
-                           "%s: its bytes in %s overflow 64 bits at offset %" PRIu64, c->what, info->name, at);
+                           "%s: its bytes in %s overflow 64 bits at offset %" PRIu64, what(c), info->name, at);
     h->by_dtype[d].tensors++;
     if (name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
-                           "%s: expert bytes overflow 64 bits at offset %" PRIu64, c->what, at);
+                           "%s: expert bytes overflow 64 bits at offset %" PRIu64, what(c), at);
     return KVP_OK;
 }
 
