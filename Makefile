@@ -58,6 +58,7 @@ help:
 	@echo "make check-SUITE    build and run one suite: $(patsubst check_%,%,$(notdir $(TEST_BIN))) cli xml"
 	@echo "make check-ref-independent  the decoder's objects call no engine pricing function (in check)"
 	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
+	@echo "make check-symbols  libkvplan exports only kvp_ names (in check)"
 	@echo "make check-examples the plans in docs/examples through kvplan check"
 	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
 	@echo "make tui-test       the TUI driven in tmux"
@@ -127,10 +128,12 @@ check-%: $(BUILD)/tests/check_% $(BIN)
 # (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
 REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
                  kvp_layer_kind_name kvp_model_add_layers kvp_model_init
+REF_OBJ := $(filter $(BUILD)/src/ref/%,$(LIB_OBJ))
 .PHONY: check-ref-independent
 check-ref-independent: $(LIB)
-	@bad=$$(nm -u $(filter $(BUILD)/src/ref/%,$(LIB_OBJ)) | awk '$$2 ~ /^kvp_/ && $$2 !~ /^kvp_ref_/ {print $$2}' | \
-	    sort -u | grep -vxF $(REF_ENGINE_OK:%=-e %)); \
+	@own=$$(nm -g --defined-only $(REF_OBJ) | awk 'NF == 3 {print $$3}' | sort -u); \
+	bad=$$(nm -u $(REF_OBJ) | awk '$$2 ~ /^kvp_/ {print $$2}' | sort -u | grep -vxF $(REF_ENGINE_OK:%=-e %) | \
+	    grep -vxF $$(echo "$$own" | sed 's/^/-e /')); \
 	if [ -n "$$bad" ]; then echo "check-ref-independent: src/ref calls the engine's" $$bad; exit 1; fi; \
 	echo "check-ref-independent: src/ref/*.o call no engine pricing function"
 
@@ -154,7 +157,14 @@ $(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(L
 check-mutation: $(MUT_BIN)
 	@for t in $(MUT_BIN); do KVPLAN_DATADIR=models CK_RUN_CASE=mutation ./$$t || exit 1; done
 
-check: check-ref-independent check-mutation
+check: check-ref-independent check-mutation check-symbols
+
+# libkvplan exports only kvp_ names: a program that links it keeps every other name
+.PHONY: check-symbols
+check-symbols: $(LIB)
+	@bad=$$(nm -g --defined-only $(LIB) | awk 'NF == 3 && $$3 !~ /^kvp_/ {print $$3}' | sort -u); \
+	if [ -n "$$bad" ]; then echo "check-symbols: libkvplan exports names without kvp_:" $$bad; exit 1; fi; \
+	echo "check-symbols: libkvplan exports only kvp_ names"
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \

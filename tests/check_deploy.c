@@ -63,7 +63,7 @@ static void tiny_gemma3(struct kvp_model *m)
 }
 
 /* The hand-worked rule tests give the start-up reserve (0 unless set), so the
- * estimate of src/lib/profile_reserve.c does not enter their arithmetic. */
+ * estimate of src/lib/kvp_profile_reserve.c does not enter their arithmetic. */
 static void reserve_given(struct kvp_deploy *d)
 {
     d->activation_given = d->non_torch_given = true;
@@ -147,7 +147,7 @@ END_TEST
 /* Real engine start-ups replayed from what the user set: model, GPU memory as
  * the device reported it, tp, max_model_len, utilization, release, and
  * nothing measured -- the weights are computed and the start-up reserve is
- * estimated (src/lib/profile_reserve.c). The logged KV budget and tokens are
+ * estimated (src/lib/kvp_profile_reserve.c). The logged KV budget and tokens are
  * the engines' own lines. Training cases come from
  * /work/shared/reference/engine-logs-train.json (the id is theirs); the
  * constants of the estimate were chosen on them. Held-out cases were not

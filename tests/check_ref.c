@@ -661,14 +661,14 @@ static const struct {
 
 static double rel_rms(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, float gain)
 {
-    uint64_t nb = codec_row_bytes(f, n_kv, d);
+    uint64_t nb = kvp_codec_row_bytes(f, n_kv, d);
     uint8_t *buf = malloc(nb);
     float *y = malloc((size_t)n_kv * d * sizeof *y), *xs = malloc((size_t)n_kv * d * sizeof *xs);
     double num = 0, den = 0;
     for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++)
         xs[i] = x[i] * gain;
-    codec_encode_row(f, n_kv, d, xs, buf);
-    codec_decode_row(f, n_kv, d, buf, y);
+    kvp_codec_encode_row(f, n_kv, d, xs, buf);
+    kvp_codec_decode_row(f, n_kv, d, buf, y);
     for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++) {
         num += ((double)xs[i] - y[i]) * ((double)xs[i] - y[i]);
         den += (double)xs[i] * xs[i];
@@ -691,9 +691,9 @@ START_TEST(block_round_trip)
     float x[NKV * D];
     double err[sizeof blocks / sizeof blocks[0]];
     struct pcg r;
-    pcg_seed(&r, 11, 3);
+    kvp_pcg_seed(&r, 11, 3);
     for (int i = 0; i < NKV * D; i++)
-        x[i] = pcg_float(&r);
+        x[i] = kvp_pcg_float(&r);
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         struct kvp_format f = fmt(blocks[i].name);
         for (size_t g = 0; g < sizeof gains / sizeof gains[0]; g++) {
@@ -724,13 +724,13 @@ START_TEST(block_row_bytes)
             uint64_t want = (uint64_t)n_kv * (d / blocks[i].elems) * blocks[i].bytes, lib;
             ck_assert_kvp_ok(kvp_format_row_bytes(&f, d, &lib, &err), err);
             ck_assert_uint_eq(lib * n_kv, want);
-            ck_assert_uint_eq(codec_row_bytes(&f, n_kv, d), want);
+            ck_assert_uint_eq(kvp_codec_row_bytes(&f, n_kv, d), want);
             uint8_t *buf = malloc(want + 16);
             float *x = malloc((size_t)n_kv * d * sizeof *x);
             for (uint64_t k = 0; k < (uint64_t)n_kv * d; k++)
                 x[k] = (float)((k * 37) % 101) / 50.0f - 1.0f;
             memset(buf, 0xA5, want + 16);
-            codec_encode_row(&f, n_kv, d, x, buf);
+            kvp_codec_encode_row(&f, n_kv, d, x, buf);
             for (int k = 0; k < 16; k++)
                 ck_assert_msg(buf[want + k] == 0xA5, "%s d %u: byte %llu past the row written", blocks[i].name, d,
                               (unsigned long long)(want + k));
@@ -780,8 +780,8 @@ START_TEST(block_layouts)
             default: x[i] = e2m1[i] / 2; break;
             }
         }
-        ck_assert_uint_eq(codec_row_bytes(&f, 1, n), h + n / 2);
-        codec_encode_row(&f, 1, n, x, b);
+        ck_assert_uint_eq(kvp_codec_row_bytes(&f, 1, n), h + n / 2);
+        kvp_codec_encode_row(&f, 1, n, x, b);
         for (uint32_t k = 0; k < h; k++)
             ck_assert_msg(b[k] == cases[c].pre[k], "%s byte %u: 0x%02x, want 0x%02x", cases[c].name, k, b[k],
                           cases[c].pre[k]);
@@ -795,7 +795,7 @@ START_TEST(block_layouts)
             ck_assert_msg(b[h + j] == (uint8_t)(lo | hi << 4), "%s nibble byte %u: 0x%02x", cases[c].name, j,
                           b[h + j]);
         }
-        codec_decode_row(&f, 1, n, b, y);
+        kvp_codec_decode_row(&f, 1, n, b, y);
         for (uint32_t i = 0; i < n; i++)
             ck_assert_msg(y[i] == x[i], "%s value %u: %g, want %g", cases[c].name, i, y[i], x[i]);
     }
@@ -811,14 +811,14 @@ START_TEST(block_edges)
         struct kvp_format f = fmt(blocks[i].name);
         float x[32] = {0}, y[32];
         uint8_t b[64];
-        codec_encode_row(&f, 1, 32, x, b);
-        codec_decode_row(&f, 1, 32, b, y);
+        kvp_codec_encode_row(&f, 1, 32, x, b);
+        kvp_codec_decode_row(&f, 1, 32, b, y);
         for (int j = 0; j < 32; j++)
             ck_assert_msg(y[j] == 0, "%s: zero decodes to %g", blocks[i].name, y[j]);
         for (int j = 0; j < 32; j++)
             x[j] = (j % 2 ? 1 : -1) * 1e3f * (float)(j + 1);
-        codec_encode_row(&f, 1, 32, x, b);
-        codec_decode_row(&f, 1, 32, b, y);
+        kvp_codec_encode_row(&f, 1, 32, x, b);
+        kvp_codec_decode_row(&f, 1, 32, b, y);
         for (int j = 0; j < 32; j++)
             ck_assert_msg(isfinite(y[j]), "%s: %g decodes to %g", blocks[i].name, x[j], y[j]);
     }
@@ -906,24 +906,24 @@ START_TEST(outliers_round_trip)
     float x[N], y[N], z[N];
     uint8_t buf[1024];
     struct pcg r;
-    pcg_seed(&r, 5, 3);
+    kvp_pcg_seed(&r, 5, 3);
     for (int i = 0; i < N; i++)
-        x[i] = pcg_float(&r) * ((i % D == 3 || i % D == 40) ? 30.0f : 1.0f);
+        x[i] = kvp_pcg_float(&r) * ((i % D == 3 || i % D == 40) ? 30.0f : 1.0f);
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
         struct kvp_format plain = fmt(fs[i][0]), f = fmt(fs[i][1]);
         struct codec_okey heap[N];
         float t[N];
-        uint64_t k = codec_outliers(&f, N);
+        uint64_t k = kvp_codec_outliers(&f, N);
         double e0 = 0, e1 = 0;
         ck_assert_uint_eq(k, (uint64_t)ceil(f.outliers_ppm / 1e6 * N - 1e-9));
-        codec_encode_row(&plain, N_KV, D, x, buf);
-        codec_decode_row(&plain, N_KV, D, buf, y);
+        kvp_codec_encode_row(&plain, N_KV, D, x, buf);
+        kvp_codec_decode_row(&plain, N_KV, D, buf, y);
         memcpy(t, x, sizeof t);
         memset(buf, 0, sizeof buf);
-        codec_split_outliers(&f, N, t, heap, buf + codec_row_bytes(&f, N_KV, D));
-        codec_encode_row(&f, N_KV, D, t, buf);
-        codec_decode_row(&f, N_KV, D, buf, z);
-        codec_merge_outliers(&f, N, buf + codec_row_bytes(&f, N_KV, D), z);
+        kvp_codec_split_outliers(&f, N, t, heap, buf + kvp_codec_row_bytes(&f, N_KV, D));
+        kvp_codec_encode_row(&f, N_KV, D, t, buf);
+        kvp_codec_decode_row(&f, N_KV, D, buf, z);
+        kvp_codec_merge_outliers(&f, N, buf + kvp_codec_row_bytes(&f, N_KV, D), z);
         int exact = 0;
         for (int j = 0; j < N; j++) {
             e0 += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);

@@ -279,7 +279,7 @@ static const struct text_row text_rows[] = {
     {"recursive alias", T_YAML, "a: &a [*a]\n", "t.yaml:1:8: alias 'a' refers to a node that contains it", false},
     {"undefined alias", T_YAML, "a: *b\n", "t.yaml:1:4: undefined alias 'b'", false},
     /* was a GAP, fixed: a reader error (bad byte) has its place in problem_offset, not problem_mark, so
-     * ydoc_load reported 1:1 for a NUL on line 2 */
+     * kvp_ydoc_load reported 1:1 for a NUL on line 2 */
     {"NUL in text", T_YAML, "kvplan: 1\nname: x\0y\n", "t.yaml:2:8: control characters are not allowed", true},
 };
 

@@ -128,7 +128,7 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
 
 /* ---- shared by the profiles ---- */
 
-void profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_t *first, uint32_t *count)
+void kvp_profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_t *first, uint32_t *count)
 {
     uint32_t base = n_layers / pp, rem = n_layers % pp, start = 0;
     for (uint32_t s = 0; s <= stage; s++) {
@@ -142,7 +142,7 @@ void profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_
     }
 }
 
-enum kvp_status profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
+enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
                              uint32_t count, struct prank *r, struct kvp_error *err)
 {
     uint32_t idx[KVP_MAX_SPECS];
@@ -195,7 +195,7 @@ enum kvp_status profile_rank(const struct kvp_model *m, const struct kvp_deploy 
     return KVP_OK;
 }
 
-enum kvp_status profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
                                 struct kvp_error *err)
 {
     struct kvp_weights w;
@@ -210,7 +210,7 @@ enum kvp_status profile_weights(const struct kvp_model *m, const struct kvp_depl
     return KVP_OK;
 }
 
-enum kvp_status profile_formats(const struct kvp_deploy *d, const enum kvp_dtype *ok, int n, struct kvp_error *err)
+enum kvp_status kvp_profile_formats(const struct kvp_deploy *d, const enum kvp_dtype *ok, int n, struct kvp_error *err)
 {
     const struct kvp_format *f[2] = {&d->k, &d->v};
     for (int i = 0; i < 2; i++) {
@@ -229,18 +229,18 @@ enum kvp_status profile_formats(const struct kvp_deploy *d, const enum kvp_dtype
     return KVP_OK;
 }
 
-uint64_t profile_reserve(const struct kvp_deploy *d)
+uint64_t kvp_profile_reserve(const struct kvp_deploy *d)
 {
     return kvp_sat_add(kvp_sat_add(d->activation_memory, d->non_torch_memory), d->cuda_graph_memory);
 }
 
-uint64_t profile_fraction(uint64_t memory, double fraction)
+uint64_t kvp_profile_fraction(uint64_t memory, double fraction)
 {
     long double v = (long double)memory * fraction;
     return v <= 0 ? 0 : v >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)v;
 }
 
-uint64_t profile_sub(uint64_t a, uint64_t b, uint64_t *short_by)
+uint64_t kvp_profile_sub(uint64_t a, uint64_t b, uint64_t *short_by)
 {
     if (b > a) {
         if (short_by)
@@ -250,18 +250,18 @@ uint64_t profile_sub(uint64_t a, uint64_t b, uint64_t *short_by)
     return a - b;
 }
 
-void profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit)
+void kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit)
 {
     f->fits = fits && deficit == 0;
     if (f->fits) {
-        f->free_bytes = profile_sub(f->kv_budget_bytes, f->kv_bytes_required, NULL);
+        f->free_bytes = kvp_profile_sub(f->kv_budget_bytes, f->kv_bytes_required, NULL);
         f->short_bytes = 0;
     } else {
-        f->short_bytes = deficit + profile_sub(f->kv_bytes_required, f->kv_budget_bytes, NULL);
+        f->short_bytes = deficit + kvp_profile_sub(f->kv_bytes_required, f->kv_budget_bytes, NULL);
     }
 }
 
-enum kvp_status profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,
+enum kvp_status kvp_profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,
                                     uint64_t *out, struct kvp_error *err)
 {
     uint64_t lo = 0, hi = limit;
@@ -311,7 +311,7 @@ static void effective(const struct kvp_model *m, const struct kvp_deploy *d, str
     f->release = kvp_deploy_release(d);
     if (e->util == 0.0 && f->release->util > 0.0 && f->release->util < 1.0)
         e->util = f->release->util;
-    e->max_batched_tokens = profile_batched_tokens(d);
+    e->max_batched_tokens = kvp_profile_batched_tokens(d);
     if (e->engine == KVP_ENGINE_LLAMACPP && e->concurrency > 1 && e->n_seq <= 1) {
         e->n_seq = e->concurrency > UINT32_MAX ? UINT32_MAX : (uint32_t)e->concurrency;
         e->context = kvp_sat_mul(d->context, e->concurrency);
@@ -335,12 +335,12 @@ enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_depl
         return st;
     effective(m, d, f, &e);
     switch (d->engine) {
-    case KVP_ENGINE_IDEAL: st = profile_ideal(m, &e, f, err); break;
-    case KVP_ENGINE_VLLM: st = profile_vllm(m, &e, f, err); break;
-    case KVP_ENGINE_SGLANG: st = profile_sglang(m, &e, f, err); break;
-    case KVP_ENGINE_TRTLLM: st = profile_trtllm(m, &e, f, err); break;
-    case KVP_ENGINE_LLAMACPP: st = profile_llamacpp(m, &e, f, err); break;
-    default: st = profile_hf(m, &e, f, err); break;
+    case KVP_ENGINE_IDEAL: st = kvp_profile_ideal(m, &e, f, err); break;
+    case KVP_ENGINE_VLLM: st = kvp_profile_vllm(m, &e, f, err); break;
+    case KVP_ENGINE_SGLANG: st = kvp_profile_sglang(m, &e, f, err); break;
+    case KVP_ENGINE_TRTLLM: st = kvp_profile_trtllm(m, &e, f, err); break;
+    case KVP_ENGINE_LLAMACPP: st = kvp_profile_llamacpp(m, &e, f, err); break;
+    default: st = kvp_profile_hf(m, &e, f, err); break;
     }
     /* the host tier holds whole tokens at the same bytes per token as the GPU */
     if (st == KVP_OK && d->cpu_offload && f->kv_bytes_per_token_per_gpu) {

@@ -23,20 +23,20 @@
 static enum kvp_status read_number(struct ydoc *d, yaml_node_t *n, const char *what, double *out,
                                    struct kvp_error *err)
 {
-    const char *v = ydoc_scalar(n);
+    const char *v = kvp_ydoc_scalar(n);
     char *end;
     double x;
 
     if (!v)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a %s", what,
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a %s", what,
                          n->type == YAML_MAPPING_NODE ? "mapping" : "sequence");
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a string (got \"%.40s\")", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number, not a string (got \"%.40s\")", what, v);
     if (v[0] == '-')
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
     x = strtod(v, &end);
     if (!*v || *end || strspn(v, "0123456789.eE+") != strlen(v) || !isfinite(x))
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got %.40s)", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got %.40s)", what, v);
     *out = x;
     return KVP_OK;
 }
@@ -45,11 +45,11 @@ static enum kvp_status read_number(struct ydoc *d, yaml_node_t *n, const char *w
 static enum kvp_status read_name(struct ydoc *d, yaml_node_t *n, const char *what, char *buf,
                                  struct kvp_error *err)
 {
-    enum kvp_status st = ydoc_str(d, n, what, buf, KVP_GPU_ID_MAX, err);
+    enum kvp_status st = kvp_ydoc_str(d, n, what, buf, KVP_GPU_ID_MAX, err);
     if (st != KVP_OK)
         return st;
     if (!buf[0] || strspn(buf, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(buf))
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
                          "'%s' must be lower-case letters, digits, '-' and '.' (got \"%s\")", what, buf);
     return KVP_OK;
 }
@@ -66,7 +66,7 @@ static enum kvp_status check_unique(struct ydoc *d, yaml_node_t *n, const char *
         for (uint32_t a = 0; !dup && a < na; a++)
             dup = strcasecmp(o->aliases[a], name) == 0;
         if (dup)
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "GPU name '%s' is already used by '%s'", name, o->id);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "GPU name '%s' is already used by '%s'", name, o->id);
     }
     return KVP_OK;
 }
@@ -83,49 +83,49 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
     enum kvp_status st;
 
     memset(g, 0, sizeof *g);
-    if ((st = ydoc_want_map(d, map, "gpus[]", err)) || (st = ydoc_check_keys(d, map, keys, err)))
+    if ((st = kvp_ydoc_want_map(d, map, "gpus[]", err)) || (st = kvp_ydoc_check_keys(d, map, keys, err)))
         return st;
-    if (!(n = ydoc_get(d, map, "id")) || ydoc_is_null(n))
-        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'id'");
+    if (!(n = kvp_ydoc_get(d, map, "id")) || kvp_ydoc_is_null(n))
+        return kvp_ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'id'");
     if ((st = read_name(d, n, "id", g->id, err)) || (st = check_unique(d, n, g->id, gpus, count, g, 0, err)))
         return st;
-    if ((n = ydoc_get(d, map, "aliases")) != NULL && !ydoc_is_null(n)) {
+    if ((n = kvp_ydoc_get(d, map, "aliases")) != NULL && !kvp_ydoc_is_null(n)) {
         yaml_node_item_t *it;
-        if ((st = ydoc_want_seq(d, n, "aliases", err)))
+        if ((st = kvp_ydoc_want_seq(d, n, "aliases", err)))
             return st;
         for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-            yaml_node_t *an = ydoc_node(d, *it);
+            yaml_node_t *an = kvp_ydoc_node(d, *it);
             if (g->n_aliases == KVP_GPU_ALIASES_MAX)
-                return ydoc_fail(d, an, err, KVP_ERR_RANGE, "'%s' has more than %d aliases", g->id, KVP_GPU_ALIASES_MAX);
+                return kvp_ydoc_fail(d, an, err, KVP_ERR_RANGE, "'%s' has more than %d aliases", g->id, KVP_GPU_ALIASES_MAX);
             if ((st = read_name(d, an, "aliases", g->aliases[g->n_aliases], err)) ||
                 (st = check_unique(d, an, g->aliases[g->n_aliases], gpus, count, g, g->n_aliases, err)))
                 return st;
             g->n_aliases++;
         }
     }
-    if ((st = ydoc_get_str(d, map, "name", true, g->name, sizeof g->name, err)) ||
-        (st = ydoc_get_u64(d, map, "memory_bytes", true, &g->memory_bytes, err)) ||
-        (st = ydoc_get_str(d, map, "memory_source", true, g->memory_source, sizeof g->memory_source, err)) ||
-        (st = ydoc_get_u64(d, map, "bandwidth_gbs", true, &gbs, err)) ||
-        (st = ydoc_get_str(d, map, "source", true, g->source, sizeof g->source, err)))
+    if ((st = kvp_ydoc_get_str(d, map, "name", true, g->name, sizeof g->name, err)) ||
+        (st = kvp_ydoc_get_u64(d, map, "memory_bytes", true, &g->memory_bytes, err)) ||
+        (st = kvp_ydoc_get_str(d, map, "memory_source", true, g->memory_source, sizeof g->memory_source, err)) ||
+        (st = kvp_ydoc_get_u64(d, map, "bandwidth_gbs", true, &gbs, err)) ||
+        (st = kvp_ydoc_get_str(d, map, "source", true, g->source, sizeof g->source, err)))
         return st;
     if (g->memory_bytes == 0)
-        return ydoc_fail(d, ydoc_get(d, map, "memory_bytes"), err, KVP_ERR_RANGE, "'memory_bytes' must be greater than 0");
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "memory_bytes"), err, KVP_ERR_RANGE, "'memory_bytes' must be greater than 0");
     if (gbs == 0)
-        return ydoc_fail(d, ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_RANGE, "'bandwidth_gbs' must be greater than 0");
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_RANGE, "'bandwidth_gbs' must be greater than 0");
     if (!kvp_mul(gbs, 1000000000u, &g->bandwidth_bytes_per_s))
-        return ydoc_fail(d, ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_OVERFLOW,
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_OVERFLOW,
                          "'bandwidth_gbs' of %llu GB/s does not fit in 64 bits of bytes/s", (unsigned long long)gbs);
-    /* TFLOP/s are decimals, so they are read here rather than by ydoc_get_u64 */
-    if (!(n = ydoc_get(d, map, "bf16_tflops")) || ydoc_is_null(n))
-        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'bf16_tflops'");
+    /* TFLOP/s are decimals, so they are read here rather than by kvp_ydoc_get_u64 */
+    if (!(n = kvp_ydoc_get(d, map, "bf16_tflops")) || kvp_ydoc_is_null(n))
+        return kvp_ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'bf16_tflops'");
     if ((st = read_number(d, n, "bf16_tflops", &tf, err)))
         return st;
     if (tf == 0)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'bf16_tflops' must be greater than 0");
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'bf16_tflops' must be greater than 0");
     g->bf16_flops = tf * 1e12;
-    if (!(n = ydoc_get(d, map, "fp8_tflops")) || ydoc_is_null(n))
-        return ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'fp8_tflops'");
+    if (!(n = kvp_ydoc_get(d, map, "fp8_tflops")) || kvp_ydoc_is_null(n))
+        return kvp_ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key 'fp8_tflops'");
     if ((st = read_number(d, n, "fp8_tflops", &tf, err)))
         return st;
     g->fp8_flops = tf * 1e12;
@@ -135,30 +135,30 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
 static enum kvp_status parse_catalog(struct ydoc *d, struct kvp_gpu_catalog *c, struct kvp_error *err)
 {
     static const char *const keys[] = {"kvplan_gpus", "gpus", NULL};
-    yaml_node_t *root = ydoc_root(d), *list;
+    yaml_node_t *root = kvp_ydoc_root(d), *list;
     uint32_t version = 0;
     size_t count;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, root, "gpu catalog", err)) || (st = ydoc_check_keys(d, root, keys, err)) ||
-        (st = ydoc_get_u32(d, root, "kvplan_gpus", true, &version, err)))
+    if ((st = kvp_ydoc_want_map(d, root, "gpu catalog", err)) || (st = kvp_ydoc_check_keys(d, root, keys, err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "kvplan_gpus", true, &version, err)))
         return st;
     if (version != 1)
-        return ydoc_fail(d, ydoc_get(d, root, "kvplan_gpus"), err, KVP_ERR_UNSUPPORTED,
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, root, "kvplan_gpus"), err, KVP_ERR_UNSUPPORTED,
                          "'kvplan_gpus' schema version %u is not supported (this kvplan reads 1)", version);
-    if (!(list = ydoc_get(d, root, "gpus")) || ydoc_is_null(list))
-        return ydoc_fail(d, root, err, KVP_ERR_SCHEMA, "missing required key 'gpus'");
-    if ((st = ydoc_want_seq(d, list, "gpus", err)))
+    if (!(list = kvp_ydoc_get(d, root, "gpus")) || kvp_ydoc_is_null(list))
+        return kvp_ydoc_fail(d, root, err, KVP_ERR_SCHEMA, "missing required key 'gpus'");
+    if ((st = kvp_ydoc_want_seq(d, list, "gpus", err)))
         return st;
     count = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
     if (count == 0)
-        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'gpus' is empty");
+        return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'gpus' is empty");
     if (count > KVP_GPU_CATALOG_MAX)
-        return ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d GPUs", KVP_GPU_CATALOG_MAX);
+        return kvp_ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d GPUs", KVP_GPU_CATALOG_MAX);
     if (!(c->gpus = calloc(count, sizeof *c->gpus)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading %zu GPUs", count);
     for (size_t i = 0; i < count; i++) {
-        if ((st = parse_gpu(d, ydoc_node(d, list->data.sequence.items.start[i]), c->gpus, c->n, err)))
+        if ((st = parse_gpu(d, kvp_ydoc_node(d, list->data.sequence.items.start[i]), c->gpus, c->n, err)))
             return st;
         c->n++;
     }
@@ -179,9 +179,9 @@ enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, st
         free(text);
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading '%s'", path);
     }
-    if ((st = ydoc_load(&d, text, len, path, err)) == KVP_OK)
+    if ((st = kvp_ydoc_load(&d, text, len, path, err)) == KVP_OK)
         st = parse_catalog(&d, c, err);
-    ydoc_release(&d);
+    kvp_ydoc_release(&d);
     free(text);
     if (st != KVP_OK) {
         kvp_error_place(err, path, 0, 0);

@@ -62,17 +62,17 @@ static bool names_layers(const char *p)
 static enum kvp_status exclude(struct hf_quant_ctx *c, yaml_node_t *list, struct kvp_wscheme *sc)
 {
     enum kvp_status st;
-    if (!list || ydoc_is_null(list))
+    if (!list || kvp_ydoc_is_null(list))
         return KVP_OK;
-    if ((st = ydoc_want_seq(c->d, list, "quantization_config's module list", c->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_seq(c->d, list, "quantization_config's module list", c->err)) != KVP_OK)
         return st;
     for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
-        yaml_node_t *n = ydoc_node(c->d, *it);
-        const char *p = ydoc_scalar(n);
+        yaml_node_t *n = kvp_ydoc_node(c->d, *it);
+        const char *p = kvp_ydoc_scalar(n);
         bool understood;
         uint32_t cls;
         if (!p)
-            return ydoc_fail(c->d, n, c->err, KVP_ERR_SCHEMA, "a module pattern must be a string");
+            return kvp_ydoc_fail(c->d, n, c->err, KVP_ERR_SCHEMA, "a module pattern must be a string");
         cls = pattern_classes(p, &understood);
         if (!understood) {
             kvp_model_warn(c->m, "quantization_config: module pattern '%.60s' not understood: counted as quantized", p);
@@ -90,13 +90,13 @@ static enum kvp_status exclude(struct hf_quant_ctx *c, yaml_node_t *list, struct
 /* An integer key that may be -1 (GPTQ's group_size -1: one group per row): *out 0 then. */
 static enum kvp_status group_size(struct hf_quant_ctx *c, yaml_node_t *q, const char *key, uint32_t *out)
 {
-    yaml_node_t *v = ydoc_get(c->d, q, key);
-    const char *s = v ? ydoc_scalar(v) : NULL;
+    yaml_node_t *v = kvp_ydoc_get(c->d, q, key);
+    const char *s = v ? kvp_ydoc_scalar(v) : NULL;
     if (s && strcmp(s, "-1") == 0) {
         *out = 0;
         return KVP_OK;
     }
-    return ydoc_get_u32(c->d, q, key, false, out, c->err);
+    return kvp_ydoc_get_u32(c->d, q, key, false, out, c->err);
 }
 
 /* transformers Mxfp4Config (gpt-oss): the MoE experts' gate_up and down
@@ -106,43 +106,43 @@ static enum kvp_status mxfp4(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_
 {
     sc->q.f = kvp_format_plain(KVP_DTYPE_MXFP4);
     sc->classes = 1u << KVP_WC_EXPERTS;
-    return exclude(c, ydoc_get(c->d, q, "modules_to_not_convert"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "modules_to_not_convert"), sc);
 }
 
 /* FineGrainedFP8Config (DeepSeek-V3/R1, Qwen3-FP8): e4m3 weights with an
  * f32 weight_scale_inv per weight_block_size block. */
 static enum kvp_status fp8(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_wscheme *sc)
 {
-    yaml_node_t *bs = ydoc_get(c->d, q, "weight_block_size");
-    yaml_node_t *fmt = ydoc_get(c->d, q, "fmt");
-    const char *f = fmt ? ydoc_scalar(fmt) : NULL;
+    yaml_node_t *bs = kvp_ydoc_get(c->d, q, "weight_block_size");
+    yaml_node_t *fmt = kvp_ydoc_get(c->d, q, "fmt");
+    const char *f = fmt ? kvp_ydoc_scalar(fmt) : NULL;
     enum kvp_status st;
 
     sc->q.kind = KVP_WQ_FP8;
     sc->q.f = kvp_format_plain(f && strcmp(f, "e5m2") == 0 ? KVP_DTYPE_FP8_E5M2 : KVP_DTYPE_FP8_E4M3);
     sc->q.scale = KVP_DTYPE_F32;
     sc->q.block_rows = sc->q.group = 128; /* FineGrainedFP8Config's default */
-    if (bs && !ydoc_is_null(bs)) {
+    if (bs && !kvp_ydoc_is_null(bs)) {
         uint64_t v[2];
         int i = 0;
-        if ((st = ydoc_want_seq(c->d, bs, "'weight_block_size'", c->err)) != KVP_OK)
+        if ((st = kvp_ydoc_want_seq(c->d, bs, "'weight_block_size'", c->err)) != KVP_OK)
             return st;
         for (yaml_node_item_t *it = bs->data.sequence.items.start; it < bs->data.sequence.items.top; it++, i++) {
             if (i == 2)
-                return ydoc_fail(c->d, bs, c->err, KVP_ERR_SCHEMA, "'weight_block_size' must be [rows, cols]");
-            if ((st = ydoc_u64(c->d, ydoc_node(c->d, *it), "'weight_block_size'", &v[i], c->err)) != KVP_OK)
+                return kvp_ydoc_fail(c->d, bs, c->err, KVP_ERR_SCHEMA, "'weight_block_size' must be [rows, cols]");
+            if ((st = kvp_ydoc_u64(c->d, kvp_ydoc_node(c->d, *it), "'weight_block_size'", &v[i], c->err)) != KVP_OK)
                 return st;
             if (v[i] == 0 || v[i] > 65536)
-                return ydoc_fail(c->d, ydoc_node(c->d, *it), c->err, KVP_ERR_RANGE,
+                return kvp_ydoc_fail(c->d, kvp_ydoc_node(c->d, *it), c->err, KVP_ERR_RANGE,
                                  "'weight_block_size' entries must be 1..65536 (got %llu)", (unsigned long long)v[i]);
         }
         if (i != 2)
-            return ydoc_fail(c->d, bs, c->err, KVP_ERR_SCHEMA, "'weight_block_size' must be [rows, cols]");
+            return kvp_ydoc_fail(c->d, bs, c->err, KVP_ERR_SCHEMA, "'weight_block_size' must be [rows, cols]");
         sc->q.block_rows = (uint32_t)v[0];
         sc->q.group = (uint32_t)v[1];
     }
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "modules_to_not_convert"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "modules_to_not_convert"), sc);
 }
 
 /* AutoAWQ (GEMM/GEMV): qweight and qzeros int32-packed, f16 scales per group. */
@@ -151,18 +151,18 @@ static enum kvp_status awq(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_ws
     uint32_t bits = 4, group = 128;
     bool zp = true;
     enum kvp_status st;
-    if ((st = ydoc_get_u32(c->d, q, "bits", false, &bits, c->err)) != KVP_OK ||
-        (st = ydoc_get_u32(c->d, q, "w_bit", false, &bits, c->err)) != KVP_OK ||
+    if ((st = kvp_ydoc_get_u32(c->d, q, "bits", false, &bits, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_u32(c->d, q, "w_bit", false, &bits, c->err)) != KVP_OK ||
         (st = group_size(c, q, "group_size", &group)) != KVP_OK ||
         (st = group_size(c, q, "q_group_size", &group)) != KVP_OK ||
-        (st = ydoc_get_bool(c->d, q, "zero_point", false, &zp, c->err)) != KVP_OK)
+        (st = kvp_ydoc_get_bool(c->d, q, "zero_point", false, &zp, c->err)) != KVP_OK)
         return st;
     if (bits < 2 || bits > 8)
-        return ydoc_fail(c->d, q, c->err, KVP_ERR_RANGE, "awq 'bits' must be 2..8 (got %u)", bits);
+        return kvp_ydoc_fail(c->d, q, c->err, KVP_ERR_RANGE, "awq 'bits' must be 2..8 (got %u)", bits);
     sc->q = (struct kvp_wq){.kind = KVP_WQ_PACKED, .bits = (uint8_t)bits, .group = group, .scale = KVP_DTYPE_F16,
                             .zero_point = zp};
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "modules_to_not_convert"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "modules_to_not_convert"), sc);
 }
 
 /* AutoGPTQ / GPTQModel: qweight, qzeros (always stored), f16 scales per
@@ -171,15 +171,15 @@ static enum kvp_status gptq(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_w
 {
     uint32_t bits = 4, group = 128;
     enum kvp_status st;
-    if ((st = ydoc_get_u32(c->d, q, "bits", false, &bits, c->err)) != KVP_OK ||
+    if ((st = kvp_ydoc_get_u32(c->d, q, "bits", false, &bits, c->err)) != KVP_OK ||
         (st = group_size(c, q, "group_size", &group)) != KVP_OK)
         return st;
     if (bits < 2 || bits > 8)
-        return ydoc_fail(c->d, q, c->err, KVP_ERR_RANGE, "gptq 'bits' must be 2..8 (got %u)", bits);
+        return kvp_ydoc_fail(c->d, q, c->err, KVP_ERR_RANGE, "gptq 'bits' must be 2..8 (got %u)", bits);
     sc->q = (struct kvp_wq){.kind = KVP_WQ_PACKED, .bits = (uint8_t)bits, .group = group, .scale = KVP_DTYPE_F16,
                             .zero_point = true, .g_idx = true};
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "modules_to_not_convert"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "modules_to_not_convert"), sc);
 }
 
 /* bitsandbytes: 4-bit (nf4/fp4, absmax per 64, optionally double-quantized)
@@ -189,17 +189,17 @@ static enum kvp_status bnb(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_ws
     bool b4 = false, b8 = false, dq = false;
     char type[16] = "nf4";
     enum kvp_status st;
-    if ((st = ydoc_get_bool(c->d, q, "load_in_4bit", false, &b4, c->err)) != KVP_OK ||
-        (st = ydoc_get_bool(c->d, q, "load_in_8bit", false, &b8, c->err)) != KVP_OK ||
-        (st = ydoc_get_bool(c->d, q, "bnb_4bit_use_double_quant", false, &dq, c->err)) != KVP_OK ||
-        (st = ydoc_get_str(c->d, q, "bnb_4bit_quant_type", false, type, sizeof type, c->err)) != KVP_OK)
+    if ((st = kvp_ydoc_get_bool(c->d, q, "load_in_4bit", false, &b4, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_bool(c->d, q, "load_in_8bit", false, &b8, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_bool(c->d, q, "bnb_4bit_use_double_quant", false, &dq, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(c->d, q, "bnb_4bit_quant_type", false, type, sizeof type, c->err)) != KVP_OK)
         return st;
     if (!b4 && !b8)
-        return ydoc_fail(c->d, q, c->err, KVP_ERR_SCHEMA, "bitsandbytes config sets neither load_in_4bit nor load_in_8bit");
+        return kvp_ydoc_fail(c->d, q, c->err, KVP_ERR_SCHEMA, "bitsandbytes config sets neither load_in_4bit nor load_in_8bit");
     sc->q = b4 ? (struct kvp_wq){.kind = KVP_WQ_BNB4, .double_quant = dq, .nf4 = strcmp(type, "fp4") != 0}
                : (struct kvp_wq){.kind = KVP_WQ_BNB8};
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "llm_int8_skip_modules"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "llm_int8_skip_modules"), sc);
 }
 
 /* NVIDIA ModelOpt: NVFP4 (e2m1 + fp8 scale per 16, plus f32 weight_scale_2
@@ -208,10 +208,10 @@ static enum kvp_status modelopt(struct hf_quant_ctx *c, yaml_node_t *q, struct k
 {
     char algo[24] = "";
     enum kvp_status st;
-    yaml_node_t *inner = ydoc_get(c->d, q, "quantization");
+    yaml_node_t *inner = kvp_ydoc_get(c->d, q, "quantization");
     yaml_node_t *at = inner && inner->type == YAML_MAPPING_NODE ? inner : q;
 
-    if ((st = ydoc_get_str(c->d, at, "quant_algo", false, algo, sizeof algo, c->err)) != KVP_OK)
+    if ((st = kvp_ydoc_get_str(c->d, at, "quant_algo", false, algo, sizeof algo, c->err)) != KVP_OK)
         return st;
     if (strcmp(algo, "NVFP4") == 0)
         sc->q = (struct kvp_wq){.kind = KVP_WQ_FORMAT, .f = kvp_format_plain(KVP_DTYPE_NVFP4), .tensor_bytes = 8};
@@ -221,7 +221,7 @@ static enum kvp_status modelopt(struct hf_quant_ctx *c, yaml_node_t *q, struct k
     else
         return KVP_ERR_UNSUPPORTED;
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, at, "exclude_modules"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, at, "exclude_modules"), sc);
 }
 
 /* llm-compressor's compressed-tensors: the first config group's weights
@@ -230,29 +230,29 @@ static enum kvp_status modelopt(struct hf_quant_ctx *c, yaml_node_t *q, struct k
  * dtype; pack-quantized keeps an int64 weight_shape per tensor. */
 static enum kvp_status compressed(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_wscheme *sc)
 {
-    yaml_node_t *groups = ydoc_get(c->d, q, "config_groups"), *w = NULL;
+    yaml_node_t *groups = kvp_ydoc_get(c->d, q, "config_groups"), *w = NULL;
     char type[16] = "int", strategy[16] = "tensor", format[32] = "", actorder[16] = "";
     uint32_t bits = 8, group = 0;
     bool sym = true;
     enum kvp_status st;
 
     if (groups && groups->type == YAML_MAPPING_NODE && groups->data.mapping.pairs.top > groups->data.mapping.pairs.start)
-        w = ydoc_get(c->d, ydoc_node(c->d, groups->data.mapping.pairs.start->value), "weights");
+        w = kvp_ydoc_get(c->d, kvp_ydoc_node(c->d, groups->data.mapping.pairs.start->value), "weights");
     if (!w || w->type != YAML_MAPPING_NODE)
-        return ydoc_fail(c->d, groups ? groups : q, c->err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(c->d, groups ? groups : q, c->err, KVP_ERR_SCHEMA,
                          "compressed-tensors config needs config_groups with a 'weights' scheme");
     if (groups->data.mapping.pairs.top - groups->data.mapping.pairs.start > 1)
         kvp_model_warn(c->m, "compressed-tensors: only the first of %d config groups is applied",
                        (int)(groups->data.mapping.pairs.top - groups->data.mapping.pairs.start));
-    if ((st = ydoc_get_u32(c->d, w, "num_bits", false, &bits, c->err)) != KVP_OK ||
-        (st = ydoc_get_str(c->d, w, "type", false, type, sizeof type, c->err)) != KVP_OK ||
-        (st = ydoc_get_str(c->d, w, "strategy", false, strategy, sizeof strategy, c->err)) != KVP_OK ||
+    if ((st = kvp_ydoc_get_u32(c->d, w, "num_bits", false, &bits, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(c->d, w, "type", false, type, sizeof type, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(c->d, w, "strategy", false, strategy, sizeof strategy, c->err)) != KVP_OK ||
         (st = group_size(c, w, "group_size", &group)) != KVP_OK ||
-        (st = ydoc_get_bool(c->d, w, "symmetric", false, &sym, c->err)) != KVP_OK ||
-        (st = ydoc_get_str(c->d, q, "format", false, format, sizeof format, c->err)) != KVP_OK)
+        (st = kvp_ydoc_get_bool(c->d, w, "symmetric", false, &sym, c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(c->d, q, "format", false, format, sizeof format, c->err)) != KVP_OK)
         return st;
-    if (ydoc_get(c->d, w, "actorder") && !ydoc_is_null(ydoc_get(c->d, w, "actorder")) &&
-        (st = ydoc_get_str(c->d, w, "actorder", false, actorder, sizeof actorder, c->err)) != KVP_OK)
+    if (kvp_ydoc_get(c->d, w, "actorder") && !kvp_ydoc_is_null(kvp_ydoc_get(c->d, w, "actorder")) &&
+        (st = kvp_ydoc_get_str(c->d, w, "actorder", false, actorder, sizeof actorder, c->err)) != KVP_OK)
         return st;
     if (strcmp(type, "float") == 0 && bits == 4) { /* nvfp4-pack-quantized */
         sc->q = (struct kvp_wq){.kind = KVP_WQ_FORMAT, .f = kvp_format_plain(KVP_DTYPE_NVFP4), .tensor_bytes = 8};
@@ -270,7 +270,7 @@ static enum kvp_status compressed(struct hf_quant_ctx *c, yaml_node_t *q, struct
         return KVP_ERR_UNSUPPORTED;
     }
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "ignore"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "ignore"), sc);
 }
 
 /* fbgemm_fp8: e4m3 weights with an f32 scale per output row. */
@@ -279,7 +279,7 @@ static enum kvp_status fbgemm_fp8(struct hf_quant_ctx *c, yaml_node_t *q, struct
     sc->q = (struct kvp_wq){.kind = KVP_WQ_FP8, .f = kvp_format_plain(KVP_DTYPE_FP8_E4M3), .scale = KVP_DTYPE_F32,
                             .block_rows = 1};
     sc->classes = KVP_WC_LINEAR;
-    return exclude(c, ydoc_get(c->d, q, "modules_to_not_convert"), sc);
+    return exclude(c, kvp_ydoc_get(c->d, q, "modules_to_not_convert"), sc);
 }
 
 static const struct {
@@ -290,14 +290,14 @@ static const struct {
     {"modelopt", modelopt}, {"compressed-tensors", compressed}, {"fbgemm_fp8", fbgemm_fp8},
 };
 
-enum kvp_status hf_quant_read(struct hf_quant_ctx *c, yaml_node_t *q)
+enum kvp_status kvp_hf_quant_read(struct hf_quant_ctx *c, yaml_node_t *q)
 {
     struct kvp_wscheme sc;
     char method[24] = "";
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(c->d, q, "'quantization_config'", c->err)) != KVP_OK ||
-        (st = ydoc_get_str(c->d, q, "quant_method", false, method, sizeof method, c->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(c->d, q, "'quantization_config'", c->err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(c->d, q, "quant_method", false, method, sizeof method, c->err)) != KVP_OK)
         return st;
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         if (strcmp(method, methods[i].method) != 0)

@@ -15,6 +15,6 @@ struct hf_quant_ctx {
 /* Read quantization_config q into c->m->wscheme. A method kvplan does not
  * model leaves the scheme empty and warns; a malformed config is an error at
  * its place. */
-enum kvp_status hf_quant_read(struct hf_quant_ctx *c, yaml_node_t *q);
+enum kvp_status kvp_hf_quant_read(struct hf_quant_ctx *c, yaml_node_t *q);
 
 #endif

@@ -179,11 +179,11 @@ static yaml_node_t *pair(struct hf *h, yaml_node_t *map, const char *key, yaml_n
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = ydoc_node(&h->d, p->key);
-        const char *s = ydoc_scalar(k);
+        yaml_node_t *k = kvp_ydoc_node(&h->d, p->key);
+        const char *s = kvp_ydoc_scalar(k);
         if (s && strcmp(s, key) == 0) {
             *kn = k;
-            return ydoc_node(&h->d, p->value);
+            return kvp_ydoc_node(&h->d, p->value);
         }
     }
     return NULL;
@@ -199,7 +199,7 @@ static yaml_node_t *find(struct hf *h, yaml_node_t *map, const char *const *keys
     for (; *keys && !v; keys++) {
         yaml_node_t *kn;
         v = pair(h, map, *keys, &kn);
-        if (v && ydoc_is_null(v))
+        if (v && kvp_ydoc_is_null(v))
             v = NULL;
         else if (v)
             where = (struct hf_at){*keys, kn, true};
@@ -250,7 +250,7 @@ static yaml_node_t *lookup(struct hf *h, const char *const *keys, struct hf_at *
 
 static enum kvp_status missing(struct hf *h, const char *key)
 {
-    return ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_SCHEMA, "missing required key '%s'", key);
+    return kvp_ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_SCHEMA, "missing required key '%s'", key);
 }
 
 /* Typed reads from the text model: the first alias present, else the family
@@ -271,9 +271,9 @@ static enum kvp_status missing(struct hf *h, const char *key)
             *out = from_default;                                                                 \
         return def || !required ? KVP_OK : missing(h, keys[0]);                                  \
     }
-HF_GETTER(get_u64, uint64_t, ydoc_u64, def->value)
-HF_GETTER(get_u32, uint32_t, ydoc_u32, (uint32_t)def->value)
-HF_GETTER(get_bool, bool, ydoc_bool, def->value != 0)
+HF_GETTER(get_u64, uint64_t, kvp_ydoc_u64, def->value)
+HF_GETTER(get_u32, uint32_t, kvp_ydoc_u32, (uint32_t)def->value)
+HF_GETTER(get_bool, bool, kvp_ydoc_bool, def->value != 0)
 #undef HF_GETTER
 
 /* get_u32 for a count that must not be 0 when given. */
@@ -285,7 +285,7 @@ static enum kvp_status get_pos_u32(struct hf *h, const char *const *keys, bool r
     if (at)
         *at = where;
     if (st == KVP_OK && where.set && *out == 0)
-        return ydoc_fail(&h->d, where.node, h->err, KVP_ERR_RANGE, "'%s' must be positive (got 0)", where.key);
+        return kvp_ydoc_fail(&h->d, where.node, h->err, KVP_ERR_RANGE, "'%s' must be positive (got 0)", where.key);
     return st;
 }
 
@@ -306,7 +306,7 @@ static enum kvp_status get_str(struct hf *h, yaml_node_t *map, const char *const
     if (at)
         *at = where;
     buf[0] = '\0';
-    return v ? ydoc_str(&h->d, v, where.key, buf, size, h->err) : KVP_OK;
+    return v ? kvp_ydoc_str(&h->d, v, where.key, buf, size, h->err) : KVP_OK;
 }
 
 /* A uint32_t a*b, or an error at `at` naming both factors. */
@@ -315,7 +315,7 @@ static enum kvp_status mul_u32(struct hf *h, const struct hf_at *at, uint64_t a,
 {
     uint64_t r;
     if (!kvp_mul(a, b, &r) || r > UINT32_MAX)
-        return ydoc_fail(&h->d, at->node, h->err, KVP_ERR_RANGE,
+        return kvp_ydoc_fail(&h->d, at->node, h->err, KVP_ERR_RANGE,
                          "'%s' gives a width that does not fit in 32 bits (%llu x %llu)", at->key,
                          (unsigned long long)a, (unsigned long long)b);
     *out = (uint32_t)r;
@@ -339,18 +339,18 @@ static enum kvp_status read_family(struct hf *h)
     yaml_node_t *tc;
     enum kvp_status st;
 
-    h->root = ydoc_root(&h->d);
-    if ((st = ydoc_want_map(&h->d, h->root, "config", h->err)) != KVP_OK)
+    h->root = kvp_ydoc_root(&h->d);
+    if ((st = kvp_ydoc_want_map(&h->d, h->root, "config", h->err)) != KVP_OK)
         return st;
     h->cfg = h->root;
     if ((tc = find(h, h->root, KEYS("text_config"), NULL))) {
-        if ((st = ydoc_want_map(&h->d, tc, "text_config", h->err)) != KVP_OK)
+        if ((st = kvp_ydoc_want_map(&h->d, tc, "text_config", h->err)) != KVP_OK)
             return st;
         h->cfg = tc;
         if ((st = get_str(h, tc, KEYS("model_type"), h->type, sizeof h->type, NULL)) != KVP_OK)
             return st;
     }
-    if (!h->type[0] && (st = ydoc_get_str(&h->d, h->root, "model_type", true, h->type, sizeof h->type,
+    if (!h->type[0] && (st = kvp_ydoc_get_str(&h->d, h->root, "model_type", true, h->type, sizeof h->type,
                                           h->err)) != KVP_OK)
         return st;
     h->fam = family_of(h->type);
@@ -422,11 +422,11 @@ static enum kvp_status read_identity(struct hf *h)
 {
     struct kvp_model *m = h->m;
     yaml_node_t *v = find(h, h->root, KEYS("_name_or_path"), NULL);
-    const char *path = ydoc_scalar(v), *s = NULL;
+    const char *path = kvp_ydoc_scalar(v), *s = NULL;
     size_t len = 0;
 
     if (v && !path)
-        return ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'_name_or_path' must be a string");
+        return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'_name_or_path' must be a string");
     if (path)
         last_component(path, strlen(path), &s, &len);
     if (len > 0 && strncmp(s, ".", len) != 0 && strncmp(s, "..", len) != 0)
@@ -456,11 +456,11 @@ static enum kvp_status read_dtype(struct hf *h)
         kvp_model_warn(h->m, "no 'torch_dtype' in the config: assumed bf16");
         return KVP_OK;
     }
-    s = ydoc_scalar(v);
+    s = kvp_ydoc_scalar(v);
     if (!s)
-        return ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'%s' must be a string", at.key);
+        return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'%s' must be a string", at.key);
     if (!kvp_dtype_from_name(s, &d))
-        return ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA,
                          "'%s' must name a dtype such as \"bfloat16\" (got \"%.40s\")", at.key, s);
     h->m->dtype = h->m->state_dtype = d;
     return KVP_OK;
@@ -474,7 +474,7 @@ static enum kvp_status read_quantization(struct hf *h)
 
     if (!q)
         q = find(h, h->cfg, KEYS("quantization_config"), NULL);
-    return q ? hf_quant_read(&c, q) : KVP_OK;
+    return q ? kvp_hf_quant_read(&c, q) : KVP_OK;
 }
 
 /* ---- step 3: dimensions and weight flags ---------------------------------- */
@@ -488,7 +488,7 @@ static enum kvp_status read_counts(struct hf *h)
     if ((st = get_pos_u32(h, KEYS("num_hidden_layers", "n_layer", "num_layers"), true, &m->n_layers, &at)))
         return st;
     if (m->n_layers > KVP_MAX_LAYERS)
-        return ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", at.key,
+        return kvp_ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", at.key,
                          KVP_MAX_LAYERS, m->n_layers);
     if ((st = get_pos_u32(h, KEYS("hidden_size", "n_embd", "d_model"), true, &m->hidden, &h->hidden_at)) ||
         (st = get_pos_u32(h, KEYS("vocab_size"), true, &m->vocab, NULL)))
@@ -515,7 +515,7 @@ static enum kvp_status read_heads(struct hf *h)
     if ((st = get_pos_u32(h, KEYS("head_dim"), false, &a->head_dim_k, &at)))
         return st;
     if (a->head_dim_k == 0)
-        return ydoc_fail(&h->d, h->heads_at.node, h->err, KVP_ERR_RANGE,
+        return kvp_ydoc_fail(&h->d, h->heads_at.node, h->err, KVP_ERR_RANGE,
                          "'%s' must not exceed the hidden size without a 'head_dim' (got %u and %u)",
                          h->heads_at.key, a->n_heads, h->m->hidden);
     a->head_dim_v = a->head_dim_k;
@@ -531,7 +531,7 @@ static enum kvp_status read_tied(struct hf *h)
     if (!v)
         v = find(h, h->root, KEYS("tie_word_embeddings"), &at);
     h->m->tied_embeddings = h->fam->tied;
-    return v ? ydoc_bool(&h->d, v, at.key, &h->m->tied_embeddings, h->err) : KVP_OK;
+    return v ? kvp_ydoc_bool(&h->d, v, at.key, &h->m->tied_embeddings, h->err) : KVP_OK;
 }
 
 /* Biases: the family's defaults; its one switch (Falcon `bias`, OPT
@@ -575,10 +575,10 @@ static enum kvp_status read_flags(struct hf *h)
     if ((st = get_bool(h, KEYS("attn_output_gate"), false, &m->attn_gate, NULL)) != KVP_OK)
         return st;
     if (f->pos == POS_OPT && m->max_context > UINT32_MAX - 2)
-        return ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_RANGE, "'max_position_embeddings' is too large (got %llu)",
+        return kvp_ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_RANGE, "'max_position_embeddings' is too large (got %llu)",
                          (unsigned long long)m->max_context);
     if (f->pos != POS_NONE && m->max_context > UINT32_MAX)
-        return ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_RANGE, "'n_positions' is too large (got %llu)",
+        return kvp_ydoc_fail(&h->d, h->cfg, h->err, KVP_ERR_RANGE, "'n_positions' is too large (got %llu)",
                          (unsigned long long)m->max_context);
     if (f->pos == POS_OPT)
         m->learned_positions = (uint32_t)m->max_context + 2;
@@ -649,7 +649,7 @@ static enum kvp_status check_kv_heads(struct hf *h)
     const struct kvp_layer_spec *a = &h->attn;
     if (a->n_heads % a->n_kv_heads == 0)
         return KVP_OK;
-    return ydoc_fail(&h->d, h->kv_at.node, h->err, KVP_ERR_RANGE, "'%s' must divide '%s' (got %u and %u)",
+    return kvp_ydoc_fail(&h->d, h->kv_at.node, h->err, KVP_ERR_RANGE, "'%s' must divide '%s' (got %u and %u)",
                      h->kv_at.key, h->heads_at.key, a->n_kv_heads, a->n_heads);
 }
 
@@ -682,14 +682,14 @@ static enum kvp_status read_dt_rank(struct hf *h, uint32_t *out)
 {
     struct hf_at at;
     yaml_node_t *v = find(h, h->cfg, KEYS("mamba_dt_rank"), &at);
-    const char *s = ydoc_scalar(v);
+    const char *s = kvp_ydoc_scalar(v);
 
     if (!v || (s && strcmp(s, "auto") == 0)) {
         *out = h->m->hidden / 16 + (h->m->hidden % 16 != 0);
         return KVP_OK;
     }
     if (s && v->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA,
                          "'mamba_dt_rank' must be an integer or \"auto\" (got \"%.40s\")", s);
     return get_pos_u32(h, KEYS("mamba_dt_rank"), true, out, NULL);
 }
@@ -725,7 +725,7 @@ static enum kvp_status read_mamba(struct hf *h)
 static enum kvp_status want_recurrent(struct hf *h, enum kvp_recurrent_kind kind, yaml_node_t *where)
 {
     if (h->has_rec && h->rec_asked != kind)
-        return ydoc_fail(&h->d, where, h->err, KVP_ERR_UNSUPPORTED,
+        return kvp_ydoc_fail(&h->d, where, h->err, KVP_ERR_UNSUPPORTED,
                          "a model with both %s and %s layers is not supported",
                          kvp_recurrent_kind_name(h->rec_asked), kvp_recurrent_kind_name(kind));
     if (h->has_rec)
@@ -754,7 +754,7 @@ static enum kvp_status plan_mla(struct hf *h)
         (st = get_u32(h, KEYS("q_lora_rank"), false, &a->q_lora_rank, NULL)))
         return st;
     if ((uint64_t)nope + rope > UINT32_MAX)
-        return ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE, "'qk_nope_head_dim' is too large (got %u)", nope);
+        return kvp_ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE, "'qk_nope_head_dim' is too large (got %u)", nope);
     a->head_dim_k = nope + rope;
     a->qk_rope_dim = rope;
     a->n_kv_heads = 1;
@@ -779,7 +779,7 @@ static const struct {
 /* Layer i's kind from one `layer_types` entry. */
 static enum kvp_status layer_type(struct hf *h, yaml_node_t *v, uint32_t i)
 {
-    const char *s = ydoc_scalar(v);
+    const char *s = kvp_ydoc_scalar(v);
     for (size_t t = 0; s && t < sizeof layer_types / sizeof layer_types[0]; t++) {
         if (strcmp(s, layer_types[t].name) != 0)
             continue;
@@ -787,8 +787,8 @@ static enum kvp_status layer_type(struct hf *h, yaml_node_t *v, uint32_t i)
         return layer_types[t].rec < 0 ? KVP_OK : want_recurrent(h, (enum kvp_recurrent_kind)layer_types[t].rec, v);
     }
     if (!s)
-        return ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'layer_types' entries must be strings");
-    return ydoc_fail(&h->d, v, h->err, KVP_ERR_UNSUPPORTED, "unknown layer type '%.40s' in 'layer_types'", s);
+        return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_SCHEMA, "'layer_types' entries must be strings");
+    return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_UNSUPPORTED, "unknown layer type '%.40s' in 'layer_types'", s);
 }
 
 /* How many layers are of kind k. */
@@ -812,7 +812,7 @@ static enum kvp_status layer_types_window(struct hf *h, yaml_node_t *seq, enum k
     if ((st = get_pos_u32(h, KEYS(key), false, out, &at)) != KVP_OK)
         return st;
     if (!at.set)
-        return ydoc_fail(&h->d, seq, h->err, KVP_ERR_SCHEMA, "'layer_types' has %s layers but '%s' is not set",
+        return kvp_ydoc_fail(&h->d, seq, h->err, KVP_ERR_SCHEMA, "'layer_types' has %s layers but '%s' is not set",
                          kvp_layer_kind_name(k), key);
     return KVP_OK;
 }
@@ -823,14 +823,14 @@ static enum kvp_status plan_layer_types(struct hf *h, yaml_node_t *seq)
     uint32_t n;
     enum kvp_status st;
 
-    if ((st = ydoc_want_seq(&h->d, seq, "layer_types", h->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_seq(&h->d, seq, "layer_types", h->err)) != KVP_OK)
         return st;
     n = (uint32_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n != h->m->n_layers)
-        return ydoc_fail(&h->d, seq, h->err, KVP_ERR_RANGE,
+        return kvp_ydoc_fail(&h->d, seq, h->err, KVP_ERR_RANGE,
                          "'layer_types' must have one entry per layer (got %u for %u layers)", n, h->m->n_layers);
     for (uint32_t i = 0; i < n; i++)
-        if ((st = layer_type(h, ydoc_node(&h->d, seq->data.sequence.items.start[i]), i)) != KVP_OK)
+        if ((st = layer_type(h, kvp_ydoc_node(&h->d, seq->data.sequence.items.start[i]), i)) != KVP_OK)
             return st;
     if ((st = layer_types_window(h, seq, KVP_LAYER_SLIDING, "sliding_window", &h->window)) != KVP_OK)
         return st;
@@ -849,7 +849,7 @@ static enum kvp_status plan_periodic(struct hf *h)
         (st = get_u32(h, KEYS("attn_layer_offset"), true, &offset, &at)))
         return st;
     if (offset >= period)
-        return ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE,
+        return kvp_ydoc_fail(&h->d, at.node, h->err, KVP_ERR_RANGE,
                          "'attn_layer_offset' must be less than 'attn_layer_period' (got %u and %u)", offset, period);
     for (uint32_t i = 0; i < h->m->n_layers; i++)
         h->kind[i] = i % period == offset ? KVP_LAYER_FULL : KVP_LAYER_RECURRENT;
@@ -883,7 +883,7 @@ static enum kvp_status plan_chunks(struct hf *h)
     if ((st = get_pos_u32(h, KEYS("attention_chunk_size"), true, &h->chunk, NULL)) != KVP_OK)
         return st;
     seq = find(h, h->cfg, KEYS("no_rope_layers"), &at);
-    if (seq && (st = ydoc_want_seq(&h->d, seq, "no_rope_layers", h->err)) != KVP_OK)
+    if (seq && (st = kvp_ydoc_want_seq(&h->d, seq, "no_rope_layers", h->err)) != KVP_OK)
         return st;
     if (!seq || seq->data.sequence.items.top == seq->data.sequence.items.start) {
         if ((st = get_pos_u32(h, KEYS("no_rope_layer_interval"), false, &every, NULL)) != KVP_OK)
@@ -895,11 +895,11 @@ static enum kvp_status plan_chunks(struct hf *h)
     }
     n = (uint32_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
     if (n != h->m->n_layers)
-        return ydoc_fail(&h->d, seq, h->err, KVP_ERR_RANGE,
+        return kvp_ydoc_fail(&h->d, seq, h->err, KVP_ERR_RANGE,
                          "'no_rope_layers' must have one entry per layer (got %u for %u layers)", n, h->m->n_layers);
     for (uint32_t i = 0; i < h->m->n_layers; i++) {
         uint32_t rope;
-        if ((st = ydoc_u32(&h->d, ydoc_node(&h->d, seq->data.sequence.items.start[i]), "no_rope_layers", &rope,
+        if ((st = kvp_ydoc_u32(&h->d, kvp_ydoc_node(&h->d, seq->data.sequence.items.start[i]), "no_rope_layers", &rope,
                            h->err)) != KVP_OK)
             return st;
         if (h->kind[i] == KVP_LAYER_FULL && rope != 0)
@@ -988,15 +988,15 @@ static enum kvp_status read_layer_set(struct hf *h, const char *key, bool *set, 
     *given = seq != NULL;
     if (!seq)
         return KVP_OK;
-    if ((st = ydoc_want_seq(&h->d, seq, key, h->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_seq(&h->d, seq, key, h->err)) != KVP_OK)
         return st;
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
-        yaml_node_t *v = ydoc_node(&h->d, *it);
+        yaml_node_t *v = kvp_ydoc_node(&h->d, *it);
         uint32_t i;
-        if ((st = ydoc_u32(&h->d, v, key, &i, h->err)) != KVP_OK)
+        if ((st = kvp_ydoc_u32(&h->d, v, key, &i, h->err)) != KVP_OK)
             return st;
         if (i >= h->m->n_layers)
-            return ydoc_fail(&h->d, v, h->err, KVP_ERR_RANGE, "'%s' names layer %u of a %u-layer model", key, i,
+            return kvp_ydoc_fail(&h->d, v, h->err, KVP_ERR_RANGE, "'%s' names layer %u of a %u-layer model", key, i,
                              h->m->n_layers);
         set[i] = true;
     }
@@ -1080,14 +1080,14 @@ static enum kvp_status read_moe(struct hf *h)
     if (m->n_experts == 0)
         return KVP_OK;
     if (m->n_experts > KVP_MAX_EXPERTS)
-        return ydoc_fail(&h->d, n_at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", n_at.key,
+        return kvp_ydoc_fail(&h->d, n_at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most %u (got %u)", n_at.key,
                          KVP_MAX_EXPERTS, m->n_experts);
     if ((st = get_pos_u32(h, KEYS("num_experts_per_tok", "experts_per_token", "moe_topk"), true, &m->n_experts_active,
                           &k_at)) ||
         (st = get_pos_u32(h, KEYS("moe_intermediate_size", "intermediate_size"), true, &m->expert_intermediate, NULL)))
         return st;
     if (m->n_experts_active > m->n_experts)
-        return ydoc_fail(&h->d, k_at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most '%s' (got %u and %u)",
+        return kvp_ydoc_fail(&h->d, k_at.node, h->err, KVP_ERR_RANGE, "'%s' must be at most '%s' (got %u and %u)",
                          k_at.key, n_at.key, m->n_experts_active, m->n_experts);
     if ((st = read_shared_experts(h)) ||
         (st = get_str(h, h->cfg, KEYS("topk_method"), topk, sizeof topk, NULL)))
@@ -1187,9 +1187,9 @@ enum kvp_status kvp_model_parse_hf(const char *text, uint64_t len, const char *f
     memset(&h, 0, sizeof h);
     h.m = m;
     h.err = err;
-    st = ydoc_load(&h.d, text, len, file, err);
+    st = kvp_ydoc_load(&h.d, text, len, file, err);
     for (size_t i = 0; st == KVP_OK && i < sizeof steps / sizeof steps[0]; i++)
         st = steps[i](&h);
-    ydoc_release(&h.d);
+    kvp_ydoc_release(&h.d);
     return st;
 }

@@ -28,15 +28,15 @@ struct yparse {
 static enum kvp_status get_dtype(struct yparse *p, yaml_node_t *map, const char *key, enum kvp_dtype *out)
 {
     char name[32];
-    yaml_node_t *n = ydoc_get(&p->d, map, key);
+    yaml_node_t *n = kvp_ydoc_get(&p->d, map, key);
     enum kvp_status st;
 
     if (!n)
         return KVP_OK;
-    if ((st = ydoc_str(&p->d, n, key, name, sizeof name, p->err)) != KVP_OK)
+    if ((st = kvp_ydoc_str(&p->d, n, key, name, sizeof name, p->err)) != KVP_OK)
         return st;
     if (!kvp_dtype_from_name(name, out))
-        return ydoc_fail(&p->d, n, p->err, KVP_ERR_SCHEMA, "'%s': unknown dtype '%s'", key, name);
+        return kvp_ydoc_fail(&p->d, n, p->err, KVP_ERR_SCHEMA, "'%s': unknown dtype '%s'", key, name);
     return KVP_OK;
 }
 
@@ -45,12 +45,12 @@ static enum kvp_status get_choice(struct yparse *p, yaml_node_t *map, const char
                                   const char *const *names, int n, int *out)
 {
     char v[32];
-    yaml_node_t *node = ydoc_get(&p->d, map, key);
+    yaml_node_t *node = kvp_ydoc_get(&p->d, map, key);
     enum kvp_status st;
 
     if (!node)
         return KVP_OK;
-    if ((st = ydoc_str(&p->d, node, key, v, sizeof v, p->err)) != KVP_OK)
+    if ((st = kvp_ydoc_str(&p->d, node, key, v, sizeof v, p->err)) != KVP_OK)
         return st;
     for (int i = 0; i < n; i++) {
         if (strcmp(v, names[i]) == 0) {
@@ -62,7 +62,7 @@ static enum kvp_status get_choice(struct yparse *p, yaml_node_t *map, const char
         char list[160] = "";
         for (int i = 0; i < n; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
-        return ydoc_fail(&p->d, node, p->err, KVP_ERR_SCHEMA, "'%s': unknown value '%s' (%s)", key, v, list);
+        return kvp_ydoc_fail(&p->d, node, p->err, KVP_ERR_SCHEMA, "'%s': unknown value '%s' (%s)", key, v, list);
     }
 }
 
@@ -86,24 +86,24 @@ static enum kvp_status parse_quantization(struct yparse *p, yaml_node_t *q)
     enum kvp_status st;
 
     memset(sc, 0, sizeof *sc);
-    if ((st = ydoc_want_map(d, q, "'quantization'", p->err)) || (st = ydoc_check_keys(d, q, keys, p->err)) ||
-        (st = ydoc_get_str(d, q, "method", true, sc->method, sizeof sc->method, p->err)) ||
-        (st = ydoc_get_str(d, q, "format", true, fmt, sizeof fmt, p->err)))
+    if ((st = kvp_ydoc_want_map(d, q, "'quantization'", p->err)) || (st = kvp_ydoc_check_keys(d, q, keys, p->err)) ||
+        (st = kvp_ydoc_get_str(d, q, "method", true, sc->method, sizeof sc->method, p->err)) ||
+        (st = kvp_ydoc_get_str(d, q, "format", true, fmt, sizeof fmt, p->err)))
         return st;
     if (kvp_wq_parse(fmt, &sc->q, p->err) != KVP_OK)
-        return ydoc_fail(d, ydoc_get(d, q, "format"), p->err, KVP_ERR_SCHEMA, "'format': %s", p->err->msg);
-    mods = ydoc_get(d, q, "modules");
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, q, "format"), p->err, KVP_ERR_SCHEMA, "'format': %s", p->err->msg);
+    mods = kvp_ydoc_get(d, q, "modules");
     if (!mods)
-        return ydoc_fail(d, q, p->err, KVP_ERR_SCHEMA, "'quantization' needs 'modules' (attention, mlp, experts, "
+        return kvp_ydoc_fail(d, q, p->err, KVP_ERR_SCHEMA, "'quantization' needs 'modules' (attention, mlp, experts, "
                          "shared_experts, router, embeddings, lm_head)");
-    if ((st = ydoc_want_seq(d, mods, "'modules'", p->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_seq(d, mods, "'modules'", p->err)) != KVP_OK)
         return st;
     for (yaml_node_item_t *it = mods->data.sequence.items.start; it < mods->data.sequence.items.top; it++) {
-        yaml_node_t *n = ydoc_node(d, *it);
-        const char *v = ydoc_scalar(n);
+        yaml_node_t *n = kvp_ydoc_node(d, *it);
+        const char *v = kvp_ydoc_scalar(n);
         enum kvp_wclass c;
         if (!v || !kvp_wclass_from_name(v, &c))
-            return ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "'modules': unknown module class '%s' (attention, mlp, "
+            return kvp_ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "'modules': unknown module class '%s' (attention, mlp, "
                              "experts, shared_experts, router, embeddings, lm_head)", v ? v : "?");
         sc->classes |= 1u << c;
     }
@@ -120,21 +120,21 @@ static enum kvp_status parse_moe(struct yparse *p, yaml_node_t *moe)
     struct kvp_model *m = p->m;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, moe, "moe", p->err)) ||
-        (st = ydoc_check_keys(d, moe, keys, p->err)) ||
-        (st = ydoc_get_u32(d, moe, "experts", true, &m->n_experts, p->err)) ||
-        (st = ydoc_get_u32(d, moe, "active", true, &m->n_experts_active, p->err)) ||
-        (st = ydoc_get_u32(d, moe, "intermediate", true, &m->expert_intermediate, p->err)) ||
-        (st = ydoc_get_u32(d, moe, "shared_experts", false, &m->n_shared_experts, p->err)))
+    if ((st = kvp_ydoc_want_map(d, moe, "moe", p->err)) ||
+        (st = kvp_ydoc_check_keys(d, moe, keys, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, moe, "experts", true, &m->n_experts, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, moe, "active", true, &m->n_experts_active, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, moe, "intermediate", true, &m->expert_intermediate, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, moe, "shared_experts", false, &m->n_shared_experts, p->err)))
         return st;
     m->shared_intermediate = m->expert_intermediate;
-    if ((st = ydoc_get_u32(d, moe, "shared_intermediate", false, &m->shared_intermediate, p->err)) ||
-        (st = ydoc_get_bool(d, moe, "shared_gate", false, &m->shared_expert_gate, p->err)) ||
-        (st = ydoc_get_bool(d, moe, "router_bias", false, &m->router_bias, p->err)) ||
-        (st = ydoc_get_bool(d, moe, "expert_bias", false, &m->expert_bias, p->err)))
+    if ((st = kvp_ydoc_get_u32(d, moe, "shared_intermediate", false, &m->shared_intermediate, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, moe, "shared_gate", false, &m->shared_expert_gate, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, moe, "router_bias", false, &m->router_bias, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, moe, "expert_bias", false, &m->expert_bias, p->err)))
         return st;
     if (m->n_experts == 0 || m->n_experts_active == 0 || m->n_experts_active > m->n_experts)
-        return ydoc_fail(d, moe, p->err, KVP_ERR_RANGE, "'active' must be 1..'experts' (got %u and %u)",
+        return kvp_ydoc_fail(d, moe, p->err, KVP_ERR_RANGE, "'active' must be 1..'experts' (got %u and %u)",
                          m->n_experts_active, m->n_experts);
     return KVP_OK;
 }
@@ -150,22 +150,22 @@ static enum kvp_status parse_recurrent(struct yparse *p, yaml_node_t *n, struct 
     int kind = -1;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, n, "recurrent", p->err)) || (st = ydoc_check_keys(d, n, keys, p->err)) ||
+    if ((st = kvp_ydoc_want_map(d, n, "recurrent", p->err)) || (st = kvp_ydoc_check_keys(d, n, keys, p->err)) ||
         (st = get_choice(p, n, "kind", kinds, 3, &kind)))
         return st;
     if (kind < 0)
-        return ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "missing required key 'kind'");
+        return kvp_ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "missing required key 'kind'");
     r->kind = (enum kvp_recurrent_kind)kind;
-    if ((st = ydoc_get_u32(d, n, "d_inner", false, &r->d_inner, p->err)) ||
-        (st = ydoc_get_u32(d, n, "d_state", false, &r->d_state, p->err)) ||
-        (st = ydoc_get_u32(d, n, "d_conv", true, &r->d_conv, p->err)) ||
-        (st = ydoc_get_u32(d, n, "dt_rank", false, &r->dt_rank, p->err)) ||
-        (st = ydoc_get_u32(d, n, "n_groups", false, &r->n_groups, p->err)) ||
-        (st = ydoc_get_u32(d, n, "n_heads", false, &r->n_heads, p->err)) ||
-        (st = ydoc_get_u32(d, n, "n_k_heads", false, &r->n_k_heads, p->err)) ||
-        (st = ydoc_get_u32(d, n, "k_head_dim", false, &r->k_head_dim, p->err)) ||
-        (st = ydoc_get_u32(d, n, "v_head_dim", false, &r->v_head_dim, p->err)) ||
-        (st = ydoc_get_bool(d, n, "bc_norms", false, &r->bc_norms, p->err)))
+    if ((st = kvp_ydoc_get_u32(d, n, "d_inner", false, &r->d_inner, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "d_state", false, &r->d_state, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "d_conv", true, &r->d_conv, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "dt_rank", false, &r->dt_rank, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "n_groups", false, &r->n_groups, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "n_heads", false, &r->n_heads, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "n_k_heads", false, &r->n_k_heads, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "k_head_dim", false, &r->k_head_dim, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "v_head_dim", false, &r->v_head_dim, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, n, "bc_norms", false, &r->bc_norms, p->err)))
         return st;
     return KVP_OK;
 }
@@ -186,29 +186,29 @@ static enum kvp_status parse_spec(struct yparse *p, yaml_node_t *n, const char *
     enum kvp_status st;
 
     memset(s, 0, sizeof *s);
-    if ((st = ydoc_want_map(d, n, name, p->err)) || (st = ydoc_check_keys(d, n, keys, p->err)) ||
+    if ((st = kvp_ydoc_want_map(d, n, name, p->err)) || (st = kvp_ydoc_check_keys(d, n, keys, p->err)) ||
         (st = get_choice(p, n, "kind", kinds, KVP_LAYER_KIND_COUNT, &kind)) ||
         (st = get_choice(p, n, "mlp", mlps, KVP_MLP_KIND_COUNT, &mlp)) ||
-        (st = ydoc_get_u32(d, n, "heads", false, &s->n_heads, p->err)) ||
-        (st = ydoc_get_u32(d, n, "head_dim", false, &hd, p->err)))
+        (st = kvp_ydoc_get_u32(d, n, "heads", false, &s->n_heads, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "head_dim", false, &hd, p->err)))
         return st;
     s->kind = (enum kvp_layer_kind)kind;
     s->mlp = (enum kvp_mlp_kind)mlp;
     s->n_kv_heads = s->kind == KVP_LAYER_MLA ? 1 : s->n_heads;
     s->head_dim_k = s->head_dim_v = hd;
-    if ((st = ydoc_get_u32(d, n, "kv_heads", false, &s->n_kv_heads, p->err)) ||
-        (st = ydoc_get_u32(d, n, "head_dim_k", false, &s->head_dim_k, p->err)) ||
-        (st = ydoc_get_u32(d, n, "head_dim_v", false, &s->head_dim_v, p->err)) ||
-        (st = ydoc_get_u32(d, n, "window", s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED,
+    if ((st = kvp_ydoc_get_u32(d, n, "kv_heads", false, &s->n_kv_heads, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "head_dim_k", false, &s->head_dim_k, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "head_dim_v", false, &s->head_dim_v, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "window", s->kind == KVP_LAYER_SLIDING || s->kind == KVP_LAYER_CHUNKED,
                            &s->window, p->err)) ||
-        (st = ydoc_get_u32(d, n, "shares", s->kind == KVP_LAYER_SHARED, &s->shares, p->err)) ||
-        (st = ydoc_get_u32(d, n, "kv_lora_rank", s->kind == KVP_LAYER_MLA, &s->kv_lora_rank, p->err)) ||
-        (st = ydoc_get_u32(d, n, "qk_rope_dim", s->kind == KVP_LAYER_MLA, &s->qk_rope_dim, p->err)) ||
-        (st = ydoc_get_u32(d, n, "q_lora_rank", false, &s->q_lora_rank, p->err)))
+        (st = kvp_ydoc_get_u32(d, n, "shares", s->kind == KVP_LAYER_SHARED, &s->shares, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "kv_lora_rank", s->kind == KVP_LAYER_MLA, &s->kv_lora_rank, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "qk_rope_dim", s->kind == KVP_LAYER_MLA, &s->qk_rope_dim, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, n, "q_lora_rank", false, &s->q_lora_rank, p->err)))
         return st;
-    rec = ydoc_get(d, n, "recurrent");
+    rec = kvp_ydoc_get(d, n, "recurrent");
     if (s->kind == KVP_LAYER_RECURRENT && !rec)
-        return ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "spec '%s' of kind recurrent needs a 'recurrent' mapping", name);
+        return kvp_ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "spec '%s' of kind recurrent needs a 'recurrent' mapping", name);
     if (rec && (st = parse_recurrent(p, rec, &s->rec)) != KVP_OK)
         return st;
     return KVP_OK;
@@ -219,16 +219,16 @@ static enum kvp_status parse_specs(struct yparse *p, yaml_node_t *specs)
     struct ydoc *d = &p->d;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, specs, "specs", p->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(d, specs, "specs", p->err)) != KVP_OK)
         return st;
     for (yaml_node_pair_t *pr = specs->data.mapping.pairs.start; pr < specs->data.mapping.pairs.top; pr++) {
-        yaml_node_t *k = ydoc_node(d, pr->key);
+        yaml_node_t *k = kvp_ydoc_node(d, pr->key);
         struct named_spec *ns;
         if (p->n_named == KVP_MAX_SPECS)
-            return ydoc_fail(d, k, p->err, KVP_ERR_RANGE, "more than %u specs", KVP_MAX_SPECS);
+            return kvp_ydoc_fail(d, k, p->err, KVP_ERR_RANGE, "more than %u specs", KVP_MAX_SPECS);
         ns = &p->named[p->n_named++];
-        if ((st = ydoc_str(d, k, "spec name", ns->name, sizeof ns->name, p->err)) ||
-            (st = parse_spec(p, ydoc_node(d, pr->value), ns->name, &ns->spec)))
+        if ((st = kvp_ydoc_str(d, k, "spec name", ns->name, sizeof ns->name, p->err)) ||
+            (st = parse_spec(p, kvp_ydoc_node(d, pr->value), ns->name, &ns->spec)))
             return st;
     }
     return KVP_OK;
@@ -243,44 +243,44 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
     yaml_node_t *spec, *rep;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, it, "layers item", p->err)) || (st = ydoc_check_keys(d, it, keys, p->err)))
+    if ((st = kvp_ydoc_want_map(d, it, "layers item", p->err)) || (st = kvp_ydoc_check_keys(d, it, keys, p->err)))
         return st;
-    spec = ydoc_get(d, it, "spec");
-    rep = ydoc_get(d, it, "repeat");
+    spec = kvp_ydoc_get(d, it, "spec");
+    rep = kvp_ydoc_get(d, it, "repeat");
     if (!spec == !rep)
-        return ydoc_fail(d, it, p->err, KVP_ERR_SCHEMA, "a layers item needs either 'spec' or 'repeat'");
+        return kvp_ydoc_fail(d, it, p->err, KVP_ERR_SCHEMA, "a layers item needs either 'spec' or 'repeat'");
     if (spec) {
         char name[KVP_NAME_MAX];
         uint32_t count = 1, i;
-        if ((st = ydoc_str(d, spec, "spec", name, sizeof name, p->err)) ||
-            (st = ydoc_get_u32(d, it, "count", false, &count, p->err)))
+        if ((st = kvp_ydoc_str(d, spec, "spec", name, sizeof name, p->err)) ||
+            (st = kvp_ydoc_get_u32(d, it, "count", false, &count, p->err)))
             return st;
         for (i = 0; i < p->n_named && strcmp(p->named[i].name, name) != 0; i++)
             ;
         if (i == p->n_named)
-            return ydoc_fail(d, spec, p->err, KVP_ERR_SCHEMA, "unknown spec '%s'", name);
+            return kvp_ydoc_fail(d, spec, p->err, KVP_ERR_SCHEMA, "unknown spec '%s'", name);
         if (count == 0)
-            return ydoc_fail(d, ydoc_get(d, it, "count"), p->err, KVP_ERR_RANGE, "'count' must be positive");
+            return kvp_ydoc_fail(d, kvp_ydoc_get(d, it, "count"), p->err, KVP_ERR_RANGE, "'count' must be positive");
         if (count > KVP_MAX_LAYERS - p->m->n_layers)
-            return ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "the stack has more than %u layers (%llu with this item)",
+            return kvp_ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "the stack has more than %u layers (%llu with this item)",
                              KVP_MAX_LAYERS, (unsigned long long)p->m->n_layers + count);
         if ((st = kvp_model_add_layers(p->m, &p->named[i].spec, count, p->err)) != KVP_OK)
-            return ydoc_fail(d, it, p->err, st, "%s", p->err->msg);
+            return kvp_ydoc_fail(d, it, p->err, st, "%s", p->err->msg);
         return KVP_OK;
     }
     {
         uint32_t times;
-        yaml_node_t *inner = ydoc_get(d, it, "layers");
-        if ((st = ydoc_u32(d, rep, "repeat", &times, p->err)) != KVP_OK)
+        yaml_node_t *inner = kvp_ydoc_get(d, it, "layers");
+        if ((st = kvp_ydoc_u32(d, rep, "repeat", &times, p->err)) != KVP_OK)
             return st;
         if (!inner)
-            return ydoc_fail(d, it, p->err, KVP_ERR_SCHEMA, "missing required key 'layers'");
+            return kvp_ydoc_fail(d, it, p->err, KVP_ERR_SCHEMA, "missing required key 'layers'");
         if (depth >= MAX_REPEAT_DEPTH)
-            return ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "'repeat' nested deeper than %d", MAX_REPEAT_DEPTH);
+            return kvp_ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "'repeat' nested deeper than %d", MAX_REPEAT_DEPTH);
         if (times == 0 || times > KVP_MAX_LAYERS)
-            return ydoc_fail(d, rep, p->err, KVP_ERR_RANGE, "'repeat' must be 1..%u (got %u)", KVP_MAX_LAYERS, times);
+            return kvp_ydoc_fail(d, rep, p->err, KVP_ERR_RANGE, "'repeat' must be 1..%u (got %u)", KVP_MAX_LAYERS, times);
         if (inner->type == YAML_SEQUENCE_NODE && inner->data.sequence.items.start == inner->data.sequence.items.top)
-            return ydoc_fail(d, inner, p->err, KVP_ERR_SCHEMA, "'layers' of a 'repeat' must not be empty");
+            return kvp_ydoc_fail(d, inner, p->err, KVP_ERR_SCHEMA, "'layers' of a 'repeat' must not be empty");
         for (uint32_t t = 0; t < times; t++)
             if ((st = parse_stack(p, inner, depth + 1)) != KVP_OK)
                 return st;
@@ -291,10 +291,10 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
 static enum kvp_status parse_stack(struct yparse *p, yaml_node_t *seq, int depth)
 {
     enum kvp_status st;
-    if ((st = ydoc_want_seq(&p->d, seq, "layers", p->err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_seq(&p->d, seq, "layers", p->err)) != KVP_OK)
         return st;
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++)
-        if ((st = parse_item(p, ydoc_node(&p->d, *it), depth)) != KVP_OK)
+        if ((st = parse_item(p, kvp_ydoc_node(&p->d, *it), depth)) != KVP_OK)
             return st;
     return KVP_OK;
 }
@@ -320,63 +320,63 @@ static enum kvp_status parse_top(struct yparse *p, yaml_node_t *root)
     yaml_node_t *n;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, root, "model", p->err)) || (st = ydoc_check_keys(d, root, top_keys, p->err)) ||
-        (st = ydoc_get_u32(d, root, "kvplan", true, &version, p->err)))
+    if ((st = kvp_ydoc_want_map(d, root, "model", p->err)) || (st = kvp_ydoc_check_keys(d, root, top_keys, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "kvplan", true, &version, p->err)))
         return st;
     if (version != 1)
-        return ydoc_fail(d, ydoc_get(d, root, "kvplan"), p->err, KVP_ERR_UNSUPPORTED,
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, root, "kvplan"), p->err, KVP_ERR_UNSUPPORTED,
                          "'kvplan' schema version %u is not supported (this kvplan reads 1)", version);
-    if ((st = ydoc_get_str(d, root, "name", true, m->name, sizeof m->name, p->err)) ||
-        (st = ydoc_get_str(d, root, "hf_id", false, m->hf_id, sizeof m->hf_id, p->err)) ||
-        (st = ydoc_get_str(d, root, "family", false, m->family, sizeof m->family, p->err)) ||
-        (st = ydoc_get_str(d, root, "source", false, m->source, sizeof m->source, p->err)) ||
+    if ((st = kvp_ydoc_get_str(d, root, "name", true, m->name, sizeof m->name, p->err)) ||
+        (st = kvp_ydoc_get_str(d, root, "hf_id", false, m->hf_id, sizeof m->hf_id, p->err)) ||
+        (st = kvp_ydoc_get_str(d, root, "family", false, m->family, sizeof m->family, p->err)) ||
+        (st = kvp_ydoc_get_str(d, root, "source", false, m->source, sizeof m->source, p->err)) ||
         (st = get_dtype(p, root, "dtype", &m->dtype)))
         return st;
     if (!valid_id(m->name))
-        return ydoc_fail(d, ydoc_get(d, root, "name"), p->err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, root, "name"), p->err, KVP_ERR_SCHEMA,
                          "'name' must be lower-case letters, digits, '.', '-' or '_' (got '%s')", m->name);
     m->state_dtype = m->dtype;
     if ((st = get_dtype(p, root, "state_dtype", &m->state_dtype)) ||
-        (st = ydoc_get_u64(d, root, "max_context", true, &m->max_context, p->err)) ||
-        (st = ydoc_get_u32(d, root, "hidden", true, &m->hidden, p->err)) ||
-        (st = ydoc_get_u32(d, root, "intermediate", false, &m->intermediate, p->err)) ||
-        (st = ydoc_get_u32(d, root, "vocab", true, &m->vocab, p->err)) ||
-        (st = ydoc_get_bool(d, root, "tied_embeddings", false, &m->tied_embeddings, p->err)) ||
-        (st = ydoc_get_u32(d, root, "learned_positions", false, &m->learned_positions, p->err)) ||
+        (st = kvp_ydoc_get_u64(d, root, "max_context", true, &m->max_context, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "hidden", true, &m->hidden, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "intermediate", false, &m->intermediate, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "vocab", true, &m->vocab, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "tied_embeddings", false, &m->tied_embeddings, p->err)) ||
+        (st = kvp_ydoc_get_u32(d, root, "learned_positions", false, &m->learned_positions, p->err)) ||
         (st = get_choice(p, root, "norm", norms, 2, &norm)) ||
         (st = get_choice(p, root, "act", acts, 2, &act)) ||
-        (st = ydoc_get_u32(d, root, "norms_per_layer", false, &m->norms_per_layer, p->err)) ||
-        (st = ydoc_get_bool(d, root, "qk_norm", false, &m->qk_norm, p->err)) ||
-        (st = ydoc_get_bool(d, root, "attn_qkv_bias", false, &m->attn_qkv_bias, p->err)) ||
-        (st = ydoc_get_bool(d, root, "attn_out_bias", false, &m->attn_out_bias, p->err)) ||
-        (st = ydoc_get_bool(d, root, "mlp_bias", false, &m->mlp_bias, p->err)) ||
-        (st = ydoc_get_bool(d, root, "attn_sinks", false, &m->attn_sinks, p->err)) ||
-        (st = ydoc_get_bool(d, root, "attn_gate", false, &m->attn_gate, p->err)))
+        (st = kvp_ydoc_get_u32(d, root, "norms_per_layer", false, &m->norms_per_layer, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "qk_norm", false, &m->qk_norm, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "attn_qkv_bias", false, &m->attn_qkv_bias, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "attn_out_bias", false, &m->attn_out_bias, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "mlp_bias", false, &m->mlp_bias, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "attn_sinks", false, &m->attn_sinks, p->err)) ||
+        (st = kvp_ydoc_get_bool(d, root, "attn_gate", false, &m->attn_gate, p->err)))
         return st;
     {
         static const char *const positive[] = {"max_context", "hidden", "vocab"};
         for (int i = 0; i < 3; i++) {
-            yaml_node_t *v = ydoc_get(d, root, positive[i]);
-            if (v && strcmp(ydoc_scalar(v) ? ydoc_scalar(v) : "", "0") == 0)
-                return ydoc_fail(d, v, p->err, KVP_ERR_RANGE, "'%s' must be positive", positive[i]);
+            yaml_node_t *v = kvp_ydoc_get(d, root, positive[i]);
+            if (v && strcmp(kvp_ydoc_scalar(v) ? kvp_ydoc_scalar(v) : "", "0") == 0)
+                return kvp_ydoc_fail(d, v, p->err, KVP_ERR_RANGE, "'%s' must be positive", positive[i]);
         }
     }
     m->norm = (enum kvp_norm_kind)norm;
     m->act = (enum kvp_act_kind)act;
-    if ((n = ydoc_get(d, root, "moe")) && (st = parse_moe(p, n)) != KVP_OK)
+    if ((n = kvp_ydoc_get(d, root, "moe")) && (st = parse_moe(p, n)) != KVP_OK)
         return st;
-    if ((n = ydoc_get(d, root, "quantization")) && (st = parse_quantization(p, n)) != KVP_OK)
+    if ((n = kvp_ydoc_get(d, root, "quantization")) && (st = parse_quantization(p, n)) != KVP_OK)
         return st;
-    if (!(n = ydoc_get(d, root, "specs")))
-        return ydoc_fail(d, root, p->err, KVP_ERR_SCHEMA, "missing required key 'specs'");
+    if (!(n = kvp_ydoc_get(d, root, "specs")))
+        return kvp_ydoc_fail(d, root, p->err, KVP_ERR_SCHEMA, "missing required key 'specs'");
     if ((st = parse_specs(p, n)) != KVP_OK)
         return st;
-    if (!(n = ydoc_get(d, root, "layers")))
-        return ydoc_fail(d, root, p->err, KVP_ERR_SCHEMA, "missing required key 'layers'");
+    if (!(n = kvp_ydoc_get(d, root, "layers")))
+        return kvp_ydoc_fail(d, root, p->err, KVP_ERR_SCHEMA, "missing required key 'layers'");
     if ((st = parse_stack(p, n, 0)) != KVP_OK)
         return st;
     if ((st = kvp_model_validate(m, p->err)) != KVP_OK)
-        return ydoc_fail(d, n, p->err, st, "%s", p->err->msg);
+        return kvp_ydoc_fail(d, n, p->err, st, "%s", p->err->msg);
     return KVP_OK;
 }
 
@@ -390,10 +390,10 @@ enum kvp_status kvp_model_parse_yaml(const char *text, uint64_t len, const char 
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory parsing '%s'", file);
     p->m = m;
     p->err = err;
-    st = ydoc_load(&p->d, text, len, file, err);
+    st = kvp_ydoc_load(&p->d, text, len, file, err);
     if (st == KVP_OK)
-        st = parse_top(p, ydoc_root(&p->d));
-    ydoc_release(&p->d);
+        st = parse_top(p, kvp_ydoc_root(&p->d));
+    kvp_ydoc_release(&p->d);
     free(p);
     return st;
 }

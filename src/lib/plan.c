@@ -109,8 +109,8 @@ static const char *node_type(const yaml_node_t *n)
 /* The text of scalar node n, or an error naming `what`. */
 static enum kvp_status scalar(struct ydoc *d, yaml_node_t *n, const char *what, const char **out, struct kvp_error *err)
 {
-    if (!(*out = ydoc_scalar(n)))
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a single value, not %s", what, node_type(n));
+    if (!(*out = kvp_ydoc_scalar(n)))
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a single value, not %s", what, node_type(n));
     return KVP_OK;
 }
 
@@ -124,7 +124,7 @@ static enum kvp_status number(struct ydoc *d, yaml_node_t *n, const char *what, 
         return st;
     *out = strtod(v, &end);
     if (v[0] == '\0' || *end != '\0' || !isfinite(*out) || strspn(v, "+-0123456789.eE") != strlen(v))
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got '%.40s')", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a number (got '%.40s')", what, v);
     return KVP_OK;
 }
 
@@ -136,9 +136,9 @@ static enum kvp_status count(struct ydoc *d, yaml_node_t *n, const char *what, u
     if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
         return st;
     if (kvp_parse_count(v, out, err) != KVP_OK)
-        return ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
+        return kvp_ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
     if (*out < min || *out > max)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be between %llu and %llu (got %.40s)", what,
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be between %llu and %llu (got %.40s)", what,
                          (unsigned long long)min, (unsigned long long)max, v);
     return KVP_OK;
 }
@@ -150,7 +150,7 @@ static enum kvp_status bytes(struct ydoc *d, yaml_node_t *n, const char *what, u
     if ((st = scalar(d, n, what, &v, err)) != KVP_OK)
         return st;
     if (kvp_parse_bytes(v, out, err) != KVP_OK)
-        return ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
+        return kvp_ydoc_fail(d, n, err, err->code, "'%s': %s", what, err->msg);
     return KVP_OK;
 }
 
@@ -160,8 +160,8 @@ static enum kvp_status fraction(struct ydoc *d, yaml_node_t *n, const char *what
     if ((st = number(d, n, what, out, err)) != KVP_OK)
         return st;
     if (!(*out > 0.0 && *out <= 1.0))
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be a fraction in (0, 1] (got %s)", what,
-                         ydoc_scalar(n));
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be a fraction in (0, 1] (got %s)", what,
+                         kvp_ydoc_scalar(n));
     return KVP_OK;
 }
 
@@ -174,7 +174,7 @@ static enum kvp_status name_value(struct ydoc *d, yaml_node_t *n, const char *wh
         return st;
     if (v[0] == '\0' || strlen(v) >= KVP_PLAN_NAME_MAX ||
         strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(v))
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
                          "'%s' must be 1 to %d letters, digits, '.', '_' or '-' (got '%.80s')", what,
                          KVP_PLAN_NAME_MAX - 1, v);
     memcpy(out, v, strlen(v) + 1);
@@ -223,10 +223,10 @@ static enum kvp_status read_model(struct ydoc *d, yaml_node_t *n, struct setting
     if ((st = scalar(d, n, "model", &v, err)) != KVP_OK)
         return st;
     if (v[0] == '\0')
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
     if (looks_like_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
                            : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
     snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
     s->model_line = (uint32_t)n->start_mark.line + 1;
     s->model_col = (uint32_t)n->start_mark.column + 1;
@@ -249,11 +249,11 @@ static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const stru
         size_t o = 0;
         v[0] = '\0';
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-            if ((st = scalar(d, ydoc_node(d, *it), k->key, &text, err)) != KVP_OK)
+            if ((st = scalar(d, kvp_ydoc_node(d, *it), k->key, &text, err)) != KVP_OK)
                 return st;
             o += (size_t)snprintf(v + o, o < sizeof v ? sizeof v - o : 0, "%s%s", o ? "," : "", text);
             if (o >= sizeof v)
-                return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is too long", k->key);
+                return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is too long", k->key);
         }
     } else {
         if ((st = scalar(d, n, k->key, &text, err)) != KVP_OK)
@@ -261,13 +261,13 @@ static enum kvp_status read_setting(struct loader *L, struct ydoc *d, const stru
         snprintf(v, sizeof v, "%s", text);
     }
     if (kvp_settings_put(&s->kv, k->key, v, err) != KVP_OK)
-        return ydoc_fail(d, n, err, err->code, "'%s': %s", k->key, err->msg);
+        return kvp_ydoc_fail(d, n, err, err->code, "'%s': %s", k->key, err->msg);
     if (k->type == KVP_SET_GPU) {
         const struct kvp_gpu *g;
         if (!L->gpus)
-            return ydoc_fail(d, n, err, KVP_ERR_USAGE, "'gpu' needs the GPU catalog (got '%.40s')", v);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE, "'gpu' needs the GPU catalog (got '%.40s')", v);
         if (kvp_gpu_find(L->gpus, v, &g, err) != KVP_OK)
-            return ydoc_fail(d, n, err, err->code, "'gpu': %s", err->msg);
+            return kvp_ydoc_fail(d, n, err, err->code, "'gpu': %s", err->msg);
     }
     return KVP_OK;
 }
@@ -277,11 +277,11 @@ static enum kvp_status read_settings(struct loader *L, struct ydoc *d, yaml_node
 {
     yaml_node_t *n;
     enum kvp_status st;
-    if ((n = ydoc_get(d, map, "model")) && !ydoc_is_null(n) && (st = read_model(d, n, s, L->err)) != KVP_OK)
+    if ((n = kvp_ydoc_get(d, map, "model")) && !kvp_ydoc_is_null(n) && (st = read_model(d, n, s, L->err)) != KVP_OK)
         return st;
     for (uint32_t i = 0; i < kvp_settings_count(); i++) {
         const struct kvp_setting *k = kvp_setting_at(i);
-        if (!(n = ydoc_get(d, map, k->key)) || ydoc_is_null(n))
+        if (!(n = kvp_ydoc_get(d, map, k->key)) || kvp_ydoc_is_null(n))
             continue;
         if ((st = read_setting(L, d, k, n, s)) != KVP_OK)
             return st;
@@ -301,7 +301,7 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
 
     switch (kind) {
     case KVP_CHECK_FITS:
-        if ((st = ydoc_bool(d, n, what, &b, err)) != KVP_OK)
+        if ((st = kvp_ydoc_bool(d, n, what, &b, err)) != KVP_OK)
             return st;
         *out = b ? 1.0 : 0.0;
         return KVP_OK;
@@ -315,18 +315,18 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
     case KVP_CHECK_MIN_HEADROOM:
         /* bytes per token are plainly bytes: a bare integer is read as such */
-        if (!(kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN && ydoc_scalar(n) && kvp_parse_u64(ydoc_scalar(n), &u)) &&
+        if (!(kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN && kvp_ydoc_scalar(n) && kvp_parse_u64(kvp_ydoc_scalar(n), &u)) &&
             (st = bytes(d, n, what, &u, err)) != KVP_OK)
             return st;
         if (u == 0 && kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN)
-            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, ydoc_scalar(n));
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, kvp_ydoc_scalar(n));
         *out = (double)u;
         return KVP_OK;
     default: /* min_concurrency, max_tpot_ms: positive numbers */
         if ((st = number(d, n, what, out, err)) != KVP_OK)
             return st;
         if (!(*out > 0.0))
-            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, ydoc_scalar(n));
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, kvp_ydoc_scalar(n));
         return KVP_OK;
     }
 }
@@ -347,32 +347,32 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
     yaml_node_t *n, *first_key = kn;
     char name[KVP_PLAN_NAME_MAX] = "";
     enum kvp_status st;
-    int found = kind_of(ydoc_scalar(kn));
+    int found = kind_of(kvp_ydoc_scalar(kn));
 
     memset(c, 0, sizeof *c);
     if (found < 0)
-        return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA,
                          "unknown assertion '%s' (fits, min_concurrency, min_context, max_kv_share, "
-                         "max_kv_bytes_per_token, max_tpot_ms, min_headroom)", ydoc_scalar(kn));
+                         "max_kv_bytes_per_token, max_tpot_ms, min_headroom)", kvp_ydoc_scalar(kn));
     c->kind = (enum kvp_check_kind)found;
     c->line = (uint32_t)first_key->start_mark.line + 1;
     c->col = (uint32_t)first_key->start_mark.column + 1;
     if ((st = read_limit(d, vn, c->kind, &c->limit, err)) != KVP_OK)
         return st;
-    if (item && (n = ydoc_get(d, item, "context")) != NULL) {
+    if (item && (n = kvp_ydoc_get(d, item, "context")) != NULL) {
         if (!(kinds[c->kind].mods & MOD_CONTEXT))
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'context' does not apply to '%s'", kinds[c->kind].name);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'context' does not apply to '%s'", kinds[c->kind].name);
         if ((st = count(d, n, "context", 1, UINT64_MAX, &c->context, err)) != KVP_OK)
             return st;
     }
-    if (item && (n = ydoc_get(d, item, "concurrency")) != NULL) {
+    if (item && (n = kvp_ydoc_get(d, item, "concurrency")) != NULL) {
         if (!(kinds[c->kind].mods & MOD_CONCURRENCY))
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'concurrency' does not apply to '%s'",
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'concurrency' does not apply to '%s'",
                              kinds[c->kind].name);
         if ((st = count(d, n, "concurrency", 1, UINT64_MAX, &c->concurrency, err)) != KVP_OK)
             return st;
     }
-    if (item && (n = ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
+    if (item && (n = kvp_ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
         return st;
     c->named = name[0] != '\0';
     if (name[0]) {
@@ -394,13 +394,13 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
     }
     /* what the check needs from the deployment */
     if (c->kind == KVP_CHECK_MAX_TPOT && !dep->gpu)
-        return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
                          "'max_tpot_ms' needs a 'gpu' from the catalog (its bandwidth bounds the decode)");
     if (c->kind == KVP_CHECK_MAX_KV_SHARE && !dep->d.gpu_memory)
-        return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA, "'max_kv_share' needs the GPU memory ('gpu' or 'gpu_memory')");
+        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA, "'max_kv_share' needs the GPU memory ('gpu' or 'gpu_memory')");
     for (uint32_t i = 0; i < dep->n_checks; i++)
         if (strcmp(dep->checks[i].id, c->id) == 0)
-            return ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+            return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
                              "assertion '%s' is given twice (line %u); add a 'name' to tell them apart", c->id,
                              dep->checks[i].line);
     return KVP_OK;
@@ -416,23 +416,23 @@ static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct
     yaml_node_pair_t *found = NULL;
     enum kvp_status st;
 
-    if ((st = ydoc_want_map(d, item, "assert", err)) != KVP_OK || (st = ydoc_check_keys(d, item, keys, err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(d, item, "assert", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, item, keys, err)) != KVP_OK)
         return st;
     for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
-        const char *k = ydoc_scalar(ydoc_node(d, p->key));
+        const char *k = kvp_ydoc_scalar(kvp_ydoc_node(d, p->key));
         if (kind_of(k) < 0)
             continue;
         if (found)
-            return ydoc_fail(d, ydoc_node(d, p->key), err, KVP_ERR_SCHEMA,
+            return kvp_ydoc_fail(d, kvp_ydoc_node(d, p->key), err, KVP_ERR_SCHEMA,
                              "one assertion per list item (got '%s' and '%s')",
-                             ydoc_scalar(ydoc_node(d, found->key)), k);
+                             kvp_ydoc_scalar(kvp_ydoc_node(d, found->key)), k);
         found = p;
     }
     if (!found)
-        return ydoc_fail(d, item, err, KVP_ERR_SCHEMA,
+        return kvp_ydoc_fail(d, item, err, KVP_ERR_SCHEMA,
                          "an assertion needs one of 'fits', 'min_concurrency', 'min_context', 'max_kv_share', "
                          "'max_kv_bytes_per_token', 'max_tpot_ms', 'min_headroom'");
-    return read_check(d, ydoc_node(d, found->key), ydoc_node(d, found->value), item, dep, c, err);
+    return read_check(d, kvp_ydoc_node(d, found->key), kvp_ydoc_node(d, found->value), item, dep, c, err);
 }
 
 /* ---- deployments -------------------------------------------------------- */
@@ -483,21 +483,21 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     int bad;
 
     if (!s->has_model)
-        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs a 'model'", dep->name);
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs a 'model'", dep->name);
     if ((st = open_model(L, s->model, &dep->model)) != KVP_OK) {
         if (!err->file[0]) /* an unknown name: point at where it is written */
             kvp_error_place(err, s->model_file, s->model_line, s->model_col);
         return st;
     }
     if (!is_set(s, "gpu") && !is_set(s, "gpu_memory") && !is_set(s, "kv_cache_memory"))
-        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
                          dep->name);
     if ((st = kvp_settings_apply(&s->kv, dep->model, L->gpus, x, &dep->gpu, &bad, err)) != KVP_OK)
-        return ydoc_fail(d, node, err, st, "deployment '%s': %s%s%s%s", dep->name, bad >= 0 ? "'" : "",
+        return kvp_ydoc_fail(d, node, err, st, "deployment '%s': %s%s%s%s", dep->name, bad >= 0 ? "'" : "",
                          bad >= 0 ? kvp_setting_at((uint32_t)bad)->key : "", bad >= 0 ? "': " : "", err->msg);
     /* an engine that refuses these settings makes the plan invalid, not failed */
     if ((st = kvp_fit_compute(dep->model, x, &fit, err)) != KVP_OK)
-        return ydoc_fail(d, node, err, st, "deployment '%s': %s", dep->name, err->msg);
+        return kvp_ydoc_fail(d, node, err, st, "deployment '%s': %s", dep->name, err->msg);
     return KVP_OK;
 }
 
@@ -519,10 +519,10 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     allowed[nk + 1] = "name";
     allowed[nk + 2] = "assert";
     allowed[nk + 3] = NULL;
-    if ((st = ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = ydoc_check_keys(d, node, allowed, err)))
+    if ((st = kvp_ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, node, allowed, err)))
         return st;
     if (p->n == KVP_PLAN_MAX_DEPLOYMENTS)
-        return ydoc_fail(d, node, err, KVP_ERR_RANGE, "more than %d deployments", KVP_PLAN_MAX_DEPLOYMENTS);
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_RANGE, "more than %d deployments", KVP_PLAN_MAX_DEPLOYMENTS);
     if (p->n == p->cap) {
         uint32_t cap = p->cap ? p->cap * 2 : 8;
         struct kvp_plan_deployment *grown = realloc(p->deps, cap * sizeof *grown);
@@ -536,22 +536,22 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     snprintf(dep->file, sizeof dep->file, "%s", d->file);
     dep->line = (uint32_t)node->start_mark.line + 1;
     dep->col = (uint32_t)node->start_mark.column + 1;
-    if (!(n = ydoc_get(d, node, "name")))
-        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'name'");
+    if (!(n = kvp_ydoc_get(d, node, "name")))
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'name'");
     if ((st = name_value(d, n, "name", dep->name, err)) != KVP_OK)
         return st;
     for (uint32_t i = 0; i < p->n; i++)
         if (strcmp(p->deps[i].name, dep->name) == 0)
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "deployment '%s' is defined twice (first at %s:%u:%u)",
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "deployment '%s' is defined twice (first at %s:%u:%u)",
                              dep->name, p->deps[i].file, p->deps[i].line, p->deps[i].col);
-    if (!(list = ydoc_get(d, node, "assert")) || ydoc_is_null(list))
-        return ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'assert'");
+    if (!(list = kvp_ydoc_get(d, node, "assert")) || kvp_ydoc_is_null(list))
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "missing required key 'assert'");
     if (list->type == YAML_MAPPING_NODE ? list->data.mapping.pairs.top == list->data.mapping.pairs.start
         : list->type == YAML_SEQUENCE_NODE  ? list->data.sequence.items.top == list->data.sequence.items.start
                                             : false)
-        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must not be empty");
+        return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must not be empty");
     if (list->type == YAML_SCALAR_NODE)
-        return ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must be a list or a mapping of assertions, not a scalar");
+        return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must be a list or a mapping of assertions, not a scalar");
     if ((st = read_settings(L, d, node, &s)) != KVP_OK || (st = build_deploy(L, d, node, &s, dep)) != KVP_OK)
         goto fail;
     want = list->type == YAML_MAPPING_NODE ? (size_t)(list->data.mapping.pairs.top - list->data.mapping.pairs.start)
@@ -559,7 +559,7 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     for (uint32_t i = 0; i < p->n; i++)
         checks += p->deps[i].n_checks;
     if (want > KVP_PLAN_MAX_CHECKS - checks) {
-        st = ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d assertions in the plan (%zu with these)",
+        st = kvp_ydoc_fail(d, list, err, KVP_ERR_RANGE, "more than %d assertions in the plan (%zu with these)",
                        KVP_PLAN_MAX_CHECKS, checks + want);
         goto fail;
     }
@@ -569,14 +569,14 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     }
     if (list->type == YAML_MAPPING_NODE) { /* the short form: {fits: true, min_concurrency: 64} */
         for (yaml_node_pair_t *q = list->data.mapping.pairs.start; q < list->data.mapping.pairs.top; q++) {
-            if ((st = read_check(d, ydoc_node(d, q->key), ydoc_node(d, q->value), NULL, dep,
+            if ((st = read_check(d, kvp_ydoc_node(d, q->key), kvp_ydoc_node(d, q->value), NULL, dep,
                                  &dep->checks[dep->n_checks], err)) != KVP_OK)
                 goto fail;
             dep->n_checks++;
         }
     } else {
         for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
-            if ((st = read_check_item(d, ydoc_node(d, *it), dep, &dep->checks[dep->n_checks], err)) != KVP_OK)
+            if ((st = read_check_item(d, kvp_ydoc_node(d, *it), dep, &dep->checks[dep->n_checks], err)) != KVP_OK)
                 goto fail;
             dep->n_checks++;
         }
@@ -604,14 +604,14 @@ static enum kvp_status read_include(struct loader *L, struct ydoc *d, yaml_node_
     if ((st = scalar(d, n, "include", &v, err)) != KVP_OK)
         return st;
     if (!join_path(d->file, v, path, sizeof path))
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "the include path is too long (got '%.60s...')", v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "the include path is too long (got '%.60s...')", v);
     if (stat(path, &sb) != 0)
-        return ydoc_fail(d, n, err, KVP_ERR_IO, "cannot open the included file '%s'", path);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_IO, "cannot open the included file '%s'", path);
     for (uint32_t i = 0; i <= L->depth; i++)
         if (L->stack[i].dev == sb.st_dev && L->stack[i].ino == sb.st_ino)
-            return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "include cycle: '%s' is already being loaded", path);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "include cycle: '%s' is already being loaded", path);
     if (L->depth == KVP_PLAN_MAX_INCLUDE_DEPTH)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "includes nested deeper than %d levels (at '%s')",
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "includes nested deeper than %d levels (at '%s')",
                          KVP_PLAN_MAX_INCLUDE_DEPTH, path);
     L->depth++;
     L->stack[L->depth].dev = sb.st_dev;
@@ -656,26 +656,26 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
         free(eff);
         return st;
     }
-    if ((st = ydoc_load(&d, text, len, path, err)) != KVP_OK)
+    if ((st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
         goto done;
-    root = ydoc_root(&d);
-    if ((st = ydoc_want_map(&d, root, "plan", err)) != KVP_OK ||
-        (st = ydoc_check_keys(&d, root, top_keys, err)) != KVP_OK ||
-        (st = ydoc_get_u32(&d, root, "kvplan_plan", true, &version, err)) != KVP_OK)
+    root = kvp_ydoc_root(&d);
+    if ((st = kvp_ydoc_want_map(&d, root, "plan", err)) != KVP_OK ||
+        (st = kvp_ydoc_check_keys(&d, root, top_keys, err)) != KVP_OK ||
+        (st = kvp_ydoc_get_u32(&d, root, "kvplan_plan", true, &version, err)) != KVP_OK)
         goto done;
     if (version != KVP_PLAN_VERSION) {
-        st = ydoc_fail(&d, ydoc_get(&d, root, "kvplan_plan"), err, KVP_ERR_UNSUPPORTED,
+        st = kvp_ydoc_fail(&d, kvp_ydoc_get(&d, root, "kvplan_plan"), err, KVP_ERR_UNSUPPORTED,
                        "'kvplan_plan' must be %d (got %u)", KVP_PLAN_VERSION, version);
         goto done;
     }
-    if ((n = ydoc_get(&d, root, "include")) != NULL && !ydoc_is_null(n)) {
-        if ((st = ydoc_want_seq(&d, n, "include", err)) != KVP_OK)
+    if ((n = kvp_ydoc_get(&d, root, "include")) != NULL && !kvp_ydoc_is_null(n)) {
+        if ((st = kvp_ydoc_want_seq(&d, n, "include", err)) != KVP_OK)
             goto done;
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
-            if ((st = read_include(L, &d, ydoc_node(&d, *it), eff)) != KVP_OK)
+            if ((st = read_include(L, &d, kvp_ydoc_node(&d, *it), eff)) != KVP_OK)
                 goto done;
     }
-    if ((n = ydoc_get(&d, root, "defaults")) != NULL && !ydoc_is_null(n)) {
+    if ((n = kvp_ydoc_get(&d, root, "defaults")) != NULL && !kvp_ydoc_is_null(n)) {
         const char *allowed[KVP_SETTINGS_MAX + 2];
         uint32_t nk = kvp_settings_count();
         struct settings own;
@@ -684,21 +684,21 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
         allowed[nk] = "model";
         allowed[nk + 1] = NULL;
         memset(&own, 0, sizeof own);
-        if ((st = ydoc_want_map(&d, n, "defaults", err)) != KVP_OK ||
-            (st = ydoc_check_keys(&d, n, allowed, err)) != KVP_OK || (st = read_settings(L, &d, n, &own)) != KVP_OK)
+        if ((st = kvp_ydoc_want_map(&d, n, "defaults", err)) != KVP_OK ||
+            (st = kvp_ydoc_check_keys(&d, n, allowed, err)) != KVP_OK || (st = read_settings(L, &d, n, &own)) != KVP_OK)
             goto done;
         overlay(eff, &own);
     }
-    if ((n = ydoc_get(&d, root, "deployments")) != NULL && !ydoc_is_null(n)) {
-        if ((st = ydoc_want_seq(&d, n, "deployments", err)) != KVP_OK)
+    if ((n = kvp_ydoc_get(&d, root, "deployments")) != NULL && !kvp_ydoc_is_null(n)) {
+        if ((st = kvp_ydoc_want_seq(&d, n, "deployments", err)) != KVP_OK)
             goto done;
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++)
-            if ((st = read_deployment(L, &d, ydoc_node(&d, *it), eff)) != KVP_OK)
+            if ((st = read_deployment(L, &d, kvp_ydoc_node(&d, *it), eff)) != KVP_OK)
                 goto done;
     }
     *defaults_out = *eff;
 done:
-    ydoc_release(&d);
+    kvp_ydoc_release(&d);
     free(text);
     free(eff);
     return st;
@@ -927,37 +927,37 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
         return kvp_fail(err, KVP_ERR_USAGE, "the tolerance must be in [0, 1) (got %g)", tolerance);
     if ((st = kvp_read_file(path, PLAN_FILE_MAX, &text, &len, NULL, err)) != KVP_OK)
         return st;
-    if ((st = ydoc_load(&d, text, len, path, err)) != KVP_OK)
+    if ((st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
         goto done;
-    root = ydoc_root(&d);
-    if ((st = ydoc_want_map(&d, root, "baseline", err)) != KVP_OK ||
-        (st = ydoc_get_u32(&d, root, "kvplan_check", true, &version, err)) != KVP_OK)
+    root = kvp_ydoc_root(&d);
+    if ((st = kvp_ydoc_want_map(&d, root, "baseline", err)) != KVP_OK ||
+        (st = kvp_ydoc_get_u32(&d, root, "kvplan_check", true, &version, err)) != KVP_OK)
         goto done;
     if (version != KVP_PLAN_REPORT_VERSION) {
-        st = ydoc_fail(&d, ydoc_get(&d, root, "kvplan_check"), err, KVP_ERR_UNSUPPORTED,
+        st = kvp_ydoc_fail(&d, kvp_ydoc_get(&d, root, "kvplan_check"), err, KVP_ERR_UNSUPPORTED,
                        "'kvplan_check' must be %d (got %u)", KVP_PLAN_REPORT_VERSION, version);
         goto done;
     }
-    if (!(list = ydoc_get(&d, root, "results")))
-        st = ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "missing required key 'results'");
+    if (!(list = kvp_ydoc_get(&d, root, "results")))
+        st = kvp_ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "missing required key 'results'");
     else
-        st = ydoc_want_seq(&d, list, "results", err);
+        st = kvp_ydoc_want_seq(&d, list, "results", err);
     if (st == KVP_OK && list->data.sequence.items.top - list->data.sequence.items.start > KVP_PLAN_MAX_CHECKS)
-        st = ydoc_fail(&d, list, err, KVP_ERR_RANGE, "more than %d results (a plan has at most %d assertions)",
+        st = kvp_ydoc_fail(&d, list, err, KVP_ERR_RANGE, "more than %d results (a plan has at most %d assertions)",
                        KVP_PLAN_MAX_CHECKS, KVP_PLAN_MAX_CHECKS);
     if (st != KVP_OK)
         goto done;
     for (uint32_t i = 0; i < r->n; i++)
         r->results[i].has_baseline = r->results[i].regressed = false;
     for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
-        yaml_node_t *item = ydoc_node(&d, *it), *mn;
+        yaml_node_t *item = kvp_ydoc_node(&d, *it), *mn;
         char id[KVP_PLAN_ID_MAX];
         double v;
-        if ((st = ydoc_want_map(&d, item, "results", err)) != KVP_OK ||
-            (st = ydoc_get_str(&d, item, "id", true, id, sizeof id, err)) != KVP_OK)
+        if ((st = kvp_ydoc_want_map(&d, item, "results", err)) != KVP_OK ||
+            (st = kvp_ydoc_get_str(&d, item, "id", true, id, sizeof id, err)) != KVP_OK)
             goto done;
-        if (!(mn = ydoc_get(&d, item, "measured")))
-            st = ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "missing required key 'measured'");
+        if (!(mn = kvp_ydoc_get(&d, item, "measured")))
+            st = kvp_ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "missing required key 'measured'");
         else
             st = number(&d, mn, "measured", &v, err);
         if (st != KVP_OK)
@@ -967,7 +967,7 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
             if (strcmp(res->check->id, id) != 0)
                 continue;
             if (res->has_baseline) {
-                st = ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "result '%s' appears twice", id);
+                st = kvp_ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "result '%s' appears twice", id);
                 goto done;
             }
             res->has_baseline = true;
@@ -992,7 +992,7 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
         r->passed += res->pass && !res->regressed;
     }
 done:
-    ydoc_release(&d);
+    kvp_ydoc_release(&d);
     free(text);
     return st;
 }

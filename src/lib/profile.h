@@ -28,53 +28,53 @@ struct prank {
 
 /* The layers of pipeline stage `stage` of pp, as vLLM's get_pp_indices splits
  * them: L / pp each, the remainder to the stages before the last. */
-void profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_t *first, uint32_t *count);
+void kvp_profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_t *first, uint32_t *count);
 
 /* Build the per-rank view of layers [first, first+count). */
-enum kvp_status profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
+enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
                              uint32_t count, struct prank *r, struct kvp_error *err);
 
 /* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
- * release's default (src/lib/profile_reserve.c). */
-uint64_t profile_batched_tokens(const struct kvp_deploy *d);
+ * release's default (src/lib/kvp_profile_reserve.c). */
+uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d);
 
 /* The start-up reserve subtracted before the KV budget: activations + non-torch + CUDA graphs. */
-uint64_t profile_reserve(const struct kvp_deploy *d);
+uint64_t kvp_profile_reserve(const struct kvp_deploy *d);
 
 /* Weights on one GPU: d->weights_memory, else all weights / (tp * pp), rounded up. */
-enum kvp_status profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
                                 struct kvp_error *err);
 
 /* Reject a cache format the engine cannot store, in the engine's words. */
-enum kvp_status profile_formats(const struct kvp_deploy *d, const enum kvp_dtype *ok, int n, struct kvp_error *err);
+enum kvp_status kvp_profile_formats(const struct kvp_deploy *d, const enum kvp_dtype *ok, int n, struct kvp_error *err);
 
 /* memory * fraction, rounded down, as the engines' float arithmetic does. */
-uint64_t profile_fraction(uint64_t memory, double fraction);
+uint64_t kvp_profile_fraction(uint64_t memory, double fraction);
 
 /* a - b, or 0 with *short_by set when b > a. */
-uint64_t profile_sub(uint64_t a, uint64_t b, uint64_t *short_by);
+uint64_t kvp_profile_sub(uint64_t a, uint64_t b, uint64_t *short_by);
 
 /* Settle fits / free_bytes / short_bytes from kv_budget_bytes and
  * kv_bytes_required; deficit is what the non-KV memory already lacks. */
-void profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit);
+void kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit);
 
 /* The longest context c <= limit with cost(c) * n <= pool (binary search; cost
  * is non-decreasing in c). 0 if not even one token fits. */
 typedef enum kvp_status (*profile_cost_fn)(void *ctx, uint64_t context, uint64_t *bytes, struct kvp_error *err);
-enum kvp_status profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,
+enum kvp_status kvp_profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,
                                     uint64_t *out, struct kvp_error *err);
 
-enum kvp_status profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                               struct kvp_error *err);
-enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                              struct kvp_error *err);
-enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err);
-enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err);
-enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                  struct kvp_error *err);
-enum kvp_status profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                            struct kvp_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* profile_llamacpp.c -- llama.cpp KV-cache sizing, after src/llama-context.cpp,
+/* kvp_profile_llamacpp.c -- llama.cpp KV-cache sizing, after src/llama-context.cpp,
  * src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp and ggml-alloc/ggml-cuda
  * (docs/engines.md, section llamacpp; checked against the real library by
  * tests/oracle). */
@@ -76,7 +76,7 @@ static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_d
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_Q8_0,
                                         KVP_DTYPE_Q4_0, KVP_DTYPE_Q4_1, KVP_DTYPE_Q5_0, KVP_DTYPE_Q5_1,
                                         KVP_DTYPE_IQ4_NL};
-    enum kvp_status st = profile_formats(d, ok, 9, err);
+    enum kvp_status st = kvp_profile_formats(d, ok, 9, err);
     if (st != KVP_OK)
         return st;
     if (d->flash_attn == 0 && quantized(d->v.dtype))
@@ -280,7 +280,7 @@ static enum kvp_status buffer_cost(void *ctx, uint64_t context, uint64_t *bytes,
     return KVP_OK;
 }
 
-enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                  struct kvp_error *err)
 {
     struct lctx c = {m, d};
@@ -308,7 +308,7 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
     f->kv_tokens = f->cells * f->n_stream;
     f->num_blocks = f->kv_tokens;
     /* weights spread over the devices in proportion to their layers */
-    if ((st = profile_weights(m, d, &weights, err)) != KVP_OK)
+    if ((st = kvp_profile_weights(m, d, &weights, err)) != KVP_OK)
         return st;
     per_device_weights = weights;
     if (!d->weights_memory) {
@@ -319,10 +319,10 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
         per_device_weights = (uint64_t)((long double)weights * d->tp * d->pp * most / m->n_layers + 0.5L);
     }
     f->weights_bytes = per_device_weights;
-    reserve = kvp_sat_add(per_device_weights, profile_reserve(d));
+    reserve = kvp_sat_add(per_device_weights, kvp_profile_reserve(d));
     if (d->gpu_memory) {
-        f->kv_budget_bytes = profile_sub(d->gpu_memory, reserve, &deficit);
-        if ((st = profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))
+        f->kv_budget_bytes = kvp_profile_sub(d->gpu_memory, reserve, &deficit);
+        if ((st = kvp_profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))
             return st;
     } else {
         f->kv_budget_bytes = busiest;
@@ -332,6 +332,6 @@ enum kvp_status profile_llamacpp(const struct kvp_model *m, const struct kvp_dep
     if (d->concurrency > 1 && f->n_seq == d->concurrency)
         f->max_context /= f->n_seq; /* --concurrency N: N slots share -c */
     f->max_concurrency = busiest <= f->kv_budget_bytes ? (double)f->n_seq : 0.0;
-    profile_finish(f, busiest <= f->kv_budget_bytes, deficit);
+    kvp_profile_finish(f, busiest <= f->kv_budget_bytes, deficit);
     return KVP_OK;
 }

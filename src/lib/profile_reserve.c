@@ -1,4 +1,4 @@
-/* profile_reserve.c -- the start-up reserve an engine takes before its KV
+/* kvp_profile_reserve.c -- the start-up reserve an engine takes before its KV
  * budget, estimated from the model's shapes and the settings when the user
  * has not measured it (docs/engines.md, "The start-up reserve, estimated",
  * gives the derivation and the error on real start-up logs).
@@ -52,7 +52,7 @@ static bool large_gpu(const struct kvp_deploy *d)
 /* vLLM's profiling batch: max_num_batched_tokens, whose default is the
  * release's (V0 without chunked prefill: max(max_model_len, 2048); V1
  * online serving: 8192 on large GPUs, else 2048). */
-uint64_t profile_batched_tokens(const struct kvp_deploy *d)
+uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d)
 {
     if (d->max_batched_tokens)
         return d->max_batched_tokens;
@@ -102,7 +102,7 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
     switch (d->engine) {
     case KVP_ENGINE_VLLM:
     case KVP_ENGINE_TRTLLM:
-        r->profile_tokens = profile_batched_tokens(d);
+        r->profile_tokens = kvp_profile_batched_tokens(d);
         r->profile_seqs = max_seqs(d);
         if (r->profile_seqs > r->profile_tokens)
             r->profile_seqs = r->profile_tokens;

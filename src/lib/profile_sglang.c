@@ -1,4 +1,4 @@
-/* profile_sglang.c -- SGLang KV-cache sizing, after
+/* kvp_profile_sglang.c -- SGLang KV-cache sizing, after
  * model_executor/model_runner_kv_cache_mixin.py (profile_max_num_token),
  * server_args.py (mem_fraction_static) and mem_cache/memory_pool.py
  * (docs/engines.md, section sglang). */
@@ -42,7 +42,7 @@ static bool hybrid_swa(const struct kvp_model *m)
     return false;
 }
 
-enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err)
 {
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
@@ -52,7 +52,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     double avail_gib, rest_gib;
     enum kvp_status st;
 
-    if ((st = profile_formats(d, ok, 5, err)) != KVP_OK || (st = profile_weights(m, d, &f->weights_bytes, err)))
+    if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)))
         return st;
     f->util = d->util ? d->util : default_fraction(d);
     f->block_size = page;
@@ -60,8 +60,8 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
         uint32_t first, count;
         struct prank r;
         uint64_t c = 0;
-        profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &r, err)) != KVP_OK)
+        kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
+        if ((st = kvp_profile_rank(m, d, first, count, &r, err)) != KVP_OK)
             return st;
         for (uint32_t i = 0; i < r.n; i++) {
             const struct rspec *rs = &r.spec[i];
@@ -84,7 +84,7 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
     if (d->kv_memory) {
         rest_gib = (double)d->kv_memory / GIB;
     } else {
-        avail_gib = (double)profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
+        avail_gib = (double)kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
         rest_gib = avail_gib - (double)d->gpu_memory / GIB * (1.0 - f->util);
     }
     if (rest_gib > 0)
@@ -113,6 +113,6 @@ enum kvp_status profile_sglang(const struct kvp_model *m, const struct kvp_deplo
         f->max_context = m->max_context > d->context ? m->max_context : d->context;
     if (!kvp_mul(d->context, cell, &f->request_bytes) || !kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
-    profile_finish(f, f->max_concurrency >= (double)want, deficit);
+    kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit);
     return KVP_OK;
 }

@@ -109,8 +109,8 @@ static enum kvp_status check_formats(const struct kvp_deploy *d, struct kvp_erro
         return KVP_OK;
     if (d->engine == KVP_ENGINE_HF_QUANTIZED)
         return kvp_dtype_info(d->k.dtype)->grouped || kvp_dtype_info(d->v.dtype)->grouped
-                   ? profile_formats(d, quant, 3, err) : KVP_OK;
-    return profile_formats(d, plain, 5, err);
+                   ? kvp_profile_formats(d, quant, 3, err) : KVP_OK;
+    return kvp_profile_formats(d, plain, 5, err);
 }
 
 static uint64_t per_token(const struct prank *r)
@@ -129,15 +129,15 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
     enum kvp_status st;
     struct sctx c;
 
-    if ((st = check_formats(d, err)) != KVP_OK || (st = profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
+    if ((st = check_formats(d, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
         return st;
     f->block_size = 1;
     f->util = d->util ? d->util : 1.0;
     if (d->kv_memory)
         budget = d->kv_memory;
     else
-        budget = profile_sub(profile_fraction(d->gpu_memory, f->util),
-                             kvp_sat_add(f->weights_bytes, profile_reserve(d)), &deficit);
+        budget = kvp_profile_sub(kvp_profile_fraction(d->gpu_memory, f->util),
+                             kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)), &deficit);
     f->kv_budget_bytes = budget;
     f->max_context = UINT64_MAX;
     f->max_concurrency = 1e300;
@@ -149,8 +149,8 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
         uint64_t req, ctx;
-        profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &c.r, err)) || (st = seq_bytes(&c, d->context, &req, err)))
+        kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
+        if ((st = kvp_profile_rank(m, d, first, count, &c.r, err)) || (st = seq_bytes(&c, d->context, &req, err)))
             return st;
         if (per_token(&c.r) > f->kv_bytes_per_token_per_gpu)
             f->kv_bytes_per_token_per_gpu = per_token(&c.r);
@@ -158,7 +158,7 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
             f->request_bytes = req;
         if (req && (double)budget / (double)req < f->max_concurrency)
             f->max_concurrency = (double)(budget / req);
-        if ((st = profile_max_context(seq_bytes, &c, want, budget, d->context > m->max_context ? d->context : m->max_context,
+        if ((st = kvp_profile_max_context(seq_bytes, &c, want, budget, d->context > m->max_context ? d->context : m->max_context,
                                       &ctx, err)) != KVP_OK)
             return st;
         if (ctx < f->max_context)
@@ -171,17 +171,17 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
     f->kv_pool_bytes = d->engine == KVP_ENGINE_HF_STATIC ? f->kv_bytes_required : budget;
-    profile_finish(f, f->kv_bytes_required <= budget, deficit);
+    kvp_profile_finish(f, f->kv_bytes_required <= budget, deficit);
     return KVP_OK;
 }
 
-enum kvp_status profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                               struct kvp_error *err)
 {
     return simple(m, d, f, err);
 }
 
-enum kvp_status profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                            struct kvp_error *err)
 {
     return simple(m, d, f, err);

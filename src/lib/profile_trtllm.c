@@ -1,4 +1,4 @@
-/* profile_trtllm.c -- TensorRT-LLM KV-cache sizing, after
+/* kvp_profile_trtllm.c -- TensorRT-LLM KV-cache sizing, after
  * batch_manager/kvCacheManager.cpp, llmapi/llm_args.py (KvCacheConfig) and
  * _torch/pyexecutor/_util.py (docs/engines.md, section trtllm). */
 #include <math.h>
@@ -20,7 +20,7 @@ static bool add_product(uint64_t *acc, uint64_t a, uint64_t b)
     return kvp_mul(a, b, &p) && kvp_add(*acc, p, acc);
 }
 
-enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err)
 {
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
@@ -33,7 +33,7 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     enum kvp_status st;
     double conc = 1e300;
 
-    if ((st = profile_formats(d, ok, 5, err)) != KVP_OK || (st = profile_weights(m, d, &f->weights_bytes, err)))
+    if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)))
         return st;
     f->block_size = tpb;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_TRTLLM)->util;
@@ -42,8 +42,8 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
         uint32_t first, count;
         struct prank t;
         uint64_t pt = 0;
-        profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &t, err)) != KVP_OK)
+        kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
+        if ((st = kvp_profile_rank(m, d, first, count, &t, err)) != KVP_OK)
             return st;
         for (uint32_t i = 0; i < t.n; i++)
             pt += (t.spec[i].k_row + t.spec[i].v_row) * t.spec[i].layers;
@@ -73,7 +73,7 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     if (d->kv_memory)
         avail = d->kv_memory;
     else
-        avail = profile_fraction(profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, profile_reserve(d)),
+        avail = kvp_profile_fraction(kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)),
                                              &deficit), f->util);
     f->kv_budget_bytes = avail;
     f->kv_tokens = avail / f->kv_bytes_per_token_per_gpu;
@@ -105,6 +105,6 @@ enum kvp_status profile_trtllm(const struct kvp_model *m, const struct kvp_deplo
     }
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
-    profile_finish(f, f->max_concurrency >= (double)want, deficit);
+    kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit);
     return KVP_OK;
 }

@@ -1,4 +1,4 @@
-/* profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
+/* kvp_profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
  * vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py and
  * vllm/v1/worker/gpu_worker.py (docs/engines.md, section vllm). */
 #include <stdio.h>
@@ -268,7 +268,7 @@ static void check_start(const struct kvp_deploy *d, struct kvp_fit *f, uint64_t 
     }
 }
 
-enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                              struct kvp_error *err)
 {
     static const enum kvp_dtype ok[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
@@ -280,7 +280,7 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
     struct prank whole;
     struct vplan g;
 
-    if ((st = profile_formats(d, ok, 6, err)) != KVP_OK)
+    if ((st = kvp_profile_formats(d, ok, 6, err)) != KVP_OK)
         return st;
     if (d->k.dtype != d->v.dtype)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "vllm has one --kv-cache-dtype for K and V (got %s and %s)",
@@ -295,19 +295,19 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
         block = 64; /* platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend" */
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
-    if ((st = profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
+    if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
         return st;
     /* available = int(total * util - (weights + activation peak + non-torch)) */
     if (d->kv_memory) {
         avail = d->kv_memory;
     } else {
-        uint64_t non_kv = kvp_sat_add(f->weights_bytes, profile_reserve(d));
-        avail = profile_sub(profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
+        uint64_t non_kv = kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d));
+        avail = kvp_profile_sub(kvp_profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
     }
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
-    if ((st = profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, &g, err)) ||
+    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, &g, err)) ||
         (st = group(&g, err)))
         return st;
     hybrid = g.n > 1 && !g.uniform_sum;
@@ -316,8 +316,8 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
         struct prank r;
         struct vplan p;
         uint64_t blocks, bytes = 0, ctx, one;
-        profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = profile_rank(m, d, first, count, &r, err)) != KVP_OK)
+        kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
+        if ((st = kvp_profile_rank(m, d, first, count, &r, err)) != KVP_OK)
             return st;
         if (hybrid) { /* the whole model's groups, projected onto the stage */
             p = g;
@@ -341,8 +341,8 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
             f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
-        if ((st = profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
-            (st = profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
+        if ((st = kvp_profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
+            (st = kvp_profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
             return st;
         if (one < one_request_len)
             one_request_len = one;
@@ -354,7 +354,7 @@ enum kvp_status profile_vllm(const struct kvp_model *m, const struct kvp_deploy 
         f->max_concurrency = (double)f->kv_tokens / (double)d->context;
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
-    profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes);
+    kvp_profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes);
     check_start(d, f, one_request_len);
     return KVP_OK;
 }

@@ -81,35 +81,35 @@ static long layer_of(const char *name)
 static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, const struct kvp_model *m,
                               struct tally *t, struct kvp_error *err)
 {
-    yaml_node_t *off = ydoc_get(d, v, "data_offsets"), *shape = ydoc_get(d, v, "shape");
+    yaml_node_t *off = kvp_ydoc_get(d, v, "data_offsets"), *shape = kvp_ydoc_get(d, v, "shape");
     char dt[16];
     enum kvp_dtype dtype;
     uint64_t o[2], elems = 1;
     enum kvp_status st;
     int i = 0;
 
-    if ((st = ydoc_want_map(d, v, "a tensor entry", err)) != KVP_OK ||
-        (st = ydoc_get_str(d, v, "dtype", true, dt, sizeof dt, err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(d, v, "a tensor entry", err)) != KVP_OK ||
+        (st = kvp_ydoc_get_str(d, v, "dtype", true, dt, sizeof dt, err)) != KVP_OK)
         return st;
     if (!st_dtype(dt, &dtype))
-        return ydoc_fail(d, ydoc_get(d, v, "dtype"), err, KVP_ERR_SCHEMA, "'%s': unknown dtype '%s'", name, dt);
-    if (!off || (st = ydoc_want_seq(d, off, "'data_offsets'", err)) != KVP_OK)
-        return off ? st : ydoc_fail(d, v, err, KVP_ERR_SCHEMA, "'%s' has no 'data_offsets'", name);
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, v, "dtype"), err, KVP_ERR_SCHEMA, "'%s': unknown dtype '%s'", name, dt);
+    if (!off || (st = kvp_ydoc_want_seq(d, off, "'data_offsets'", err)) != KVP_OK)
+        return off ? st : kvp_ydoc_fail(d, v, err, KVP_ERR_SCHEMA, "'%s' has no 'data_offsets'", name);
     for (yaml_node_item_t *it = off->data.sequence.items.start; it < off->data.sequence.items.top; it++, i++)
-        if (i >= 2 || (st = ydoc_u64(d, ydoc_node(d, *it), "'data_offsets'", &o[i], err)) != KVP_OK)
-            return i >= 2 ? ydoc_fail(d, off, err, KVP_ERR_SCHEMA, "'data_offsets' must be [begin, end]") : st;
+        if (i >= 2 || (st = kvp_ydoc_u64(d, kvp_ydoc_node(d, *it), "'data_offsets'", &o[i], err)) != KVP_OK)
+            return i >= 2 ? kvp_ydoc_fail(d, off, err, KVP_ERR_SCHEMA, "'data_offsets' must be [begin, end]") : st;
     if (i != 2 || o[1] < o[0])
-        return ydoc_fail(d, off, err, KVP_ERR_SCHEMA, "'%s': 'data_offsets' must be [begin, end] with end >= begin",
+        return kvp_ydoc_fail(d, off, err, KVP_ERR_SCHEMA, "'%s': 'data_offsets' must be [begin, end] with end >= begin",
                          name);
-    if (shape && (st = ydoc_want_seq(d, shape, "'shape'", err)) != KVP_OK)
+    if (shape && (st = kvp_ydoc_want_seq(d, shape, "'shape'", err)) != KVP_OK)
         return st;
     for (yaml_node_item_t *it = shape ? shape->data.sequence.items.start : NULL;
          shape && it < shape->data.sequence.items.top; it++) {
         uint64_t x;
-        if ((st = ydoc_u64(d, ydoc_node(d, *it), "'shape'", &x, err)) != KVP_OK)
+        if ((st = kvp_ydoc_u64(d, kvp_ydoc_node(d, *it), "'shape'", &x, err)) != KVP_OK)
             return st;
         if (!kvp_mul(elems, x, &elems))
-            return ydoc_fail(d, shape, err, KVP_ERR_OVERFLOW, "'%s': shape overflows 64 bits", name);
+            return kvp_ydoc_fail(d, shape, err, KVP_ERR_OVERFLOW, "'%s': shape overflows 64 bits", name);
     }
     if (layer_of(name) >= (long)m->n_layers) {
         t->skipped++;
@@ -117,7 +117,7 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
         return KVP_OK;
     }
     if (!kvp_add(t->total, o[1] - o[0], &t->total))
-        return ydoc_fail(d, off, err, KVP_ERR_OVERFLOW, "'%s': the shards' sizes overflow 64 bits", name);
+        return kvp_ydoc_fail(d, off, err, KVP_ERR_OVERFLOW, "'%s': the shards' sizes overflow 64 bits", name);
     add(t, dtype, elems, o[1] - o[0], strstr(name, ".experts.") != NULL);
     return KVP_OK;
 }
@@ -150,18 +150,18 @@ static enum kvp_status shard(const char *path, const struct kvp_model *m, struct
                            "truncated: the header says %" PRIu64 " bytes, the file has %" PRIu64, n, len - 8);
     }
     /* the JSON starts at byte 8: errors count lines and columns from there */
-    st = ydoc_load(&d, head + 8, n, path, err);
+    st = kvp_ydoc_load(&d, head + 8, n, path, err);
     if (st == KVP_OK) {
-        root = ydoc_root(&d);
+        root = kvp_ydoc_root(&d);
         if (!root || root->type != YAML_MAPPING_NODE)
-            st = ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "a safetensors header must be a JSON object");
+            st = kvp_ydoc_fail(&d, root, err, KVP_ERR_SCHEMA, "a safetensors header must be a JSON object");
         for (yaml_node_pair_t *p = root ? root->data.mapping.pairs.start : NULL;
              st == KVP_OK && root && p < root->data.mapping.pairs.top; p++) {
-            const char *name = ydoc_scalar(ydoc_node(&d, p->key));
+            const char *name = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key));
             if (name && strcmp(name, "__metadata__") != 0)
-                st = tensor(&d, name, ydoc_node(&d, p->value), m, t, err);
+                st = tensor(&d, name, kvp_ydoc_node(&d, p->value), m, t, err);
         }
-        ydoc_release(&d);
+        kvp_ydoc_release(&d);
     }
     free(head);
     return st;

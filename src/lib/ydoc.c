@@ -42,7 +42,7 @@ static enum kvp_status fail_mark(struct ydoc *d, const yaml_mark_t *m, struct kv
     return code;
 }
 
-enum kvp_status ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error *err,
+enum kvp_status kvp_ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error *err,
                           enum kvp_status code, const char *fmt, ...)
 {
     va_list ap;
@@ -52,25 +52,25 @@ enum kvp_status ydoc_fail(struct ydoc *d, const yaml_node_t *n, struct kvp_error
     return code;
 }
 
-yaml_node_t *ydoc_node(struct ydoc *d, int id)
+yaml_node_t *kvp_ydoc_node(struct ydoc *d, int id)
 {
     return yaml_document_get_node(&d->doc, id);
 }
 
-yaml_node_t *ydoc_root(struct ydoc *d)
+yaml_node_t *kvp_ydoc_root(struct ydoc *d)
 {
     return yaml_document_get_root_node(&d->doc);
 }
 
-bool ydoc_is_null(const yaml_node_t *n)
+bool kvp_ydoc_is_null(const yaml_node_t *n)
 {
-    const char *v = ydoc_scalar(n);
+    const char *v = kvp_ydoc_scalar(n);
     return v && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
            (strcmp(v, "null") == 0 || strcmp(v, "~") == 0 || strcmp(v, "") == 0 ||
             strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0);
 }
 
-const char *ydoc_scalar(const yaml_node_t *n)
+const char *kvp_ydoc_scalar(const yaml_node_t *n)
 {
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
@@ -109,7 +109,7 @@ static enum kvp_status unique_keys(struct ydoc *d, yaml_node_t *n, struct kvp_er
     if (!(refs = malloc(count * sizeof *refs)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory checking %zu keys", count);
     for (size_t i = 0; i < count; i++)
-        refs[i] = (struct keyref){ydoc_scalar(ydoc_node(d, pairs[i].key)), i};
+        refs[i] = (struct keyref){kvp_ydoc_scalar(kvp_ydoc_node(d, pairs[i].key)), i};
     qsort(refs, count, sizeof *refs, by_key);
     for (size_t i = 1; i < count; i++)
         if (strcmp(refs[i].key, refs[i - 1].key) == 0 && refs[i].index < dup)
@@ -117,8 +117,8 @@ static enum kvp_status unique_keys(struct ydoc *d, yaml_node_t *n, struct kvp_er
     free(refs);
     if (dup == SIZE_MAX)
         return KVP_OK;
-    return ydoc_fail(d, ydoc_node(d, pairs[dup].key), err, KVP_ERR_SCHEMA, "duplicate key '%s'",
-                     ydoc_scalar(ydoc_node(d, pairs[dup].key)));
+    return kvp_ydoc_fail(d, kvp_ydoc_node(d, pairs[dup].key), err, KVP_ERR_SCHEMA, "duplicate key '%s'",
+                     kvp_ydoc_scalar(kvp_ydoc_node(d, pairs[dup].key)));
 }
 
 /* ---- composing the document from libyaml's events ------------------------
@@ -188,17 +188,17 @@ static enum kvp_status resolve_alias(struct composer *c, const char *name, const
 static enum kvp_status attach(struct composer *c, int id)
 {
     struct frame *f;
-    yaml_node_t *n = ydoc_node(c->d, id);
+    yaml_node_t *n = kvp_ydoc_node(c->d, id);
     int ok;
 
     if (c->depth == 0)
         return KVP_OK;
     f = &c->stack[c->depth - 1];
-    if (ydoc_node(c->d, f->id)->type == YAML_SEQUENCE_NODE) {
+    if (kvp_ydoc_node(c->d, f->id)->type == YAML_SEQUENCE_NODE) {
         ok = yaml_document_append_sequence_item(&c->d->doc, f->id, id);
     } else if (!f->key) {
-        if (!ydoc_scalar(n))
-            return ydoc_fail(c->d, n, c->err, KVP_ERR_SCHEMA, "a key must be a scalar, not %s", type_name(n));
+        if (!kvp_ydoc_scalar(n))
+            return kvp_ydoc_fail(c->d, n, c->err, KVP_ERR_SCHEMA, "a key must be a scalar, not %s", type_name(n));
         f->key = id;
         ok = 1;
     } else {
@@ -240,8 +240,8 @@ static enum kvp_status add_node(struct composer *c, const yaml_event_t *e)
     }
     if (!id)
         return kvp_fail(c->err, KVP_ERR_NOMEM, "out of memory parsing");
-    ydoc_node(c->d, id)->start_mark = *m;
-    ydoc_node(c->d, id)->end_mark = e->end_mark;
+    kvp_ydoc_node(c->d, id)->start_mark = *m;
+    kvp_ydoc_node(c->d, id)->end_mark = e->end_mark;
     if ((st = attach(c, id)) != KVP_OK)
         return st;
     if (anchor) {
@@ -264,7 +264,7 @@ static enum kvp_status add_node(struct composer *c, const yaml_event_t *e)
 static enum kvp_status end_node(struct composer *c, const yaml_event_t *e)
 {
     struct frame *f = &c->stack[--c->depth];
-    yaml_node_t *n = ydoc_node(c->d, f->id);
+    yaml_node_t *n = kvp_ydoc_node(c->d, f->id);
 
     n->end_mark = e->end_mark;
     if (f->anchor >= 0)
@@ -362,12 +362,12 @@ static enum kvp_status compose(struct composer *c, yaml_parser_t *p, const char 
         if (st != KVP_OK)
             return st;
         if (done)
-            return d->loaded && ydoc_root(d) ? KVP_OK
+            return d->loaded && kvp_ydoc_root(d) ? KVP_OK
                                              : kvp_fail_at(c->err, KVP_ERR_SCHEMA, d->file, 1, 1, "the file is empty");
     }
 }
 
-enum kvp_status ydoc_load(struct ydoc *d, const char *text, uint64_t len, const char *file,
+enum kvp_status kvp_ydoc_load(struct ydoc *d, const char *text, uint64_t len, const char *file,
                           struct kvp_error *err)
 {
     struct composer *c = calloc(1, sizeof *c);
@@ -390,35 +390,35 @@ enum kvp_status ydoc_load(struct ydoc *d, const char *text, uint64_t len, const 
         free(c->anchors[i].name);
     free(c);
     if (st != KVP_OK)
-        ydoc_release(d);
+        kvp_ydoc_release(d);
     return st;
 }
 
-void ydoc_release(struct ydoc *d)
+void kvp_ydoc_release(struct ydoc *d)
 {
     if (d->loaded)
         yaml_document_delete(&d->doc);
     d->loaded = false;
 }
 
-yaml_node_t *ydoc_get(struct ydoc *d, yaml_node_t *map, const char *key)
+yaml_node_t *kvp_ydoc_get(struct ydoc *d, yaml_node_t *map, const char *key)
 {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        const char *k = ydoc_scalar(ydoc_node(d, p->key));
+        const char *k = kvp_ydoc_scalar(kvp_ydoc_node(d, p->key));
         if (k && strcmp(k, key) == 0)
-            return ydoc_node(d, p->value);
+            return kvp_ydoc_node(d, p->value);
     }
     return NULL;
 }
 
-enum kvp_status ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *const *allowed,
+enum kvp_status kvp_ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *const *allowed,
                                 struct kvp_error *err)
 {
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *kn = ydoc_node(d, p->key);
-        const char *k = ydoc_scalar(kn);
+        yaml_node_t *kn = kvp_ydoc_node(d, p->key);
+        const char *k = kvp_ydoc_scalar(kn);
         const char *const *a;
         for (a = allowed; *a; a++)
             if (strcmp(*a, k) == 0)
@@ -426,64 +426,64 @@ enum kvp_status ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *co
         if (!*a) {
             const char *near = kvp_closest(k, allowed, (size_t)(a - allowed), 3);
             if (near)
-                return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s' (did you mean '%s'?)", k, near);
-            return ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s'", k);
+                return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s' (did you mean '%s'?)", k, near);
+            return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown key '%s'", k);
         }
     }
     return KVP_OK;
 }
 
-enum kvp_status ydoc_want_map(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err)
+enum kvp_status kvp_ydoc_want_map(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err)
 {
     if (n->type != YAML_MAPPING_NODE)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a mapping, not %s", what, type_name(n));
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a mapping, not %s", what, type_name(n));
     return KVP_OK;
 }
 
-enum kvp_status ydoc_want_seq(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err)
+enum kvp_status kvp_ydoc_want_seq(struct ydoc *d, yaml_node_t *n, const char *what, struct kvp_error *err)
 {
     if (n->type != YAML_SEQUENCE_NODE)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a sequence, not %s", what, type_name(n));
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a sequence, not %s", what, type_name(n));
     return KVP_OK;
 }
 
-enum kvp_status ydoc_u64(struct ydoc *d, yaml_node_t *n, const char *what, uint64_t *out,
+enum kvp_status kvp_ydoc_u64(struct ydoc *d, yaml_node_t *n, const char *what, uint64_t *out,
                          struct kvp_error *err)
 {
-    const char *v = ydoc_scalar(n);
+    const char *v = kvp_ydoc_scalar(n);
     if (!v)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not %s", what, type_name(n));
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not %s", what, type_name(n));
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not a string (got \"%.40s\")", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not a string (got \"%.40s\")", what, v);
     if (v[0] == '-')
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
     if (!kvp_parse_u64(v, out)) {
         size_t i = strspn(v, "0123456789");
         if (i > 0 && v[i] == '\0')
-            return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits (got %.40s)", what, v);
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer (got %.40s)", what, v);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits (got %.40s)", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer (got %.40s)", what, v);
     }
     return KVP_OK;
 }
 
-enum kvp_status ydoc_u32(struct ydoc *d, yaml_node_t *n, const char *what, uint32_t *out,
+enum kvp_status kvp_ydoc_u32(struct ydoc *d, yaml_node_t *n, const char *what, uint32_t *out,
                          struct kvp_error *err)
 {
     uint64_t v;
-    enum kvp_status st = ydoc_u64(d, n, what, &v, err);
+    enum kvp_status st = kvp_ydoc_u64(d, n, what, &v, err);
     if (st != KVP_OK)
         return st;
     if (v > UINT32_MAX)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be at most %u (got %llu)", what, UINT32_MAX,
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be at most %u (got %llu)", what, UINT32_MAX,
                          (unsigned long long)v);
     *out = (uint32_t)v;
     return KVP_OK;
 }
 
-enum kvp_status ydoc_bool(struct ydoc *d, yaml_node_t *n, const char *what, bool *out,
+enum kvp_status kvp_ydoc_bool(struct ydoc *d, yaml_node_t *n, const char *what, bool *out,
                           struct kvp_error *err)
 {
-    const char *v = ydoc_scalar(n);
+    const char *v = kvp_ydoc_scalar(n);
     if (v && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
         if (strcmp(v, "true") == 0 || strcmp(v, "True") == 0) {
             *out = true;
@@ -494,18 +494,18 @@ enum kvp_status ydoc_bool(struct ydoc *d, yaml_node_t *n, const char *what, bool
             return KVP_OK;
         }
     }
-    return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be true or false (got %.40s)", what,
+    return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be true or false (got %.40s)", what,
                      v ? v : type_name(n));
 }
 
-enum kvp_status ydoc_str(struct ydoc *d, yaml_node_t *n, const char *what, char *buf, uint32_t size,
+enum kvp_status kvp_ydoc_str(struct ydoc *d, yaml_node_t *n, const char *what, char *buf, uint32_t size,
                          struct kvp_error *err)
 {
-    const char *v = ydoc_scalar(n);
+    const char *v = kvp_ydoc_scalar(n);
     if (!v)
-        return ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a string, not %s", what, type_name(n));
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be a string, not %s", what, type_name(n));
     if (strlen(v) >= size)
-        return ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is longer than %u characters", what, size - 1);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' is longer than %u characters", what, size - 1);
     memcpy(buf, v, strlen(v) + 1);
     return KVP_OK;
 }
@@ -513,12 +513,12 @@ enum kvp_status ydoc_str(struct ydoc *d, yaml_node_t *n, const char *what, char 
 static yaml_node_t *lookup(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
                            enum kvp_status *st, struct kvp_error *err)
 {
-    yaml_node_t *n = ydoc_get(d, map, key);
+    yaml_node_t *n = kvp_ydoc_get(d, map, key);
     *st = KVP_OK;
-    if (n && ydoc_is_null(n))
+    if (n && kvp_ydoc_is_null(n))
         n = NULL;
     if (!n && required)
-        *st = ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key '%s'", key);
+        *st = kvp_ydoc_fail(d, map, err, KVP_ERR_SCHEMA, "missing required key '%s'", key);
     return n;
 }
 
@@ -530,15 +530,15 @@ static yaml_node_t *lookup(struct ydoc *d, yaml_node_t *map, const char *key, bo
         yaml_node_t *n = lookup(d, map, key, required, &st, err);                               \
         return n ? reader(d, n, key, out, err) : st;                                            \
     }
-GETTER(ydoc_get_u64, uint64_t, ydoc_u64)
-GETTER(ydoc_get_u32, uint32_t, ydoc_u32)
-GETTER(ydoc_get_bool, bool, ydoc_bool)
+GETTER(kvp_ydoc_get_u64, uint64_t, kvp_ydoc_u64)
+GETTER(kvp_ydoc_get_u32, uint32_t, kvp_ydoc_u32)
+GETTER(kvp_ydoc_get_bool, bool, kvp_ydoc_bool)
 #undef GETTER
 
-enum kvp_status ydoc_get_str(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
+enum kvp_status kvp_ydoc_get_str(struct ydoc *d, yaml_node_t *map, const char *key, bool required,
                              char *buf, uint32_t size, struct kvp_error *err)
 {
     enum kvp_status st;
     yaml_node_t *n = lookup(d, map, key, required, &st, err);
-    return n ? ydoc_str(d, n, key, buf, size, err) : st;
+    return n ? kvp_ydoc_str(d, n, key, buf, size, err) : st;
 }

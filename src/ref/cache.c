@@ -159,12 +159,12 @@ static uint64_t group_slot(const struct store *s, uint64_t k, uint64_t T)
 /* Channel-axis layout of q quantized tokens: codes, then meta, then residual. */
 static uint64_t codes_bytes(const struct store *s, uint64_t q)
 {
-    return (s->n * q * codec_code_bits(s->f->dtype) + 7) / 8;
+    return (s->n * q * kvp_codec_code_bits(s->f->dtype) + 7) / 8;
 }
 
 static uint64_t meta_bytes(const struct store *s, uint64_t q)
 {
-    return s->n * (q / s->f->group) * codec_meta_size(s->f);
+    return s->n * (q / s->f->group) * kvp_codec_meta_size(s->f);
 }
 
 static uint64_t outl_bytes(const struct store *s, uint64_t q)
@@ -206,8 +206,8 @@ static bool layout_bytes(const struct store *s, uint64_t q, uint64_t r, uint64_t
         return false;
     if (s->mode == ROWS)
         return kvp_mul(q, s->qrow, &a) && kvp_add(a, b, out);
-    return kvp_mul3(s->n, q, codec_code_bits(s->f->dtype), &a) &&
-           kvp_mul3(s->n, q / s->f->group, codec_meta_size(s->f), &c) && kvp_add(kvp_cdiv(a, 8), c, &a) &&
+    return kvp_mul3(s->n, q, kvp_codec_code_bits(s->f->dtype), &a) &&
+           kvp_mul3(s->n, q / s->f->group, kvp_codec_meta_size(s->f), &c) && kvp_add(kvp_cdiv(a, 8), c, &a) &&
            kvp_mul(q, s->ob, &c) && kvp_add(a, c, &a) && kvp_add(a, b, out);
 }
 
@@ -225,19 +225,19 @@ static enum kvp_status store_bytes_at(const struct store *s, uint64_t T, uint64_
 static void row_encode(const struct store *s, const float *x, uint8_t *dst)
 {
     if (!s->ob) {
-        codec_encode_row(s->f, s->n_kv, s->d, x, dst);
+        kvp_codec_encode_row(s->f, s->n_kv, s->d, x, dst);
         return;
     }
     memcpy(s->otmp, x, s->n * sizeof *x);
-    codec_split_outliers(s->f, s->n, s->otmp, s->heap, dst + s->qrow - s->ob);
-    codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
+    kvp_codec_split_outliers(s->f, s->n, s->otmp, s->heap, dst + s->qrow - s->ob);
+    kvp_codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
 }
 
 static void row_decode(const struct store *s, const uint8_t *src, float *out)
 {
-    codec_decode_row(s->f, s->n_kv, s->d, src, out);
+    kvp_codec_decode_row(s->f, s->n_kv, s->d, src, out);
     if (s->ob)
-        codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, out);
+        kvp_codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, out);
 }
 
 /* Channel axis: take the outliers of the G tokens of group x (G, n), the
@@ -246,7 +246,7 @@ static void row_decode(const struct store *s, const uint8_t *src, float *out)
 static void chan_split(const struct store *s, float *x, uint64_t first, uint8_t *out)
 {
     for (uint64_t j = 0; s->ob && j < s->f->group; j++)
-        codec_split_outliers(s->f, s->n, x + j * s->n, s->heap, out + (first + j) * s->ob);
+        kvp_codec_split_outliers(s->f, s->n, x + j * s->n, s->heap, out + (first + j) * s->ob);
 }
 
 /* Where a row of position pos lives (rows mode, static/dynamic). */
@@ -300,19 +300,19 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
     if (s->mode == CHANNEL) {
         uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group, slot;
         if (pos >= first) {
-            codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow, s->n, out);
+            kvp_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow, s->n, out);
             return;
         }
         slot = group_slot(s, pos / G, T);
         for (uint64_t c = 0; c < s->n; c++)
-            codec_decode_value(s->f, s->n, slot, c, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[c]);
+            kvp_codec_decode_value(s->f, s->n, slot, c, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[c]);
         if (s->ob)
-            codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, out);
+            kvp_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
     if (resid)
-        codec_get_plain(s->f->scale, row, s->n, out);
+        kvp_codec_get_plain(s->f->scale, row, s->n, out);
     else
         row_decode(s, row, out);
 }
@@ -326,12 +326,12 @@ static void rows_put(struct store *s, const float *x, float *tmp)
     if (s->R && resid_of(s, T) == s->R && T >= s->R) {
         uint64_t out = T - s->R; /* leaves the residual */
         if (out >= T + 1 - held2 && s->qcap) {
-            codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
+            kvp_codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
             row_encode(s, tmp, s->buf + (out % s->qcap) * s->qrow);
         }
     }
     if (r2)
-        codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+        kvp_codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
     else
         row_encode(s, x, s->buf + (T % s->qcap) * s->qrow);
 }
@@ -351,12 +351,12 @@ static void channel_flush(const struct store *s, const uint8_t *res, const float
         for (uint64_t j = 0; j < G; j++) { /* tmp: (G, n) */
             uint64_t i = k * G + j;
             if (i < r)
-                codec_get_plain(s->f->scale, res + i * s->rrow, s->n, tmp + j * s->n);
+                kvp_codec_get_plain(s->f->scale, res + i * s->rrow, s->n, tmp + j * s->n);
             else
                 memcpy(tmp + j * s->n, x, s->n * sizeof *x);
         }
         chan_split(s, tmp, slot * G, outl);
-        codec_encode_groups(s->f, s->n, slot, tmp, codes, meta);
+        kvp_codec_encode_groups(s->f, s->n, slot, tmp, codes, meta);
     }
 }
 
@@ -368,7 +368,7 @@ static void channel_put(struct store *s, const float *x, float *tmp)
     uint64_t r = s->len % s->R;
     uint8_t *res = s->buf + chan_res_off(s, 0);
     if (r + 1 < s->R)
-        codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
+        kvp_codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
     else
         channel_flush(s, res, x, tmp, s->buf, s->buf + chan_meta_off(s, 0), s->buf + chan_out_off(s, 0));
 }
@@ -388,8 +388,8 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
         uint64_t G = s->f->group, r = T % s->R, q = quant_of(s, T), q2 = quant_of(s, T2);
         uint64_t lo = first_group(s, T), lo2 = first_group(s, T2), hi = (T - r) / G;
         if (s->buf && hi > lo2) { /* the groups [lo2, hi) stay, moved down by lo2 - lo */
-            uint64_t keep = hi - lo2, skip = lo2 - lo, msz = s->n * codec_meta_size(s->f);
-            codec_move_codes(s->f, nbuf, 0, s->buf, skip * G * s->n, keep * G * s->n);
+            uint64_t keep = hi - lo2, skip = lo2 - lo, msz = s->n * kvp_codec_meta_size(s->f);
+            kvp_codec_move_codes(s->f, nbuf, 0, s->buf, skip * G * s->n, keep * G * s->n);
             memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q) + skip * msz, keep * msz);
             if (s->ob)
                 memcpy(nbuf + chan_out_off(s, q2), s->buf + chan_out_off(s, q) + skip * G * s->ob, keep * G * s->ob);
@@ -401,7 +401,7 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
             uint8_t *res2 = nbuf + chan_res_off(s, q2);
             if (r)
                 memcpy(res2, s->buf + chan_res_off(s, q), r * s->rrow);
-            codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
+            kvp_codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
         }
     } else {
         struct store old = *s;
@@ -417,12 +417,12 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
             if (was == now) {
                 memcpy(dst, src, now ? s->rrow : s->qrow);
             } else { /* leaves the residual: quantize it now */
-                codec_get_plain(s->f->scale, src, s->n, tmp);
+                kvp_codec_get_plain(s->f->scale, src, s->n, tmp);
                 row_encode(s, tmp, dst);
             }
         }
         if (r2)
-            codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+            kvp_codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
         else
             row_encode(s, x, nbuf + (T % s->qcap) * s->qrow);
         kvp_ref_alloc_put(a, s->tag, old.buf, old.bytes);
@@ -496,14 +496,14 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
 {
     char name[64];
     kvp_format_name(f, name, sizeof name);
-    if (!codec_known(f->dtype) || !codec_known(f->scale))
+    if (!kvp_codec_known(f->dtype) || !kvp_codec_known(f->scale))
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder has no codec for it", which, name);
-    if (f->outliers_ppm && !codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
+    if (f->outliers_ppm && !kvp_codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)",
                         which, name, f->outliers_ppm / 1e6);
-    if (d % codec_block_elems(f->dtype))
+    if (d % kvp_codec_block_elems(f->dtype))
         return kvp_fail(err, KVP_ERR_RANGE, "%s stores blocks of %u values, which does not divide a row of %u", name,
-                        codec_block_elems(f->dtype), d);
+                        kvp_codec_block_elems(f->dtype), d);
     return o->policy == KVP_REF_PAGED ? kvp_format_check_paged(f, which, err) : KVP_OK;
 }
 
@@ -517,13 +517,13 @@ static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref
     s->d = d;
     s->n = (uint64_t)n_kv * d;
     s->window = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ? sp->window : 0;
-    s->mode = codec_grouped(f->dtype) && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
-    s->R = codec_grouped(f->dtype) ? f->residual : 0;
+    s->mode = kvp_codec_grouped(f->dtype) && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
+    s->R = kvp_codec_grouped(f->dtype) ? f->residual : 0;
     if (s->mode == CHANNEL && s->R == 0)
         s->R = f->group;
-    s->ob = 8 * codec_outliers(f, s->n);
-    s->qrow = codec_row_bytes(f, n_kv, d) + s->ob;
-    s->rrow = s->n * codec_plain_size(f->scale);
+    s->ob = 8 * kvp_codec_outliers(f, s->n);
+    s->qrow = kvp_codec_row_bytes(f, n_kv, d) + s->ob;
+    s->rrow = s->n * kvp_codec_plain_size(f->scale);
     s->free = fl;
 }
 
@@ -599,14 +599,14 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         const struct kvp_layer_spec *sp = kvp_model_layer(m, l);
         bool win = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED;
         if (sp->kind == KVP_LAYER_RECURRENT) { /* the decoder's own state shape (decoder.c) */
-            if (!codec_known(m->state_dtype) || codec_grouped(m->state_dtype) || codec_block_elems(m->state_dtype) > 1) {
+            if (!kvp_codec_known(m->state_dtype) || kvp_codec_grouped(m->state_dtype) || kvp_codec_block_elems(m->state_dtype) > 1) {
                 struct kvp_format sf = kvp_format_plain(m->state_dtype);
                 char sn[64];
                 st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "recurrent state dtype '%s': the reference decoder keeps state "
                               "in a plain type (f32, f16, bf16, fp8)", kvp_format_name(&sf, sn, sizeof sn));
                 goto err;
             }
-            if (!kvp_mul(rm->w[m->layer_spec[l]].S, codec_plain_size(m->state_dtype), &c->state_bytes[l])) {
+            if (!kvp_mul(rm->w[m->layer_spec[l]].S, kvp_codec_plain_size(m->state_dtype), &c->state_bytes[l])) {
                 st = kvp_fail(err, KVP_ERR_OVERFLOW, "recurrent state size overflows 64 bits");
                 goto err;
             }
@@ -788,7 +788,7 @@ static int growth_order(const void *a, const void *b)
     return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
-enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
+enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err)
 {
     uint32_t L = c->m->n_layers, n = 0;
@@ -822,17 +822,17 @@ enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float 
     return st;
 }
 
-void cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
     store_read(ST(c, layer, seq, 0), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
 }
 
-void cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
     store_read(ST(c, layer, seq, 1), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
 }
 
-enum kvp_status cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
+enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
                             struct kvp_error *err)
 {
     uint8_t **p = &c->state[(uint64_t)layer * c->o.batch + seq];
@@ -843,7 +843,7 @@ enum kvp_status cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t se
     return KVP_OK;
 }
 
-enum kvp_dtype cache_state_dtype(const struct kvp_ref_cache *c)
+enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c)
 {
     return c->m->state_dtype;
 }

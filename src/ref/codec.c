@@ -33,16 +33,16 @@
 
 /* ---- rng: PCG32 (O'Neill), a stream per (seed, stream) ----------------- */
 
-void pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream)
+void kvp_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream)
 {
     r->state = 0;
     r->inc = (stream << 1) | 1;
-    pcg_next(r);
+    kvp_pcg_next(r);
     r->state += seed;
-    pcg_next(r);
+    kvp_pcg_next(r);
 }
 
-uint32_t pcg_next(struct pcg *r)
+uint32_t kvp_pcg_next(struct pcg *r)
 {
     uint64_t old = r->state;
     uint32_t x = (uint32_t)(((old >> 18) ^ old) >> 27), rot = (uint32_t)(old >> 59);
@@ -50,9 +50,9 @@ uint32_t pcg_next(struct pcg *r)
     return (x >> rot) | (x << ((32 - rot) & 31));
 }
 
-float pcg_float(struct pcg *r)
+float kvp_pcg_float(struct pcg *r)
 {
-    return (float)((double)pcg_next(r) / 2147483648.0 - 1.0);
+    return (float)((double)kvp_pcg_next(r) / 2147483648.0 - 1.0);
 }
 
 /* ---- scalar types ------------------------------------------------------ */
@@ -173,35 +173,35 @@ struct codec_type {
 
 static const struct codec_type *codec_type(enum kvp_dtype t);
 
-bool codec_known(enum kvp_dtype t)
+bool kvp_codec_known(enum kvp_dtype t)
 {
     return codec_type(t) != NULL;
 }
 
-bool codec_grouped(enum kvp_dtype t)
+bool kvp_codec_grouped(enum kvp_dtype t)
 {
     const struct codec_type *c = codec_type(t);
     return c && c->bits;
 }
 
-uint32_t codec_block_elems(enum kvp_dtype t)
+uint32_t kvp_codec_block_elems(enum kvp_dtype t)
 {
     return codec_type(t)->elems;
 }
 
-uint32_t codec_code_bits(enum kvp_dtype t)
+uint32_t kvp_codec_code_bits(enum kvp_dtype t)
 {
     return codec_type(t)->bits;
 }
 
-uint32_t codec_plain_size(enum kvp_dtype t)
+uint32_t kvp_codec_plain_size(enum kvp_dtype t)
 {
     return codec_type(t)->bytes;
 }
 
 /* Bulk conversions: one switch per call, a plain loop per type (the
  * attention reads every cached row through here). */
-void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
+void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
 {
     uint16_t h;
     switch (t) {
@@ -231,7 +231,7 @@ void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
     }
 }
 
-void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
+void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 {
     uint16_t h;
     switch (t) {
@@ -268,9 +268,9 @@ static uint32_t bits_of(const struct kvp_format *f)
     return codec_type(f->dtype)->bits;
 }
 
-uint32_t codec_meta_size(const struct kvp_format *f)
+uint32_t kvp_codec_meta_size(const struct kvp_format *f)
 {
-    return codec_plain_size(f->scale) * (f->zero_point ? 2 : 1);
+    return kvp_codec_plain_size(f->scale) * (f->zero_point ? 2 : 1);
 }
 
 static void put_code(uint8_t *codes, uint64_t i, uint32_t bits, uint32_t q)
@@ -292,7 +292,7 @@ static uint32_t get_code(const uint8_t *codes, uint64_t i, uint32_t bits)
 static void group_params(const struct kvp_format *f, const float *x, uint64_t n, uint64_t s, uint8_t *meta,
                          float *scale, float *zp)
 {
-    uint32_t bits = bits_of(f), sz = codec_plain_size(f->scale);
+    uint32_t bits = bits_of(f), sz = kvp_codec_plain_size(f->scale);
     float lo = x[0], hi = x[0];
     for (uint64_t i = 1; i < n; i++) { /* fminf/fmaxf skip a NaN: an outlier left out */
         lo = fminf(lo, x[i * s]);
@@ -308,11 +308,11 @@ static void group_params(const struct kvp_format *f, const float *x, uint64_t n,
         *scale = m / (float)((1u << (bits - 1)) - 1);
         *zp = 0;
     }
-    codec_put_plain(f->scale, scale, 1, meta);
-    codec_get_plain(f->scale, meta, 1, scale);
+    kvp_codec_put_plain(f->scale, scale, 1, meta);
+    kvp_codec_get_plain(f->scale, meta, 1, scale);
     if (f->zero_point) {
-        codec_put_plain(f->scale, zp, 1, meta + sz);
-        codec_get_plain(f->scale, meta + sz, 1, zp);
+        kvp_codec_put_plain(f->scale, zp, 1, meta + sz);
+        kvp_codec_get_plain(f->scale, meta + sz, 1, zp);
     }
 }
 
@@ -330,10 +330,10 @@ static uint32_t quantize(const struct kvp_format *f, float x, float scale, float
 static float dequantize(const struct kvp_format *f, uint32_t q, const uint8_t *meta)
 {
     float scale, zp = 0;
-    uint32_t sz = codec_plain_size(f->scale);
-    codec_get_plain(f->scale, meta, 1, &scale);
+    uint32_t sz = kvp_codec_plain_size(f->scale);
+    kvp_codec_get_plain(f->scale, meta, 1, &scale);
     if (f->zero_point) {
-        codec_get_plain(f->scale, meta + sz, 1, &zp);
+        kvp_codec_get_plain(f->scale, meta + sz, 1, &zp);
         return (float)q * scale + zp;
     }
     return ((float)q - (float)(1u << (bits_of(f) - 1))) * scale;
@@ -679,16 +679,16 @@ static uint64_t head_row_bytes(const struct kvp_format *f, uint32_t d)
 {
     const struct codec_type *t = codec_type(f->dtype);
     if (t->bits)
-        return ((uint64_t)d * t->bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * codec_meta_size(f);
+        return ((uint64_t)d * t->bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * kvp_codec_meta_size(f);
     return (uint64_t)d / t->elems * t->bytes;
 }
 
-uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
+uint64_t kvp_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
 {
     return head_row_bytes(f, d) * n_kv;
 }
 
-void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
+void kvp_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
 {
     const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
@@ -701,19 +701,19 @@ void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
             memset(dst, 0, cb);
             for (uint32_t g = 0; g * f->group < d; g++) {
                 uint32_t lo = g * f->group, n = d - lo < f->group ? d - lo : f->group;
-                uint8_t *meta = dst + cb + (uint64_t)g * codec_meta_size(f);
+                uint8_t *meta = dst + cb + (uint64_t)g * kvp_codec_meta_size(f);
                 float scale, zp;
                 group_params(f, x + lo, n, 1, meta, &scale, &zp);
                 for (uint32_t i = 0; i < n; i++)
                     put_code(dst, lo + i, t->bits, quantize(f, x[lo + i], scale, zp));
             }
         } else {
-            codec_put_plain(f->dtype, x, d, dst);
+            kvp_codec_put_plain(f->dtype, x, d, dst);
         }
     }
 }
 
-void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
+void kvp_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
 {
     const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
@@ -724,21 +724,21 @@ void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, con
         } else if (t->bits) {
             uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
             for (uint32_t i = 0; i < d; i++)
-                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * codec_meta_size(f));
+                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * kvp_codec_meta_size(f));
         } else {
-            codec_get_plain(f->dtype, src, d, x);
+            kvp_codec_get_plain(f->dtype, src, d, x);
         }
     }
 }
 
 /* ---- channel-axis groups ----------------------------------------------- */
 
-void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x, uint8_t *codes,
+void kvp_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x, uint8_t *codes,
                          uint8_t *meta)
 {
     uint32_t bits = bits_of(f);
     for (uint64_t c = 0; c < n; c++) {
-        uint8_t *m = meta + (g * n + c) * codec_meta_size(f);
+        uint8_t *m = meta + (g * n + c) * kvp_codec_meta_size(f);
         float scale, zp;
         group_params(f, x + c, f->group, n, m, &scale, &zp);
         for (uint64_t j = 0; j < f->group; j++)
@@ -746,7 +746,7 @@ void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, con
     }
 }
 
-void codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
                       uint64_t count)
 {
     uint32_t bits = bits_of(f);
@@ -759,16 +759,16 @@ void codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, con
         put_code(dst, di + i, bits, get_code(src, si + i, bits));
 }
 
-void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
+void kvp_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out)
 {
     *out = dequantize(f, get_code(codes, (g * n + c) * f->group + j, bits_of(f)),
-                      meta + (g * n + c) * codec_meta_size(f));
+                      meta + (g * n + c) * kvp_codec_meta_size(f));
 }
 
 /* ---- dense-and-sparse outliers (KVQuant) --------------------------------- */
 
-uint64_t codec_outliers(const struct kvp_format *f, uint64_t n)
+uint64_t kvp_codec_outliers(const struct kvp_format *f, uint64_t n)
 {
     return (n * f->outliers_ppm + 999999) / 1000000; /* the engine's ceil(F * n) */
 }
@@ -798,9 +798,9 @@ static void sift_down(struct codec_okey *h, uint64_t k, uint64_t i)
     }
 }
 
-void codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst)
+void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst)
 {
-    uint64_t k = codec_outliers(f, n), have = 0;
+    uint64_t k = kvp_codec_outliers(f, n), have = 0;
     if (k > n)
         k = n;
     for (uint64_t i = 0; i < n; i++) {
@@ -823,9 +823,9 @@ void codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, stru
     }
 }
 
-void codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x)
+void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x)
 {
-    uint64_t k = codec_outliers(f, n);
+    uint64_t k = kvp_codec_outliers(f, n);
     if (k > n)
         k = n;
     for (uint64_t j = 0; j < k; j++) {

@@ -86,7 +86,7 @@ static void fill(float *p, uint64_t n, uint64_t fan_in, struct pcg *r)
 {
     float a = 1.0f / sqrtf((float)(fan_in ? fan_in : 1));
     for (uint64_t i = 0; i < n; i++)
-        p[i] = a * pcg_float(r);
+        p[i] = a * kvp_pcg_float(r);
 }
 
 static void ones(float *p, uint64_t n)
@@ -104,12 +104,12 @@ static void init_weights(struct kvp_ref_model *rm)
 {
     struct pcg r;
     uint64_t H = rm->hidden, I = rm->inter;
-    pcg_seed(&r, rm->o.seed, 1);
+    kvp_pcg_seed(&r, rm->o.seed, 1);
     for (uint64_t i = 0; i < (uint64_t)rm->vocab * H; i++)
-        rm->embed[i] = pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
+        rm->embed[i] = kvp_pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
     ones(rm->out_norm, H);
     fill(rm->lm_head, (uint64_t)rm->vocab * H, H, &r);
-    ref_shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
+    kvp_ref_shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct kvp_layer_spec *s = &rm->m.specs[i];
         struct ref_layer *w = &rm->w[i];
@@ -123,7 +123,7 @@ static void init_weights(struct kvp_ref_model *rm)
             fill(w->wo, H * w->hq * w->dv, (uint64_t)w->hq * w->dv, &r);
         }
         if (w->wk) /* KIVI's outlier keys, heavy hitters, loud values (measure.c) */
-            ref_shape_attention(&rm->o, (uint32_t)H, w->hq, w->hkv, w->dk, w->dv, w->wq, w->wk, w->wv);
+            kvp_ref_shape_attention(&rm->o, (uint32_t)H, w->hq, w->hkv, w->dk, w->dv, w->wq, w->wk, w->wv);
         if (s->kind == KVP_LAYER_MLA) {
             fill(w->wdkv, (uint64_t)w->rank * H, H, &r);
             fill(w->wkr, (uint64_t)w->rope * H, H, &r);
@@ -132,9 +132,9 @@ static void init_weights(struct kvp_ref_model *rm)
         }
         if (w->ra)
             for (uint64_t j = 0; j < w->S; j++) {
-                w->ra[j] = 2.0f * pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
-                w->rb[j] = pcg_float(&r);
-                w->rc[j] = pcg_float(&r) / sqrtf((float)(w->S / H + 1));
+                w->ra[j] = 2.0f * kvp_pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
+                w->rb[j] = kvp_pcg_float(&r);
+                w->rc[j] = kvp_pcg_float(&r) / sqrtf((float)(w->S / H + 1));
                 w->rden[j] = 1.0f + expf(-w->ra[j]);
             }
         if (w->w1) {
@@ -421,7 +421,7 @@ static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos
     }
 }
 
-void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
+void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
 {
     rope(x, h, d, stride, pos);
 }
@@ -463,7 +463,7 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
 static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
                   const float *xb, float *y, float *tmp)
 {
-    uint32_t H = rm->hidden, sz = codec_plain_size(dt);
+    uint32_t H = rm->hidden, sz = kvp_codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
     for (uint64_t base = 0; base < w->S; base += H) { /* element base + j reads and feeds channel j */
         uint64_t n = w->S - base < H ? w->S - base : H;
@@ -472,11 +472,11 @@ static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enu
         if (fresh)
             memset(tmp, 0, n * sizeof *tmp);
         else
-            codec_get_plain(dt, p, n, tmp);
+            kvp_codec_get_plain(dt, p, n, tmp);
         for (uint64_t j = 0; j < n; j++)
             tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
-        codec_put_plain(dt, tmp, n, p);
-        codec_get_plain(dt, p, n, tmp);
+        kvp_codec_put_plain(dt, tmp, n, p);
+        kvp_codec_get_plain(dt, p, n, tmp);
         for (uint64_t j = 0; j < n; j++)
             y[j] += gc[j] * tmp[j];
     }
@@ -568,7 +568,7 @@ static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref
 {
     const float *k = s->pk[src];
     if (j < pos) {
-        cache_read_k(c, src, seq, j, buf);
+        kvp_cache_read_k(c, src, seq, j, buf);
         k = buf;
     } else if (rm->o.pre_rope_keys) {
         memcpy(buf, k, (uint64_t)w->hkv * w->dk * sizeof *k);
@@ -614,7 +614,7 @@ static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c
     for (uint64_t j = lo; j <= pos; j++) {
         const float *v = s->pv[src];
         if (j < pos) {
-            cache_read_v(c, src, seq, j, s->row);
+            kvp_cache_read_v(c, src, seq, j, s->row);
             v = s->row;
         }
         for (uint32_t h = 0; h < w->hq; h++) {
@@ -649,7 +649,7 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
     for (uint64_t j = 0; j < n; j++) {
         const float *lat = s->pk[l];
         if (j < pos) {
-            cache_read_k(c, l, seq, j, s->row);
+            kvp_cache_read_k(c, l, seq, j, s->row);
             lat = s->row;
         } else if (rm->o.pre_rope_keys) {
             memcpy(s->row, lat, (R + w->rope) * sizeof *lat);
@@ -674,7 +674,7 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
     for (uint64_t j = 0; j < n; j++) {
         const float *lat = s->pk[l];
         if (j < pos) {
-            cache_read_k(c, l, seq, j, s->row);
+            kvp_cache_read_k(c, l, seq, j, s->row);
             lat = s->row;
         }
         for (uint32_t h = 0; h < w->hq; h++)
@@ -731,9 +731,9 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                 break;
             case KVP_LAYER_RECURRENT: {
                 uint8_t *state;
-                if ((st = cache_state(c, l, seq, &state, err)) != KVP_OK)
+                if ((st = kvp_cache_state(c, l, seq, &state, err)) != KVP_OK)
                     return st;
-                recur(rm, w, cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
+                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->o[i];
                 break;
@@ -752,7 +752,7 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
     }
     if (logits)
         logits_of(rm, s->x, s->xb, logits);
-    return cache_commit(c, seq, (const float *const *)s->pk, (const float *const *)s->pv, err);
+    return kvp_cache_commit(c, seq, (const float *const *)s->pk, (const float *const *)s->pv, err);
 }
 
 enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -782,17 +782,17 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
             s.pk[l][i] = (float)sin((double)(pos * 31 + i * 7 + l));
         if (w->ra) {
             uint8_t *state;
-            if ((st = cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
+            if ((st = kvp_cache_state(c, l, seq, &state, err)) == KVP_OK)
+                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
         }
     }
     if (st == KVP_OK)
-        st = cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err);
+        st = kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err);
     scratch_free(&s);
     return st;
 }
 
-void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)
+void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)
 {
     const struct ref_layer *w = &rm->w[rm->m.layer_spec[0]];
     float *xb = malloc(rm->hidden * sizeof *xb);
@@ -804,7 +804,7 @@ void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t p
     free(xb);
 }
 
-void ref_softmax(float *x, uint64_t n)
+void kvp_ref_softmax(float *x, uint64_t n)
 {
     softmax(x, n);
 }

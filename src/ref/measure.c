@@ -55,9 +55,9 @@ static struct classes classes_of(const struct kvp_ref_opts *o, uint32_t vocab)
 {
     struct pcg r;
     struct classes c;
-    pcg_seed(&r, o->seed, 13);
+    kvp_pcg_seed(&r, o->seed, 13);
     for (;;) { /* a multiplier coprime with vocab makes t -> (a t + b) mod vocab a bijection */
-        uint64_t x = pcg_next(&r) % vocab, y = vocab;
+        uint64_t x = kvp_pcg_next(&r) % vocab, y = vocab;
         c.a = x;
         while (y) {
             uint64_t t = x % y;
@@ -71,7 +71,7 @@ static struct classes classes_of(const struct kvp_ref_opts *o, uint32_t vocab)
             break;
         }
     }
-    c.b = pcg_next(&r) % vocab;
+    c.b = kvp_pcg_next(&r) % vocab;
     return c;
 }
 
@@ -85,7 +85,7 @@ static bool shaped(const struct kvp_ref_opts *o, uint32_t H)
     return (o->heavy_tokens || o->loud_tokens) && H >= 2 * DIMS_USED;
 }
 
-void ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed)
+void kvp_ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed)
 {
     if (!shaped(o, H))
         return;
@@ -103,7 +103,7 @@ void ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, f
     }
 }
 
-void ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
+void kvp_ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
                          uint32_t dv, float *wq, float *wk, float *wv)
 {
     /* 1. outlier channels: the same few channels of every K head are large
@@ -138,10 +138,10 @@ void ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, 
         struct pcg r;
         float plain_v = sqrtf(1.0f / 3.0f) * sqrtf((float)(H - DIMS_USED) / (float)H) / plain;
         float g = o->value_gain * plain_v / xf * sqrtf(3.0f); /* U[-1,1) has rms 1/sqrt(3) */
-        pcg_seed(&r, o->seed, 17);
+        kvp_pcg_seed(&r, o->seed, 17);
         for (uint64_t i = 0; i < (uint64_t)hkv * dv; i++)
             for (uint32_t f = 0; f < N_LOUD; f++) {
-                float u = pcg_float(&r);
+                float u = kvp_pcg_float(&r);
                 wv[i * H + DIM_LOUD + f] = g * u * u * u * SPIKE;
             }
     }
@@ -203,13 +203,13 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
     float *K = buf, *Kq = K + n * nk, *V = Kq + n * nk, *Vq = V + n * nv, *q = Vq + n * nv;
     float *sa = q + (uint64_t)hq * dk, *sb = sa + n, *oa = sb + n, *ob = oa + dv, *tmp = ob + dv; /* tmp (n,) */
     for (uint64_t j = 0; j < n; j++) {
-        cache_read_k(a, 0, 0, j, K + j * nk);
-        cache_read_k(b, 0, 0, j, Kq + j * nk);
-        cache_read_v(a, 0, 0, j, V + j * nv);
-        cache_read_v(b, 0, 0, j, Vq + j * nv);
+        kvp_cache_read_k(a, 0, 0, j, K + j * nk);
+        kvp_cache_read_k(b, 0, 0, j, Kq + j * nk);
+        kvp_cache_read_v(a, 0, 0, j, V + j * nv);
+        kvp_cache_read_v(b, 0, 0, j, Vq + j * nv);
         if (rm->o.pre_rope_keys) { /* both caches hold un-rotated keys */
-            ref_rope(K + j * nk, hkv, dk, dk, j);
-            ref_rope(Kq + j * nk, hkv, dk, dk, j);
+            kvp_ref_rope(K + j * nk, hkv, dk, dk, j);
+            kvp_ref_rope(Kq + j * nk, hkv, dk, dk, j);
         }
     }
     for (uint64_t i = 0; i < n * nk; i++) {
@@ -228,7 +228,7 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         acc->v_all += e;
     }
     acc->v_top += top_tenth(tmp, n);
-    ref_layer0_query(rm, token, n - 1, q);
+    kvp_ref_layer0_query(rm, token, n - 1, q);
     for (uint32_t h = 0; h < hq; h++) {
         const float *qh = q + (uint64_t)h * dk;
         uint32_t kh = h / g;
@@ -243,8 +243,8 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
             acc->s_err += (double)(sa[j] - sb[j]) * (sa[j] - sb[j]);
             acc->s_ref += (double)sa[j] * sa[j];
         }
-        ref_softmax(sa, n);
-        ref_softmax(sb, n);
+        kvp_ref_softmax(sa, n);
+        kvp_ref_softmax(sb, n);
         for (uint64_t j = 0; j < n; j++) { /* how sparse the fp32 attention is */
             acc->below += sa[j] < 1.0f / (float)n;
             tmp[j] = sa[j];
@@ -310,8 +310,8 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     }
     if ((st = kvp_ref_cache_new(rm, &oa, &aa, &a, err)) != KVP_OK || (st = kvp_ref_cache_new(rm, &ob, &ab, &b, err)))
         goto out;
-    pcg_seed(&r, seed, 7);
-    tok = pcg_next(&r) % V;
+    kvp_pcg_seed(&r, seed, 7);
+    tok = kvp_pcg_next(&r) % V;
     for (uint64_t t = 0; t < n; t++) {
         if ((st = kvp_ref_step(rm, a, 0, tok, la, err)) || (st = kvp_ref_step(rm, b, 0, tok, lb, err)))
             goto out;
@@ -319,7 +319,7 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
             compare(rm, a, b, tok, t + 1, buf, &acc);
             agree += argmax(la, V) == argmax(lb, V);
         }
-        tok = t + 1 < prompt ? pcg_next(&r) % V : argmax(la, V);
+        tok = t + 1 < prompt ? kvp_pcg_next(&r) % V : argmax(la, V);
     }
     out->key_err = sqrt(acc.k_err / (acc.k_ref + 1e-30));
     out->value_err = sqrt(acc.v_err / (acc.v_ref + 1e-30));

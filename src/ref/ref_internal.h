@@ -12,62 +12,62 @@
 /* The codec's own layout of type t (never format.h's table): whether it can
  * store t at all, whether t is an integer type with group settings, values
  * per block (1 but for block types) and bits per integer code. */
-bool codec_known(enum kvp_dtype t);
-bool codec_grouped(enum kvp_dtype t);
-uint32_t codec_block_elems(enum kvp_dtype t);
-uint32_t codec_code_bits(enum kvp_dtype t);
+bool kvp_codec_known(enum kvp_dtype t);
+bool kvp_codec_grouped(enum kvp_dtype t);
+uint32_t kvp_codec_block_elems(enum kvp_dtype t);
+uint32_t kvp_codec_code_bits(enum kvp_dtype t);
 
 /* Bytes of one token row of n values (the per-head rows of all heads). */
-uint64_t codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
-/* Encode n_kv heads x d values x (token-wise) into dst of codec_row_bytes. */
-void codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst);
-void codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x);
+uint64_t kvp_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
+/* Encode n_kv heads x d values x (token-wise) into dst of kvp_codec_row_bytes. */
+void kvp_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst);
+void kvp_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x);
 /* Plain scalar types (f32, f16, bf16, fp8): n values. */
-void codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst);
-void codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x);
-uint32_t codec_plain_size(enum kvp_dtype t); /* bytes per value */
+void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst);
+void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x);
+uint32_t kvp_codec_plain_size(enum kvp_dtype t); /* bytes per value */
 /* Channel-axis groups: g = group index, values of channel c, tokens j of the
  * group at code index (g*n + c)*G + j; meta at (g*n + c). x is (G, n). */
-void codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x,
+void kvp_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x,
                          uint8_t *codes, uint8_t *meta);
-void codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
+void kvp_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out);
-uint32_t codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
+uint32_t kvp_codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
 /* Copy count codes from code index si of src to code index di of dst (bit
  * offsets that need not be byte-aligned: a group's codes may not be). */
-void codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
                       uint64_t count);
 /* KVQuant dense-and-sparse outliers of one token row of n values (all heads):
- * codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
- * int32 index into the row (the engine's price). codec_split_outliers keeps
+ * kvp_codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
+ * int32 index into the row (the engine's price). kvp_codec_split_outliers keeps
  * the largest |x| (ties: lower index) in dst and sets them to NaN in x, which
  * the group quantizer leaves out of its ranges (KVQuant's exclusion, not
- * zeroing); heap is scratch of codec_outliers(f, n) entries.
- * codec_merge_outliers writes them back over a decoded row. */
+ * zeroing); heap is scratch of kvp_codec_outliers(f, n) entries.
+ * kvp_codec_merge_outliers writes them back over a decoded row. */
 struct codec_okey { float mag; uint32_t idx; };
-uint64_t codec_outliers(const struct kvp_format *f, uint64_t n);
-void codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
-void codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x);
+uint64_t kvp_codec_outliers(const struct kvp_format *f, uint64_t n);
+void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
+void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x);
 
 /* ---- rng ------------------------------------------------------------- */
 struct pcg { uint64_t state, inc; };
-void pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream);
-uint32_t pcg_next(struct pcg *r);
-float pcg_float(struct pcg *r); /* uniform in [-1, 1) */
+void kvp_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream);
+uint32_t kvp_pcg_next(struct pcg *r);
+float kvp_pcg_float(struct pcg *r); /* uniform in [-1, 1) */
 
 /* ---- cache.c: per-layer stores --------------------------------------- */
 /* Append one token of sequence seq to every layer's stores: k[l] (n_kv*dk)
  * and v[l] (n_kv*dv) of layer l, NULL where the layer caches nothing; the
  * sequence then holds one more token. Dynamic caches grow smallest first. */
-enum kvp_status cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
+enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err);
 /* Dequantized row of position pos (must be held). */
-void cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
-void cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
+void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
+void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
 /* Recurrent state of (layer, seq) as floats (n elems), and write it back. */
-enum kvp_status cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
+enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
-enum kvp_dtype cache_state_dtype(const struct kvp_ref_cache *c);
+enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
 /* ---- decoder.c: the model and its seeded weights ----------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
@@ -113,10 +113,10 @@ struct kvp_ref_model {
 
 /* ---- decoder.c, for measure.c ------------------------------------------ */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
-void ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
-void ref_softmax(float *x, uint64_t n);
+void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
+void kvp_ref_softmax(float *x, uint64_t n);
 /* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
-void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
+void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
 
 /* ---- measure.c, for decoder.c: the fidelity model's weights -------------- */
 /* Shape the embeddings (vocab, H) and one attention spec's wq (hq*dk, H),
@@ -124,8 +124,8 @@ void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
  * (outlier key channels, heavy-hitter tokens, loud values); no-ops when o
  * asks for none of them. Uses its own PCG stream, so the other weights stay
  * those of the seed. */
-void ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed);
-void ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
+void kvp_ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed);
+void kvp_ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
                          uint32_t dv, float *wq, float *wk, float *wv);
 
 #endif
