@@ -101,10 +101,13 @@ bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out)
 
 struct kvp_format kvp_format_plain(enum kvp_dtype d)
 {
-    struct kvp_format f = {
-        .dtype = d, .group = 32, .axis = KVP_AXIS_TOKEN, .scale = KVP_DTYPE_F16,
-        .zero_point = true, .residual = 0, .outliers_ppm = 0,
-    };
+    struct kvp_format f;
+    memset(&f, 0, sizeof f); /* padding too: formats are compared and copied as bytes */
+    f.dtype = d;
+    f.group = 32;
+    f.axis = KVP_AXIS_TOKEN;
+    f.scale = KVP_DTYPE_F16;
+    f.zero_point = true;
     return f;
 }
 

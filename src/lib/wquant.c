@@ -107,13 +107,16 @@ static enum kvp_status wq_setting(struct kvp_wq *q, const char *full, char *key,
 enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error *err)
 {
     char buf[128], head[128], *save = NULL, *tok;
-    struct kvp_wq q = {.kind = KVP_WQ_FORMAT, .scale = KVP_DTYPE_F16};
+    struct kvp_wq q;
     const char *colon = strchr(s, ':');
     size_t hn = colon ? (size_t)(colon - s) : strlen(s);
     enum kvp_status st;
 
     if (strlen(s) >= sizeof buf)
         return kvp_fail(err, KVP_ERR_USAGE, "weight format '%.40s...' is too long", s);
+    memset(&q, 0, sizeof q); /* padding too: a model holding it is compared as bytes */
+    q.kind = KVP_WQ_FORMAT;
+    q.scale = KVP_DTYPE_F16;
     memcpy(head, s, hn);
     head[hn] = '\0';
     if (strcasecmp(head, "fp8") == 0 || strcasecmp(head, "fp8_e4m3") == 0 || strcasecmp(head, "fp8_e5m2") == 0) {
@@ -123,7 +126,7 @@ enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error
         q.block_rows = 0; /* per tensor unless a setting says */
         if (!colon) {     /* a bare fp8 is the plain format: codes only */
             q.kind = KVP_WQ_FORMAT;
-            *out = q;
+            memcpy(out, &q, sizeof q);
             return KVP_OK;
         }
     } else if (strcasecmp(head, "packed") == 0) {
@@ -135,7 +138,7 @@ enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error
         q.nf4 = strcasecmp(head, "nf4") == 0;
     } else if (strcasecmp(s, "int8:bnb") == 0) {
         q.kind = KVP_WQ_BNB8;
-        *out = q;
+        memcpy(out, &q, sizeof q);
         return KVP_OK;
     } else {
         /* a format.h string, optionally ending in :tensor=N */
@@ -151,7 +154,7 @@ enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error
             if ((st = wq_setting(&q, s, buf, err)) != KVP_OK)
                 return st;
         }
-        *out = q;
+        memcpy(out, &q, sizeof q);
         return KVP_OK;
     }
     strcpy(buf, s);
@@ -159,7 +162,7 @@ enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error
     while ((tok = strtok_r(NULL, ":", &save)) != NULL)
         if ((st = wq_setting(&q, s, tok, err)) != KVP_OK)
             return st;
-    *out = q;
+    memcpy(out, &q, sizeof q);
     return KVP_OK;
 }
 
