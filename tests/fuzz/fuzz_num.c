@@ -42,6 +42,8 @@ static void check_format(const char *s, const struct kvp_format *f)
     struct kvp_kv_query q = {.context = 131072, .batch = 7, .k = *f, .v = *f};
     struct kvp_kv_plan p;
     struct kvp_weights w;
+    struct kvp_wstore ws;
+    memset(&ws, 0, sizeof ws);
     uint64_t row;
     enum kvp_status st;
 
@@ -59,7 +61,10 @@ static void check_format(const char *s, const struct kvp_format *f)
     fuzz_check_error(st, &err);
     if (st == KVP_OK)
         FUZZ_ASSERT(p.kv_bytes == p.k_bytes + p.v_bytes && p.kv_bytes >= p.k_bytes, "kv sum wrapped");
-    st = kvp_weights_compute(m, f, &w, &err);
+    ws.kind = KVP_WSTORE_FORMAT; /* every projection in the fuzzed format */
+    ws.q.kind = KVP_WQ_FORMAT;
+    ws.q.f = *f;
+    st = kvp_weights_compute(m, &ws, &w, &err);
     fuzz_check_error(st, &err);
     free(m);
 }
