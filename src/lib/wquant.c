@@ -208,7 +208,7 @@ const char *kvp_wq_name(const struct kvp_wq *q, char *buf, uint32_t n)
     return buf;
 }
 
-/* Bytes of one rows x cols matrix in q, or false on overflow. */
+/* Bytes of one rows x cols matrix in q (not KVP_WQ_FORMAT), or false on overflow. */
 static bool matrix_bytes(const struct kvp_wq *q, uint64_t rows, uint64_t cols, uint64_t *out)
 {
     uint64_t n, codes, meta = 0, sb = kvp_dtype_info(q->scale)->block_bits / 8;
@@ -243,13 +243,8 @@ static bool matrix_bytes(const struct kvp_wq *q, uint64_t rows, uint64_t cols, u
         codes = n;
         meta = rows * 4;
         break;
-    default: {
-        struct kvp_error e;
-        uint64_t row;
-        if (kvp_format_row_bytes(&q->f, cols, &row, &e) != KVP_OK)
-            return false;
-        return kvp_mul(rows, row, out);
-    }
+    default: /* KVP_WQ_FORMAT: rows of its format, priced by the caller */
+        return false;
     }
     /* every term above is at most a few times n, which did not overflow: only the sum can */
     return kvp_add(codes, meta, out);
@@ -258,15 +253,17 @@ static bool matrix_bytes(const struct kvp_wq *q, uint64_t rows, uint64_t cols, u
 enum kvp_status kvp_wq_tensor_bytes(const struct kvp_wq *q, const struct kvp_wtensor *t, uint64_t *out,
                                     struct kvp_error *err)
 {
-    uint64_t one;
+    uint64_t one, row;
+    bool ok;
     if (q->kind == KVP_WQ_FORMAT) { /* a block type that does not divide the row is an error, not an overflow */
-        uint64_t row;
         enum kvp_status st = kvp_format_row_bytes(&q->f, t->cols, &row, err);
         if (st != KVP_OK)
             return st;
+        ok = kvp_mul(t->rows, row, &one);
+    } else {
+        ok = t->rows <= (1ull << 40) && t->cols <= (1ull << 40) && matrix_bytes(q, t->rows, t->cols, &one);
     }
-    if (t->rows > (1ull << 40) || t->cols > (1ull << 40) || !matrix_bytes(q, t->rows, t->cols, &one) ||
-        !kvp_add(one, q->tensor_bytes, &one) || !kvp_mul(one, t->count, out))
+    if (!ok || !kvp_add(one, q->tensor_bytes, &one) || !kvp_mul(one, t->count, out))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "a %llu x %llu weight overflows 64 bits",
                         (unsigned long long)t->rows, (unsigned long long)t->cols);
     return KVP_OK;
