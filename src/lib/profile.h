@@ -1,4 +1,7 @@
 /* profile.h -- internal: what every engine profile shares (src/lib/profile_*.c).
+ * The helpers live in profile.c (with the engine and release tables), the
+ * profiles in profile_*.c; deploy.c dispatches to them. Nothing here calls
+ * back into deploy.c, so the include graph has no cycle.
  *
  * A profile sizes one rank: the layers of the busiest pipeline stage, the KV
  * heads one tensor-parallel rank holds. struct prank is that view of a model. */
@@ -35,7 +38,7 @@ enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_dep
                              uint32_t count, struct prank *r, struct kvp_error *err);
 
 /* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
- * release's default (src/lib/kvp_profile_reserve.c). */
+ * release's default (src/lib/profile_reserve.c). */
 uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d);
 
 /* The start-up reserve subtracted before the KV budget: activations + non-torch + CUDA graphs. */
