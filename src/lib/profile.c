@@ -156,10 +156,12 @@ enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_dep
             rs->kv_heads = s->n_kv_heads / d->tp ? s->n_kv_heads / d->tp : 1;
             if ((st = kvp_format_row_bytes(&d->k, s->head_dim_k, &row, err)) != KVP_OK)
                 return st;
-            rs->k_row = row * rs->kv_heads;
+            if (!kvp_mul(row, rs->kv_heads, &rs->k_row))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "a K row of %u heads overflows 64 bits", rs->kv_heads);
             if ((st = kvp_format_row_bytes(&d->v, s->head_dim_v, &row, err)) != KVP_OK)
                 return st;
-            rs->v_row = row * rs->kv_heads;
+            if (!kvp_mul(row, rs->kv_heads, &rs->v_row))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "a V row of %u heads overflows 64 bits", rs->kv_heads);
             break;
         case KVP_LAYER_MLA:
             rs->kv_heads = 1;
@@ -170,12 +172,31 @@ enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_dep
             uint64_t conv, ssm;
             kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
             /* engines shard the inner dimension across TP ranks */
-            rs->state = kvp_cdiv(conv + ssm, d->tp) * (kvp_dtype_info(m->state_dtype)->block_bits / 8);
+            if (!kvp_add(conv, ssm, &rs->state) ||
+                !kvp_mul(kvp_cdiv(rs->state, d->tp), kvp_dtype_info(m->state_dtype)->block_bits / 8, &rs->state))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "a recurrent state overflows 64 bits");
             break;
         }
         default:
             break;
         }
+    }
+    return KVP_OK;
+}
+
+bool kvp_profile_mul_add(uint64_t *acc, uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return kvp_mul(a, b, &p) && kvp_add(*acc, p, acc);
+}
+
+enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, struct kvp_error *err)
+{
+    *out = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        uint64_t row;
+        if (!kvp_add(r->spec[i].k_row, r->spec[i].v_row, &row) || !kvp_profile_mul_add(out, row, r->spec[i].layers))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the KV bytes of one token overflow 64 bits");
     }
     return KVP_OK;
 }

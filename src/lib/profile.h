@@ -37,6 +37,13 @@ void kvp_profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uin
 enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
                              uint32_t count, struct prank *r, struct kvp_error *err);
 
+/* acc += a * b, checked: false (acc unchanged or partial) on overflow. */
+bool kvp_profile_mul_add(uint64_t *acc, uint64_t a, uint64_t b);
+
+/* Bytes one token costs on the rank: sum over specs of (k_row + v_row) * layers
+ * (recurrent state is per sequence, not per token). Errors: overflow. */
+enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, struct kvp_error *err);
+
 /* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
  * release's default (src/lib/profile_reserve.c). */
 uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d);

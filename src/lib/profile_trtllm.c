@@ -13,13 +13,6 @@ struct pool {
     uint64_t blocks;
 };
 
-/* acc += a * b, checked. */
-static bool add_product(uint64_t *acc, uint64_t a, uint64_t b)
-{
-    uint64_t p;
-    return kvp_mul(a, b, &p) && kvp_add(*acc, p, acc);
-}
-
 enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err)
 {
@@ -41,12 +34,11 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
         struct prank t;
-        uint64_t pt = 0;
+        uint64_t pt;
         kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = kvp_profile_rank(m, d, first, count, &t, err)) != KVP_OK)
+        if ((st = kvp_profile_rank(m, d, first, count, &t, err)) != KVP_OK ||
+            (st = kvp_profile_token_bytes(&t, &pt, err)) != KVP_OK)
             return st;
-        for (uint32_t i = 0; i < t.n; i++)
-            pt += (t.spec[i].k_row + t.spec[i].v_row) * t.spec[i].layers;
         if (s == 0 || pt > f->kv_bytes_per_token_per_gpu) {
             r = t;
             f->kv_bytes_per_token_per_gpu = pt;
@@ -65,7 +57,8 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
             ;
         if (j == np)
             pools[np++] = (struct pool){w, 0, 0};
-        pools[j].per_token += (rs->k_row + rs->v_row) * rs->layers;
+        /* no overflow: a part of kv_bytes_per_token_per_gpu, which was summed checked */
+        (void)kvp_profile_mul_add(&pools[j].per_token, rs->k_row + rs->v_row, rs->layers);
     }
     if (np == 0)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "the model has no KV cache for trtllm to size");
@@ -82,13 +75,16 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     /* each window's pool gets a share proportional to window x bytes per token */
     for (uint32_t j = 0; j < np; j++) {
         uint64_t share = np == 1 ? avail : (uint64_t)((long double)avail * pools[j].window * pools[j].per_token / weighted);
-        uint64_t need = kvp_cdiv(pools[j].window, tpb);
+        uint64_t need = kvp_cdiv(pools[j].window, tpb), need_tokens, pool_tokens;
         pools[j].blocks = kvp_cdiv(share / pools[j].per_token, tpb);
         f->num_blocks += pools[j].blocks;
-        f->kv_pool_bytes += pools[j].blocks * tpb * pools[j].per_token;
+        if (!kvp_mul(pools[j].blocks, tpb, &pool_tokens) ||
+            !kvp_profile_mul_add(&f->kv_pool_bytes, pool_tokens, pools[j].per_token))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "a pool of %llu blocks overflows 64 bits",
+                            (unsigned long long)pools[j].blocks);
         if ((double)pools[j].blocks / (double)need < conc)
             conc = (double)pools[j].blocks / (double)need;
-        if (!add_product(&f->request_bytes, need * tpb, pools[j].per_token))
+        if (!kvp_mul(need, tpb, &need_tokens) || !kvp_profile_mul_add(&f->request_bytes, need_tokens, pools[j].per_token))
             return kvp_fail(err, KVP_ERR_OVERFLOW, "a request of %llu tokens overflows 64 bits",
                             (unsigned long long)d->context);
     }
@@ -101,7 +97,7 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
                 full_blocks = pools[j].blocks;
                 full_pt = pools[j].per_token;
             }
-        f->max_context = full_pt ? full_blocks / want * tpb : (np ? m->max_context : 0);
+        f->max_context = full_pt ? kvp_sat_mul(full_blocks / want, tpb) : (np ? m->max_context : 0);
     }
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);

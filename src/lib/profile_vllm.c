@@ -212,14 +212,6 @@ static enum kvp_status request_cost(void *ctx, uint64_t L, uint64_t *bytes, stru
     return KVP_OK;
 }
 
-static uint64_t per_token(const struct prank *r)
-{
-    uint64_t t = 0;
-    for (uint32_t i = 0; i < r->n; i++)
-        t += (r->spec[i].k_row + r->spec[i].v_row) * r->spec[i].layers;
-    return t;
-}
-
 /* What vLLM rejects before it starts (config/model.py), in its words. */
 static enum kvp_status check_settings(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
 {
@@ -315,9 +307,10 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         uint32_t first, count;
         struct prank r;
         struct vplan p;
-        uint64_t blocks, bytes = 0, ctx, one;
+        uint64_t blocks, bytes = 0, ctx, one, token;
         kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = kvp_profile_rank(m, d, first, count, &r, err)) != KVP_OK)
+        if ((st = kvp_profile_rank(m, d, first, count, &r, err)) != KVP_OK ||
+            (st = kvp_profile_token_bytes(&r, &token, err)) != KVP_OK)
             return st;
         if (hybrid) { /* the whole model's groups, projected onto the stage */
             p = g;
@@ -333,8 +326,8 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->block_size = p.min_block;
             f->kv_pool_bytes = blocks * block_bytes(&p);
         }
-        if (per_token(&r) > f->kv_bytes_per_token_per_gpu)
-            f->kv_bytes_per_token_per_gpu = per_token(&r);
+        if (token > f->kv_bytes_per_token_per_gpu)
+            f->kv_bytes_per_token_per_gpu = token;
         if ((st = request_cost(&p, d->context, &bytes, err)) != KVP_OK)
             return st;
         if (bytes > f->request_bytes)
