@@ -64,6 +64,7 @@ enum kvp_release_rule {
     KVP_REL_SGLANG_TP_FRACTION = 1u << 1, /* mem_fraction_static from a tp table (0.88 .. 0.79) */
     KVP_REL_LLAMACPP_PAD_FA = 1u << 2, /* cells padded to 256 with flash attention, 32 without */
     KVP_REL_LLAMACPP_MLA_V = 1u << 3,  /* MLA caches V too (before the V-less cache) */
+    KVP_REL_SGLANG_NO_MAMBA = 1u << 4, /* before Mamba/linear-attention hybrids: their architectures are unknown */
 };
 
 /* One named release of an engine: the rules kvplan applies for it. */
@@ -184,7 +185,7 @@ struct kvp_fit {
     bool fits;                     /* weights + reserve + required KV fit in memory */
     uint64_t free_bytes;           /* per GPU memory left after weights, reserve and required KV (0 if short) */
     uint64_t short_bytes;          /* how much is missing when it does not fit */
-    /* llama.cpp: cells and per-device tensors */
+    /* llama.cpp: cells and per-device tensors; SGLang: the sizes of its full and SWA token pools */
     uint64_t cells, swa_cells;
     uint32_t cell_pad;             /* llama.cpp: cells are padded to a multiple of this (256, or 32) */
     bool windows_ignored;          /* llama.cpp runs this family without its sliding window */
@@ -192,7 +193,12 @@ struct kvp_fit {
     uint32_t n_seq;                /* sequences (slots): -np, or --concurrency under llama.cpp */
     uint32_t n_devices;
     struct kvp_device_kv device[KVP_MAX_STAGES];
-    struct kvp_cache_sum cache[2];
+    struct kvp_cache_sum cache[2]; /* llama.cpp's caches; SGLang's token pools, [1] the SWA pool */
+    /* SGLang Mamba/linear-attention hybrids: the state pool beside the token pool */
+    uint64_t state_slots;         /* max_mamba_cache_size */
+    uint64_t state_bytes_per_req; /* mamba_cache_per_req: every recurrent layer's conv + ssm state on the rank */
+    uint64_t state_conv_bytes, state_ssm_bytes; /* the pool's tensors: (slots + 1) states per layer */
+    uint64_t max_running;         /* SGLang max_running_requests (0 elsewhere) */
 };
 
 /* Lower bounds from the roofline, per GPU, for `batch` sequences at d->context. */

@@ -325,6 +325,28 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     }
 }
 
+/* mem_cache/memory_pool.py (MambaPool, MHATokenToKVPool, MLATokenToKVPool; GB = 2^30)
+ * and the scheduler's max_total_num_tokens line. */
+static void sglang_log(const struct kvp_fit *f, struct kvp_buf *b)
+{
+    if (f->state_slots)
+        kvp_buf_printf(b, "Mamba Cache is allocated. max_mamba_cache_size: %llu, conv_state size: %.2fGB, "
+                       "ssm_state size: %.2fGB \n", (unsigned long long)f->state_slots, f->state_conv_bytes / GIB,
+                       f->state_ssm_bytes / GIB);
+    for (int c = 0; c < 2; c++) {
+        const struct kvp_cache_sum *p = &f->cache[c];
+        if (!p->layers)
+            continue;
+        if (p->v_bytes)
+            kvp_buf_printf(b, "KV Cache is allocated. #tokens: %llu, K size: %.2f GB, V size: %.2f GB\n",
+                           (unsigned long long)(c ? f->swa_cells : f->cells), p->k_bytes / GIB, p->v_bytes / GIB);
+        else
+            kvp_buf_printf(b, "KV Cache is allocated. #tokens: %llu, KV size: %.2f GB\n",
+                           (unsigned long long)(c ? f->swa_cells : f->cells), p->k_bytes / GIB);
+    }
+    kvp_buf_printf(b, "max_total_num_tokens=%llu\n", (unsigned long long)f->kv_tokens);
+}
+
 void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
 {
     struct fmtctx c = {.si = false};
@@ -342,7 +364,7 @@ void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const st
     } else if (d->engine == KVP_ENGINE_LLAMACPP) {
         llamacpp_log(m, d, f, b);
     } else if (d->engine == KVP_ENGINE_SGLANG) {
-        kvp_buf_printf(b, "max_total_num_tokens=%llu\n", (unsigned long long)f->kv_tokens);
+        sglang_log(f, b);
     } else if (d->engine == KVP_ENGINE_TRTLLM) {
         kvp_buf_printf(b, "Number of blocks in KV cache primary pool: %llu\n", (unsigned long long)f->num_blocks);
     }

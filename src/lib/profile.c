@@ -35,7 +35,7 @@ static const struct kvp_release releases[] = {
     {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac, server_args.py (reserve by GPU memory)",
      0.0, 0},
     {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp)", 0.0,
-     KVP_REL_SGLANG_TP_FRACTION},
+     KVP_REL_SGLANG_TP_FRACTION | KVP_REL_SGLANG_NO_MAMBA},
     {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py", 0.90, 0},
     {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
     {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)", 1.0,
