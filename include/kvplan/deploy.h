@@ -194,8 +194,9 @@ struct kvp_fit {
     uint32_t n_devices;
     struct kvp_device_kv device[KVP_MAX_STAGES];
     struct kvp_cache_sum cache[2]; /* llama.cpp's caches; SGLang's token pools, [1] the SWA pool */
-    /* SGLang Mamba/linear-attention hybrids: the state pool beside the token pool */
-    uint64_t state_slots;         /* max_mamba_cache_size */
+    /* Mamba/linear-attention hybrids: the state pool beside the token pool
+     * (SGLang's MambaPool; vLLM V0's MambaCacheManager, taken before the KV budget) */
+    uint64_t state_slots;         /* SGLang max_mamba_cache_size; vLLM V0 the CUDA-graph batch of max_num_seqs */
     uint64_t state_bytes_per_req; /* mamba_cache_per_req: every recurrent layer's conv + ssm state on the rank */
     uint64_t state_conv_bytes, state_ssm_bytes; /* the pool's tensors: (slots + 1) states per layer */
     uint64_t max_running;         /* SGLang max_running_requests (0 elsewhere) */

@@ -184,6 +184,18 @@ enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_dep
     return KVP_OK;
 }
 
+const char *kvp_profile_architecture(const struct kvp_model *m)
+{
+    static const char *const names[][2] = {
+        {"qwen3_next", "Qwen3NextForCausalLM"}, {"jamba", "JambaForCausalLM"},
+        {"nemotron_h", "NemotronHForCausalLM"}, {"falcon_h1", "FalconH1ForCausalLM"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i][0], m->family) == 0)
+            return names[i][1];
+    return m->family;
+}
+
 bool kvp_profile_mul_add(uint64_t *acc, uint64_t a, uint64_t b)
 {
     uint64_t p;

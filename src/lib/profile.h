@@ -37,6 +37,10 @@ void kvp_profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uin
 enum kvp_status kvp_profile_rank(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t first,
                              uint32_t count, struct prank *r, struct kvp_error *err);
 
+/* The HF architecture of m's family as the engines' model registries name it
+ * ("Qwen3NextForCausalLM"), for their refusals; the family when not known. */
+const char *kvp_profile_architecture(const struct kvp_model *m);
+
 /* acc += a * b, checked: false (acc unchanged or partial) on overflow. */
 bool kvp_profile_mul_add(uint64_t *acc, uint64_t a, uint64_t b);
 

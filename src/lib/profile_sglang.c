@@ -49,19 +49,6 @@ static bool hybrid_swa(const struct kvp_model *m)
     return false;
 }
 
-/* The HF architecture of a family, as SGLang's model registry names it. */
-static const char *architecture(const struct kvp_model *m)
-{
-    static const char *const names[][2] = {
-        {"qwen3_next", "Qwen3NextForCausalLM"}, {"jamba", "JambaForCausalLM"},
-        {"nemotron_h", "NemotronHForCausalLM"}, {"falcon_h1", "FalconH1ForCausalLM"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(names[i][0], m->family) == 0)
-            return names[i][1];
-    return m->family;
-}
-
 /* mamba_cache_per_req (configs/mamba_utils.py): the conv state (bf16) and
  * the ssm state (fp32) of every recurrent layer of the model, both sharded
  * over tp. *layers gets the recurrent layer count (0: not a hybrid). */
@@ -170,7 +157,7 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     if (n_mamba && (kvp_deploy_release(d)->rules & KVP_REL_SGLANG_NO_MAMBA)) {
         /* models/registry.py _raise_for_unsupported: the release has no Mamba/linear-attention hybrid */
         snprintf(f->refused, sizeof f->refused, "Model architectures ['%s'] are not supported for now. Supported "
-                 "architectures: (sglang %s's list, which has no Mamba or linear-attention hybrid)", architecture(m),
+                 "architectures: (sglang %s's list, which has no Mamba or linear-attention hybrid)", kvp_profile_architecture(m),
                  kvp_deploy_release(d)->version);
         return KVP_OK;
     }

@@ -51,7 +51,9 @@ static uint64_t type_request(const struct vtype *t, const struct kvp_deploy *d, 
     }
 }
 
-static enum kvp_status build_types(const struct prank *r, const struct kvp_deploy *d, uint32_t block,
+/* The KV cache specs of rank view r; states: Mamba layers are specs too (V1),
+ * else they are left to a cache of their own (V0). */
+static enum kvp_status build_types(const struct prank *r, const struct kvp_deploy *d, uint32_t block, bool states,
                                    struct vplan *p, struct kvp_error *err)
 {
     uint64_t attn_token = 0, mamba_page = 0, max_page = 0;
@@ -61,7 +63,7 @@ static enum kvp_status build_types(const struct prank *r, const struct kvp_deplo
     for (uint32_t i = 0; i < r->n; i++) {
         const struct rspec *rs = &r->spec[i];
         uint32_t j;
-        if (rs->k_row + rs->v_row == 0 && rs->state == 0)
+        if (rs->k_row + rs->v_row == 0 && (rs->state == 0 || !states))
             continue; /* shared-KV and attention-free layers get no cache */
         for (j = 0; j < p->n && !same_type(p->t[j].rs, rs); j++)
             ;
@@ -231,6 +233,46 @@ static enum kvp_status check_settings(const struct kvp_model *m, const struct kv
     return KVP_OK;
 }
 
+/* vLLM V0 (model_executor/models/mamba_cache.py MambaCacheManager, made in
+ * the profiling run's first forward, so inside the peak it measures): the
+ * conv and ssm states of every Mamba layer, sharded over tp, in the model
+ * dtype, for max_num_seqs (default 256) padded to a CUDA-graph batch size
+ * (1, 2, 4, then multiples of 8); the KV blocks then hold the attention layers
+ * alone. Gated DeltaNet (Qwen3-Next) came after V0: its architecture is unknown. */
+static enum kvp_status v0_mamba_cache(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+                                      struct kvp_error *err)
+{
+    uint64_t seqs = d->max_num_seqs ? d->max_num_seqs : 256, conv_b = 0, ssm_b = 0;
+    uint64_t bytes = kvp_dtype_info(m->dtype)->block_bits / 8;
+    bool any = false;
+    seqs = seqs <= 2 ? seqs : seqs <= 4 ? 4 : kvp_sat_mul(kvp_cdiv(seqs, 8), 8);
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(m, l);
+        uint64_t conv, ssm;
+        if (s->kind != KVP_LAYER_RECURRENT)
+            continue;
+        if (s->rec.kind == KVP_REC_GDN) {
+            snprintf(f->refused, sizeof f->refused, "Model architectures ['%s'] are not supported for now. Supported "
+                     "architectures: (vllm %s's list, which has no Gated DeltaNet hybrid)", kvp_profile_architecture(m),
+                     kvp_deploy_release(d)->version);
+            return KVP_OK;
+        }
+        kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
+        if (!kvp_profile_mul_add(&conv_b, kvp_cdiv(conv, d->tp), bytes) ||
+            !kvp_profile_mul_add(&ssm_b, kvp_cdiv(ssm, d->tp), bytes))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the Mamba state of one sequence overflows 64 bits");
+        any = true;
+    }
+    if (!any)
+        return KVP_OK;
+    f->state_slots = seqs;
+    f->state_bytes_per_req = conv_b + ssm_b;
+    if (!kvp_mul(seqs, conv_b, &f->state_conv_bytes) || !kvp_mul(seqs, ssm_b, &f->state_ssm_bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "a Mamba cache of %llu sequences overflows 64 bits",
+                        (unsigned long long)seqs);
+    return KVP_OK;
+}
+
 /* The start-up check that one request of max_model_len fits (V1:
  * kv_cache_utils.check_enough_kv_cache_memory; V0: worker.py
  * raise_if_cache_size_invalid); the message when it does not. */
@@ -268,7 +310,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     uint32_t block = d->block_size;
     uint64_t want = d->concurrency ? d->concurrency : 1, avail, min_blocks = UINT64_MAX, one_request_len = UINT64_MAX;
     enum kvp_status st;
-    bool mla = false, hybrid;
+    bool mla = false, hybrid, v0 = kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0;
     struct prank whole;
     struct vplan g;
 
@@ -287,19 +329,23 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         block = 64; /* platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend" */
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
-    if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK)
+    if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
+        (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
         return st;
-    /* available = int(total * util - (weights + activation peak + non-torch)) */
+    if (f->refused[0])
+        return KVP_OK;
+    /* available = int(total * util - (weights + activation peak [with V0's Mamba cache] + non-torch)) */
     if (d->kv_memory) {
         avail = d->kv_memory;
     } else {
-        uint64_t non_kv = kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d));
+        uint64_t non_kv = kvp_sat_add(kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)),
+                                      kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes));
         avail = kvp_profile_sub(kvp_profile_fraction(d->gpu_memory, f->util), non_kv, &f->short_bytes);
     }
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
-    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, &g, err)) ||
+    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, !v0, &g, err)) ||
         (st = group(&g, err)))
         return st;
     hybrid = g.n > 1 && !g.uniform_sum;
@@ -315,7 +361,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         if (hybrid) { /* the whole model's groups, projected onto the stage */
             p = g;
             p.group_size = stage_group_size(m, &whole, &g, first, count);
-        } else if ((st = build_types(&r, d, block, &p, err)) || (st = group(&p, err))) {
+        } else if ((st = build_types(&r, d, block, !v0, &p, err)) || (st = group(&p, err))) {
             return st;
         }
         blocks = avail / block_bytes(&p);
@@ -343,7 +389,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->max_context = ctx;
     }
     f->num_blocks = min_blocks;
-    if (kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0) /* V0: num_gpu_blocks * block_size / max_model_len */
+    if (v0) /* V0: num_gpu_blocks * block_size / max_model_len */
         f->max_concurrency = (double)f->kv_tokens / (double)d->context;
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
