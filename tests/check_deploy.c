@@ -9,10 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
+#include "kvplan/explain.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
+#include "kvplan/plan.h"
+#include "kvplan/render.h"
 #include "testutil.h"
 
 #define KiB (1ull << 10)
@@ -1375,6 +1380,264 @@ START_TEST(llamacpp_bad_split)
 }
 END_TEST
 
+
+/* ---- rules per release, each with its source (h16b) ---- */
+
+/* The engine's log lines for f, into a string the caller frees. */
+static char *fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f)
+{
+    struct kvp_buf b = {0};
+    char *s;
+    kvp_fit_log(m, d, f, &b);
+    s = strdup(b.len ? b.data : "");
+    kvp_buf_release(&b);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* sglang 0.5.2 model_runner_kv_cache_mixin.py handle_max_mamba_cache and
+ * init_memory_pool, configs/mamba_utils.py mamba_cache_per_req, server_args.py
+ * defaults (mamba_full_memory_ratio 0.9, mamba_ssm_dtype float32, conv
+ * bfloat16). qwen3-next-80b-a3b at tp 2 with 19 GiB given: 36 Gated DeltaNet
+ * layers of conv 3 x 8192 / 2 x 2 B + ssm 32 x 128 x 128 / 2 x 4 B =
+ * 1,073,152 B, so 38,633,472 B a request; Mamba memory 19 x 0.9 / 1.9 = 9 GiB
+ * -> int(9 GiB // 38,633,472) = 250 slots; rest 20,401,094,656 - 250 x
+ * 38,633,472 = 10,742,726,656 B; cell 12 full layers x 1 head x 512 x 2 B =
+ * 12,288 -> 874,245 tokens; max_running_requests min(4096, 250 // 3) = 83
+ * caps the 106 requests of 8,192 tokens the token pool holds. MambaPool
+ * allocates size + 1 states per layer. */
+START_TEST(sglang_mamba_pool)
+{
+    struct kvp_model *m = test_load("qwen3-next-80b-a3b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    char *log;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.kv_memory = 19 * GiB;
+    d.tp = d.n_gpus = 2;
+    d.context = 8192;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.state_bytes_per_req, 38633472);
+    ck_assert_uint_eq(f.state_slots, 250);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, 12288);
+    ck_assert_uint_eq(f.kv_budget_bytes, 10742726656ull);
+    ck_assert_uint_eq(f.kv_tokens, 874245);
+    ck_assert_uint_eq(f.max_running, 83);
+    ck_assert_double_eq(f.max_concurrency, 83.0);
+    ck_assert_uint_eq(f.state_conv_bytes, 251ull * 36 * 24576);
+    ck_assert_uint_eq(f.state_ssm_bytes, 251ull * 36 * 1048576);
+    ck_assert_uint_eq(f.cache[0].k_bytes, (874245ull + 1) * 12 * 256 * 2);
+    log = fit_log(m, &d, &f);
+    ck_assert_str_eq(log, "Mamba Cache is allocated. max_mamba_cache_size: 250, conv_state size: 0.21GB, "
+                          "ssm_state size: 8.82GB \n"
+                          "KV Cache is allocated. #tokens: 874245, K size: 5.00 GB, V size: 5.00 GB\n"
+                          "max_total_num_tokens=874245\n");
+    free(log);
+    d.concurrency = 84; /* more than max_running_requests: no context serves them */
+    f = fit_ok(m, &d);
+    ck_assert(!f.fits);
+    ck_assert_uint_eq(f.max_context, 0);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* sglang 0.4.6 predates Mamba/linear-attention hybrids: models/registry.py
+ * _raise_for_unsupported, so the server does not start (exit 1). */
+START_TEST(sglang_mamba_before_support)
+{
+    static const struct { const char *model, *arch; } cases[] = {
+        {"qwen3-next-80b-a3b", "Model architectures ['Qwen3NextForCausalLM'] are not supported for now."},
+        {"jamba-v0.1", "Model architectures ['JambaForCausalLM'] are not supported for now."},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        deploy_at(&d, "sglang@0.4.6", m);
+        d.gpu_memory = 150 * GiB;
+        d.tp = d.n_gpus = 2;
+        d.context = 8192;
+        f = fit_ok(m, &d);
+        ck_assert(!f.fits);
+        ck_assert_msg(strncmp(f.refused, cases[i].arch, strlen(cases[i].arch)) == 0, "%s", f.refused);
+        deploy_at(&d, "sglang@0.5.2", m);
+        d.gpu_memory = 150 * GiB;
+        d.tp = d.n_gpus = 2;
+        d.context = 8192;
+        f = fit_ok(m, &d);
+        ck_assert_str_eq(f.refused, "");
+        ck_assert_uint_gt(f.state_slots, 0);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* vllm 0.7.3 (V0) model_executor/models/mamba_cache.py MambaCacheManager:
+ * jamba-v0.1 at tp 2 keeps 256 (max_num_seqs, a CUDA-graph batch size)
+ * states of its 28 Mamba layers in bf16, (3 x 8192 / 2 + 8192 x 16 / 2) x 2 B
+ * = 155,648 B a layer: 1,115,684,864 B inside the profiled peak. The KV blocks
+ * hold the 4 attention layers: 16 x 4 heads x 128 x 2 x 2 B x 4 = 131,072 B;
+ * int(80 GiB x 0.9) - 30 GiB - 1,115,684,864 = 43,981,471,744 B -> 335,552
+ * blocks, 5,368,832 tokens, 163.84 requests of 32,768. --max-num-seqs 100 pads
+ * to 104 states. Gated DeltaNet came after V0: Qwen3-Next does not start. */
+START_TEST(vllm_v0_mamba_cache)
+{
+    struct kvp_model *m = test_load("jamba-v0.1"), *next = test_load("qwen3-next-80b-a3b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    deploy_at(&d, "vllm@0.7.3", m);
+    d.gpu_memory = 80 * GiB;
+    d.util = 0.9;
+    d.weights_memory = 30 * GiB;
+    d.tp = d.n_gpus = 2;
+    d.context = 32768;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.state_slots, 256);
+    ck_assert_uint_eq(f.state_conv_bytes + f.state_ssm_bytes, 1115684864ull);
+    ck_assert_uint_eq(f.kv_budget_bytes, 43981471744ull);
+    ck_assert_uint_eq(f.num_blocks, 335552);
+    ck_assert_uint_eq(f.kv_tokens, 5368832);
+    ck_assert_double_eq_tol(f.max_concurrency, 5368832.0 / 32768.0, 1e-12);
+    d.max_num_seqs = 100;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.state_slots, 104);
+    deploy_at(&d, "vllm@0.7.3", next);
+    d.gpu_memory = 150 * GiB;
+    d.tp = d.n_gpus = 2;
+    d.context = 8192;
+    f = fit_ok(next, &d);
+    ck_assert_str_eq(f.refused, "Model architectures ['Qwen3NextForCausalLM'] are not supported for now. Supported "
+                                "architectures: (vllm 0.7.3's list, which has no Gated DeltaNet hybrid)");
+    kvp_model_free(next);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* vllm 0.11.0 v1/core/kv_cache_utils.py _report_kv_cache_config logs
+ * "GPU KV cache size" as num_blocks // len(kv_cache_groups) * min_block_size,
+ * also for hybrids, where it is not max_concurrency x max_model_len (vllm
+ * issue #40691 shows 0.19.0 still logging it so; PR #40694 proposed the
+ * product). qwen3-next at tp 2: one attention group and the Mamba groups share
+ * the blocks. */
+START_TEST(vllm_hybrid_tokens_logged)
+{
+    struct kvp_model *m = test_load("qwen3-next-80b-a3b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.kv_memory = 20 * GiB;
+    d.tp = d.n_gpus = 2;
+    d.context = 8192;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_gt(f.n_groups, 1);
+    ck_assert_uint_eq(f.kv_tokens, f.num_blocks / f.n_groups * f.block_size);
+    ck_assert_uint_ne(f.kv_tokens, (uint64_t)(f.max_concurrency * 8192.0));
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp cell padding by release: npm-3.22.1 (src/llama-context.cpp after
+ * PR #19067) pads to 256 whatever -fa says; b6182
+ * (llama-kv-cache-unified.cpp get_padding) 256 with -fa on, 32 without. */
+START_TEST(llamacpp_padding_by_release)
+{
+    static const struct { const char *engine; int fa; uint32_t pad; uint64_t cells; } cases[] = {
+        {"llamacpp@npm-3.22.1", 0, 256, 4352}, {"llamacpp@npm-3.22.1", 1, 256, 4352},
+        {"llamacpp@b6182", 0, 32, 4128}, {"llamacpp@b6182", 1, 256, 4352},
+    };
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        deploy_at(&d, cases[i].engine, m);
+        d.context = 4100;
+        d.flash_attn = cases[i].fa;
+        reserve_given(&d);
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.cell_pad, cases[i].pad);
+        ck_assert_uint_eq(f.cells, cases[i].cells);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* profile_trtllm.c multiplies bytes checked: a budget near 2^64 rounds its
+ * pool up past 64 bits and is an overflow error, not a wrapped size. */
+START_TEST(trtllm_overflow_checked)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_TRTLLM, m);
+    d.kv_memory = UINT64_MAX;
+    d.context = 4096;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_OVERFLOW);
+    ck_assert(err.msg[0] != '\0');
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp --concurrency N in a plan (issue #16 item 5): kvplan check reads
+ * the same -np 4 -c 4 x 8192 deployment as kvplan fit, so fits and
+ * min_concurrency agree (PASS, 4.00) and the log says 4/4 seqs. */
+START_TEST(llamacpp_concurrency_in_plan)
+{
+    static const char text[] = "kvplan_plan: 1\n"
+                               "deployments:\n"
+                               "  - name: llama8b-llamacpp\n"
+                               "    model: llama-3.1-8b\n"
+                               "    gpu: h100\n"
+                               "    engine: llamacpp\n"
+                               "    context: 8192\n"
+                               "    concurrency: 4\n"
+                               "    assert:\n"
+                               "      - fits: true\n"
+                               "      - min_concurrency: 4\n";
+    char dir[] = "/tmp/kvplan-deploy-XXXXXX", path[64], *log;
+    struct kvp_catalog *models = NULL;
+    struct kvp_gpu_catalog *gpus = NULL;
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    struct kvp_error err = {0};
+    struct kvp_fit f;
+    FILE *fp;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/plan.yaml", dir);
+    ck_assert_ptr_nonnull(fp = fopen(path, "w"));
+    fputs(text, fp);
+    ck_assert_int_eq(fclose(fp), 0);
+    ck_assert_kvp_ok(kvp_catalog_load("models", &models, &err), err);
+    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_plan_load(&p, path, models, gpus, &err), err);
+    ck_assert_kvp_ok(kvp_plan_evaluate(&p, &r, &err), err);
+    ck_assert_uint_eq(r.n, 2);
+    ck_assert_uint_eq(r.failed, 0);
+    ck_assert(r.results[0].pass);
+    ck_assert_double_eq(r.results[1].measured, 4.0);
+    f = fit_ok(p.deps[0].model, &p.deps[0].d);
+    ck_assert(f.fits);
+    ck_assert_double_eq(f.max_concurrency, 4.0);
+    log = fit_log(p.deps[0].model, &p.deps[0].d, &f);
+    ck_assert_msg(strstr(log, "(  8192 cells,  32 layers,  4/4 seqs)") != NULL, "%s", log);
+    free(log);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+    kvp_gpus_free(gpus);
+    kvp_catalog_free(models);
+    ck_assert_int_eq(remove(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("deploy");
@@ -1411,6 +1674,12 @@ static Suite *suite(void)
     tcase_add_test(core, inverse_min_gpus);
     tcase_add_test(core, inverse_min_util);
     tcase_add_test(core, roofline_decode);
+    tcase_add_test(core, sglang_mamba_pool);
+    tcase_add_test(core, sglang_mamba_before_support);
+    tcase_add_test(core, vllm_v0_mamba_cache);
+    tcase_add_test(core, vllm_hybrid_tokens_logged);
+    tcase_add_test(core, llamacpp_padding_by_release);
+    tcase_add_test(core, llamacpp_concurrency_in_plan);
     suite_add_tcase(s, core);
 
     tcase_add_test(limits, llamacpp_block_refused);
@@ -1422,6 +1691,7 @@ static Suite *suite(void)
     tcase_add_loop_test(limits, overflow_context, 0, KVP_ENGINE_COUNT);
     tcase_add_loop_test(limits, roofline_refused, 0, (int)N_ELEMS(roofline_bad));
     tcase_add_test(limits, llamacpp_bad_split);
+    tcase_add_test(limits, trtllm_overflow_checked);
     suite_add_tcase(s, limits);
     return s;
 }
