@@ -32,9 +32,9 @@ static const struct kvp_release releases[] = {
     {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", 0.90, 0},
     {KVP_ENGINE_VLLM, "0.7.3", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
      0.90, KVP_REL_VLLM_V0},
-    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac, server_args.py (reserve by GPU memory)",
-     0.0, 0},
-    {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp)", 0.0,
+    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac (Mamba pool by ratio), server_args.py "
+     "(reserve by GPU memory)", 0.0, 0},
+    {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp), no Mamba hybrids", 0.0,
      KVP_REL_SGLANG_TP_FRACTION | KVP_REL_SGLANG_NO_MAMBA},
     {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py", 0.90, 0},
     {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
