@@ -1517,6 +1517,32 @@ START_TEST(vllm_v0_mamba_cache)
 }
 END_TEST
 
+/* FlashMLA's 64-token blocks (vllm PR #13747, merged 2025-02-27) postdate
+ * 0.7.3 (2025-02-20): there an MLA model keeps the 16-token blocks, one page
+ * 16 x (512 + 64) x 2 B per layer for deepseek-v2-lite; 0.11.0 forces 64. */
+START_TEST(vllm_mla_block_by_release)
+{
+    struct kvp_model *m = test_load("deepseek-v2-lite");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    deploy_at(&d, "vllm@0.7.3", m);
+    d.kv_memory = 4 * GiB;
+    d.context = 4096;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 16);
+    ck_assert_uint_eq(f.num_blocks, 4 * GiB / (16ull * 576 * 2 * m->n_layers));
+    deploy_at(&d, "vllm@0.11.0", m);
+    d.kv_memory = 4 * GiB;
+    d.context = 4096;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.block_size, 64);
+    kvp_model_free(m);
+}
+END_TEST
+
 /* vllm 0.11.0 v1/core/kv_cache_utils.py _report_kv_cache_config logs
  * "GPU KV cache size" as num_blocks // len(kv_cache_groups) * min_block_size,
  * also for hybrids, where it is not max_concurrency x max_model_len (vllm
@@ -1678,6 +1704,7 @@ static Suite *suite(void)
     tcase_add_test(core, sglang_mamba_before_support);
     tcase_add_test(core, vllm_v0_mamba_cache);
     tcase_add_test(core, vllm_hybrid_tokens_logged);
+    tcase_add_test(core, vllm_mla_block_by_release);
     tcase_add_test(core, llamacpp_padding_by_release);
     tcase_add_test(core, llamacpp_concurrency_in_plan);
     suite_add_tcase(s, core);

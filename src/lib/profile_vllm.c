@@ -325,7 +325,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         mla = mla || kvp_model_layer(m, i)->kind == KVP_LAYER_MLA;
     if (!block)
         block = 16;
-    if (mla && block % 64 != 0)
+    if (mla && !v0 && block % 64 != 0) /* FlashMLA (vllm PR #13747) came after 0.7.3 */
         block = 64; /* platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend" */
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
