@@ -379,9 +379,11 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
     }
     switch (d->engine) {
     case KVP_ENGINE_SGLANG:
-        kvp_buf_printf(b, "  KV budget  = (memory - weights - non-torch) - memory * (1 - mem_fraction_static)\n"
-                       "             = (%s - %s - %s) - %s * (1 - %.3f) = %s B\n", grp(c, d->gpu_memory),
-                       grp(c, f->weights_bytes), grp(c, f->reserve.non_torch), grp(c, d->gpu_memory), f->util,
+        kvp_buf_printf(b, "  KV budget  = (memory - weights - non-torch) - memory * (1 - mem_fraction_static)%s\n"
+                       "             = (%s - %s - %s) - %s * (1 - %.3f)%s%s = %s B\n",
+                       f->state_slots ? " - mamba pool" : "", grp(c, d->gpu_memory), grp(c, f->weights_bytes),
+                       grp(c, f->reserve.non_torch), grp(c, d->gpu_memory), f->util, f->state_slots ? " - " : "",
+                       f->state_slots ? grp(c, kvp_sat_mul(f->state_slots, f->state_bytes_per_req)) : "",
                        grp(c, f->kv_budget_bytes));
         break;
     case KVP_ENGINE_TRTLLM:
@@ -449,6 +451,10 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
                        f->max_concurrency);
         break;
     case KVP_ENGINE_SGLANG:
+        if (f->state_slots)
+            kvp_buf_printf(b, "  mamba pool = rest * 0.9 / 1.9 // mamba_cache_per_req %s B = %s slots, taken from the "
+                           "budget; max_running_requests <= slots // 3 = %s\n", grp(&c, f->state_bytes_per_req),
+                           grp(&c, f->state_slots), grp(&c, f->max_running));
         kvp_buf_printf(b, "  cell       = sum over layers of H_kv,rank * (d_k + d_v) * dtype bytes = %s B\n",
                        grp(&c, f->kv_bytes_per_token_per_gpu));
         kvp_buf_printf(b, "  max_total_num_tokens = int(budget) // cell // page * page = %s\n", grp(&c, f->kv_tokens));
