@@ -1443,6 +1443,38 @@ START_TEST(sglang_mamba_pool)
 }
 END_TEST
 
+/* sglang model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa and
+ * SWAKVPool (its SWA pool built first, as the log of sglang PR #18039 shows):
+ * gpt-oss-20b with 5 GiB, cell 24 layers x 8 x 64 x 2 x 2 B = 49,152 ->
+ * 109,226 tokens; full = int(109,226 x 24 / (0.8 x 12 + 12)) = 121,362,
+ * swa = int(121,362 x 0.8) = 97,089; K of each pool (tokens + 1) x 12 layers x
+ * 1,024 B. */
+START_TEST(sglang_swa_pool_log)
+{
+    struct kvp_model *m = test_load("gpt-oss-20b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    char *log;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.kv_memory = 5 * GiB;
+    d.context = 8192;
+    reserve_given(&d);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_tokens, 121362);
+    ck_assert_uint_eq(f.swa_cells, 97089);
+    ck_assert_uint_eq(f.cache[0].k_bytes, 121363ull * 12 * 1024);
+    ck_assert_uint_eq(f.cache[1].k_bytes, 97090ull * 12 * 1024);
+    log = fit_log(m, &d, &f);
+    ck_assert_str_eq(log, "Use sliding window memory pool. full_layer_tokens=121362, swa_layer_tokens=97089\n"
+                          "KV Cache is allocated. #tokens: 97089, K size: 1.11 GB, V size: 1.11 GB\n"
+                          "KV Cache is allocated. #tokens: 121362, K size: 1.39 GB, V size: 1.39 GB\n"
+                          "max_total_num_tokens=121362\n");
+    free(log);
+    kvp_model_free(m);
+}
+END_TEST
+
 /* sglang 0.4.6 predates Mamba/linear-attention hybrids: models/registry.py
  * _raise_for_unsupported, so the server does not start (exit 1). */
 START_TEST(sglang_mamba_before_support)
@@ -1702,6 +1734,7 @@ static Suite *suite(void)
     tcase_add_test(core, roofline_decode);
     tcase_add_test(core, sglang_mamba_pool);
     tcase_add_test(core, sglang_mamba_before_support);
+    tcase_add_test(core, sglang_swa_pool_log);
     tcase_add_test(core, vllm_v0_mamba_cache);
     tcase_add_test(core, vllm_hybrid_tokens_logged);
     tcase_add_test(core, vllm_mla_block_by_release);

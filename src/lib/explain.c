@@ -333,7 +333,10 @@ static void sglang_log(const struct kvp_fit *f, struct kvp_buf *b)
         kvp_buf_printf(b, "Mamba Cache is allocated. max_mamba_cache_size: %llu, conv_state size: %.2fGB, "
                        "ssm_state size: %.2fGB \n", (unsigned long long)f->state_slots, f->state_conv_bytes / GIB,
                        f->state_ssm_bytes / GIB);
-    for (int c = 0; c < 2; c++) {
+    if (f->cache[1].layers) /* set_num_tokens_hybrid_swa; SWAKVPool builds its SWA pool first */
+        kvp_buf_printf(b, "Use sliding window memory pool. full_layer_tokens=%llu, swa_layer_tokens=%llu\n",
+                       (unsigned long long)f->cells, (unsigned long long)f->swa_cells);
+    for (int c = 1; c >= 0; c--) {
         const struct kvp_cache_sum *p = &f->cache[c];
         if (!p->layers)
             continue;
