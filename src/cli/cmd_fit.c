@@ -158,6 +158,12 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         kvp_json_double(&j, "min_util", x->min_util);
     else
         kvp_json_null(&j, "min_util");
+    if (f->state_slots) { /* a Mamba/linear-attention hybrid's state pool (SGLang, vLLM V0) */
+        kvp_json_u64(&j, "mamba_slots", f->state_slots);
+        kvp_json_u64(&j, "mamba_bytes", kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes));
+    }
+    if (f->max_running)
+        kvp_json_u64(&j, "max_running_requests", f->max_running);
     if (d->engine == KVP_ENGINE_LLAMACPP) {
         kvp_json_u64(&j, "cells", f->cells);
         kvp_json_u64(&j, "swa_cells", f->swa_cells);
