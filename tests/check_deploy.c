@@ -1038,8 +1038,8 @@ END_TEST
 /* ---- what the engines refuse, and rules checked against their source ---- */
 
 /* vLLM would not start when one request of max_model_len does not fit:
- * V0 worker.py raise_if_cache_size_invalid (vllm#10517's 29k line: 1478
- * blocks of 16 = 23,648 tokens), V1 kv_cache_utils.py
+ * 0.7.3 (V0) worker/worker.py raise_if_cache_size_invalid (vllm#10517's 29k line: 1478
+ * blocks of 16 = 23,648 tokens), 0.11.0 v1/core/kv_cache_utils.py
  * check_enough_kv_cache_memory (131,072 tokens x 128 KiB = 16 GiB needed,
  * 4 GiB available: 32,768 tokens estimated). */
 START_TEST(vllm_does_not_start)
@@ -1074,7 +1074,7 @@ START_TEST(vllm_does_not_start)
 }
 END_TEST
 
-/* llama.cpp: LLAMA_MAX_SEQ 256 (llama-context.cpp "n_seq_max must be <= 256")
+/* llama.cpp (both releases): LLAMA_MAX_SEQ 256 (src/llama-context.cpp "n_seq_max must be <= 256")
  * is invalid input; OPT has no llama-arch.cpp entry, so it never loads. */
 START_TEST(llamacpp_refusals)
 {
@@ -1103,7 +1103,8 @@ START_TEST(llamacpp_refusals)
 }
 END_TEST
 
-/* llama-context.cpp: n_ubatch = min(n_ubatch, n_batch), n_batch 2048 by
+/* llama.cpp (both releases, npm-3.22.1 and b6182) src/llama-context.cpp
+ * llama_context::llama_context: n_ubatch = min(n_ubatch, n_batch), n_batch 2048 by
  * default; the SWA cache of gemma-3-27b (window 1024) at -ub 4096 is
  * PAD(1024 + 2048, 256) = 3072 cells, at -b 4096 -ub 4096 PAD(5120, 256) = 5120. */
 START_TEST(llamacpp_ubatch_capped)
@@ -1125,7 +1126,9 @@ START_TEST(llamacpp_ubatch_capped)
 END_TEST
 
 /* llama.cpp --concurrency N --context T: N slots (-np N) of T tokens share
- * -c N*T, one stream each without --kv-unified: 4 x 8192 cells of
+ * -c N*T, one stream each without --kv-unified (npm-3.22.1 src/llama-context.cpp
+ * llama_context: n_ctx_seq = n_ctx / n_seq_max, kv_unified off in libllama's
+ * default context params): 4 x 8192 cells of
  * 32 x 8 x 128 x 2 x 2 B = 128 KiB = 4 GiB; fits, concurrency 4 and the log's
  * "4/4 seqs" agree. */
 START_TEST(llamacpp_concurrency_slots)
@@ -1155,7 +1158,7 @@ START_TEST(llamacpp_concurrency_slots)
 }
 END_TEST
 
-/* vllm v1/core/kv_cache_utils.py get_kv_cache_configs: the layers of all
+/* vllm 0.11.0 v1/core/kv_cache_utils.py get_kv_cache_configs: the layers of all
  * stages are grouped once (gemma-3-27b: group size 10; 1 full + 6 sliding
  * groups) and projected onto each stage. At pp 2 each stage holds 31 layers,
  * 5 full and 26 sliding; its largest projected group keeps 10 layers, so
@@ -1181,7 +1184,7 @@ START_TEST(vllm_pp_groups_whole_model)
 }
 END_TEST
 
-/* vllm platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
+/* vllm 0.11.0 platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
  * 64 when --block-size is not a multiple of 64; 128 stays. */
 START_TEST(vllm_mla_block_forced)
 {
@@ -1202,7 +1205,7 @@ START_TEST(vllm_mla_block_forced)
 }
 END_TEST
 
-/* sglang model_config.py is_hybrid_swa_model: Gemma 3 is not in its list, so
+/* sglang 0.5.2 configs/model_config.py is_hybrid_swa_model: Gemma 3 is not in its list, so
  * it is one pool of full-attention cells (kv_tokens = budget // cell);
  * gpt-oss is: its full pool gets total / (0.8 n_swa + n_full) = 24/21.6 of that. */
 START_TEST(sglang_swa_only_listed)
