@@ -217,7 +217,13 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
                 uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
                 kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
                 /* llama_memory_recurrent: r and s tensors in f32, one row per sequence */
-                dk->rs_bytes += PAD(conv * 4 * n_seq, CUDA_ALIGN) + PAD(ssm * 4 * n_seq, CUDA_ALIGN);
+                uint64_t r_bytes, s_bytes;
+                if (!kvp_mul3(conv, 4, n_seq, &r_bytes) || !kvp_mul3(ssm, 4, n_seq, &s_bytes) ||
+                    r_bytes > UINT64_MAX - CUDA_ALIGN || s_bytes > UINT64_MAX - CUDA_ALIGN ||
+                    !kvp_add(dk->rs_bytes, PAD(r_bytes, CUDA_ALIGN), &dk->rs_bytes) ||
+                    !kvp_add(dk->rs_bytes, PAD(s_bytes, CUDA_ALIGN), &dk->rs_bytes))
+                    return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of %llu sequences overflows 64 bits",
+                                    (unsigned long long)n_seq);
                 continue;
             }
             layer_elems(s, d, &ek, &ev);

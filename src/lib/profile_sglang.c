@@ -195,7 +195,7 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     f->max_running = max_running(d, tokens, f->state_slots, n_mamba > 0);
     if (c.layers[1] && c.layers[0] && hybrid_swa(m)) {
         /* hybrid SWA pools: full and sliding layers share the budget */
-        uint64_t total = tokens * (c.layers[0] + c.layers[1]);
+        uint64_t total = kvp_sat_mul(tokens, c.layers[0] + c.layers[1]); /* <= budget: a cell has >= 1 B a layer */
         uint64_t full = (uint64_t)((double)total / (SWA_FULL_TOKENS_RATIO * c.layers[1] + c.layers[0])) / page * page;
         uint64_t swa = (uint64_t)((double)full * SWA_FULL_TOKENS_RATIO) / page * page;
         uint64_t need_swa = d->context < c.window ? d->context : c.window;

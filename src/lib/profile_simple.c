@@ -56,7 +56,8 @@ static enum kvp_status seq_bytes(void *ctx, uint64_t T, uint64_t *out, struct kv
         const struct rspec *rs = &c->r.spec[i];
         uint64_t hk, dk, hv, dv, kb = 0, vb = 0, w = window(c->d->engine, rs->s), layer;
         if (rs->s->kind == KVP_LAYER_RECURRENT) {
-            total += rs->state * rs->layers;
+            if (!kvp_profile_mul_add(&total, rs->state, rs->layers))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of one sequence overflows 64 bits");
             continue;
         }
         if (rs->k_row + rs->v_row == 0)
@@ -113,14 +114,6 @@ static enum kvp_status check_formats(const struct kvp_deploy *d, struct kvp_erro
     return kvp_profile_formats(d, plain, 5, err);
 }
 
-static uint64_t per_token(const struct prank *r)
-{
-    uint64_t t = 0;
-    for (uint32_t i = 0; i < r->n; i++)
-        t += (r->spec[i].k_row + r->spec[i].v_row) * r->spec[i].layers;
-    return t;
-}
-
 /* One engine, all stages: the busiest stage decides. */
 static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                               struct kvp_error *err)
@@ -148,12 +141,13 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
     c.v = d->engine == KVP_ENGINE_HF_QUANTIZED ? hf_quantized(&d->v, m->dtype) : d->v;
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
-        uint64_t req, ctx;
+        uint64_t req, ctx, token;
         kvp_profile_stage_range(m->n_layers, d->pp, s, &first, &count);
-        if ((st = kvp_profile_rank(m, d, first, count, &c.r, err)) || (st = seq_bytes(&c, d->context, &req, err)))
+        if ((st = kvp_profile_rank(m, d, first, count, &c.r, err)) || (st = seq_bytes(&c, d->context, &req, err)) ||
+            (st = kvp_profile_token_bytes(&c.r, &token, err)))
             return st;
-        if (per_token(&c.r) > f->kv_bytes_per_token_per_gpu)
-            f->kv_bytes_per_token_per_gpu = per_token(&c.r);
+        if (token > f->kv_bytes_per_token_per_gpu)
+            f->kv_bytes_per_token_per_gpu = token;
         if (req > f->request_bytes)
             f->request_bytes = req;
         if (req && (double)budget / (double)req < f->max_concurrency)

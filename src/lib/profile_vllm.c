@@ -83,14 +83,16 @@ static enum kvp_status build_types(const struct prank *r, const struct kvp_deplo
     if (mamba_page && attn_token) {
         /* hybrid Mamba: the attention block grows until its page covers the
          * Mamba state, then the Mamba page is padded to it */
-        block = FLASH_ALIGN * (uint32_t)kvp_cdiv(mamba_page, FLASH_ALIGN * attn_token);
+        block = FLASH_ALIGN * (uint32_t)kvp_cdiv(mamba_page, kvp_sat_mul(FLASH_ALIGN, attn_token));
         if (d->block_size > block)
             block = d->block_size;
     }
     for (uint32_t j = 0; j < p->n; j++) {
         struct vtype *t = &p->t[j];
         t->block = t->rs->state ? block : (mamba_page ? block : t->block);
-        t->page = t->rs->state ? 0 : (uint64_t)t->block * (t->rs->k_row + t->rs->v_row);
+        t->page = 0;
+        if (!t->rs->state && !kvp_mul(t->block, t->rs->k_row + t->rs->v_row, &t->page))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "a block of %u tokens overflows 64 bits", t->block);
         if (t->page > max_page)
             max_page = t->page;
     }
@@ -129,7 +131,8 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
         p->n_groups = 1;
         p->group_size = 0;
         for (uint32_t j = 0; j < p->n; j++) {
-            p->page_sum += p->t[j].page * p->t[j].layers;
+            if (!kvp_profile_mul_add(&p->page_sum, p->t[j].page, p->t[j].layers))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the pages of one block overflow 64 bits");
             p->group_size += p->t[j].layers;
         }
         return KVP_OK;
@@ -196,13 +199,13 @@ static uint64_t request_blocks(const struct vplan *p, uint64_t L)
         per_req = kvp_sat_add(per_req, kvp_sat_mul(kvp_cdiv(p->t[j].layers, p->groups_gs),
                                                    type_request(&p->t[j], p->d, L)));
     per_req = kvp_sat_mul(per_req, p->group_size);
-    per_block = p->page * p->group_size;
+    per_block = kvp_sat_mul(p->page, p->group_size);
     return per_req == UINT64_MAX ? UINT64_MAX : kvp_cdiv(per_req, per_block); /* UINT64_MAX: too big */
 }
 
 static uint64_t block_bytes(const struct vplan *p)
 {
-    return p->uniform_sum ? p->page_sum : p->page * p->group_size;
+    return p->uniform_sum ? p->page_sum : kvp_sat_mul(p->page, p->group_size);
 }
 
 static enum kvp_status request_cost(void *ctx, uint64_t L, uint64_t *bytes, struct kvp_error *err)
@@ -370,7 +373,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->n_groups = p.n_groups;
             f->kv_tokens = blocks / p.n_groups * p.min_block;
             f->block_size = p.min_block;
-            f->kv_pool_bytes = blocks * block_bytes(&p);
+            f->kv_pool_bytes = blocks * block_bytes(&p); /* <= avail: blocks = avail / block_bytes */
         }
         if (token > f->kv_bytes_per_token_per_gpu)
             f->kv_bytes_per_token_per_gpu = token;
@@ -380,7 +383,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
             f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
-        if ((st = kvp_profile_max_context(request_cost, &p, want, min_blocks * block_bytes(&p), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
+        if ((st = kvp_profile_max_context(request_cost, &p, want, kvp_sat_mul(min_blocks, block_bytes(&p)), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
             (st = kvp_profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
             return st;
         if (one < one_request_len)
