@@ -401,10 +401,13 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
                        grp(c, f->reserve.non_torch), grp(c, f->kv_budget_bytes));
         break;
     default:
-        kvp_buf_printf(b, "  KV budget  = int(memory * %s - (weights + activations + non-torch))\n"
-                       "             = int(%s * %.3f - (%s + %s + %s)) = %s B\n",
-                       d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction", grp(c, d->gpu_memory),
+        kvp_buf_printf(b, "  KV budget  = int(memory * %s - (weights + activations + non-torch%s))\n"
+                       "             = int(%s * %.3f - (%s + %s + %s%s%s)) = %s B\n",
+                       d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction",
+                       f->state_slots ? " + Mamba cache of max_num_seqs states" : "", grp(c, d->gpu_memory),
                        f->util, grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch),
+                       f->state_slots ? " + " : "",
+                       f->state_slots ? grp(c, kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes)) : "",
                        grp(c, f->kv_budget_bytes));
     }
     (void)e;
