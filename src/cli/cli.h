@@ -85,6 +85,8 @@ int cli_deploy_settings(const struct cli_cmd *cmd, struct kvp_settings *s);
  * (--gpu, --gpu-memory or --kv-cache-memory) is refused as `kvplan fit`
  * refuses it. */
 int cli_deploy_front(const struct cli_cmd *cmd, const char *const *axes, struct kvp_settings *s, bool *given);
+/* The check of cli_deploy_front on settings s already read (command name for the message). */
+int cli_deploy_need_gpu(const char *name, const char *const *axes, struct kvp_settings *s, bool *given);
 /* Applied to model m: the deployment and the GPU it names (NULL if none). */
 int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, struct kvp_deploy *d,
                      const struct kvp_gpu **gpu);
