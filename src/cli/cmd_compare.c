@@ -306,14 +306,14 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
     uint64_t want = r0->d.concurrency ? r0->d.concurrency : 1;
 
     if (j->fitted)
-        kvp_buf_printf(b, "%s%s on %u x %s (%s each), tp %u, pp %u: K %s, V %s, %s request%s of %s tokens, as "
-                       "`kvplan fit` sizes each row\n(figures per GPU%s)\n\n", fmt == KVP_OUT_MD ? "## " : "",
+        kvp_buf_printf(b, "%s%s on %u x %s (%s each), tp %u, pp %u: K %s, V %s, %s request%s of %s tokens; each row as "
+                       "`kvplan fit` sizes it, per GPU%s\n\n", fmt == KVP_OUT_MD ? "## " : "",
                        j->m->name, r0->d.n_gpus, r0->gpu ? r0->gpu->id : "GPU",
                        kvp_format_bytes(r0->d.gpu_memory, j->si, mem, sizeof mem), r0->d.tp, r0->d.pp,
                        kvp_format_name(&r0->d.k, k, sizeof k), kvp_format_name(&r0->d.v, v, sizeof v),
                        kvp_format_grouped(want, c[0], sizeof c[0]), want == 1 ? "" : "s",
                        kvp_format_grouped(r0->d.context, c[1], sizeof c[1]),
-                       j->varied ? "; that is the first row's deployment, and each row names what it changes" : "");
+                       j->varied ? " (the first row's deployment: each row names what it changes)" : "");
     else
         kvp_buf_printf(b, "%s%s: K %s, V %s, one sequence of %s tokens, ideal engine (whole model)\n\n",
                        fmt == KVP_OUT_MD ? "## " : "", j->m->name, kvp_format_name(&r0->d.k, k, sizeof k),

@@ -92,15 +92,17 @@ static int write_atomic(const char *path, const struct kvp_buf *b)
     return rc;
 }
 
-/* The legend's text for model m in format fname (the deployment's longest context added by the caller). */
-static void series_label(const struct kvp_model *m, const char *fname, int nmodels, uint32_t nf, char *buf, size_t n)
+/* The legend's text for model m in format fname (the caller adds a deployment's longest context). */
+static void series_label(const struct kvp_model *m, const char *fname, int nmodels, uint32_t nf, bool deployed,
+                         char *buf, size_t n)
 {
+    const char *what = deployed ? "weights + reserve + KV" : "weights + KV";
     if (nmodels == 1)
-        snprintf(buf, n, "weights + KV in %s", fname);
+        snprintf(buf, n, "%s in %s", what, fname);
     else if (nf <= 1)
-        snprintf(buf, n, "%s: weights + KV", m->name);
+        snprintf(buf, n, "%s: %s", m->name, what);
     else
-        snprintf(buf, n, "%s: weights + KV in %s", m->name, fname);
+        snprintf(buf, n, "%s: %s in %s", m->name, what, fname);
 }
 
 /* One line: model m in format f (NULL: the model's dtype, or the deployment's default). */
@@ -116,7 +118,7 @@ static int add_series(struct kvp_chart *c, const struct kvp_model *m, const stru
 
     if (!st) {
         kvp_format_name(f ? f : &plain, fname, sizeof fname);
-        series_label(m, fname, nmodels, nf, label, sizeof label);
+        series_label(m, fname, nmodels, nf, false, label, sizeof label);
         return kvp_chart_add(c, m, f ? f : &plain, label, &err) == KVP_OK ? CLI_OK : cli_error(&err);
     }
     if ((rc = cli_deploy_apply(st, m, &d, &gpu)) != CLI_OK)
@@ -124,7 +126,7 @@ static int add_series(struct kvp_chart *c, const struct kvp_model *m, const stru
     if (f)
         d.k = d.v = *f;
     kvp_format_name(&d.k, fname, sizeof fname);
-    series_label(m, fname, nmodels, nf, label, sizeof label);
+    series_label(m, fname, nmodels, nf, true, label, sizeof label);
     if (kvp_chart_add_fit(c, m, &d, label, &err) != KVP_OK)
         return cli_error(&err);
     {
