@@ -16,7 +16,6 @@
 #include "kvplan/deploy.h"
 #include "kvplan/engine.h"
 #include "kvplan/num.h"
-#include "kvplan/table.h"
 
 #define MAX_ROWS 16
 #define MAX_LIST 8 /* values of one option, variants */

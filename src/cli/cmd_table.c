@@ -14,7 +14,7 @@ static const struct cli_opt table_opts[] = {
     {"contexts", "LIST", "tokens per sequence, comma-separated (default 1k,4k,32k,128k; --context N: one row)", NULL},
     {"batches", "LIST", "requests, comma-separated (default 1; --concurrency C: one)", NULL},
     {"kv-dtypes", "LIST", "cache formats for K and V, comma-separated (default bf16,fp8,q4_0; with a GPU the "
-                          "engine's default and fp8; --kv-dtype T: one)", NULL},
+                          "engine's default and its 8-bit cache, fp8 or q8_0; --kv-dtype T: one)", NULL},
     {"format", "F", "text (default), md, csv, json or html", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
@@ -60,7 +60,8 @@ static int count_axis(const char *list, const char *one, const char *dflt, uint6
 }
 
 /* Columns when none are given: the ideal engine takes every format; a
- * deployment the engine's default for the first model (as `kvplan fit`), and fp8. */
+ * deployment the engine's default for the first model (as `kvplan fit`), and
+ * its 8-bit cache (fp8; llama.cpp's is q8_0). */
 static int default_formats(const struct kvp_settings *st, const struct kvp_model *m, struct kvp_format *f,
                            uint32_t *n)
 {
@@ -74,7 +75,7 @@ static int default_formats(const struct kvp_settings *st, const struct kvp_model
     if ((rc = cli_deploy_apply(st, m, &d, &gpu)) != CLI_OK)
         return rc;
     f[0] = d.k;
-    f[1] = kvp_format_plain(KVP_DTYPE_FP8_E4M3);
+    f[1] = kvp_format_plain(d.engine == KVP_ENGINE_LLAMACPP ? KVP_DTYPE_Q8_0 : KVP_DTYPE_FP8_E4M3);
     *n = memcmp(&f[0], &f[1], sizeof f[0]) == 0 ? 1 : 2;
     return CLI_OK;
 }
