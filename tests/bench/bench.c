@@ -387,11 +387,22 @@ static void bench_start(const char *bin)
     close(fd);
     setenv("KVPLAN_DATADIR", datadir(), 1);
     printf("## Process start\n\n");
-    printf("What one answer costs against starting a process: each front end spawned %d times after one warm-up "
-           "run (output to /dev/null). CPU is the child's user + sys time (wait4); on a shared machine wall time "
-           "also counts waiting for a core. Target (issue #19): under 2x `/bin/true`. A shipped model is loaded "
-           "alone by name or id (kvp_catalog_open_one), a fine-tune's id through its base, so no command "
-           "parses the whole catalog.\n\n", R);
+    {
+        char load[64] = "unknown";
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f) {
+            if (!fgets(load, sizeof load, f))
+                snprintf(load, sizeof load, "unknown");
+            load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
+            fclose(f);
+        }
+        printf("What one answer costs against starting a process: each front end spawned %d times after one "
+               "warm-up run (output to /dev/null; plot writes its SVG with fsync). CPU is the child's user + sys "
+               "time (getrusage of the children); wall time also counts waiting for a core (1-minute load average "
+               "at the start: %s). Target (issue #19): under 2x `/bin/true`. A shipped model is loaded alone by "
+               "name or id (kvp_catalog_open_one), a fine-tune's id through its base, so no command parses the "
+               "whole catalog.\n\n", R, load);
+    }
     printf("| command | CPU ms, median (min..max) | wall ms, median (min..max) | CPU over /bin/true | wall over "
            "/bin/true |\n|---|---:|---:|---:|---:|\n");
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
