@@ -7,7 +7,8 @@
  * engine prices it exactly like a shipped model. Deployment options are
  * `kvplan fit`'s (settings.h), with its defaults; any of them may be a
  * comma-separated list ("--engine vllm,sglang --tp 1,2"), and every
- * combination with every variant is one row, sized as `kvplan fit` sizes it. */
+ * combination with every variant is one row, sized as `kvplan fit` sizes it.
+ * `--plan FILE` makes the deployments of a plan (`kvplan check`'s) the rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "kvplan/deploy.h"
 #include "kvplan/engine.h"
 #include "kvplan/num.h"
+#include "kvplan/plan.h"
 
 #define MAX_ROWS 16
 #define MAX_LIST 8 /* values of one option, variants */
@@ -24,6 +26,7 @@
 static const struct cli_opt compare_opts[] = {
     {"attention", "LIST", "variants, comma-separated: as (the model's own), mha, gqa:N (N KV heads), mqa, mla:R+P "
                           "(latent rank R, RoPE dims P); default mha,gqa:8,mqa,mla:512+64", NULL},
+    {"plan", "FILE", "rows: the deployments of a plan file (kvplan check's), as written; no MODEL then", NULL},
     {"format", "F", "text (default), md, csv or json", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
@@ -31,14 +34,15 @@ static const struct cli_opt compare_opts[] = {
 static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
-    "compare", "MODEL [--attention LIST] [--gpu NAME [options]]",
+    "compare", "MODEL [--attention LIST] [--gpu NAME [options]] | --plan FILE",
     "The model with its attention layers rewritten as MHA (KV heads = heads), GQA with N KV\n"
     "heads, MQA (one) or MLA (one latent of R + P values per token), and deployments: every\n"
     "deployment option of `kvplan fit` is taken, with its defaults (vLLM's default release),\n"
     "and any may list values (--engine vllm,sglang --kv-dtype bf16,fp8 --tp 1,2). One row per\n"
     "variant and combination: KV per token and at the context, savings against the first row,\n"
     "and with a GPU the engine's figures per GPU: KV required, weights, max concurrency and\n"
-    "the longest context, as `kvplan fit` gives them.",
+    "the longest context, as `kvplan fit` gives them. --plan FILE compares the deployments of\n"
+    "a plan file instead, each as written there.",
     opts,
 };
 
@@ -156,7 +160,8 @@ struct axis {
 };
 
 struct job {
-    const struct kvp_model *m;
+    const struct kvp_model *m; /* the model compared (NULL: a plan's rows, each its own) */
+    const char *plan;          /* the plan file the rows are from, or NULL */
     struct row *r;
     uint32_t n;
     bool si;
@@ -190,14 +195,11 @@ static int row_settings(uint32_t k, char (*variants)[KVP_SETTING_VALUE_MAX], uin
     return CLI_OK;
 }
 
-/* Size row r: the ideal cache and, with a GPU, `kvplan fit`'s answer. */
-static int size_row(struct row *r, const struct kvp_settings *st, bool fitted)
+/* Size row r under its deployment r->d: the ideal cache and, with a GPU, `kvplan fit`'s answer. */
+static int measure(struct row *r, bool fitted)
 {
     struct kvp_error err = {0};
     struct kvp_kv_query q;
-    int rc;
-    if ((rc = cli_deploy_apply(st, &r->m, &r->d, &r->gpu)) != CLI_OK)
-        return rc;
     q = (struct kvp_kv_query){.context = r->d.context, .batch = 1, .k = r->d.k, .v = r->d.v};
     if (kvp_kv_compute(&r->m, &q, &r->plan, &err) != KVP_OK || kvp_weights_compute(&r->m, &r->d.w, &r->w, &err) != KVP_OK ||
         (fitted && kvp_fit_compute(&r->m, &r->d, &r->f, &err) != KVP_OK))
@@ -234,12 +236,16 @@ static void render_json(const struct job *j, struct kvp_buf *b)
     char k[64], v[64];
     kvp_json_init(&js, b);
     kvp_json_begin(&js, NULL, '{');
-    kvp_json_str(&js, "model", j->m->name);
+    if (j->m)
+        kvp_json_str(&js, "model", j->m->name);
+    else
+        kvp_json_str(&js, "plan", j->plan);
     kvp_json_begin(&js, "rows", '[');
     for (uint32_t i = 0; i < j->n; i++) {
         const struct row *r = &j->r[i];
         kvp_json_begin(&js, NULL, '{');
         kvp_json_str(&js, "label", r->label);
+        kvp_json_str(&js, "model", r->m.name);
         kvp_json_str(&js, "engine", engine_name(r));
         kvp_json_str(&js, "engine_version", engine_version(r));
         kvp_json_u64(&js, "context", r->d.context);
@@ -277,7 +283,7 @@ static void render_csv(const struct job *j, struct kvp_buf *b)
                       "weights_bytes_per_gpu,max_concurrency,max_context,fits\n");
     for (uint32_t i = 0; i < j->n; i++) {
         const struct row *r = &j->r[i];
-        kvp_buf_printf(b, "%s,\"%s\",%s,%s,%s,%u,%u,%llu,%s,%s,%llu,%llu,%llu,%.4f,", j->m->name, r->label,
+        kvp_buf_printf(b, "%s,\"%s\",%s,%s,%s,%u,%u,%llu,%s,%s,%llu,%llu,%llu,%.4f,", r->m.name, r->label,
                        engine_name(r), engine_version(r),
                        r->gpu ? r->gpu->id : "", r->fitted ? r->d.n_gpus : 0, r->fitted ? r->d.tp : 0,
                        (unsigned long long)r->d.context, kvp_format_name(&r->d.k, k, sizeof k),
@@ -304,7 +310,10 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
     struct kvp_table t;
     uint64_t want = r0->d.concurrency ? r0->d.concurrency : 1;
 
-    if (j->fitted)
+    if (j->plan)
+        kvp_buf_printf(b, "%sthe deployments of %s, each as written there and as `kvplan fit` sizes it, per GPU\n\n",
+                       fmt == KVP_OUT_MD ? "## " : "", j->plan);
+    else if (j->fitted)
         kvp_buf_printf(b, "%s%s on %u x %s (%s each), tp %u, pp %u: K %s, V %s, %s request%s of %s tokens; each row as "
                        "`kvplan fit` sizes it, per GPU%s\n\n", fmt == KVP_OUT_MD ? "## " : "",
                        j->m->name, r0->d.n_gpus, r0->gpu ? r0->gpu->id : "GPU",
@@ -359,6 +368,45 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
                           "requests asked (default 1).\n");
 }
 
+/* Was any deployment option given? (--plan takes none.) */
+static bool deployment_given(void)
+{
+    for (const struct cli_opt *o = opts; o->name; o++)
+        if (o->value && kvp_setting_find(o->name) >= 0)
+            return true;
+    return false;
+}
+
+/* The rows of j: the deployments of plan file j->plan, as written (each its own model and GPU). */
+static int plan_rows(struct job *j, struct kvp_plan *plan)
+{
+    const struct kvp_catalog *cat;
+    const struct kvp_gpu_catalog *gc;
+    struct kvp_error err = {0};
+    int rc;
+
+    if ((rc = cli_catalog(&cat)) != CLI_OK || (rc = cli_gpus(&gc)) != CLI_OK)
+        return rc;
+    if (kvp_plan_load(plan, j->plan, cat, gc, &err) != KVP_OK)
+        return cli_error(&err);
+    if (plan->n == 0 || plan->n > MAX_ROWS)
+        return cli_usage_error("compare: '%s' has %u deployments (1 to %d rows)", j->plan, plan->n, MAX_ROWS);
+    if (!(j->r = calloc(plan->n, sizeof *j->r)))
+        return cli_usage_error("out of memory");
+    j->fitted = true;
+    for (j->n = 0; j->n < plan->n; j->n++) {
+        const struct kvp_plan_deployment *dep = &plan->deps[j->n];
+        struct row *r = &j->r[j->n];
+        snprintf(r->label, sizeof r->label, "%s", dep->name);
+        r->m = *dep->model;
+        r->d = dep->d;
+        r->gpu = dep->gpu;
+        if ((rc = measure(r, true)) != CLI_OK)
+            return rc;
+    }
+    return CLI_OK;
+}
+
 int cmd_compare(int argc, char **argv)
 {
     const char *pos[1], *list;
@@ -369,6 +417,7 @@ int cmd_compare(int argc, char **argv)
     struct kvp_buf b = {0};
     char variants[MAX_LIST][KVP_SETTING_VALUE_MAX];
     struct axis *ax = NULL;
+    struct kvp_plan plan = {0};
     uint32_t nv = 0, nax = 0, nrows;
     int npos, rc;
 
@@ -377,6 +426,17 @@ int cmd_compare(int argc, char **argv)
         cli_deploy_opts(opts, sizeof opts / sizeof opts[0], compare_opts);
     if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
+    if ((j.plan = cli_opt(&cmd, "plan")) != NULL) {
+        if (npos || cli_opt(&cmd, "attention") || deployment_given())
+            return cli_usage_error("compare: --plan FILE compares the plan's deployments as written (no MODEL, "
+                                   "--attention or deployment options)");
+        if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
+            return rc;
+        j.si = cli_opt(&cmd, "si") != NULL;
+        if ((rc = plan_rows(&j, &plan)) != CLI_OK)
+            goto out;
+        goto render;
+    }
     if (npos != 1)
         return cli_usage_error("compare: which model? (usage: kvplan compare MODEL [--attention LIST])");
     list = cli_opt(&cmd, "attention");
@@ -426,9 +486,11 @@ int cmd_compare(int argc, char **argv)
         const char *variant;
         r->m = *m;
         if ((rc = row_settings(j.n, variants, nv, list || nv > 1, ax, nax, &st, r, &variant)) != CLI_OK ||
-            (rc = rewrite(r, variant, &j.windows_dropped)) != CLI_OK || (rc = size_row(r, &st, j.fitted)) != CLI_OK)
+            (rc = rewrite(r, variant, &j.windows_dropped)) != CLI_OK ||
+            (rc = cli_deploy_apply(&st, &r->m, &r->d, &r->gpu)) != CLI_OK || (rc = measure(r, j.fitted)) != CLI_OK)
             goto out;
     }
+render:
     if (fmt == KVP_OUT_JSON)
         render_json(&j, &b);
     else if (fmt == KVP_OUT_CSV)
@@ -441,5 +503,6 @@ out:
     free(j.r);
     free(ax);
     kvp_model_free(m);
+    kvp_plan_release(&plan);
     return rc;
 }
