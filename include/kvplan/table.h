@@ -28,7 +28,8 @@
  * the engine's per GPU (KV required, weights per GPU), with the maximum
  * concurrency and whether the cell fits. A cell past the model's maximum
  * context, or in a cache format the engine does not take, is marked and
- * left unsized (the engine would refuse it).
+ * left unsized with the reason (the engine would refuse it):
+ *
  *     struct kvp_settings d;
  *     kvp_settings_clear(&d);
  *     kvp_settings_put(&d, "gpu", "h100", &err);
