@@ -241,6 +241,28 @@ START_TEST(test_golden_svg)
     ck_assert_ptr_nonnull(strstr(b.data, ">0 GiB</text>"));
     golden("chart-one.svg", &b);
     kvp_buf_release(&b);
+    /* per GPU under vLLM's default release on one H100, 8 requests: fit's longest context drawn */
+    {
+        struct kvp_deploy dep;
+        struct kvp_fit fit;
+        kvp_deploy_init(&dep, KVP_ENGINE_VLLM, m);
+        dep.gpu_memory = 85028896768ULL;
+        dep.concurrency = 8;
+        ck_assert_kvp_ok(kvp_fit_compute(m, &dep, &fit, &err), err);
+        kvp_chart_init(c, "llama-3.1-8b", "per GPU, vllm");
+        c->batch = 8;
+        ck_assert_kvp_ok(kvp_chart_set_x(c, ctx, 6, &err), err);
+        ck_assert_kvp_ok(kvp_chart_add_fit(c, m, &dep, "weights + reserve + KV in bf16", &err), err);
+        ck_assert_uint_eq(c->series[0].max_context, fit.max_context);
+        ck_assert_uint_eq(c->series[0].weights, fit.weights_bytes);
+        ck_assert(fit.max_context > 1024 && fit.max_context < 131072); /* inside the axis: the line is drawn */
+        c->capacity = dep.gpu_memory;
+        snprintf(c->capacity_label, sizeof c->capacity_label, "h100-sxm");
+        ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
+        ck_assert_ptr_nonnull(strstr(b.data, "stroke-dasharray=\"3 3\""));
+        golden("chart-fit.svg", &b);
+        kvp_buf_release(&b);
+    }
     free(c);
     kvp_model_free(m);
     kvp_model_free(d);

@@ -46,7 +46,8 @@ struct kvp_chart_series {
     uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x < n_points
                                         * (kvp_chart_add_fit: start-up reserve + KV required, per GPU) */
     uint64_t max_context;              /* kvp_chart_add_fit: the longest context `kvplan fit` gives
-                                        * for c->batch requests (0: none fits); 0 otherwise */
+                                        * for c->batch requests (0: none fits), drawn as a vertical
+                                        * line where it falls on the x axis; 0 otherwise */
     double max_concurrency;            /* kvp_chart_add_fit: requests of the deployment's context that fit */
 };
 

@@ -347,6 +347,14 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
         }
     for (uint32_t s = 0; s < c->n_series; s++)
         polyline(b, c, &f, s, palette[s % N_COLORS], dashes[(s / N_COLORS) % 3]);
+    /* kvp_chart_add_fit's longest context, where it falls on the x axis: a thin line in the series' colour */
+    for (uint32_t s = 0; s < c->n_series; s++) {
+        uint64_t t = c->series[s].max_context;
+        if (t >= c->x[0] && t <= c->x[c->n_x - 1])
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1\" "
+                              "stroke-dasharray=\"3 3\"/>\n", px(&f, t), PLOT_T, px(&f, t), bottom,
+                           palette[s % N_COLORS]);
+    }
     if (c->capacity) {
         double y = py(&f, c->capacity);
         kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#b00\" stroke-width=\"2\" "
