@@ -52,11 +52,16 @@ static uint32_t default_contexts(uint64_t max, uint64_t *x)
 static int write_atomic(const char *path, const struct kvp_buf *b)
 {
     size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
+    char *tmp;
     FILE *f;
+    struct stat st;
     int fd, rc = CLI_OK;
 
-    if (!tmp)
+    /* a rename replaces whatever the path names: never a device, pipe or
+     * link (`--svg /dev/stdout` run as root would replace /dev/stdout) */
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return cli_usage_error("--svg: '%s' is not a regular file (the chart replaces the file it names)", path);
+    if (!(tmp = malloc(n + 16)))
         return cli_usage_error("out of memory");
     snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
     if ((fd = mkstemp(tmp)) < 0) {
