@@ -124,23 +124,50 @@ START_TEST(test_seed_cells)
 }
 END_TEST
 
-/* With a GPU: 79.19 GiB, 12.55 GiB of weights: 128K fits once, not 8 times. */
+/* With a deployment each cell is `kvplan fit`'s answer for the same settings:
+ * vLLM's default release (the default engine), one H100, 4K requests. */
 START_TEST(test_fit_cells)
 {
     struct kvp_model *m = test_load("llama-2-7b");
     const struct kvp_model *ms[] = {m};
-    uint64_t ctx[] = {131072}, batch[] = {1, 8};
-    struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_F16)};
-    struct kvp_sizing s = {.models = ms, .n_models = 1, .contexts = ctx, .n_contexts = 1, .batches = batch,
-                           .n_batches = 2, .formats = fmt, .n_formats = 1, .gpu_memory = 85028896768ULL,
-                           .gpu_name = "h100-sxm"};
+    uint64_t ctx[] = {4096, 8192}, batch[] = {1, 64};
+    struct kvp_format fmt[] = {kvp_format_plain(KVP_DTYPE_F16), kvp_format_plain(KVP_DTYPE_Q4_0)};
+    struct kvp_settings st;
+    struct kvp_sizing s = {.models = ms, .n_models = 1, .contexts = ctx, .n_contexts = 2, .batches = batch,
+                           .n_batches = 2, .formats = fmt, .n_formats = 2, .deploy = &st};
     struct kvp_sizing_cell c;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    const struct kvp_gpu *gpu;
     struct kvp_error err = {0};
+    int bad;
+    kvp_settings_clear(&st);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "gpu_memory", "85028896768B", &err), err);
+    ck_assert_kvp_ok(kvp_sizing_deploy(&s, 0, &d, &gpu, &err), err);
+    ck_assert_int_eq(d.engine, KVP_ENGINE_VLLM);
+    /* what fit computes for the same settings, by hand */
+    ck_assert_kvp_ok(kvp_settings_apply(&st, m, NULL, &d, &gpu, &bad, &err), err);
+    d.context = 4096;
+    d.concurrency = 64;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 1, 0, &c, &err), err);
+    ck_assert(c.max_concurrency == f.max_concurrency && c.fits == f.fits);
+    ck_assert_uint_eq(c.kv_bytes, f.kv_bytes_required);
+    ck_assert_uint_eq(c.weight_bytes, f.weights_bytes);
+    ck_assert(c.max_concurrency > 1 && c.max_concurrency < 64 && !c.fits);
     ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 0, &c, &err), err);
     ck_assert(c.fits);
-    ck_assert(c.max_concurrency >= 1 && c.max_concurrency < 2);
-    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 1, 0, &c, &err), err);
-    ck_assert(!c.fits);
+    /* past the model's 4K and a format vLLM does not take: marked, not sized */
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 1, 0, 0, &c, &err), err);
+    ck_assert(c.beyond && !c.fits);
+    ck_assert_str_eq(c.why, "past llama-2-7b's max context of 4096 tokens");
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 1, &c, &err), err);
+    ck_assert(c.unsupported && !c.fits && c.why[0]);
+    /* a deployment without GPU memory is refused */
+    kvp_settings_clear(&st);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "tp", "2", &err), err);
+    ck_assert_int_eq(kvp_sizing_cell(&s, 0, 0, 0, 0, &c, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
     kvp_model_free(m);
 }
 END_TEST
@@ -157,9 +184,11 @@ static void render_llama(enum kvp_table_fmt fmt, bool gpu, const char *name)
     struct kvp_error err = {0};
     uint32_t n;
     ck_assert_kvp_ok(kvp_parse_format_list("bf16,fp8,q4_0", fmt3, 3, &n, &err), err);
-    if (gpu) {
-        s.gpu_memory = 150109945856ULL; /* h200 as its catalog entry reports */
-        s.gpu_name = "h200";
+    struct kvp_settings st;
+    kvp_settings_clear(&st);
+    if (gpu) { /* h200 as its catalog entry reports; the default engine */
+        ck_assert_kvp_ok(kvp_settings_put(&st, "gpu_memory", "150109945856B", &err), err);
+        s.deploy = &st;
     }
     ck_assert_kvp_ok(kvp_sizing_render(&s, fmt, &b, &err), err);
     golden(name, &b);
@@ -212,6 +241,28 @@ START_TEST(test_golden_svg)
     ck_assert_ptr_nonnull(strstr(b.data, ">0 GiB</text>"));
     golden("chart-one.svg", &b);
     kvp_buf_release(&b);
+    /* per GPU under vLLM's default release on one H100, 8 requests: fit's longest context drawn */
+    {
+        struct kvp_deploy dep;
+        struct kvp_fit fit;
+        kvp_deploy_init(&dep, KVP_ENGINE_VLLM, m);
+        dep.gpu_memory = 85028896768ULL;
+        dep.concurrency = 8;
+        ck_assert_kvp_ok(kvp_fit_compute(m, &dep, &fit, &err), err);
+        kvp_chart_init(c, "llama-3.1-8b", "per GPU, vllm");
+        c->batch = 8;
+        ck_assert_kvp_ok(kvp_chart_set_x(c, ctx, 6, &err), err);
+        ck_assert_kvp_ok(kvp_chart_add_fit(c, m, &dep, "weights + reserve + KV in bf16", &err), err);
+        ck_assert_uint_eq(c->series[0].max_context, fit.max_context);
+        ck_assert_uint_eq(c->series[0].weights, fit.weights_bytes);
+        ck_assert(fit.max_context > 1024 && fit.max_context < 131072); /* inside the axis: the line is drawn */
+        c->capacity = dep.gpu_memory;
+        snprintf(c->capacity_label, sizeof c->capacity_label, "h100-sxm");
+        ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
+        ck_assert_ptr_nonnull(strstr(b.data, "stroke-dasharray=\"3 3\""));
+        golden("chart-fit.svg", &b);
+        kvp_buf_release(&b);
+    }
     free(c);
     kvp_model_free(m);
     kvp_model_free(d);

@@ -74,7 +74,7 @@ def main():
         else:
             check_html(html)
         svg = os.path.join(tmp, "p.svg")
-        r = subprocess.run([binary, "plot", "llama-3.1-8b", "jamba-v0.1", "--kv-dtypes", "bf16,q4_0", "--gpu", "h100",
+        r = subprocess.run([binary, "plot", "llama-3.1-8b", "jamba-v0.1", "--kv-dtypes", "bf16,fp8", "--gpu", "h100",
                             "--svg", svg], env=env)
         if r.returncode != 0:
             fail("kvplan plot", f"exit {r.returncode}")

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/deploy.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
@@ -42,7 +43,12 @@ struct kvp_chart_series {
     uint32_t group;                    /* series of one model share a group (its weights line) */
     uint64_t weights;                  /* bytes, constant in the context */
     uint32_t n_points;                 /* the x up to the model's max context: drawn, the rest not */
-    uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x < n_points */
+    uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x < n_points
+                                        * (kvp_chart_add_fit: start-up reserve + KV required, per GPU) */
+    uint64_t max_context;              /* kvp_chart_add_fit: the longest context `kvplan fit` gives
+                                        * for c->batch requests (0: none fits), drawn as a vertical
+                                        * line where it falls on the x axis; 0 otherwise */
+    double max_concurrency;            /* kvp_chart_add_fit: requests of the deployment's context that fit */
 };
 
 struct kvp_chart {
@@ -69,6 +75,16 @@ enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t
  * Errors: too many series, a format the model's head dims do not take. */
 enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
                               const char *label, struct kvp_error *err);
+
+/* Append a series for model m under deployment d (deploy.h; settings.h's
+ * kvp_settings_apply gives one as `kvplan fit` does), per GPU: the weights
+ * on one GPU, and at each x the engine's start-up reserve plus the KV that
+ * c->batch requests of x tokens need under its rules (kvp_fit_compute with
+ * d's context and concurrency replaced). max_context and max_concurrency are
+ * kvp_fit_compute's for d itself with c->batch requests. Errors: as
+ * kvp_chart_add, and what kvp_fit_compute refuses. */
+enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_deploy *d,
+                                  const char *label, struct kvp_error *err);
 
 /* Render c as a standalone SVG document into b. Errors: no x or no series
  * (KVP_ERR_USAGE), out of memory. */

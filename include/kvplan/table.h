@@ -19,12 +19,22 @@
  *     fwrite(b.data, 1, b.len, stdout);
  *     kvp_buf_release(&b);
  *
- * Without a GPU the bytes are the ideal engine's (kvp_kv_compute: KV caches
- * plus recurrent state, whole model). With a GPU (gpu_memory > 0) every cell
- * is also sized by kvp_fit_compute under `engine` with `batch` requests of
- * `context` tokens: the maximum concurrency per (context, format) and whether
- * the cell fits. With use_engine the bytes shown are the engine's own per-GPU
- * requirement instead of the ideal whole-model figure.
+ * Without a deployment the bytes are the ideal engine's (kvp_kv_compute: KV
+ * caches plus recurrent state, whole model). With one (`deploy`, settings as
+ * `kvplan fit` takes them: settings.h) every cell is sized as `kvplan fit`
+ * sizes it: the settings applied to the model (the engine's defaults, vLLM's
+ * default release when none is named), then K and V, context and concurrency
+ * taken from the cell's format, context and batch. The bytes shown are then
+ * the engine's per GPU (KV required, weights per GPU), with the maximum
+ * concurrency and whether the cell fits. A cell past the model's maximum
+ * context, or in a cache format the engine does not take, is marked and
+ * left unsized with the reason (the engine would refuse it):
+ *
+ *     struct kvp_settings d;
+ *     kvp_settings_clear(&d);
+ *     kvp_settings_put(&d, "gpu", "h100", &err);
+ *     kvp_settings_put(&d, "tp", "2", &err);
+ *     s.deploy = &d; s.gpus = gpu_catalog;
  * The caller owns everything it passes; nothing is kept after the call.
  */
 #ifndef KVPLAN_TABLE_H
@@ -38,6 +48,7 @@
 #include "kvplan/format.h"
 #include "kvplan/model.h"
 #include "kvplan/render.h"
+#include "kvplan/settings.h"
 
 enum kvp_table_fmt { KVP_TABLE_TEXT, KVP_TABLE_MD, KVP_TABLE_CSV, KVP_TABLE_JSON, KVP_TABLE_HTML };
 
@@ -55,6 +66,7 @@ struct kvp_unit {
 struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si);
 
 #define KVP_SIZING_MAX_AXIS 64 /* contexts, batches, formats each */
+#define KVP_SIZING_WHY 200
 
 struct kvp_sizing {
     const struct kvp_model *const *models; /* validated models */
@@ -66,25 +78,34 @@ struct kvp_sizing {
     const struct kvp_format *formats; /* cache formats (K and V alike), columns */
     uint32_t n_formats;
     bool si; /* SI units (GB) instead of IEC (GiB) */
-    /* deployment, all optional: */
-    uint64_t gpu_memory;        /* bytes per GPU as reported; 0 = no fit columns */
-    const char *gpu_name;       /* for headers: "h100-sxm" */
-    uint32_t n_gpus, tp;        /* 0 = 1 */
-    enum kvp_engine_id engine;  /* rules for fit (KVP_ENGINE_IDEAL by default) */
-    bool use_engine;            /* bytes from the engine (per GPU) instead of ideal */
+    /* deployment, optional (NULL: ideal engine, whole model). Its context,
+     * concurrency and cache formats are the cell's; it must name a GPU or its
+     * memory (gpu, gpu_memory or kv_cache_memory). */
+    const struct kvp_settings *deploy;
+    const struct kvp_gpu_catalog *gpus; /* for deploy's "gpu" row (NULL when it has none) */
 };
 
 /* One cell of the grid, computed. */
 struct kvp_sizing_cell {
-    uint64_t kv_bytes;     /* attention caches: ideal whole model, or engine per GPU */
-    uint64_t state_bytes;  /* recurrent state (ideal; 0 with use_engine) */
-    uint64_t weight_bytes; /* ideal: whole model in its dtype; engine: per GPU */
-    double max_concurrency; /* requests of this context that fit (gpu only) */
-    bool fits;             /* weights + batch requests fit (gpu only) */
+    uint64_t kv_bytes;     /* attention caches: ideal whole model, or the engine's KV required per GPU */
+    uint64_t state_bytes;  /* recurrent state (ideal; 0 with a deployment) */
+    uint64_t weight_bytes; /* ideal: whole model as stored; deployment: per GPU */
+    double max_concurrency; /* requests of this context that fit (deployment only) */
+    bool fits;             /* weights + reserve + batch requests fit (deployment only) */
+    bool beyond;           /* deployment: the context is past the model's max (not sized) */
+    bool unsupported;      /* deployment: the engine refuses the cell's cache format or shape (not sized) */
+    char why[KVP_SIZING_WHY]; /* beyond or unsupported: the reason, in the engine's words where it has them */
 };
 
+/* The deployment s gives model mi, as kvp_settings_apply gives it (before a
+ * cell's context, concurrency and formats): for headers and for callers
+ * checking the settings once. *gpu is the named GPU or NULL. Errors: as
+ * kvp_settings_apply, and KVP_ERR_USAGE when no GPU memory is given. */
+enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
+                                  const struct kvp_gpu **gpu, struct kvp_error *err);
+
 /* Compute one cell: model mi, context ci, batch bi, format fi. Errors: a
- * format a head dim does not take, an engine refusal, overflow. */
+ * format a head dim does not take, settings the engine rejects, overflow. */
 enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
                                 struct kvp_sizing_cell *out, struct kvp_error *err);
 

@@ -78,6 +78,15 @@ int cli_fraction(const struct cli_cmd *cmd, const char *name, double *out);
 void cli_deploy_opts(struct cli_opt *opts, size_t cap, const struct cli_opt *extra);
 /* The deployment options cmd was given, checked for syntax ("--tp: ..."). */
 int cli_deploy_settings(const struct cli_cmd *cmd, struct kvp_settings *s);
+/* The deployment a front end sizing over axes of its own (table, compare,
+ * plot) was given: cli_deploy_settings less the rows in `axes` (setting keys,
+ * NULL-terminated, e.g. "context"), which the front end reads itself. *given
+ * is whether any deployment option is left; one that names no GPU memory
+ * (--gpu, --gpu-memory or --kv-cache-memory) is refused as `kvplan fit`
+ * refuses it. */
+int cli_deploy_front(const struct cli_cmd *cmd, const char *const *axes, struct kvp_settings *s, bool *given);
+/* The check of cli_deploy_front on settings s already read (command name for the message). */
+int cli_deploy_need_gpu(const char *name, const char *const *axes, struct kvp_settings *s, bool *given);
 /* Applied to model m: the deployment and the GPU it names (NULL if none). */
 int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, struct kvp_deploy *d,
                      const struct kvp_gpu **gpu);

@@ -46,9 +46,12 @@ static int setup(struct fitted *x, const char *model)
     struct kvp_settings st;
     int rc;
 
-    if ((rc = cli_deploy_settings(&cmd, &st)) != CLI_OK)
+    static const char *const no_axes[] = {NULL};
+    bool given;
+
+    if ((rc = cli_deploy_front(&cmd, no_axes, &st, &given)) != CLI_OK)
         return rc;
-    if (!cli_opt(&cmd, "gpu") && !cli_opt(&cmd, "gpu-memory") && !cli_opt(&cmd, "kv-cache-memory"))
+    if (!given)
         return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
         return rc;

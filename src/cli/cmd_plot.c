@@ -14,22 +14,25 @@
 
 #define MAX_MODELS KVP_CHART_MAX_SERIES
 
-static struct cli_opt opts[] = {
+/* the deployment options (settings.h) come first, as `kvplan fit` takes them, then these */
+static const struct cli_opt plot_opts[] = {
     {"svg", "FILE", "where to write the chart (required); replaced atomically", NULL},
     {"contexts", "LIST", "tokens per sequence, increasing (default: 1k, 2k, ... up to the largest max context)", NULL},
-    {"kv-dtypes", "LIST", "cache formats, one line each (default: each model's dtype)", NULL},
-    {"batch", "B", "sequences whose KV is stacked on the weights (default 1)", NULL},
-    {"gpu", "NAME", "GPU from the catalog: its memory as a horizontal line", NULL},
-    {"gpus", "N", "GPUs: the line is N x the memory (default 1)", NULL},
+    {"kv-dtypes", "LIST", "cache formats, one line each (default: each model's dtype, or with a GPU the engine's "
+                          "default; --kv-dtype T: one)", NULL},
     {"title", "TEXT", "chart title (default: the model, or 'memory against context')", NULL},
     {NULL, NULL, NULL, NULL},
 };
+static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
-    "plot", "MODEL... --svg FILE [options]",
-    "Memory against context: the weights (model dtype) with the KV cache of --batch sequences\n"
-    "(default 1) of each model and cache format stacked on them, context in doublings, and\n"
-    "the GPU's memory as a line. Ideal engine. Written atomically (temp file + rename).",
+    "plot", "MODEL... --svg FILE [--gpu NAME [options]]",
+    "Memory against context, context in doublings, each model up to its own max context.\n"
+    "Without a GPU: the weights as stored and the ideal KV cache of --concurrency sequences\n"
+    "(default 1), whole model. With --gpu (and any of `kvplan fit`'s deployment options, the\n"
+    "same defaults: vLLM's default release) per GPU: the weights, then the start-up reserve\n"
+    "and the KV the requests need under the engine's rules, the GPU's memory as a line, and\n"
+    "each line's longest context as `kvplan fit` gives it in the legend. Written atomically.",
     opts,
 };
 
@@ -49,11 +52,16 @@ static uint32_t default_contexts(uint64_t max, uint64_t *x)
 static int write_atomic(const char *path, const struct kvp_buf *b)
 {
     size_t n = strlen(path);
-    char *tmp = malloc(n + 16);
+    char *tmp;
     FILE *f;
+    struct stat st;
     int fd, rc = CLI_OK;
 
-    if (!tmp)
+    /* a rename replaces whatever the path names: never a device, pipe or
+     * link (`--svg /dev/stdout` run as root would replace /dev/stdout) */
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return cli_usage_error("--svg: '%s' is not a regular file (the chart replaces the file it names)", path);
+    if (!(tmp = malloc(n + 16)))
         return cli_usage_error("out of memory");
     snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
     if ((fd = mkstemp(tmp)) < 0) {
@@ -89,40 +97,96 @@ static int write_atomic(const char *path, const struct kvp_buf *b)
     return rc;
 }
 
+/* The legend's text for model m in format fname (the caller adds a deployment's longest context). */
+static void series_label(const struct kvp_model *m, const char *fname, int nmodels, uint32_t nf, bool deployed,
+                         char *buf, size_t n)
+{
+    const char *what = deployed ? "weights + reserve + KV" : "weights + KV";
+    if (nmodels == 1)
+        snprintf(buf, n, "%s in %s", what, fname);
+    else if (nf <= 1)
+        snprintf(buf, n, "%s: %s", m->name, what);
+    else
+        snprintf(buf, n, "%s: %s in %s", m->name, what, fname);
+}
+
+/* One line: model m in format f (NULL: the model's dtype, or the deployment's default). */
+static int add_series(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
+                      const struct kvp_settings *st, int nmodels, uint32_t nf, char *engine, size_t en)
+{
+    struct kvp_error err = {0};
+    struct kvp_format plain = kvp_format_plain(m->dtype);
+    char label[KVP_CHART_TEXT], fname[64], ctx[32];
+    struct kvp_deploy d;
+    const struct kvp_gpu *gpu;
+    int rc;
+
+    if (!st) {
+        kvp_format_name(f ? f : &plain, fname, sizeof fname);
+        series_label(m, fname, nmodels, nf, false, label, sizeof label);
+        return kvp_chart_add(c, m, f ? f : &plain, label, &err) == KVP_OK ? CLI_OK : cli_error(&err);
+    }
+    if ((rc = cli_deploy_apply(st, m, &d, &gpu)) != CLI_OK)
+        return rc;
+    if (f)
+        d.k = d.v = *f;
+    kvp_format_name(&d.k, fname, sizeof fname);
+    series_label(m, fname, nmodels, nf, true, label, sizeof label);
+    if (kvp_chart_add_fit(c, m, &d, label, &err) != KVP_OK)
+        return cli_error(&err);
+    {
+        struct kvp_chart_series *s = &c->series[c->n_series - 1];
+        size_t l = strlen(s->label);
+        snprintf(s->label + l, sizeof s->label - l, "; longest context %s",
+                 s->max_context ? kvp_format_grouped(s->max_context, ctx, sizeof ctx) : "none");
+    }
+    snprintf(engine, en, "%s %s", kvp_engine_info(d.engine)->name, kvp_deploy_release(&d)->version);
+    if (!c->capacity) {
+        char mem[32];
+        c->capacity = d.gpu_memory;
+        snprintf(c->capacity_label, sizeof c->capacity_label, "%s (%s), one of %u", gpu ? gpu->id : "GPU",
+                 kvp_format_bytes(d.gpu_memory, false, mem, sizeof mem), d.n_gpus);
+    }
+    return CLI_OK;
+}
+
 int cmd_plot(int argc, char **argv)
 {
-    const char *pos[MAX_MODELS], *svg, *kd, *cs, *g, *title;
+    static const char *const axes[] = {"concurrency", "kv_dtype", NULL};
+    const char *pos[MAX_MODELS], *svg, *kd, *cs, *title;
     struct kvp_model *models[MAX_MODELS] = {0};
     struct kvp_format fmts[KVP_CHART_MAX_SERIES];
-    uint64_t ctx[KVP_CHART_MAX_POINTS], gpus = 1, max = 0, batch = 1;
+    uint64_t ctx[KVP_CHART_MAX_POINTS], max = 0, batch = 1;
     uint32_t nf = 0, nc = 0;
     struct kvp_chart *c = NULL;
-    const struct kvp_gpu *gpu = NULL;
+    struct kvp_settings st;
     struct kvp_error err = {0};
     struct kvp_buf b = {0};
-    char sub[KVP_CHART_TEXT], names[128] = "", fname[64];
+    char sub[KVP_CHART_TEXT], names[128] = "", fname[64], engine[64] = "";
+    bool deployed;
     int npos, rc;
 
+    if (!opts[0].name)
+        cli_deploy_opts(opts, sizeof opts / sizeof opts[0], plot_opts);
     if ((rc = cli_parse(&cmd, argc, argv, pos, MAX_MODELS, &npos)) != CLI_OK)
         return rc;
     if (npos < 1)
         return cli_usage_error("plot: which models? (usage: kvplan plot MODEL... --svg FILE)");
     if (!(svg = cli_opt(&cmd, "svg")))
         return cli_usage_error("plot: where to? (--svg FILE)");
-    if ((kd = cli_opt(&cmd, "kv-dtypes")) &&
-        kvp_parse_format_list(kd, fmts, KVP_CHART_MAX_SERIES, &nf, &err) != KVP_OK)
+    if (cli_opt(&cmd, "context") || cli_opt(&cmd, "k-dtype") || cli_opt(&cmd, "v-dtype"))
+        return cli_usage_error("plot: contexts are the x axis (--contexts LIST) and a line holds K and V in one "
+                               "format (--kv-dtypes LIST)");
+    if ((kd = cli_opt(&cmd, "kv-dtypes")) && cli_opt(&cmd, "kv-dtype"))
+        return cli_usage_error("plot: --kv-dtypes and --kv-dtype are one axis (give one of them)");
+    kd = kd ? kd : cli_opt(&cmd, "kv-dtype");
+    if (kd && kvp_parse_format_list(kd, fmts, KVP_CHART_MAX_SERIES, &nf, &err) != KVP_OK)
         return cli_usage_error("--kv-dtypes: %s", err.msg);
     if ((cs = cli_opt(&cmd, "contexts")) && kvp_parse_count_list(cs, ctx, KVP_CHART_MAX_POINTS, &nc, &err) != KVP_OK)
         return cli_usage_error("--contexts: %s", err.msg);
-    if ((rc = cli_count(&cmd, "gpus", 1, &gpus)) != CLI_OK || (rc = cli_count(&cmd, "batch", 1, &batch)) != CLI_OK)
+    if ((rc = cli_count(&cmd, "concurrency", 1, &batch)) != CLI_OK ||
+        (rc = cli_deploy_front(&cmd, axes, &st, &deployed)) != CLI_OK)
         return rc;
-    if ((g = cli_opt(&cmd, "gpu"))) {
-        const struct kvp_gpu_catalog *gc;
-        if ((rc = cli_gpus(&gc)) != CLI_OK)
-            return rc;
-        if (kvp_gpu_find(gc, g, &gpu, &err) != KVP_OK)
-            return cli_usage_error("--gpu: %s", err.msg);
-    }
     if ((kd ? nf : 1) * (uint32_t)npos > KVP_CHART_MAX_SERIES)
         return cli_usage_error("plot: at most %d lines (models x formats) in one chart", KVP_CHART_MAX_SERIES);
     for (int i = 0; i < npos; i++) {
@@ -140,41 +204,29 @@ int cmd_plot(int argc, char **argv)
     title = cli_opt(&cmd, "title");
     if (!title)
         title = npos == 1 ? models[0]->name : "memory against context";
-    for (uint32_t i = 0; i < nf; i++) {
-        size_t l = strlen(names);
-        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", kvp_format_name(&fmts[i], fname, sizeof fname));
-    }
-    snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
-             (unsigned long long)batch, batch == 1 ? "" : "s", nf ? names : "the model's dtype");
-    kvp_chart_init(c, title, sub);
+    kvp_chart_init(c, title, "");
     c->batch = batch;
     if (kvp_chart_set_x(c, ctx, nc, &err) != KVP_OK) {
         rc = cli_usage_error("--contexts: %s", err.msg);
         goto out;
     }
     for (int i = 0; i < npos; i++)
-        for (uint32_t k = 0; k < (nf ? nf : 1); k++) {
-            struct kvp_format f = nf ? fmts[k] : kvp_format_plain(models[i]->dtype);
-            char label[KVP_CHART_TEXT];
-            kvp_format_name(&f, fname, sizeof fname);
-            if (npos == 1)
-                snprintf(label, sizeof label, "weights + KV in %s", fname);
-            else if (nf <= 1)
-                snprintf(label, sizeof label, "%s: weights + KV", models[i]->name);
-            else
-                snprintf(label, sizeof label, "%s: weights + KV in %s", models[i]->name, fname);
-            if (kvp_chart_add(c, models[i], &f, label, &err) != KVP_OK) {
-                rc = cli_error(&err);
+        for (uint32_t k = 0; k < (nf ? nf : 1); k++)
+            if ((rc = add_series(c, models[i], nf ? &fmts[k] : NULL, deployed ? &st : NULL, npos, nf, engine,
+                                 sizeof engine)) != CLI_OK)
                 goto out;
-            }
-        }
-    if (gpu) {
-        if (!kvp_mul(gpu->memory_bytes, gpus, &c->capacity)) {
-            rc = cli_usage_error("--gpus: memory overflows (got %llu)", (unsigned long long)gpus);
-            goto out;
-        }
-        snprintf(c->capacity_label, sizeof c->capacity_label, "%llu x %s", (unsigned long long)gpus, gpu->id);
+    for (uint32_t i = 0; i < nf; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", kvp_format_name(&fmts[i], fname, sizeof fname));
     }
+    if (deployed)
+        snprintf(sub, sizeof sub, "per GPU under %s, as kvplan fit sizes it: weights, then reserve + KV of %llu "
+                 "request%s; KV in %s", engine, (unsigned long long)batch, batch == 1 ? "" : "s",
+                 nf ? names : "the engine's default");
+    else
+        snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
+                 (unsigned long long)batch, batch == 1 ? "" : "s", nf ? names : "the model's dtype");
+    snprintf(c->subtitle, sizeof c->subtitle, "%s", sub);
     if (kvp_chart_svg(c, &b, &err) != KVP_OK) {
         rc = cli_error(&err);
         goto out;

@@ -9,117 +9,127 @@
 
 #define MAX_MODELS 64
 
-static struct cli_opt opts[] = {
-    {"contexts", "LIST", "tokens per sequence, comma-separated (default 1k,4k,32k,128k)", NULL},
-    {"batches", "LIST", "sequences, comma-separated (default 1)", NULL},
-    {"kv-dtypes", "LIST", "cache formats for K and V, comma-separated (default bf16,fp8,q4_0; with --engine bf16,fp8)", NULL},
-    {"gpu", "NAME", "GPU type from the catalog (kvplan gpus): adds max concurrency and marks what does not fit", NULL},
-    {"gpus", "N", "GPUs in all (default: tp)", NULL},
-    {"tp", "N", "tensor parallel degree (default 1)", NULL},
-    {"engine", "E", "size with an engine's rules (needs --gpu): vllm, sglang, trtllm, llamacpp, hf-dynamic, "
-                    "hf-static, hf-quantized, ideal; bytes are then per GPU", NULL},
+/* the deployment options (settings.h) come first, as `kvplan fit` takes them, then these */
+static const struct cli_opt table_opts[] = {
+    {"contexts", "LIST", "tokens per sequence, comma-separated (default 1k,4k,32k,128k; --context N: one row)", NULL},
+    {"batches", "LIST", "requests, comma-separated (default 1; --concurrency C: one)", NULL},
+    {"kv-dtypes", "LIST", "cache formats for K and V, comma-separated (default bf16,fp8,q4_0; with a GPU the "
+                          "engine's default and its 8-bit cache, fp8 or q8_0; --kv-dtype T: one)", NULL},
     {"format", "F", "text (default), md, csv, json or html", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
 };
+static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
-    "table", "MODEL... [options]",
-    "A sizing table per model: KV-cache bytes (ideal engine, whole model; recurrent state\n"
-    "included) for every context, batch and cache format. With --gpu, also the most\n"
-    "sequences of each context that fit beside the weights, and '*' on cells that do not fit.\n"
-    "CSV and JSON give exact bytes, one row per model x context x batch x format.",
+    "table", "MODEL... [--gpu NAME [options]]",
+    "A sizing table per model: KV-cache bytes for every context, batch and cache format.\n"
+    "Without a GPU: the ideal engine, whole model, recurrent state included. With --gpu (and\n"
+    "any of `kvplan fit`'s deployment options, the same defaults: vLLM's default release) each\n"
+    "cell is what `kvplan fit` gives: the KV per GPU the requests need, the max concurrency,\n"
+    "and '*' on cells that do not fit. CSV and JSON give exact bytes, one row per model x\n"
+    "context x batch x format.",
     opts,
 };
 
-static int list_opt(const char *name, const char *dflt, uint64_t *out, uint32_t *n)
+/* The text of an axis: --list (comma-separated), or the one value of the
+ * deployment option --one (`kvplan fit`'s), or dflt; both given is an error. */
+static int axis(const char *list, const char *one, const char *dflt, const char **out)
 {
-    const char *v = cli_opt(&cmd, name);
-    struct kvp_error err = {0};
-    if (kvp_parse_count_list(v ? v : dflt, out, KVP_SIZING_MAX_AXIS, n, &err) != KVP_OK)
-        return cli_usage_error("--%s: %s", name, err.msg);
-    for (uint32_t i = 0; i < *n; i++)
-        if (out[i] == 0)
-            return cli_usage_error("--%s: counts must be at least 1 (got '%s')", name, v);
+    const char *l = cli_opt(&cmd, list), *v = cli_opt(&cmd, one);
+    if (l && v)
+        return cli_usage_error("table: --%s and --%s are one axis (give one of them)", list, one);
+    *out = l ? l : v ? v : dflt;
     return CLI_OK;
 }
 
-static int u32_opt(const char *name, uint32_t *out)
+/* A count axis (contexts, batches), each at least 1. */
+static int count_axis(const char *list, const char *one, const char *dflt, uint64_t *out, uint32_t *n)
 {
-    uint64_t v = *out;
-    int rc = cli_count(&cmd, name, 1, &v);
-    if (rc == CLI_OK && v > 4096)
-        return cli_usage_error("--%s is too large (got %llu, at most 4096)", name, (unsigned long long)v);
-    *out = (uint32_t)v;
-    return rc;
+    const char *v;
+    struct kvp_error err = {0};
+    int rc = axis(list, one, dflt, &v);
+    if (rc != CLI_OK)
+        return rc;
+    if (kvp_parse_count_list(v, out, KVP_SIZING_MAX_AXIS, n, &err) != KVP_OK)
+        return cli_usage_error("--%s: %s", list, err.msg);
+    for (uint32_t i = 0; i < *n; i++)
+        if (out[i] == 0)
+            return cli_usage_error("--%s: counts must be at least 1 (got '%s')", list, v);
+    return CLI_OK;
 }
 
-static int deployment(struct kvp_sizing *s)
+/* Columns when none are given: the ideal engine takes every format; a
+ * deployment the engine's default for the first model (as `kvplan fit`), and
+ * its 8-bit cache (fp8; llama.cpp's is q8_0). */
+static int default_formats(const struct kvp_settings *st, const struct kvp_model *m, struct kvp_format *f,
+                           uint32_t *n)
 {
-    const char *g = cli_opt(&cmd, "gpu"), *e = cli_opt(&cmd, "engine");
-    const struct kvp_gpu_catalog *gc;
+    struct kvp_deploy d;
     const struct kvp_gpu *gpu;
     struct kvp_error err = {0};
     int rc;
-
-    s->engine = KVP_ENGINE_IDEAL;
-    if (e && !kvp_engine_from_name(e, &s->engine))
-        return cli_usage_error("--engine: unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, "
-                               "hf-static, hf-quantized, ideal)", e);
-    if (!g) {
-        if (e || cli_opt(&cmd, "tp") || cli_opt(&cmd, "gpus"))
-            return cli_usage_error("table: --engine, --tp and --gpus need --gpu NAME");
-        return CLI_OK;
-    }
-    if ((rc = cli_gpus(&gc)) != CLI_OK)
+    if (!st)
+        return kvp_parse_format_list("bf16,fp8,q4_0", f, KVP_SIZING_MAX_AXIS, n, &err) == KVP_OK ? CLI_OK
+                                                                                               : cli_error(&err);
+    if ((rc = cli_deploy_apply(st, m, &d, &gpu)) != CLI_OK)
         return rc;
-    if (kvp_gpu_find(gc, g, &gpu, &err) != KVP_OK)
-        return cli_usage_error("--gpu: %s", err.msg);
-    s->gpu_memory = gpu->memory_bytes;
-    s->gpu_name = gpu->id;
-    s->tp = 1;
-    if ((rc = u32_opt("tp", &s->tp)) != CLI_OK)
-        return rc;
-    s->n_gpus = s->tp;
-    if ((rc = u32_opt("gpus", &s->n_gpus)) != CLI_OK)
-        return rc;
-    s->use_engine = e != NULL;
+    f[0] = d.k;
+    f[1] = kvp_format_plain(d.engine == KVP_ENGINE_LLAMACPP ? KVP_DTYPE_Q8_0 : KVP_DTYPE_FP8_E4M3);
+    *n = memcmp(&f[0], &f[1], sizeof f[0]) == 0 ? 1 : 2;
     return CLI_OK;
 }
 
 int cmd_table(int argc, char **argv)
 {
+    static const char *const axes[] = {"context", "concurrency", "kv_dtype", NULL};
     const char *pos[MAX_MODELS];
     struct kvp_model *models[MAX_MODELS] = {0};
     uint64_t ctx[KVP_SIZING_MAX_AXIS], batch[KVP_SIZING_MAX_AXIS];
     struct kvp_format fmts[KVP_SIZING_MAX_AXIS];
     struct kvp_sizing s = {0};
+    struct kvp_settings st;
     struct kvp_error err = {0};
     enum kvp_table_fmt fmt = KVP_TABLE_TEXT;
     struct kvp_buf b = {0};
     const char *f, *kd;
+    bool deployed;
     int npos, rc;
 
+    if (!opts[0].name)
+        cli_deploy_opts(opts, sizeof opts / sizeof opts[0], table_opts);
     if ((rc = cli_parse(&cmd, argc, argv, pos, MAX_MODELS, &npos)) != CLI_OK)
         return rc;
     if (npos < 1)
         return cli_usage_error("table: which models? (usage: kvplan table MODEL... [options])");
     if ((f = cli_opt(&cmd, "format")) && !kvp_table_fmt_from_name(f, &fmt))
         return cli_usage_error("--format must be text, md, csv, json or html (got '%s')", f);
-    if ((rc = list_opt("contexts", "1k,4k,32k,128k", ctx, &s.n_contexts)) ||
-        (rc = list_opt("batches", "1", batch, &s.n_batches)))
+    if (cli_opt(&cmd, "k-dtype") || cli_opt(&cmd, "v-dtype"))
+        return cli_usage_error("table: a column holds K and V in one format (--kv-dtypes LIST)");
+    if ((rc = count_axis("contexts", "context", "1k,4k,32k,128k", ctx, &s.n_contexts)) != CLI_OK ||
+        (rc = count_axis("batches", "concurrency", "1", batch, &s.n_batches)) != CLI_OK ||
+        (rc = axis("kv-dtypes", "kv-dtype", NULL, &kd)) != CLI_OK)
         return rc;
-    kd = cli_opt(&cmd, "kv-dtypes");
-    /* serving engines take no llama.cpp block types: default to what they all store */
-    if (!kd)
-        kd = cli_opt(&cmd, "engine") ? "bf16,fp8" : "bf16,fp8,q4_0";
-    if (kvp_parse_format_list(kd, fmts, KVP_SIZING_MAX_AXIS, &s.n_formats, &err) != KVP_OK)
-        return cli_usage_error("--kv-dtypes: %s", err.msg);
-    if ((rc = deployment(&s)) != CLI_OK)
+    if ((rc = cli_deploy_front(&cmd, axes, &st, &deployed)) != CLI_OK)
         return rc;
-    for (int i = 0; i < npos; i++)
-        if ((rc = cli_model(pos[i], &models[i])) != CLI_OK)
+    for (int i = 0; i < npos; i++) { /* each model's deployment checked here, so errors name the option */
+        struct kvp_deploy d;
+        const struct kvp_gpu *gpu;
+        if ((rc = cli_model(pos[i], &models[i])) != CLI_OK ||
+            (deployed && (rc = cli_deploy_apply(&st, models[i], &d, &gpu)) != CLI_OK))
             goto out;
+    }
+    if (kd && kvp_parse_format_list(kd, fmts, KVP_SIZING_MAX_AXIS, &s.n_formats, &err) != KVP_OK) {
+        rc = cli_usage_error("--kv-dtypes: %s", err.msg);
+        goto out;
+    }
+    if (!kd && (rc = default_formats(deployed ? &st : NULL, models[0], fmts, &s.n_formats)) != CLI_OK)
+        goto out;
+    if (deployed) {
+        s.deploy = &st;
+        if (st.given >> kvp_setting_find("gpu") & 1u && (rc = cli_gpus(&s.gpus)) != CLI_OK)
+            goto out;
+    }
     s.models = (const struct kvp_model *const *)models;
     s.n_models = (uint32_t)npos;
     s.contexts = ctx;

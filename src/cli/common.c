@@ -293,6 +293,26 @@ int cli_deploy_settings(const struct cli_cmd *cmd, struct kvp_settings *s)
     return CLI_OK;
 }
 
+int cli_deploy_need_gpu(const char *name, const char *const *axes, struct kvp_settings *s, bool *given)
+{
+    static const char *const memory[] = {"gpu", "gpu_memory", "kv_cache_memory"};
+    bool has_memory = false;
+    for (; *axes; axes++)
+        s->given &= ~(1ull << kvp_setting_find(*axes));
+    for (uint32_t i = 0; i < sizeof memory / sizeof memory[0]; i++)
+        has_memory |= (s->given >> kvp_setting_find(memory[i])) & 1u;
+    *given = s->given != 0;
+    if (*given && !has_memory)
+        return cli_usage_error("%s: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)", name);
+    return CLI_OK;
+}
+
+int cli_deploy_front(const struct cli_cmd *cmd, const char *const *axes, struct kvp_settings *s, bool *given)
+{
+    int rc = cli_deploy_settings(cmd, s);
+    return rc != CLI_OK ? rc : cli_deploy_need_gpu(cmd->name, axes, s, given);
+}
+
 int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, struct kvp_deploy *d,
                      const struct kvp_gpu **gpu)
 {

@@ -72,8 +72,9 @@ enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, stru
     return KVP_OK;
 }
 
-/* Does the YAML text have a top-level `hf_id: s` line (quoted or not)? */
-static bool says_hf_id(const char *text, const char *s)
+/* Does the YAML text have a top-level `hf_id: s` line (quoted or not)?
+ * With repo_only, s is matched against the part after the id's '/'. */
+static bool says_hf_id(const char *text, const char *s, bool repo_only)
 {
     size_t n = strlen(s);
     for (const char *p = text; (p = strstr(p, "hf_id:")) != NULL; p += 6) {
@@ -84,13 +85,22 @@ static bool says_hf_id(const char *text, const char *s)
             v++;
         if (*v == '"' || *v == '\'')
             v++;
+        if (repo_only) {
+            const char *slash = v + strcspn(v, "/\"' \r\n#");
+            if (*slash != '/')
+                continue;
+            v = slash + 1;
+        }
         if (strncasecmp(v, s, n) == 0 && strchr("\"' \r\n#", v[n] ? v[n] : '\n'))
             return true;
     }
     return false;
 }
 
-enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err)
+/* The shipped model named s (dir/<s>.yaml) or, when s has a '/' or with
+ * repo_only, the file whose hf_id says s; KVP_ERR_NOTFOUND when none. */
+static enum kvp_status open_exact(const char *dir, const char *s, bool repo_only, struct kvp_model **out,
+                                  struct kvp_error *err)
 {
     char path[1024], lower[KVP_NAME_MAX];
     size_t n = strlen(s);
@@ -101,7 +111,7 @@ enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_
         return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s'", s);
     for (size_t i = 0; i <= n; i++)
         lower[i] = (char)((s[i] >= 'A' && s[i] <= 'Z') ? s[i] - 'A' + 'a' : s[i]);
-    if (!strchr(lower, '/') && strcmp(lower, "gpus") != 0 &&
+    if (!repo_only && !strchr(lower, '/') && strcmp(lower, "gpus") != 0 &&
         (size_t)snprintf(path, sizeof path, "%s/%s.yaml", dir, lower) < sizeof path && access(path, R_OK) == 0) {
         enum kvp_status st = kvp_model_load(path, out, err);
         if (st != KVP_OK || strcasecmp((*out)->name, s) == 0)
@@ -109,7 +119,7 @@ enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_
         kvp_model_free(*out); /* a file named for another model: let the catalog decide */
         *out = NULL;
     }
-    if (!strchr(s, '/') || !(d = opendir(dir)))
+    if ((!repo_only && !strchr(s, '/')) || !(d = opendir(dir)))
         return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s'", s);
     while ((e = readdir(d)) != NULL) {
         char *text = NULL;
@@ -119,7 +129,7 @@ enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_
             (size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path ||
             kvp_read_file(path, 1u << 20, &text, &len, NULL, err) != KVP_OK)
             continue;
-        hit = says_hf_id(text, s);
+        hit = says_hf_id(text, s, repo_only);
         free(text);
         if (hit) {
             closedir(d);
@@ -174,18 +184,16 @@ static bool strip_suffix(char *s, const char *suf)
     return true;
 }
 
-/* The catalog model a variant id names: the repo part of s, less its known
- * suffixes, equal to a model's name or the repo part of its hf_id. *v is the
- * last quantizing suffix met (NULL if none). */
-static const struct kvp_model *find_variant(const struct kvp_catalog *cat, const char *s, const struct variant **v)
+/* The repo part of id s less its known suffixes, into base; *v is the last
+ * quantizing suffix met (NULL if none). False when s has none of them. */
+static bool variant_base(const char *s, char *base, size_t n, const struct variant **v)
 {
-    char base[KVP_NAME_MAX];
     const char *slash = strrchr(s, '/');
     bool stripped = false, more = true;
 
     *v = NULL;
-    if ((size_t)snprintf(base, sizeof base, "%s", slash ? slash + 1 : s) >= sizeof base)
-        return NULL;
+    if ((size_t)snprintf(base, n, "%s", slash ? slash + 1 : s) >= n)
+        return false;
     while (more) {
         more = false;
         for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
@@ -195,7 +203,15 @@ static const struct kvp_model *find_variant(const struct kvp_catalog *cat, const
                 more = stripped = true;
             }
     }
-    if (!stripped)
+    return stripped;
+}
+
+/* The catalog model a variant id names: its base (variant_base) equal to a
+ * model's name or the repo part of its hf_id. */
+static const struct kvp_model *find_variant(const struct kvp_catalog *cat, const char *s, const struct variant **v)
+{
+    char base[KVP_NAME_MAX];
+    if (!variant_base(s, base, sizeof base, v))
         return NULL;
     for (uint32_t i = 0; cat && i < cat->n; i++) {
         const char *id = strrchr(cat->models[i]->hf_id, '/');
@@ -240,6 +256,25 @@ static enum kvp_status open_variant(const struct kvp_model *base, const struct v
     kvp_model_warn(m, "'%s' is read as %s with its projections stored as %s checkpoints store them (%s), "
                    "assumed from the id: pass its config.json for the exact storage", s, base->name, v->method, v->wq);
     return KVP_OK;
+}
+
+enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err)
+{
+    char base[KVP_NAME_MAX];
+    const struct variant *v;
+    struct kvp_model *b = NULL;
+    enum kvp_status st;
+
+    if ((st = open_exact(dir, s, false, out, err)) != KVP_ERR_NOTFOUND || !variant_base(s, base, sizeof base, &v))
+        return st;
+    /* a variant: its base by name, else by the repo part of an hf_id, as find_variant matches it */
+    if ((st = open_exact(dir, base, false, &b, err)) == KVP_ERR_NOTFOUND)
+        st = open_exact(dir, base, true, &b, err);
+    if (st != KVP_OK)
+        return st == KVP_ERR_NOTFOUND ? kvp_fail(err, st, "unknown model '%s'", s) : st;
+    st = open_variant(b, v, s, out, err);
+    kvp_model_free(b);
+    return st;
 }
 
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,

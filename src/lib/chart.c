@@ -51,30 +51,20 @@ enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t
     return KVP_OK;
 }
 
-enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
-                              const char *label, struct kvp_error *err)
+/* The next series of c for model m, its points up to m's own maximum
+ * context (not past it), in its model's group; NULL when c is full. */
+static struct kvp_chart_series *new_series(struct kvp_chart *c, const struct kvp_model *m, const char *label,
+                                           struct kvp_error *err)
 {
     struct kvp_chart_series *s;
-    struct kvp_weights w;
-    enum kvp_status st;
-
-    if (c->n_series == KVP_CHART_MAX_SERIES)
-        return kvp_fail(err, KVP_ERR_USAGE, "too many series for one chart (at most %u)", KVP_CHART_MAX_SERIES);
+    if (c->n_series == KVP_CHART_MAX_SERIES) {
+        kvp_fail(err, KVP_ERR_USAGE, "too many series for one chart (at most %u)", KVP_CHART_MAX_SERIES);
+        return NULL;
+    }
     s = &c->series[c->n_series];
     memset(s, 0, sizeof *s);
-    if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
-        return st;
-    /* a model is drawn up to its own maximum context, not past it */
     for (s->n_points = 0; s->n_points < c->n_x && c->x[s->n_points] <= m->max_context; s->n_points++)
         ;
-    for (uint32_t i = 0; i < s->n_points; i++) {
-        struct kvp_kv_query q = {.context = c->x[i], .batch = c->batch ? c->batch : 1, .k = *f, .v = *f};
-        struct kvp_kv_plan plan;
-        if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK)
-            return st;
-        s->kv[i] = plan.total_bytes;
-    }
-    s->weights = w.bytes;
     snprintf(s->label, sizeof s->label, "%s", label);
     snprintf(s->model, sizeof s->model, "%s", m->name);
     s->group = c->n_series; /* its own, unless an earlier series is of the same model */
@@ -83,6 +73,56 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
             s->group = c->series[i].group;
             break;
         }
+    return s;
+}
+
+enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
+                              const char *label, struct kvp_error *err)
+{
+    struct kvp_chart_series *s = new_series(c, m, label, err);
+    struct kvp_weights w;
+    enum kvp_status st;
+
+    if (!s)
+        return err->code;
+    if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < s->n_points; i++) {
+        struct kvp_kv_query q = {.context = c->x[i], .batch = c->batch ? c->batch : 1, .k = *f, .v = *f};
+        struct kvp_kv_plan plan;
+        if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK)
+            return st;
+        s->kv[i] = plan.total_bytes;
+    }
+    s->weights = w.bytes;
+    c->n_series++;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_deploy *d,
+                                  const char *label, struct kvp_error *err)
+{
+    struct kvp_chart_series *s = new_series(c, m, label, err);
+    struct kvp_deploy at = *d;
+    struct kvp_fit f;
+    enum kvp_status st;
+
+    if (!s)
+        return err->code;
+    at.concurrency = c->batch ? c->batch : 1;
+    if ((st = kvp_fit_compute(m, &at, &f, err)) != KVP_OK)
+        return st;
+    s->weights = f.weights_bytes;
+    s->max_context = f.max_context;
+    s->max_concurrency = f.max_concurrency;
+    for (uint32_t i = 0; i < s->n_points; i++) {
+        uint64_t reserve;
+        at.context = c->x[i];
+        if ((st = kvp_fit_compute(m, &at, &f, err)) != KVP_OK)
+            return st;
+        reserve = kvp_sat_add(kvp_sat_add(f.reserve.activation, f.reserve.non_torch), f.reserve.cuda_graph);
+        s->kv[i] = kvp_sat_add(reserve, f.kv_bytes_required);
+    }
     c->n_series++;
     return KVP_OK;
 }
@@ -307,6 +347,14 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
         }
     for (uint32_t s = 0; s < c->n_series; s++)
         polyline(b, c, &f, s, palette[s % N_COLORS], dashes[(s / N_COLORS) % 3]);
+    /* kvp_chart_add_fit's longest context, where it falls on the x axis: a thin line in the series' colour */
+    for (uint32_t s = 0; s < c->n_series; s++) {
+        uint64_t t = c->series[s].max_context;
+        if (t >= c->x[0] && t <= c->x[c->n_x - 1])
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1\" "
+                              "stroke-dasharray=\"3 3\"/>\n", px(&f, t), PLOT_T, px(&f, t), bottom,
+                           palette[s % N_COLORS]);
+    }
     if (c->capacity) {
         double y = py(&f, c->capacity);
         kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#b00\" stroke-width=\"2\" "

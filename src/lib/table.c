@@ -95,9 +95,22 @@ enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uin
     return split_list(s, max, n, err, out, format_item);
 }
 
-static bool have_gpu(const struct kvp_sizing *s)
+enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
+                                  const struct kvp_gpu **gpu, struct kvp_error *err)
 {
-    return s->gpu_memory > 0;
+    enum kvp_status st;
+    int bad;
+    if ((st = kvp_settings_apply(s->deploy, s->models[mi], s->gpus, d, gpu, &bad, err)) != KVP_OK) {
+        if (bad >= 0) { /* name the setting, as a plan or the CLI would */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return kvp_fail(err, st, "'%s': %s", kvp_setting_at((uint32_t)bad)->key, msg);
+        }
+        return st;
+    }
+    if (!d->gpu_memory && !d->kv_memory)
+        return kvp_fail(err, KVP_ERR_USAGE, "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
+    return KVP_OK;
 }
 
 enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
@@ -108,34 +121,43 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
                              .k = s->formats[fi], .v = s->formats[fi]};
     struct kvp_kv_plan plan;
     struct kvp_weights w;
+    struct kvp_deploy d;
+    const struct kvp_gpu *gpu;
+    struct kvp_fit f;
     enum kvp_status st;
 
     memset(out, 0, sizeof *out);
-    if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK || (st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
-        return st;
-    out->kv_bytes = plan.kv_bytes;
-    out->state_bytes = plan.state_bytes;
-    out->weight_bytes = w.bytes;
-    if (have_gpu(s)) {
-        struct kvp_deploy d;
-        struct kvp_fit f;
-        kvp_deploy_init(&d, s->engine, m);
-        d.gpu_memory = s->gpu_memory;
-        d.tp = s->tp ? s->tp : 1;
-        d.n_gpus = s->n_gpus ? s->n_gpus : d.tp;
-        d.k = d.v = s->formats[fi];
-        d.context = q.context;
-        d.concurrency = q.batch;
-        if ((st = kvp_fit_compute(m, &d, &f, err)) != KVP_OK)
+    if (!s->deploy) {
+        if ((st = kvp_kv_compute(m, &q, &plan, err)) != KVP_OK ||
+            (st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
-        out->max_concurrency = f.max_concurrency;
-        out->fits = f.fits;
-        if (s->use_engine) {
-            out->kv_bytes = f.kv_bytes_required;
-            out->state_bytes = 0;
-            out->weight_bytes = f.weights_bytes;
-        }
+        out->kv_bytes = plan.kv_bytes;
+        out->state_bytes = plan.state_bytes;
+        out->weight_bytes = w.bytes;
+        return KVP_OK;
     }
+    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+        return st;
+    if (m->max_context && q.context > m->max_context) {
+        snprintf(out->why, sizeof out->why, "past %s's max context of %llu tokens", m->name,
+                 (unsigned long long)m->max_context);
+        out->beyond = true;
+        return KVP_OK;
+    }
+    d.k = d.v = s->formats[fi];
+    d.context = q.context;
+    d.concurrency = q.batch;
+    if ((st = kvp_fit_compute(m, &d, &f, err)) == KVP_ERR_UNSUPPORTED) {
+        snprintf(out->why, sizeof out->why, "%.199s", err->msg); /* KVP_SIZING_WHY - 1 */
+        out->unsupported = true;
+        return KVP_OK;
+    }
+    if (st != KVP_OK)
+        return st;
+    out->kv_bytes = f.kv_bytes_required;
+    out->weight_bytes = f.weights_bytes;
+    out->max_concurrency = f.max_concurrency;
+    out->fits = f.fits;
     return KVP_OK;
 }
 
@@ -155,19 +177,25 @@ static const char *in_unit(uint64_t bytes, struct kvp_unit u, char *buf, uint32_
     return buf;
 }
 
-static const char *engine_name(const struct kvp_sizing *s)
+/* The deployment of model mi in words: "2 x h100-sxm (79.19 GiB each), tp 2,
+ * pp 1, vllm 0.11.0"; "ideal engine" without one. */
+static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, char *buf, uint32_t n,
+                                     struct kvp_error *err)
 {
-    return kvp_engine_info(have_gpu(s) ? s->engine : KVP_ENGINE_IDEAL)->name;
-}
-
-/* "1 x h100-sxm (79.19 GiB each)" */
-static const char *gpu_phrase(const struct kvp_sizing *s, char *buf, uint32_t n)
-{
+    struct kvp_deploy d;
+    const struct kvp_gpu *gpu;
     char mem[32];
-    uint32_t tp = s->tp ? s->tp : 1, gpus = s->n_gpus ? s->n_gpus : tp;
-    snprintf(buf, n, "%u x %s (%s each%s%u)", gpus, s->gpu_name ? s->gpu_name : "GPU",
-             kvp_format_bytes(s->gpu_memory, s->si, mem, sizeof mem), ", tp ", tp);
-    return buf;
+    enum kvp_status st;
+    if (!s->deploy) {
+        snprintf(buf, n, "ideal engine");
+        return KVP_OK;
+    }
+    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+        return st;
+    snprintf(buf, n, "%u x %s (%s each), tp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
+             kvp_format_bytes(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
+             kvp_deploy_release(&d)->version);
+    return KVP_OK;
 }
 
 /* ---- grid: all cells of one model computed up front ---- */
@@ -297,28 +325,98 @@ struct names {
     char f[KVP_SIZING_MAX_AXIS][48];
 };
 
+/* The text of one sized cell (bytes in u, or the concurrency); "-" for a
+ * cell left unsized. Returns whether the cell is marked "*" (does not fit). */
+typedef bool (*cell_fn)(const struct kvp_sizing *s, const struct kvp_sizing_cell *c, struct kvp_unit u, char *p);
+
+static bool bytes_text(const struct kvp_sizing *s, const struct kvp_sizing_cell *c, struct kvp_unit u, char *p)
+{
+    in_unit(shown(c), u, p, 20);
+    if (s->deploy && !c->fits) {
+        strcat(p, " *");
+        return true;
+    }
+    return false;
+}
+
+static bool concurrency_text(const struct kvp_sizing *s, const struct kvp_sizing_cell *c, struct kvp_unit u, char *p)
+{
+    (void)s, (void)u;
+    if (c->max_concurrency >= 1e15)
+        snprintf(p, CELL_CHARS, "unbounded");
+    else
+        snprintf(p, CELL_CHARS, "%.2f", c->max_concurrency); /* as `kvplan fit` and the engine's log give it */
+    return false;
+}
+
+/* The grid g as tables (formats split past the width limit); true if a cell was marked. */
+static bool grid_tables(struct doc *d, const struct grid *g, const struct names *nm, cell_fn text, struct kvp_unit u)
+{
+    const struct kvp_sizing *s = d->s;
+    const char *head[KVP_TABLE_MAX_COLS];
+    bool marked = false;
+    for (uint32_t f0 = 0; f0 < g->nf; f0 += KVP_TABLE_MAX_COLS - 1) {
+        uint32_t fn = g->nf - f0 < KVP_TABLE_MAX_COLS - 1 ? g->nf - f0 : KVP_TABLE_MAX_COLS - 1, nc = fn + 1;
+        cell_text *cl = d->cells;
+        head[0] = "context";
+        for (uint32_t fi = 0; fi < fn; fi++)
+            head[fi + 1] = nm->f[f0 + fi];
+        for (uint32_t ci = 0; ci < g->nc; ci++) {
+            kvp_tokens_label(s->contexts[ci], cl[ci * nc], CELL_CHARS);
+            for (uint32_t fi = 0; fi < fn; fi++) {
+                const struct kvp_sizing_cell *c = &g->cell[ci * g->nf + f0 + fi];
+                char *p = cl[ci * nc + fi + 1];
+                if (c->beyond || c->unsupported)
+                    snprintf(p, CELL_CHARS, "-");
+                else
+                    marked |= text(s, c, u, p);
+            }
+        }
+        grid_table(d, nc, head, cl, g->nc);
+    }
+    return marked;
+}
+
+/* "-: why" once for each distinct reason a cell of g was left unsized. */
+static void unsized_notes(struct doc *d, const struct grid *g)
+{
+    char line[KVP_SIZING_WHY + 8];
+    for (uint32_t i = 0; i < g->nc * g->nf; i++) {
+        bool seen = false;
+        if (!g->cell[i].beyond && !g->cell[i].unsupported)
+            continue;
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = strcmp(g->cell[j].why, g->cell[i].why) == 0;
+        if (!seen) {
+            snprintf(line, sizeof line, "-: %s", g->cell[i].why);
+            para(d, line);
+        }
+    }
+}
+
 static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, const struct names *nm,
                                     struct kvp_error *err)
 {
     const struct kvp_sizing *s = d->s;
     const struct kvp_model *m = s->models[mi];
-    char line[1024], sum[160], tmp[64], tmp2[64], gp[160];
-    const char *head[KVP_TABLE_MAX_COLS];
+    char line[1024], sum[160], tmp[64], tmp2[64], gp[192];
     uint32_t nf = s->n_formats;
     enum kvp_status st;
 
     heading(d, 2, m->name);
+    if ((st = deploy_phrase(s, mi, gp, sizeof gp, err)) != KVP_OK)
+        return st;
     /* the ledger: layers, weights, what a token costs */
     {
         struct kvp_weights w;
         size_t n;
+        char split[400], maxc[32];
         if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
-        char split[400];
         snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
                  kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
                  kvp_format_grouped(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
-                 kvp_format_grouped(m->max_context, gp, sizeof gp));
+                 kvp_format_grouped(m->max_context, maxc, sizeof maxc));
         para(d, line);
         if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
             return st;
@@ -331,9 +429,7 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         para(d, line);
     }
     for (uint32_t bi = 0; bi < s->n_batches; bi++) {
-        /* columns: context + formats; split formats over several tables past the width limit */
         uint64_t max = 0;
-        bool short_any = false;
         struct kvp_unit u;
         if (bi > 0 && (st = fill(s, mi, bi, g, err)) != KVP_OK)
             return st;
@@ -343,105 +439,104 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         u = kvp_unit_for(max, s->si);
         snprintf(line, sizeof line, "KV cache at batch %llu, in %s", (unsigned long long)s->batches[bi], u.name);
         heading(d, 3, line);
-        if (s->use_engine)
-            snprintf(line, sizeof line, "In %s per GPU under the %s engine's rules on %s; rows: tokens per sequence "
-                     "(k = 1024); columns: cache format.", u.name, engine_name(s), gpu_phrase(s, gp, sizeof gp));
+        if (s->deploy)
+            snprintf(line, sizeof line, "In %s per GPU, as `kvplan fit` sizes it on %s: the KV the requests need "
+                     "under the engine's rounding; rows: tokens per sequence (k = 1024); columns: cache format.",
+                     u.name, gp);
         else
             snprintf(line, sizeof line, "In %s (1 %s = %s bytes); whole model, ideal engine%s; rows: tokens per "
                      "sequence (k = 1024); columns: cache format.", u.name, u.name,
                      kvp_format_grouped(u.bytes, tmp2, sizeof tmp2),
                      g->cell[0].state_bytes ? ", recurrent state included" : "");
         para(d, line);
-        for (uint32_t f0 = 0; f0 < nf; f0 += KVP_TABLE_MAX_COLS - 1) {
-            uint32_t fn = nf - f0 < KVP_TABLE_MAX_COLS - 1 ? nf - f0 : KVP_TABLE_MAX_COLS - 1, nc = fn + 1;
-            cell_text *cl = d->cells;
-            head[0] = "context";
-            for (uint32_t fi = 0; fi < fn; fi++)
-                head[fi + 1] = nm->f[f0 + fi];
-            for (uint32_t ci = 0; ci < g->nc; ci++) {
-                kvp_tokens_label(s->contexts[ci], cl[ci * nc], CELL_CHARS);
-                for (uint32_t fi = 0; fi < fn; fi++) {
-                    const struct kvp_sizing_cell *c = at(g, ci, f0 + fi);
-                    char *p = cl[ci * nc + fi + 1];
-                    in_unit(shown(c), u, p, 20);
-                    if (have_gpu(s) && !c->fits) {
-                        strcat(p, " *");
-                        short_any = true;
-                    }
-                }
-            }
-            grid_table(d, nc, head, cl, g->nc);
-        }
-        if (short_any) {
-            snprintf(line, sizeof line, "* does not fit: weights + %llu sequence%s of KV exceed %s under the %s engine's rules.",
-                     (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gpu_phrase(s, gp, sizeof gp),
-                     engine_name(s));
+        if (grid_tables(d, g, nm, bytes_text, u)) {
+            snprintf(line, sizeof line, "* does not fit: weights, the start-up reserve and %llu sequence%s of KV "
+                     "exceed the memory on %s.", (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gp);
             para(d, line);
         }
+        unsized_notes(d, g);
     }
-    if (have_gpu(s)) {
+    if (s->deploy) {
         /* concurrency does not depend on the batch: sized at the first */
         if (s->n_batches > 1 && (st = fill(s, mi, 0, g, err)) != KVP_OK)
             return st;
-        snprintf(line, sizeof line, "Max concurrent sequences on %s", gpu_phrase(s, gp, sizeof gp));
+        snprintf(line, sizeof line, "Max concurrency on %s", gp);
         heading(d, 3, line);
-        snprintf(line, sizeof line, "Whole sequences of each context that fit beside the weights under the %s engine's "
-                 "rules (0: not even one).", engine_name(s));
-        para(d, line);
-        for (uint32_t f0 = 0; f0 < nf; f0 += KVP_TABLE_MAX_COLS - 1) {
-            uint32_t fn = nf - f0 < KVP_TABLE_MAX_COLS - 1 ? nf - f0 : KVP_TABLE_MAX_COLS - 1, nc = fn + 1;
-            cell_text *cl = d->cells;
-            head[0] = "context";
-            for (uint32_t fi = 0; fi < fn; fi++)
-                head[fi + 1] = nm->f[f0 + fi];
-            for (uint32_t ci = 0; ci < g->nc; ci++) {
-                kvp_tokens_label(s->contexts[ci], cl[ci * nc], CELL_CHARS);
-                for (uint32_t fi = 0; fi < fn; fi++) {
-                    double c = at(g, ci, f0 + fi)->max_concurrency;
-                    char *p = cl[ci * nc + fi + 1];
-                    if (c >= 1e15)
-                        snprintf(p, CELL_CHARS, "unbounded");
-                    else
-                        kvp_format_grouped((uint64_t)(c + 1e-9), p, CELL_CHARS);
-                }
-            }
-            grid_table(d, nc, head, cl, g->nc);
-        }
+        para(d, "Requests of each context the KV cache holds at once, as `kvplan fit` gives it (the engine's "
+                "\"maximum concurrency\"; below 1: not even one).");
+        grid_tables(d, g, nm, concurrency_text, kvp_unit_for(0, false));
+        unsized_notes(d, g);
     }
     return KVP_OK;
 }
 
 /* ---- CSV and JSON: one row per model x context x batch x format ---- */
 
-static void csv_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, const char *fname,
-                    const struct kvp_sizing_cell *c, struct kvp_buf *b)
+/* What a CSV or JSON row says of the deployment: engine, release, GPUs. */
+struct row_deploy {
+    const char *engine, *version, *gpu;
+    uint32_t gpus, tp, pp;
+};
+
+static enum kvp_status row_deploy(const struct kvp_sizing *s, uint32_t mi, struct row_deploy *r, struct kvp_error *err)
 {
-    uint32_t tp = s->tp ? s->tp : 1;
-    kvp_buf_printf(b, "%s,%s,%s,%u,%u,%llu,%llu,%s,%llu,%llu,%llu,", s->models[mi]->name, engine_name(s),
-                   have_gpu(s) && s->gpu_name ? s->gpu_name : "", have_gpu(s) ? (s->n_gpus ? s->n_gpus : tp) : 0,
-                   have_gpu(s) ? tp : 0, (unsigned long long)s->contexts[ci], (unsigned long long)s->batches[bi],
-                   fname, (unsigned long long)c->kv_bytes, (unsigned long long)c->state_bytes,
-                   (unsigned long long)c->weight_bytes);
-    if (have_gpu(s))
+    struct kvp_deploy d;
+    const struct kvp_gpu *gpu;
+    enum kvp_status st;
+    if (!s->deploy) {
+        *r = (struct row_deploy){kvp_engine_info(KVP_ENGINE_IDEAL)->name, "", "", 0, 0, 0};
+        return KVP_OK;
+    }
+    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+        return st;
+    *r = (struct row_deploy){kvp_engine_info(d.engine)->name, kvp_deploy_release(&d)->version, gpu ? gpu->id : "",
+                             d.n_gpus, d.tp, d.pp};
+    return KVP_OK;
+}
+
+static bool sized(const struct kvp_sizing_cell *c)
+{
+    return !c->beyond && !c->unsupported;
+}
+
+static void csv_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, const char *fname,
+                    const struct row_deploy *r, const struct kvp_sizing_cell *c, struct kvp_buf *b)
+{
+    kvp_buf_printf(b, "%s,%s,%s,%s,%u,%u,%u,%llu,%llu,%s,", s->models[mi]->name, r->engine, r->version, r->gpu, r->gpus,
+                   r->tp, r->pp, (unsigned long long)s->contexts[ci], (unsigned long long)s->batches[bi], fname);
+    if (sized(c))
+        kvp_buf_printf(b, "%llu,%llu,%llu,", (unsigned long long)c->kv_bytes, (unsigned long long)c->state_bytes,
+                       (unsigned long long)c->weight_bytes);
+    else
+        kvp_buf_printf(b, ",,,");
+    if (s->deploy && sized(c))
         kvp_buf_printf(b, "%.4f,%s\n", c->max_concurrency, c->fits ? "true" : "false");
     else
         kvp_buf_printf(b, ",\n");
 }
 
 static void json_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, const char *fname,
-                     const struct kvp_sizing_cell *c, struct kvp_json *j)
+                     const struct row_deploy *r, const struct kvp_sizing_cell *c, struct kvp_json *j)
 {
     kvp_json_begin(j, NULL, '{');
     kvp_json_str(j, "model", s->models[mi]->name);
+    if (s->deploy) {
+        kvp_json_str(j, "engine", r->engine);
+        kvp_json_str(j, "engine_version", r->version);
+    }
     kvp_json_u64(j, "context", s->contexts[ci]);
     kvp_json_u64(j, "batch", s->batches[bi]);
     kvp_json_str(j, "kv_dtype", fname);
-    kvp_json_u64(j, "kv_bytes", c->kv_bytes);
-    kvp_json_u64(j, "state_bytes", c->state_bytes);
-    kvp_json_u64(j, "weight_bytes", c->weight_bytes);
-    if (have_gpu(s)) {
-        kvp_json_double(j, "max_concurrency", c->max_concurrency);
-        kvp_json_bool(j, "fits", c->fits);
+    if (!sized(c)) {
+        kvp_json_str(j, "not_sized", c->why);
+    } else {
+        kvp_json_u64(j, "kv_bytes", c->kv_bytes);
+        kvp_json_u64(j, "state_bytes", c->state_bytes);
+        kvp_json_u64(j, "weight_bytes", c->weight_bytes);
+        if (s->deploy) {
+            kvp_json_double(j, "max_concurrency", c->max_concurrency);
+            kvp_json_bool(j, "fits", c->fits);
+        }
     }
     kvp_json_end(j, '}');
 }
@@ -487,25 +582,31 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
 
     if (fmt == KVP_TABLE_CSV || fmt == KVP_TABLE_JSON) {
         struct kvp_json j;
+        struct row_deploy r;
         if (fmt == KVP_TABLE_CSV) {
-            kvp_buf_printf(b, "model,engine,gpu,gpus,tp,context,batch,kv_dtype,kv_bytes,state_bytes,weight_bytes,"
-                              "max_concurrency,fits\n");
+            kvp_buf_printf(b, "model,engine,engine_version,gpu,gpus,tp,pp,context,batch,kv_dtype,kv_bytes,state_bytes,"
+                              "weight_bytes,max_concurrency,fits\n");
         } else {
             kvp_json_init(&j, b);
             kvp_json_begin(&j, NULL, '{');
-            kvp_json_str(&j, "engine", engine_name(s));
-            if (have_gpu(s)) {
-                kvp_json_str(&j, "gpu", s->gpu_name ? s->gpu_name : "");
-                kvp_json_u64(&j, "gpu_memory_bytes", s->gpu_memory);
-                kvp_json_u64(&j, "tp", s->tp ? s->tp : 1);
-                kvp_json_u64(&j, "gpus", s->n_gpus ? s->n_gpus : (s->tp ? s->tp : 1));
+            if ((st = row_deploy(s, 0, &r, err)) != KVP_OK)
+                goto out;
+            kvp_json_str(&j, "engine", r.engine);
+            if (s->deploy) {
+                kvp_json_str(&j, "engine_version", r.version);
+                kvp_json_str(&j, "gpu", r.gpu);
+                kvp_json_u64(&j, "gpus", r.gpus);
+                kvp_json_u64(&j, "tp", r.tp);
+                kvp_json_u64(&j, "pp", r.pp);
             } else {
                 kvp_json_null(&j, "gpu");
             }
-            kvp_json_str(&j, "kv_bytes_scope", s->use_engine ? "per GPU, engine rules" : "whole model, ideal");
+            kvp_json_str(&j, "kv_bytes_scope", s->deploy ? "per GPU, engine rules" : "whole model, ideal");
             kvp_json_begin(&j, "cells", '[');
         }
-        for (uint32_t mi = 0; mi < s->n_models; mi++)
+        for (uint32_t mi = 0; mi < s->n_models; mi++) {
+            if ((st = row_deploy(s, mi, &r, err)) != KVP_OK)
+                goto out;
             for (uint32_t ci = 0; ci < s->n_contexts; ci++)
                 for (uint32_t bi = 0; bi < s->n_batches; bi++)
                     for (uint32_t fi = 0; fi < s->n_formats; fi++) {
@@ -513,24 +614,19 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
                         if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, &c, err)) != KVP_OK)
                             goto out;
                         if (fmt == KVP_TABLE_CSV)
-                            csv_row(s, mi, ci, bi, w->nm.f[fi], &c, b);
+                            csv_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, b);
                         else
-                            json_row(s, mi, ci, bi, w->nm.f[fi], &c, &j);
+                            json_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, &j);
                     }
+        }
         if (fmt == KVP_TABLE_JSON) {
             kvp_json_end(&j, ']');
             kvp_json_end(&j, '}');
         }
     } else {
         struct doc d = {s, fmt, b, w->cells};
-        char gp[160];
         if (fmt == KVP_TABLE_HTML)
             kvp_buf_put(b, html_head, sizeof html_head - 1);
-        if (have_gpu(s)) {
-            char line[256];
-            snprintf(line, sizeof line, "Fit on %s under the %s engine's rules.", gpu_phrase(s, gp, sizeof gp), engine_name(s));
-            para(&d, line);
-        }
         for (uint32_t mi = 0; mi < s->n_models; mi++)
             if ((st = render_model(&d, mi, &w->g, &w->nm, err)) != KVP_OK)
                 goto out;

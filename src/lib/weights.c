@@ -13,47 +13,60 @@ struct tally {
     struct kvp_gguf_mix_state mix;   /* KVP_WSTORE_GGUF: llama.cpp's counters */
     uint32_t layer;                  /* layer being visited; UINT32_MAX outside the stack */
     struct kvp_weights *w;           /* parts accumulate here */
+    /* the part each source of a stored form went to (FORM_*, or FORM_GGUF + a ggml type), 0 = not yet,
+     * else index + 1: naming a form costs a formatted print, once per tensor of a large model */
+    uint32_t part_of[3 + KVP_DTYPE_COUNT];
     uint64_t params, bytes;
     bool ok;
     enum kvp_status st;
     struct kvp_error *err;
 };
 
-/* The stored form of a tensor of role r under the tally's choice. */
-static struct kvp_wq price(struct tally *t, const struct kvp_wtensor *x)
+/* Where price() took a tensor's stored form from: the same source, the same form. */
+enum { FORM_CHOICE, FORM_NATIVE, FORM_SCHEME, FORM_GGUF };
+
+/* The stored form of a tensor of role r under the tally's choice; *src says where it came from. */
+static struct kvp_wq price(struct tally *t, const struct kvp_wtensor *x, uint32_t *src)
 {
     enum kvp_wclass c = kvp_wrole_class(x->role);
     const struct kvp_wscheme *sc = &t->m->wscheme;
 
     switch (t->ws->kind) {
     case KVP_WSTORE_FORMAT:
-        return (KVP_WC_LINEAR >> c) & 1 ? t->ws->q : t->native;
+        *src = (KVP_WC_LINEAR >> c) & 1 ? FORM_CHOICE : FORM_NATIVE;
+        return *src == FORM_CHOICE ? t->ws->q : t->native;
     case KVP_WSTORE_GGUF: {
         struct kvp_wq q = {.kind = KVP_WQ_FORMAT,
                            .f = kvp_format_plain(kvp_gguf_mix_type(t->m, t->ws->ftype, x, &t->mix))};
+        *src = FORM_GGUF + (uint32_t)q.f.dtype;
         return q;
     }
     default:
-        return sc->method[0] && ((sc->classes >> c) & 1) ? sc->q : t->native;
+        *src = sc->method[0] && ((sc->classes >> c) & 1) ? FORM_SCHEME : FORM_NATIVE;
+        return *src == FORM_SCHEME ? sc->q : t->native;
     }
 }
 
 /* Add `bytes` of `params` in stored form q to the parts list (same name = same part). */
-static void add_part(struct tally *t, const struct kvp_wq *q, enum kvp_wclass c, uint64_t params, uint64_t bytes)
+static void add_part(struct tally *t, const struct kvp_wq *q, uint32_t src, enum kvp_wclass c, uint64_t params,
+                     uint64_t bytes)
 {
     struct kvp_weights *w = t->w;
     char name[KVP_WPART_NAME];
-    uint32_t i;
+    uint32_t i = t->part_of[src] - 1; /* UINT32_MAX when this source is new */
 
-    kvp_wq_name(q, name, sizeof name);
-    for (i = 0; i < w->n_parts && strcmp(w->parts[i].name, name) != 0; i++)
-        ;
+    if (!t->part_of[src]) {
+        kvp_wq_name(q, name, sizeof name);
+        for (i = 0; i < w->n_parts && strcmp(w->parts[i].name, name) != 0; i++)
+            ;
+    }
     if (i == w->n_parts) {
         if (w->n_parts == KVP_MAX_WPARTS)
             i = KVP_MAX_WPARTS - 1; /* more stored forms than rows: the last row takes the rest */
         else
             snprintf(w->parts[w->n_parts++].name, KVP_WPART_NAME, "%s", name);
     }
+    t->part_of[src] = i + 1;
     w->parts[i].params += params;
     w->parts[i].bytes += bytes;
     w->parts[i].classes |= 1u << c;
@@ -66,10 +79,11 @@ static void tensor(struct tally *t, enum kvp_wrole role, uint64_t rows, uint64_t
     struct kvp_wtensor x = {.role = role, .layer = t->layer, .rows = rows, .cols = cols, .count = count};
     struct kvp_wq q;
     uint64_t n, b;
+    uint32_t src;
 
     if (!t->ok || t->st != KVP_OK || rows == 0 || cols == 0 || count == 0)
         return;
-    q = price(t, &x);
+    q = price(t, &x, &src);
     if ((t->st = kvp_wq_tensor_bytes(&q, &x, &b, t->err)) != KVP_OK)
         return;
     if (!kvp_mul(rows, cols, &n) || !kvp_mul(n, count, &n) || !kvp_add(t->params, n, &t->params) ||
@@ -77,7 +91,7 @@ static void tensor(struct tally *t, enum kvp_wrole role, uint64_t rows, uint64_t
         t->ok = false;
         return;
     }
-    add_part(t, &q, kvp_wrole_class(role), n, b);
+    add_part(t, &q, src, kvp_wrole_class(role), n, b);
 }
 
 static void matrix(struct tally *t, enum kvp_wrole role, uint64_t rows, uint64_t cols)

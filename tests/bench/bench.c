@@ -2,7 +2,8 @@
  * docs/performance.md (tests/bench/run.sh assembles the page).
  *
  *     bench engine            estimates per second: one configuration, the sweep
- *     bench cli BIN           whole-process wall time of BIN size / fit, catalog load
+ *     bench cli BIN           whole-process wall time of BIN size / fit, catalog load;
+ *                             then process start: CPU and wall of every front end against /bin/true
  *     bench decode            reference decoder vs a STREAM-like copy/triad/read
  *     bench scaling           decode with the cache vs recomputing the sequence
  *
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 #include <fcntl.h>
 
@@ -314,6 +317,112 @@ static void bench_cli(const char *bin)
     printf("checksum cli: %.6f\n\n", checksum);
 }
 
+/* ---- process start (issue #19: an answer costs little more than a process) ---- */
+
+static double cpu_of_children(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru); /* every child waited for so far */
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* One run of argv (output to /dev/null): wall seconds, and the child's CPU
+ * seconds (user + sys) into *cpu; exits on failure (exit 1, "does not fit", is an answer). */
+static double spawn_cpu(char *const argv[], double *cpu)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int status;
+    double c0 = cpu_of_children(), t0 = now();
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+        die(argv[0], NULL);
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+        fprintf(stderr, "bench: %s %s failed\n", argv[0], argv[1] ? argv[1] : "");
+        exit(1);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    *cpu = cpu_of_children() - c0;
+    return now() - t0;
+}
+
+/* Every front end answering one question, against /bin/true: CPU time is
+ * what the process costs (wall time on a loaded machine also counts waiting
+ * for a core). The target is under 2x /bin/true. */
+static void bench_start(const char *bin)
+{
+    char svg[] = "/tmp/kvplan-bench-XXXXXX";
+    int fd = mkstemp(svg);
+    char *b = (char *)bin;
+    char *const t_true[] = {"/bin/true", NULL};
+    char *const t_size[] = {b, "size", "llama-3.1-8b", NULL};
+    char *const t_id[] = {b, "size", "meta-llama/Llama-3.1-8B-Instruct", NULL};
+    char *const t_fit[] = {b, "fit", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", NULL};
+    char *const t_table[] = {b, "table", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", NULL};
+    char *const t_compare[] = {b, "compare", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", NULL};
+    char *const t_plot[] = {b, "plot", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--svg", svg, NULL};
+    char *const t_show[] = {b, "show", "deepseek-v3", NULL};
+    struct {
+        const char *label;
+        char *const *argv;
+    } runs[] = {
+        {"`/bin/true`", t_true},
+        {"`kvplan size llama-3.1-8b`", t_size},
+        {"`kvplan size meta-llama/Llama-3.1-8B-Instruct` (a fine-tune's id)", t_id},
+        {"`kvplan fit llama-3.1-70b --gpu h100 --tp 2`", t_fit},
+        {"`kvplan table llama-3.1-70b --gpu h100 --tp 2`", t_table},
+        {"`kvplan compare llama-3.1-70b --gpu h100 --tp 2`", t_compare},
+        {"`kvplan plot llama-3.1-70b --gpu h100 --tp 2 --svg FILE`", t_plot},
+        {"`kvplan show deepseek-v3`", t_show},
+    };
+    const int R = 41;
+    double wall[MAX_REPS], cpu[MAX_REPS], base_cpu = 0, base_wall = 0, checksum = 0;
+    char b1[96], b2[96];
+
+    if (fd < 0)
+        die("mkstemp", NULL);
+    close(fd);
+    setenv("KVPLAN_DATADIR", datadir(), 1);
+    printf("## Process start\n\n");
+    {
+        char load[64] = "unknown";
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f) {
+            if (!fgets(load, sizeof load, f))
+                snprintf(load, sizeof load, "unknown");
+            load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
+            fclose(f);
+        }
+        printf("What one answer costs against starting a process: each front end spawned %d times after one "
+               "warm-up run (output to /dev/null; plot writes its SVG with fsync). CPU is the child's user + sys "
+               "time (getrusage of the children); wall time also counts waiting for a core (1-minute load average "
+               "at the start: %s). Target (issue #19): under 2x `/bin/true`. A shipped model is loaded alone by "
+               "name or id (kvp_catalog_open_one), a fine-tune's id through its base, so no command parses the "
+               "whole catalog.\n\n", R, load);
+    }
+    printf("| command | CPU ms, median (min..max) | wall ms, median (min..max) | CPU over /bin/true | wall over "
+           "/bin/true |\n|---|---:|---:|---:|---:|\n");
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        double c0;
+        spawn_cpu(runs[i].argv, &c0);
+        for (int r = 0; r < R; r++)
+            wall[r] = spawn_cpu(runs[i].argv, &cpu[r]);
+        struct stat3 w = stats(wall, R), c = stats(cpu, R);
+        checksum += w.med + c.med;
+        if (i == 0) {
+            base_cpu = c.med > 0 ? c.med : 1e-6; /* rusage ticks may round /bin/true to 0 */
+            base_wall = w.med;
+        }
+        printf("| %s | %s | %s | %.2fx | %.2fx |\n", runs[i].label, fmt3(b1, sizeof b1, c, 1e3, 2),
+               fmt3(b2, sizeof b2, w, 1e3, 2), c.med / base_cpu, w.med / base_wall);
+    }
+    unlink(svg);
+    printf("\nchecksum start: %.6f\n\n", checksum);
+}
+
 /* ---- memory bandwidth ----------------------------------------------------- */
 
 struct stream_job {
@@ -571,8 +680,10 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "engine") == 0)
         bench_engine();
-    else if (argc >= 3 && strcmp(argv[1], "cli") == 0)
+    else if (argc >= 3 && strcmp(argv[1], "cli") == 0) {
         bench_cli(argv[2]);
+        bench_start(argv[2]);
+    }
     else if (argc >= 2 && strcmp(argv[1], "decode") == 0)
         bench_decode();
     else if (argc >= 2 && strcmp(argv[1], "scaling") == 0)
