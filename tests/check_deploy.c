@@ -217,6 +217,16 @@ static const struct log_case {
      * 0.98, one 80 GB GPU (weights 67.72 GB leave no other card); 1381 blocks of 16 x 327,680 B */
     {"vllm#12569-llama-3.1-70b-w8a8", M "llama-3.1-70b.yaml", "vllm", "fp8:scale=channel", NULL, true, H100, 2048, 0, 1, 0.98,
      1381 * 16 * 327680.0 / GiB, 1381 * 16, 0.17},
+    /* the same machine across releases (accuracy/results/version-sweep/run_matrix.md): Qwen3-14B, tp 1,
+     * max_model_len 8192; 0.15.0 and 0.16.0 logged a 5.64 GiB activation peak, 0.17.0 on 2.23 */
+    {"jgchn/llm-d-planner version-sweep qwen3-14b v0.15.0", LOGS "qwen3-14b.yaml", "vllm", NULL, NULL, true, H100, 8192,
+     0, 1, 0.95, 41.94, 0, 0.09},
+    {"jgchn/llm-d-planner version-sweep qwen3-14b v0.16.0", LOGS "qwen3-14b.yaml", "vllm", NULL, NULL, true, H100, 8192,
+     0, 1, 0.95, 41.94, 0, 0.09},
+    {"jgchn/llm-d-planner version-sweep qwen3-14b v0.17.0", LOGS "qwen3-14b.yaml", "vllm", NULL, NULL, true, H100, 8192,
+     0, 1, 0.95, 45.34, 0, 0.01},
+    {"jgchn/llm-d-planner version-sweep qwen3-14b v0.18.0", LOGS "qwen3-14b.yaml", "vllm", NULL, NULL, true, H100, 8192,
+     0, 1, 0.95, 45.23, 0, 0.01},
     {JG "qwen3-8b tp1", M "qwen3-8b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 57.5, 418688, 0.01},
     {JG "phi-4 tp1", LOGS "phi-4.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 46.08, 241568, 0.01},
     {JG "qwen2.5-7b tp2", M "qwen2.5-7b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 2, 0.95, 63.84, 2390592, 0.01},

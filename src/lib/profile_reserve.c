@@ -142,9 +142,11 @@ static uint32_t capture_sizes(uint64_t seqs, uint64_t *largest)
  * hidden states still held. The two do not overlap, so the peak is the
  * larger (V1 0.19.0 training rows: Llama-3.1-8B 1.89 GiB logged, forward
  * 0.75, sampler 1.77). */
-static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt, struct kvp_reserve *r)
+static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt,
+                               struct kvp_reserve *r)
 {
-    uint64_t fwd = kvp_sat_mul(r->per_token, r->profile_tokens), held = kvp_sat_mul(kvp_sat_mul(r->profile_tokens, m->hidden), dt);
+    uint64_t fwd = kvp_sat_mul(r->per_token, r->profile_tokens);
+    uint64_t held = kvp_sat_mul(kvp_sat_mul(r->profile_tokens, m->hidden), dt);
     r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), SAMPLER_BYTES_V1);
     r->activation = fwd > kvp_sat_add(r->logits, held) ? fwd : kvp_sat_add(r->logits, held);
     if ((kvp_deploy_release(d)->rules & KVP_REL_VLLM_CUDA_GRAPHS) && !d->cuda_graph_memory) {
