@@ -411,7 +411,7 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
         kvp_buf_printf(b, "  non-torch  = %s B (estimated: CUDA context, cuBLAS workspaces%s)\n", grp(c, r->non_torch),
                        d->tp > 1 ? ", NCCL" : "");
     if (r->uncertainty)
-        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations and graphs, half a GiB of non-torch)\n",
+        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
                        grp(c, r->uncertainty));
 }
 
