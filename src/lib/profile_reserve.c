@@ -165,8 +165,10 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
  *     cells for every head, with q, k, v (MLA: and the latent q and output),
  *     the head outputs and four hidden-sized tensors around it; the mask
  *     (f32, f16 with flash attention) lives through every layer;
- *   - the MLP: gate and up (MoE: of the top-k experts and the shared ones)
- *     and the hidden state, with the mask.
+ *   - the MLP: gate, up, the activation and their product, each as wide
+ *     as the MLP (MoE: the top-k experts and the shared ones -- not checked:
+ *     the oracle's exported shapes are dense), and the hidden state, with the
+ *     mask.
  * Measured against the real llama.cpp (npm 3.22.1, CPU; make oracle prints
  * the table): the phases and their sizes were read off Llama-3.1-8B (exact at
  * -c 4096, -ub 512 with and without flash attention), the MLA latents off
@@ -194,7 +196,7 @@ static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy 
     attn = kvp_sat_mul(kvp_sat_mul(ub, qkv_width(m) + latent + 4 * hidden), 4);
     if (d->flash_attn == 0)
         attn = kvp_sat_add(attn, kvp_sat_mul(kvp_sat_mul(kvp_sat_mul(ub, cells), heads), 4));
-    mlp = kvp_sat_mul(kvp_sat_mul(ub, 2 * (dense > moe ? dense : moe) + hidden), 4);
+    mlp = kvp_sat_mul(kvp_sat_mul(ub, 4 * (dense > moe ? dense : moe) + hidden), 4);
     attn = kvp_sat_add(attn > mlp ? attn : mlp, mask);
     r->profile_tokens = ub;
     r->profile_seqs = ub;

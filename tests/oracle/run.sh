@@ -334,10 +334,12 @@ echo "weights by file type: $nq quantizations in $(($(date +%s) - qstart)) s, ta
 # ---- 7. compute buffers: llama.cpp's graph reserve against kvplan's estimate ----
 # The probe's breakdown `compute` field (what llama_init_from_model reserves
 # for the worst-case micro-batch, CPU backend) against `kvplan fit --format
-# json` activation_bytes, over shapes (GQA, large vocab, SWA, MLA + MoE, MoE),
-# contexts, -ub/-b, flash attention and -np. kvplan's formula was read off the
-# llama-3.1-8b rows (and the MLA latents off deepseek-v2-lite at -c 16384); a
-# row agrees within CTOL percent.
+# json` activation_bytes, over shapes (GQA, large vocab, SWA, MLA, a wide MLP),
+# contexts, -ub/-b, flash attention and -np. kvplan reads the same GGUF the
+# probe loads, so both see the same shape (MoE layers written dense: these
+# rows check dense MLPs only). kvplan's formula was read off the llama-3.1-8b
+# rows (the MLA latents off deepseek-v2-lite at -c 16384, the MLP phase off
+# mixtral-8x7b's dense 14336-wide MLPs); a row agrees within CTOL percent.
 CTOL=10
 CTABLE="$O/compute.md"
 printf '| model | ctx | -ub | -b | fa | -np | llama.cpp compute B | kvplan B | error | result |\n|---|---:|---:|---:|---|---:|---:|---:|---:|---|\n' >"$CTABLE"
@@ -353,7 +355,7 @@ for model in llama-3.1-8b qwen2.5-7b gemma-3-4b deepseek-v2-lite mixtral-8x7b; d
         lc=$(PROBE_UBATCH=$ub PROBE_BATCH=$b GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$O/gguf/$model.gguf" $ctx f16 f16 \
             $np 0 $fa 2>"$O/probe.err")
         fo=on; [ $fa = 0 ] && fo=off
-        kb=$("$KVPLAN" fit "$model" --engine llamacpp --gpu-memory 1TiB --context $ctx --n-seq $np --n-ubatch $ub \
+        kb=$("$KVPLAN" fit "$O/gguf/$model.gguf" --engine llamacpp --gpu-memory 1TiB --context $ctx --n-seq $np --n-ubatch $ub \
             --n-batch $b --flash-attn $fo --format json 2>"$O/kvplan.err" |
             awk -F: '/"activation_bytes"/ { gsub(/[ ,]/, "", $2); print $2 }')
         lb=$(echo "$lc" | awk '$1 == "ok" { print $4 }')
