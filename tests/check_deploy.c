@@ -154,8 +154,9 @@ END_TEST
  * of the vLLM 0.19.0 H100 matrix of jgchn/llm-d-planner (accuracy/results/
  * v0.19.0/results_raw.csv, one log per row under logs/: Llama-3.1-8B at tp 1
  * and 2, Qwen2.5-7B at tp 1; the non-torch and sampler figures). Every other
- * case is held out: not looked at while choosing. The split was fixed before
- * kvplan was run on any of them. `bound` is the error each case must stay
+ * case is held out: no constant was chosen on it. The split was fixed before
+ * kvplan was run on any of them (docs/engines.md says what was seen
+ * anyway). `bound` is the error each case must stay
  * within (what it is today, rounded up: a regression guard, not a target);
  * docs/engines.md has the table of errors. */
 #define LOGS "tests/data/engine-logs/"
