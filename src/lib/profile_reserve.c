@@ -235,7 +235,8 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
             act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
             nt = NON_TORCH_V0;
         }
-        nt += d->tp > 1 ? (large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
+        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin */
+        nt += d->tp > 1 ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
         break;
     case KVP_ENGINE_SGLANG: /* activations and graphs live in 1 - mem_fraction_static */
         nt = CUDA_CONTEXT + (d->tp * d->pp > 1 ? NCCL : 0);
