@@ -134,12 +134,12 @@ static const struct key_case {
     uint64_t pin_tokens; /* from `kvplan fit` output (0: not pinned) */
     uint64_t pin_max_context;
 } key_cases[] = {
-    /* kvplan fit llama-3.1-8b --gpu h100: 439,984 KV tokens, 27,499 blocks (reserve estimated) */
+    /* kvplan fit llama-3.1-8b --gpu h100: 444,720 KV tokens, 27,795 blocks (reserve estimated) */
     {"defaults", "llama-3.1-8b", {0}, NULL,
-     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 439984, 131072},
-    /* kvplan fit llama-3.1-8b --gpu h100 --context 8k --concurrency 32: max context 13,744 */
+     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 444720, 131072},
+    /* kvplan fit llama-3.1-8b --gpu h100 --context 8k --concurrency 32: max context 13,888 */
     {"context and batch typed", "llama-3.1-8b", {DN, DN, DN, DN, DN, DN, DN, DN, DN, '8', 'k', EN, DN, EN, '3', '2', EN, 0},
-     NULL, {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 8192, 32, NULL, NULL, NULL, 0, 0}, 439984, 13744},
+     NULL, {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 8192, 32, NULL, NULL, NULL, 0, 0}, 444720, 13888},
     {"context halved by arrow", "llama-3.1-8b", {TUI_KEY_END, UP, UP, LT, LT, 0}, NULL,
      {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 32768, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
     {"gpu picked by filter", "llama-3.1-8b", {'g', 'h', '2', '0', '0', EN, 0}, NULL,

@@ -68,7 +68,7 @@ fit_value() {
 start 80x24 C.UTF-8 llama-3.1-8b
 tokens=$(fit_value "KV tokens" llama-3.1-8b --gpu h100)
 conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100)
-expect "$tokens tokens, 27,499 blocks of 16" "kvplan fit: $tokens KV tokens"
+expect "$tokens tokens, 27,795 blocks of 16" "kvplan fit: $tokens KV tokens"
 expect "max concurrency $conc at 131,072 tokens" "kvplan fit: $conc"
 expect "weights 14.96 GiB" "weights on the bar"
 expect "KV 16.00 GiB" "KV on the bar"

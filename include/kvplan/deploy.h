@@ -65,6 +65,7 @@ enum kvp_release_rule {
     KVP_REL_LLAMACPP_PAD_FA = 1u << 2, /* cells padded to 256 with flash attention, 32 without */
     KVP_REL_LLAMACPP_MLA_V = 1u << 3,  /* MLA caches V too (before the V-less cache) */
     KVP_REL_SGLANG_NO_MAMBA = 1u << 4, /* before Mamba/linear-attention hybrids: their architectures are unknown */
+    KVP_REL_VLLM_CUDA_GRAPHS = 1u << 5, /* vLLM subtracts its CUDA-graph estimate before the KV budget */
 };
 
 /* One named release of an engine: the rules kvplan applies for it. */
@@ -104,7 +105,8 @@ struct kvp_deploy {
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
     uint64_t cuda_graph_memory; /* per GPU: CUDA graphs subtracted before the KV budget */
-    bool activation_given, non_torch_given; /* else estimated (kvp_reserve_estimate); CUDA graphs are never estimated */
+    bool activation_given, non_torch_given; /* else estimated (kvp_reserve_estimate); CUDA graphs are
+                                              * estimated only for a release that subtracts them */
     uint64_t kv_memory;         /* per GPU KV budget given outright (vLLM --kv-cache-memory); 0 = derive */
     uint64_t cpu_offload;       /* host memory per GPU for an offloaded KV tier (TRT-LLM host cache,
                                  * vLLM/LMCache CPU offload); 0 = none */
@@ -150,12 +152,12 @@ struct kvp_cache_sum {
 struct kvp_reserve {
     uint64_t activation;   /* the profiling run's activation peak (llama.cpp: compute buffers) */
     uint64_t non_torch;    /* NCCL, cuBLAS workspaces, CUDA context */
-    uint64_t cuda_graph;   /* CUDA graphs, as given (no release read subtracts them by default) */
-    bool activation_est, non_torch_est; /* estimated, not given */
+    uint64_t cuda_graph;   /* CUDA graphs: as given, else estimated where the release subtracts them */
+    bool activation_est, non_torch_est, cuda_graph_est; /* estimated, not given */
     uint64_t profile_tokens; /* tokens of the profiling run (vLLM max_num_batched_tokens; llama.cpp n_ubatch) */
     uint64_t profile_seqs;   /* sequences whose logits it samples */
     uint64_t per_token;      /* activation bytes per profiled token */
-    uint64_t logits;         /* fp32 logits and sampler copies of profile_seqs */
+    uint64_t logits;         /* the sampler's logits copies of profile_seqs (llama.cpp: the f32 output) */
     uint64_t uncertainty;    /* how far the estimate may be off (0 when all given) */
 };
 

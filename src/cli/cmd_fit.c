@@ -134,6 +134,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "non_torch_bytes", f->reserve.non_torch);
     kvp_json_bool(&j, "non_torch_estimated", f->reserve.non_torch_est);
     kvp_json_u64(&j, "cuda_graph_bytes", f->reserve.cuda_graph);
+    kvp_json_bool(&j, "cuda_graph_estimated", f->reserve.cuda_graph_est);
     kvp_json_u64(&j, "reserve_uncertainty_bytes", f->reserve.uncertainty);
     if (f->refused[0])
         kvp_json_str(&j, "refused", f->refused);
@@ -220,7 +221,7 @@ static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
     bytes_row(t, "non-torch", r->non_torch, si, r->non_torch_est ? "estimated: CUDA context, cuBLAS, NCCL"
                                                 : r->non_torch ? "as given" : "none");
     if (r->cuda_graph)
-        bytes_row(t, "CUDA graphs", r->cuda_graph, si, "as given");
+        bytes_row(t, "CUDA graphs", r->cuda_graph, si, r->cuda_graph_est ? "estimated (--explain shows how)" : "as given");
 }
 
 static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)

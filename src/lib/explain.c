@@ -417,21 +417,31 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
 static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
 {
     const struct kvp_reserve *r = &f->reserve;
+    bool v1 = d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0);
     if (r->activation_est && d->engine == KVP_ENGINE_LLAMACPP)
-        kvp_buf_printf(b, "  compute    = n_ubatch * (f32 intermediates%s) + n_ubatch * vocab * 4 (logits)\n"
-                       "             = %s * %s + %s = %s B (estimated)\n",
-                       d->flash_attn == 0 ? " + KQ over all cells" : "", grp(c, r->profile_tokens), grp(c, r->per_token),
-                       grp(c, r->logits), grp(c, r->activation));
+        kvp_buf_printf(b, "  compute    = max(n_ubatch * (vocab + 2 * hidden) * 4 (logits), n_ubatch * %s B (%s, mask))\n"
+                       "             = max(%s + ..., %s * %s) = %s B (estimated)\n",
+                       grp(c, r->per_token), d->flash_attn == 0 ? "KQ over one stream's cells, q, k, v" : "attention or MLP",
+                       grp(c, r->logits), grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->activation));
+    else if (r->activation_est && v1)
+        kvp_buf_printf(b, "  activations = max(profiling tokens * (widest MLP + q,k,v) * dtype / tp,\n"
+                       "                   seqs * vocab * 14 (sampler: bf16 + fp32 logits, probs, noise) + held hidden states)\n"
+                       "             = max(%s * %s, %s (%s seqs) + ...) = %s B (estimated)\n",
+                       grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
+                       grp(c, r->activation));
     else if (r->activation_est)
-        kvp_buf_printf(b, "  activations = profiling tokens * (3 * MLP width + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
+        kvp_buf_printf(b, "  activations = profiling tokens * (widest MLP + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
                        "             = %s * %s + %s (%s seqs, fp32 logits and probs) = %s B (estimated)\n",
                        grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
                        grp(c, r->activation));
+    if (r->cuda_graph_est)
+        kvp_buf_printf(b, "  CUDA graphs = capture sizes * largest size * (4 * hidden + MoE workspace) * dtype\n"
+                       "             = %s B (estimated; this release subtracts them)\n", grp(c, r->cuda_graph));
     if (r->non_torch_est)
         kvp_buf_printf(b, "  non-torch  = %s B (estimated: CUDA context, cuBLAS workspaces%s)\n", grp(c, r->non_torch),
                        d->tp > 1 ? ", NCCL" : "");
     if (r->uncertainty)
-        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations, half a GiB of non-torch)\n",
+        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
                        grp(c, r->uncertainty));
 }
 

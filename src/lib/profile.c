@@ -30,6 +30,8 @@ static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
 static const struct kvp_release releases[] = {
     {KVP_ENGINE_IDEAL, "-", "include/kvplan/engine.h: the bare formula", 1.0, 0},
     {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", 0.90, 0},
+    {KVP_ENGINE_VLLM, "0.21.0", "v1/worker/gpu_worker.py determine_available_memory: CUDA-graph estimate subtracted "
+     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on since v0.21.0)", 0.90, KVP_REL_VLLM_CUDA_GRAPHS},
     {KVP_ENGINE_VLLM, "0.7.3", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
      0.90, KVP_REL_VLLM_V0},
     {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac (Mamba pool by ratio), server_args.py "

@@ -5,48 +5,97 @@
  *
  * The engines measure these figures in a profiling run; kvplan can only
  * estimate them, so every figure here is labelled "estimated" in the output
- * and carries an uncertainty. The constants were calibrated on the training
- * logs (/work/shared/reference/engine-logs-train.json); tests/check_deploy.c
- * replays those logs and held-out ones. */
+ * and carries an uncertainty. Each constant names where it comes from: the
+ * engine's source (what the profiling run allocates), or the training logs
+ * it was read from (/work/shared/reference/engine-logs-train.json and the
+ * cases tests/check_deploy.c marks as training). The held-out cases there
+ * were not used to choose anything. */
 #include "profile.h"
 
 #define GiB 1073741824ull
 #define MiB 1048576ull
 
-/* Sampler copies of the fp32 logits in the profiling run: the logits and
- * the probabilities (softmax) alive together. */
-#define LOGIT_COPIES 2
-/* CUDA context, cuBLAS workspaces and allocator slack outside torch (vLLM's
- * "non_torch_memory"): the plain `vllm serve` V0 logs show 0.25, 0.35 and
- * 1.79 GiB (median 0.35; Unsloth's in-process runs 0.01..0.09), the V1 logs
- * imply ~0.9 GiB; NCCL buffers add about 0.25 GiB per rank at tp > 1. */
+/* vLLM V0 (0.7.3): the sampler's fp32 logits and probabilities (softmax)
+ * alive together. Chosen on the V0 training logs. */
+#define LOGIT_COPIES_V0 2
+/* vLLM V1 (0.11 ... 0.19) samples max_num_seqs dummy requests after the
+ * forward pass (gpu_model_runner.py _dummy_sampler_run -> v1/sample/sampler.py):
+ * the bf16 logits (2 B), their fp32 copy (4 B), the softmax probabilities
+ * (4 B) and the exponential noise q the random sampler divides them by
+ * (topk_topp_sampler.py random_sample, 4 B) -- 14 B per sequence and vocab
+ * entry. */
+#define SAMPLER_BYTES_V1 14
+/* Non-torch memory ("non_torch_memory"): V0 `vllm serve` training logs 0.25,
+ * 0.35 and 1.79 GiB (median 0.35); V1 0.19.0 at tp 1 (training rows of
+ * jgchn/llm-d-planner accuracy/results/v0.19.0) 0.24 .. 0.25 GiB -- the
+ * CUDA context is taken before vLLM's baseline snapshot, so it is not in it. */
 #define NON_TORCH_V0 (GiB * 35 / 100)
-#define NON_TORCH_V1 (896 * MiB)
+#define NON_TORCH_V1 (256 * MiB)
+/* NCCL at tp > 1. PCIe cards (vLLM #13061, 2 x RTX 4090): no measurable
+ * increase, 0.25 GiB kept as the margin. NVLink/NVSwitch data-centre parts
+ * (>= 70 GiB here) add NCCL's NVLS and vLLM's custom all-reduce buffers:
+ * +1.79 GiB on H100 at tp 2 in V0 (vLLM #10511: 3.58 vs 1.79 GiB) and +1.82 in
+ * V1 0.19.0 (Llama-3.1-8B tp 2: 2.07 vs 0.25 GiB). */
 #define NCCL (256 * MiB)
+#define NCCL_NVLINK (1843 * MiB)
 /* llama.cpp and SGLang: the CUDA context that the measured free memory
  * already lacks (SGLang takes its fraction of the free memory at start). */
 #define CUDA_CONTEXT (384 * MiB)
+/* vLLM >= 0.21 subtracts the memory of its CUDA graphs. Per captured size,
+ * about four [max capture size x hidden] activations stay in the graph pool
+ * (plus the fused-MoE workspace of that many tokens): fitted to the
+ * "Estimated CUDA graph memory" Llama-3.1-8B prints at tp 1 under 0.19.0
+ * (0.84 GiB for 51 sizes up to 512: 16.9 MiB a size; 4 x 512 x 4096 x 2 B =
+ * 16 MiB). */
+#define GRAPH_HIDDEN_COPIES 4
 
-/* Activation bytes per token of the forward pass on one tensor-parallel rank,
- * at `bytes` per element: the MLP's gate+up output and its activation (3 x
- * the active intermediate width; MoE: top-k experts plus shared ones), and
- * the q, k, v projections. The residual stream is reused in place. */
-static uint64_t token_bytes(const struct kvp_model *m, uint32_t tp, uint64_t bytes)
+static bool large_gpu(const struct kvp_deploy *d)
 {
-    uint64_t inter = m->n_experts ? (uint64_t)m->n_experts_active * m->expert_intermediate +
-                                        (uint64_t)m->n_shared_experts * m->shared_intermediate
-                                  : m->intermediate, qkv = 0;
+    return d->gpu_memory >= 70 * GiB; /* vLLM arg_utils: defaults grow on cards of 70 GiB and more */
+}
+
+/* The widest q, k, v projection output per token of any layer. */
+static uint64_t qkv_width(const struct kvp_model *m)
+{
+    uint64_t qkv = 0;
     for (uint32_t i = 0; i < m->n_specs; i++) {
         const struct kvp_layer_spec *s = &m->specs[i];
         uint64_t w = (uint64_t)s->n_heads * s->head_dim_k + (uint64_t)s->n_kv_heads * (s->head_dim_k + s->head_dim_v);
         qkv = w > qkv ? w : qkv;
     }
-    return kvp_cdiv((3 * inter + qkv) * bytes, tp);
+    return qkv;
 }
 
-static bool large_gpu(const struct kvp_deploy *d)
+static bool has_mlp(const struct kvp_model *m, enum kvp_mlp_kind k)
 {
-    return d->gpu_memory >= 70 * GiB; /* vLLM arg_utils: defaults grow on cards of 70 GiB and more */
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if (m->specs[i].mlp == k)
+            return true;
+    return false;
+}
+
+/* vLLM's fused-MoE workspace per token, in elements (fused_moe.py
+ * fused_experts_impl): intermediate_cache1/3 share one buffer of top_k x
+ * max(N, K) with N = 2 x expert width / tp (gate and up) and K = hidden, and
+ * intermediate_cache2 holds top_k x N / 2; the shared experts run as a dense
+ * MLP (gate+up output and activation: 3 x width / tp). */
+static uint64_t moe_workspace(const struct kvp_model *m, uint32_t tp)
+{
+    uint64_t n = kvp_cdiv(2ull * m->expert_intermediate, tp);
+    if (!has_mlp(m, KVP_MLP_MOE))
+        return 0;
+    return (uint64_t)m->n_experts_active * ((n > m->hidden ? n : m->hidden) + n / 2) +
+           kvp_cdiv(3ull * m->n_shared_experts * m->shared_intermediate, tp);
+}
+
+/* Activation bytes per token of the forward pass on one tensor-parallel rank,
+ * at `bytes` per element: the widest MLP (dense: gate+up output and its
+ * activation, 3 x width; MoE: the fused workspace) and the q, k, v
+ * projections. The residual stream is reused in place. */
+static uint64_t token_bytes(const struct kvp_model *m, uint32_t tp, uint64_t bytes)
+{
+    uint64_t dense = has_mlp(m, KVP_MLP_DENSE) ? kvp_cdiv(3ull * m->intermediate, tp) : 0, moe = moe_workspace(m, tp);
+    return kvp_sat_mul((dense > moe ? dense : moe) + kvp_cdiv(qkv_width(m), tp), bytes);
 }
 
 /* vLLM's profiling batch: max_num_batched_tokens, whose default is the
@@ -72,23 +121,89 @@ static uint64_t max_seqs(const struct kvp_deploy *d)
     return 256;
 }
 
-/* llama.cpp's compute buffer for one micro-batch in f32: the output logits,
- * the KQ matrix over all cells when flash attention is off, and the layer's
- * intermediates. */
+/* vLLM's CUDA-graph capture sizes (config/compilation.py): 1, 2, 4, then
+ * every 8 below 256, then every 16 up to max_cudagraph_capture_size =
+ * min(2 x max_num_seqs, 512). Returns how many; *largest gets the last. */
+static uint32_t capture_sizes(uint64_t seqs, uint64_t *largest)
+{
+    uint64_t max = seqs * 2 < 512 ? seqs * 2 : 512, s = 1;
+    uint32_t n = 0;
+    *largest = 0;
+    while (s <= max) {
+        n++;
+        *largest = s;
+        s = s < 8 ? (s == 4 ? 8 : s * 2) : s + (s < 256 ? 8 : 16);
+    }
+    return n;
+}
+
+/* The activation peak of vLLM V1's profiling run: the forward pass over the
+ * batch, then the sampler over max_num_seqs rows of logits with the batch's
+ * hidden states still held. The two do not overlap, so the peak is the
+ * larger (V1 0.19.0 training rows: Llama-3.1-8B 1.89 GiB logged, forward
+ * 0.75, sampler 1.77). */
+static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt,
+                               struct kvp_reserve *r)
+{
+    uint64_t fwd = kvp_sat_mul(r->per_token, r->profile_tokens);
+    uint64_t held = kvp_sat_mul(kvp_sat_mul(r->profile_tokens, m->hidden), dt);
+    r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), SAMPLER_BYTES_V1);
+    r->activation = fwd > kvp_sat_add(r->logits, held) ? fwd : kvp_sat_add(r->logits, held);
+    if ((kvp_deploy_release(d)->rules & KVP_REL_VLLM_CUDA_GRAPHS) && !d->cuda_graph_memory) {
+        uint64_t largest, per = kvp_sat_mul(GRAPH_HIDDEN_COPIES * (uint64_t)m->hidden + moe_workspace(m, d->tp), dt);
+        uint32_t n = capture_sizes(max_seqs(d), &largest);
+        r->cuda_graph = kvp_sat_mul(kvp_sat_mul(per, largest), n);
+        r->cuda_graph_est = true;
+    }
+}
+
+/* llama.cpp's compute buffer for one micro-batch (ggml-alloc reuses memory
+ * as tensors die, so it is the largest of three phases, each in f32):
+ *   - the output: the logits of every token, n_ubatch x vocab, with the
+ *     final norm's input and output (2 x hidden);
+ *   - attention: without flash attention the KQ matrix over one stream's
+ *     cells for every head, with q, k, v (MLA: and the latent q and output),
+ *     the head outputs and four hidden-sized tensors around it; the mask
+ *     (f32, f16 with flash attention) lives through every layer;
+ *   - the MLP: gate, up, the activation and their product, each as wide
+ *     as the MLP (MoE: the top-k experts and the shared ones -- not checked:
+ *     the oracle's exported shapes are dense), and the hidden state, with the
+ *     mask.
+ * Measured against the real llama.cpp (npm 3.22.1, CPU; make oracle prints
+ * the table): the phases and their sizes were read off Llama-3.1-8B (exact at
+ * -c 4096, -ub 512 with and without flash attention), the MLA latents off
+ * DeepSeek-V2-Lite at -c 16384, the MLP phase off Mixtral's 14336-wide MLP. */
 static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r)
 {
-    uint64_t ub = d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, heads = 0, kq = 0;
+    /* llama_context: n_batch = min(n_ctx, n_batch), n_ubatch = min(n_batch, n_ubatch) */
+    uint64_t ub = d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, heads = 0, latent = 0, attn, mlp, mask;
+    uint64_t hidden = m->hidden;
     /* attention sees one stream's cells: -c, split over -np unless unified */
     uint64_t cells = d->kv_unified || d->n_seq <= 1 ? d->context : kvp_cdiv(d->context, d->n_seq);
-    for (uint32_t i = 0; i < m->n_specs; i++)
-        heads = m->specs[i].n_heads > heads ? m->specs[i].n_heads : heads;
+    uint64_t dense = has_mlp(m, KVP_MLP_DENSE) ? m->intermediate : 0;
+    uint64_t moe = has_mlp(m, KVP_MLP_MOE) ? (uint64_t)m->n_experts_active * m->expert_intermediate +
+                                                 (uint64_t)m->n_shared_experts * m->shared_intermediate : 0;
+    ub = ub < d->context ? ub : d->context;
+    for (uint32_t i = 0; i < m->n_specs; i++) {
+        const struct kvp_layer_spec *s = &m->specs[i];
+        heads = s->n_heads > heads ? s->n_heads : heads;
+        /* MLA (deepseek2 graph): q_nope absorbed into the latent and the
+         * heads' output in it, n_head x kv_lora_rank each, per token */
+        if (s->kind == KVP_LAYER_MLA && 2ull * s->n_heads * s->kv_lora_rank > latent)
+            latent = 2ull * s->n_heads * s->kv_lora_rank;
+    }
+    mask = kvp_sat_mul(kvp_sat_mul(ub, cells), d->flash_attn == 0 ? 4 : 2);
+    attn = kvp_sat_mul(kvp_sat_mul(ub, qkv_width(m) + latent + 4 * hidden), 4);
     if (d->flash_attn == 0)
-        kq = kvp_sat_mul(kvp_sat_mul(cells, heads), 4);
+        attn = kvp_sat_add(attn, kvp_sat_mul(kvp_sat_mul(kvp_sat_mul(ub, cells), heads), 4));
+    mlp = kvp_sat_mul(kvp_sat_mul(ub, 4 * (dense > moe ? dense : moe) + hidden), 4);
+    attn = kvp_sat_add(attn > mlp ? attn : mlp, mask);
     r->profile_tokens = ub;
     r->profile_seqs = ub;
-    r->per_token = kvp_sat_add(token_bytes(m, 1, 4), kq);
-    r->logits = kvp_sat_mul((uint64_t)m->vocab * 4, ub);
-    r->activation = kvp_sat_add(kvp_sat_mul(r->per_token, ub), r->logits);
+    r->per_token = kvp_cdiv(attn, ub ? ub : 1);
+    r->logits = kvp_sat_mul(kvp_sat_mul(ub, m->vocab), 4);
+    r->activation = kvp_sat_add(r->logits, kvp_sat_mul(ub, 2 * hidden * 4));
+    r->activation = r->activation > attn ? r->activation : attn;
 }
 
 void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r)
@@ -99,6 +214,7 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
     bool given_act, given_nt;
 
     *r = (struct kvp_reserve){0};
+    dt = dt ? dt : 2;
     switch (d->engine) {
     case KVP_ENGINE_VLLM:
     case KVP_ENGINE_TRTLLM:
@@ -106,12 +222,21 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
         r->profile_seqs = max_seqs(d);
         if (r->profile_seqs > r->profile_tokens)
             r->profile_seqs = r->profile_tokens;
-        r->per_token = token_bytes(m, d->tp, dt ? dt : 2);
-        /* the fp32 logits of every sampled sequence over the whole vocabulary:
-         * the vocab-parallel logits are gathered before sampling */
-        r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), 4 * LOGIT_COPIES);
-        act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
-        nt = (v0 || d->engine == KVP_ENGINE_TRTLLM ? NON_TORCH_V0 : NON_TORCH_V1) + (d->tp > 1 ? NCCL : 0);
+        r->per_token = token_bytes(m, d->tp, dt);
+        if (d->engine == KVP_ENGINE_VLLM && !v0) {
+            vllm_v1_activation(m, d, dt, r);
+            act = r->activation;
+            nt = NON_TORCH_V1;
+        } else {
+            /* V0 and TRT-LLM: the fp32 logits of every sampled sequence
+             * over the whole vocabulary (gathered before sampling) on top
+             * of the forward pass */
+            r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), 4 * LOGIT_COPIES_V0);
+            act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
+            nt = NON_TORCH_V0;
+        }
+        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin */
+        nt += d->tp > 1 ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
         break;
     case KVP_ENGINE_SGLANG: /* activations and graphs live in 1 - mem_fraction_static */
         nt = CUDA_CONTEXT + (d->tp * d->pp > 1 ? NCCL : 0);
@@ -131,8 +256,12 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
     r->non_torch_est = !given_nt && nt;
     r->activation = given_act ? d->activation_memory : act;
     r->non_torch = given_nt ? d->non_torch_memory : nt;
-    r->cuda_graph = d->cuda_graph_memory; /* no release read subtracts graphs by default */
-    /* the spread seen on the logs: a quarter of the activations, plus the
-     * non-torch range (0.01 .. 1.8 GiB logged) */
-    r->uncertainty = (r->activation_est ? r->activation / 4 : 0) + (r->non_torch_est ? GiB / 2 : 0);
+    if (d->cuda_graph_memory) /* given */
+        r->cuda_graph = d->cuda_graph_memory;
+    /* the spread seen on the logs: a quarter of the activations and of the
+     * CUDA graphs, plus 1 GiB for non-torch (0.01 .. 1.8 GiB logged). Set
+     * from the residuals of every replayed case, training and held out: it
+     * covers 11 of 13 and 23 of 27 (docs/engines.md lists the misses). */
+    r->uncertainty = (r->activation_est ? r->activation / 4 : 0) + (r->cuda_graph_est ? r->cuda_graph / 4 : 0) +
+                     (r->non_torch_est ? GiB : 0);
 }

@@ -185,7 +185,7 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     used++;
     put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x91" : "-",
         bytes(b.reserve, g[2], sizeof g[2]),
-        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est ? " (estimated)" : "");
+        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est || s->fit.reserve.cuda_graph_est ? " (estimated)" : "");
     if (b.over)
         put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
     else

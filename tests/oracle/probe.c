@@ -6,7 +6,8 @@
  * allocated: the GGUF may be sparse), creates a context with these cache
  * settings and prints one line:
  *
- *     ok <kv bytes> <cells logged>      the breakdown's `context` field, exactly
+ *     ok <kv bytes> <cells logged> <compute bytes>   the breakdown's `context` and
+ *                                                    `compute` fields, exactly
  *     refused <llama.cpp's last error line>
  *
  *     probe LIBDIR MODEL.gguf decode N
@@ -280,6 +281,8 @@ int main(int argc, char **argv)
     cp.flash_attn_type = (enum llama_flash_attn_type)atoi(argv[8]);
     if (getenv("PROBE_UBATCH")) /* -ub; llama.cpp caps it at n_batch (2048) */
         cp.n_ubatch = (uint32_t)strtoul(getenv("PROBE_UBATCH"), NULL, 10);
+    if (getenv("PROBE_BATCH")) /* -b */
+        cp.n_batch = (uint32_t)strtoul(getenv("PROBE_BATCH"), NULL, 10);
     cp.n_threads = cp.n_threads_batch = 1;
     last_error[0] = '\0';
     if (!(ctx = llama_init_from_model(model, cp))) {
@@ -288,7 +291,7 @@ int main(int argc, char **argv)
         return 0;
     }
     kvprobe_breakdown(ctx, &mb, &kb, &cb);
-    printf("ok %llu %u\n", kb, llama_n_ctx(ctx));
+    printf("ok %llu %u %llu\n", kb, llama_n_ctx(ctx), cb);
     llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();

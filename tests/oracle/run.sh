@@ -15,9 +15,10 @@
 # llama.cpp's (section 5): `export-gguf --ref-weights` writes the decoder's
 # own f32 weights, tests/oracle/ref_logits.c prints its logits and the
 # probe's `logits` mode prints llama.cpp's (flash attention off, f32 cache).
-# Last (section 6), weights by llama.cpp file type: llama.cpp's own quantizer
+# Then (section 6), weights by llama.cpp file type: llama.cpp's own quantizer
 # (llama_model_quantize) against kvplan's reading of the result and its
-# prediction from the unquantized file.
+# prediction from the unquantized file. Section 7: the compute buffer llama.cpp
+# reserves against kvplan's estimate of it (within 10%).
 # Exit 0: every row agrees (or the npm registry cannot be reached: skipped);
 # 1: a mismatch; 2: the setup failed.
 set -u
@@ -330,8 +331,53 @@ nq=$(grep -c '^| oracle' "$QTABLE") qbad=$(grep -c 'MISMATCH' "$QTABLE")
 pass=$((pass + nq - qbad)) fail=$((fail + qbad))
 echo "weights by file type: $nq quantizations in $(($(date +%s) - qstart)) s, table in $QTABLE" >>"$NOTES"
 
+# ---- 7. compute buffers: llama.cpp's graph reserve against kvplan's estimate ----
+# The probe's breakdown `compute` field (what llama_init_from_model reserves
+# for the worst-case micro-batch, CPU backend) against `kvplan fit --format
+# json` activation_bytes, over shapes (GQA, large vocab, SWA, MLA, a wide MLP),
+# contexts, -ub/-b, flash attention and -np. kvplan reads the same GGUF the
+# probe loads, so both see the same shape (MoE layers written dense: these
+# rows check dense MLPs only). kvplan's formula was read off the llama-3.1-8b
+# rows (the MLA latents off deepseek-v2-lite at -c 16384, the MLP phase off
+# mixtral-8x7b's dense 14336-wide MLPs); a row agrees within CTOL percent.
+CTOL=10
+CTABLE="$O/compute.md"
+printf '| model | ctx | -ub | -b | fa | -np | llama.cpp compute B | kvplan B | error | result |\n|---|---:|---:|---:|---|---:|---:|---:|---:|---|\n' >"$CTABLE"
+cmodel() { # name: the GGUF of section 3, or exported here
+    [ -f "$O/gguf/$1.gguf" ] || "$KVPLAN" export-gguf "$1" "$O/gguf/$1.gguf" --sparse --dense-moe >/dev/null 2>"$O/export.err"
+}
+for model in llama-3.1-8b qwen2.5-7b gemma-3-4b deepseek-v2-lite mixtral-8x7b; do
+    if ! cmodel "$model"; then
+        echo "oracle: skip compute $model: $(cat "$O/export.err")" | tee -a "$NOTES"; skip=$((skip + 1)); continue
+    fi
+    for ctx in 1000 4096 16384; do for ub in 512 2048; do for b in 2048 256; do for fa in 0 1; do for np in 1 4; do
+        [ "$b" = 256 ] && [ "$ub" = 2048 ] || [ "$b" = 2048 ] || continue
+        lc=$(PROBE_UBATCH=$ub PROBE_BATCH=$b GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$O/gguf/$model.gguf" $ctx f16 f16 \
+            $np 0 $fa 2>"$O/probe.err")
+        fo=on; [ $fa = 0 ] && fo=off
+        kb=$("$KVPLAN" fit "$O/gguf/$model.gguf" --engine llamacpp --gpu-memory 1TiB --context $ctx --n-seq $np --n-ubatch $ub \
+            --n-batch $b --flash-attn $fo --format json 2>"$O/kvplan.err" |
+            awk -F: '/"activation_bytes"/ { gsub(/[ ,]/, "", $2); print $2 }')
+        lb=$(echo "$lc" | awk '$1 == "ok" { print $4 }')
+        if [ -z "$lb" ] || [ -z "$kb" ]; then
+            res=MISMATCH err="" fail=$((fail + 1))
+            echo "MISMATCH compute $model ctx $ctx ub $ub b $b fa $fa np $np: llama.cpp '$lc', kvplan '$kb' $(tail -1 "$O/kvplan.err")" >>"$NOTES"
+        else
+            err=$(awk -v k="$kb" -v l="$lb" 'BEGIN { printf "%+.1f%%", (k - l) / l * 100 }')
+            if awk -v k="$kb" -v l="$lb" -v t=$CTOL 'BEGIN { d = (k - l) / l * 100; exit !(d <= t && d >= -t) }'; then
+                res=within pass=$((pass + 1))
+            else
+                res=MISMATCH fail=$((fail + 1))
+                echo "MISMATCH compute $model ctx $ctx ub $ub b $b fa $fa np $np: llama.cpp $lb, kvplan $kb ($err)" >>"$NOTES"
+            fi
+        fi
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$model" $ctx $ub $b $fa $np "$lb" "$kb" "$err" "$res" >>"$CTABLE"
+    done; done; done; done; done
+done
+echo "compute buffers: $(grep -c '| within' "$CTABLE") of $(($(grep -c '^| ' "$CTABLE") - 1)) rows within $CTOL%, worst $(awk -F'|' 'NR > 2 { e = $10; gsub(/[ %+]/, "", e); e += 0; e = e < 0 ? -e : e; if (e > m) m = e } END { printf "%.1f%%", m }' "$CTABLE"), table in $CTABLE" >>"$NOTES"
+
 echo
 cat "$NOTES"
 echo
-echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE, $QTABLE"
+echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE, $QTABLE, $CTABLE"
 [ $fail -eq 0 ]
