@@ -39,7 +39,9 @@
 #define NCCL (256 * MiB)
 #define NCCL_NVLINK (1843 * MiB)
 /* llama.cpp and SGLang: the CUDA context that the measured free memory
- * already lacks (SGLang takes its fraction of the free memory at start). */
+ * already lacks (SGLang takes its fraction of the free memory at start).
+ * SGLang H100 tp 1 (docs.sglang.ai send_request log): 78.81 GB free of
+ * 79.19 GiB at "Load weight begin". */
 #define CUDA_CONTEXT (384 * MiB)
 /* vLLM >= 0.21 subtracts the memory of its CUDA graphs. Per captured size,
  * about four [max capture size x hidden] activations stay in the graph pool
@@ -239,7 +241,12 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
         nt += d->tp > 1 ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
         break;
     case KVP_ENGINE_SGLANG: /* activations and graphs live in 1 - mem_fraction_static */
-        nt = CUDA_CONTEXT + (d->tp * d->pp > 1 ? NCCL : 0);
+        /* NCCL is taken in init_torch_distributed, before SGLang measures
+         * the free memory its fraction applies to: "Init torch distributed
+         * ends. mem usage=1.77 .. 2.01 GB" at tp 8 on H200 (sglang PR
+         * #11716), 0.13 GB at tp 4 on PCIe L4s with the custom all-reduce
+         * off (llms-in-clouds docs/sglang.md) -- vLLM's two figures */
+        nt = CUDA_CONTEXT + (d->tp * d->pp > 1 ? (large_gpu(d) ? NCCL_NVLINK : NCCL) : 0);
         break;
     case KVP_ENGINE_LLAMACPP:
         llamacpp_compute(m, d, r);

@@ -146,7 +146,7 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     uint64_t want = d->concurrency ? d->concurrency : 1, deficit = 0, cell, tokens, conv = 0, ssm = 0, per_req;
     uint32_t page = d->block_size ? d->block_size : 1, n_mamba;
     struct sg_cells c;
-    double avail_gib, rest_gib, conc;
+    double start_gib, avail_gib, rest_gib, conc;
     enum kvp_status st;
 
     if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)) ||
@@ -164,12 +164,15 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     if (cell == 0)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "the model has no KV cache for sglang to size");
     f->kv_bytes_per_token_per_gpu = cell;
-    /* rest = free after weights - total * (1 - mem_fraction_static), in GiB as floats */
+    /* profile_max_num_token: rest = free after weights - total * (1 - mem_fraction_static), in GiB as
+     * floats, where "total" is what ModelRunner.__init__ measured free after init_torch_distributed
+     * (min_per_gpu_memory): the card less the CUDA context and NCCL, not the card. */
     if (d->kv_memory) {
         rest_gib = (double)d->kv_memory / GIB;
     } else {
+        start_gib = (double)kvp_profile_sub(d->gpu_memory, d->non_torch_memory, NULL) / GIB;
         avail_gib = (double)kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
-        rest_gib = avail_gib - (double)d->gpu_memory / GIB * (1.0 - f->util);
+        rest_gib = avail_gib - start_gib * (1.0 - f->util);
     }
     per_req = conv + ssm;
     if (n_mamba && rest_gib > 0) {
