@@ -281,8 +281,6 @@ static const struct log_case {
     {JG "deepseek-v2-lite", M "deepseek-v2-lite.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 43.61, 1505552,
      0.02},
 };
-#undef M
-
 static struct kvp_deploy log_deploy(const struct log_case *c, const struct kvp_model *m)
 {
     struct kvp_deploy d;
@@ -389,6 +387,71 @@ START_TEST(logs_median_and_given)
         for (int h = 0; h < 2; h++)
             check_errors(names[k][h], errs[k][h], n[k][h], within10[k][h], h);
     ck_assert_int_ge(n[2][1], 4); /* SGLang's held-out set is checked, not skipped */
+}
+END_TEST
+
+/* Real llama.cpp CUDA start-ups with every layer and the output offloaded,
+ * replayed from their command lines (ggml-org/ci, the llama.cpp CI's
+ * published logs, node ggml-4-x86-cuda-v100, a Tesla V100-PCIE-16GB; f16
+ * GGUF, flash attention off, the builds' default n_ubatch 512). All held out:
+ * no constant of the compute-buffer estimate was read from them. The KV
+ * buffer is exact in every build; the compute buffer is estimated from the
+ * graph of the releases kvplan models (npm-3.22.1, b6182), and these builds
+ * are older: at b2459 and b4862 the logits phase holds the logits and one
+ * hidden row (n_ubatch x (vocab + hidden) x 4 B: 70.50 MiB for -c 512,
+ * 32000 + 4096 floats a token, where kvplan counts two hidden rows) and the
+ * attention phase KQ + 4 hidden rows + the mask, without the q, k, v the
+ * 2026 graph keeps (164.00 = 128 + 32 + 4 MiB at -c 2048). `bound` is the
+ * error each stays within (a regression guard); docs/engines.md has the
+ * table. Weights: the model buffers (CUDA0 + the CPU-mapped token
+ * embeddings) against kvplan's f16 weights. */
+#define CI "ggml-org/ci llama.cpp/"
+static const struct llamacpp_log_case {
+    const char *id, *model;
+    uint64_t context, n_batch;
+    double kv_mib, compute_mib, weights_mib; /* logged */
+    double bound;                            /* |error| allowed on the compute buffer */
+} llamacpp_log_cases[] = {
+    /* b2459 (d199ca79), open_llama_7b_v2 (Llama-2-7B's shapes), `main -ngl 999`: n_ctx 512, n_batch 512 */
+    {CI "d1/99ca79f2.../open_llama_7b_v2-tg-f16.log main", M "llama-2-7b.yaml", 512, 512, 256.00, 70.50,
+     12603.02 + 250.00, 0.35},
+    /* same build, `perplexity -c 2048 -b 512` (open_llama_7b_v2-ppl-shakespeare-f16.log prints the same) */
+    {CI "d1/99ca79f2.../open_llama_7b_v2-tg-f16.log perplexity -c 2048", M "llama-2-7b.yaml", 2048, 512, 1024.00,
+     164.00, 12603.02 + 250.00, 0.15},
+    /* b4862 (be421fc4), pythia-2.8B, `llama-cli -ngl 99 -c 0`: n_ctx 2048 (the model's), n_batch 2048
+     * (pythia_2_8b-imatrix.log, -c 2048 -b 512, prints the same 162.00 MiB) */
+    {CI "be/421fc429.../pythia_2_8b-tg-f16.log llama-cli -c 0", LOGS "pythia-2.8b.yaml", 2048, 2048, 640.00, 162.00,
+     5049.71 + 245.62, 0.04},
+};
+#undef CI
+#undef M
+
+START_TEST(llamacpp_cuda_logs)
+{
+    const struct llamacpp_log_case *c = &llamacpp_log_cases[_i];
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    double e;
+
+    ck_assert_kvp_ok(kvp_model_load(c->model, &m, &err), err);
+    deploy_at(&d, "llamacpp", m);
+    d.gpu_memory = 17179869184ull; /* "15841 MiB free" on the V100; the buffers do not depend on it */
+    d.context = c->context;
+    d.n_batch = (uint32_t)c->n_batch;
+    d.flash_attn = 0;
+    f = fit_ok(m, &d);
+    ck_assert_msg(f.kv_pool_bytes == (uint64_t)llround(c->kv_mib * MiB), "%s: KV %.2f MiB, logged %.2f", c->id,
+                  (double)f.kv_pool_bytes / MiB, c->kv_mib);
+    e = rel_err((double)f.weights_bytes, c->weights_mib * MiB);
+    ck_assert_msg(fabs(e) <= 0.005, "%s: weights %.2f MiB, logged %.2f (%+.2f%%)", c->id,
+                  (double)f.weights_bytes / MiB, c->weights_mib, 100 * e);
+    ck_assert(f.reserve.activation_est);
+    e = rel_err((double)f.reserve.activation, c->compute_mib * MiB);
+    ck_assert_msg(fabs(e) <= c->bound, "%s: compute buffer %.2f MiB, logged %.2f (%+.1f%%)", c->id,
+                  (double)f.reserve.activation / MiB, c->compute_mib, 100 * e);
+    kvp_model_free(m);
 }
 END_TEST
 
@@ -1859,6 +1922,7 @@ static Suite *suite(void)
     tcase_add_test(core, vllm_real_log);
     tcase_add_loop_test(core, logs_from_settings, 0, (int)N_ELEMS(log_cases));
     tcase_add_test(core, logs_median_and_given);
+    tcase_add_loop_test(core, llamacpp_cuda_logs, 0, (int)N_ELEMS(llamacpp_log_cases));
     tcase_add_test(core, vllm_cuda_graph_estimate);
     tcase_add_test(core, llamacpp_b6182_log);
     tcase_add_test(core, llamacpp_ubatch_capped);
