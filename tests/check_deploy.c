@@ -229,6 +229,11 @@ static const struct log_case {
      * max_total_num_tokens=105531 of 57,344 B */
     {"jerryzsj/my-deepseek-r1 r1-distill-qwen-7b rtx3090", M "qwen2.5-7b.yaml", "sglang@0.4.6", NULL, NULL, true,
      25447170048ull, 131072, 0, 1, 0, 105531 * 57344.0 / GiB, 105531, 0.13},
+    /* Qwen3-14B, tp 4 on four RTX 4090s (24564 MiB), --mem-fraction-static 0.80, SGLang at commit ebaf86d4 (2026):
+     * "avail mem=16.00 GB, mem usage=7.08 GB" after weights, 298,447 tokens of 40,960 B a rank (public project
+     * notes found by text search, repository not identified) */
+    {"sglang qwen3-14b 4xRTX4090 (notes, repository not identified)", LOGS "qwen3-14b.yaml", "sglang", NULL, NULL, true,
+     25756696576ull, 40960, 0, 4, 0.80, 298447 * 40960.0 / GiB, 298447, 0.05},
     /* didier-durand/llms-in-clouds docs/sglang.md (2025-03-08): QwQ-32B (Qwen2.5-32B's shape), tp 4 on the 4
      * L4s of a g6.12xlarge, mem_fraction_static 0.85 (tp >= 4), custom all-reduce off (PCIe); 46,611 tokens of
      * 65,536 B a rank */
