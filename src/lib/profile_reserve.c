@@ -174,7 +174,10 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
  * Measured against the real llama.cpp (npm 3.22.1, CPU; make oracle prints
  * the table): the phases and their sizes were read off Llama-3.1-8B (exact at
  * -c 4096, -ub 512 with and without flash attention), the MLA latents off
- * DeepSeek-V2-Lite at -c 16384, the MLP phase off Mixtral's 14336-wide MLP. */
+ * DeepSeek-V2-Lite at -c 16384, the MLP phase off Mixtral's 14336-wide MLP.
+ * Older builds keep less: real CUDA start-ups of b2459 and b4862 (ggml-org/ci,
+ * tests/check_deploy.c llamacpp_cuda_logs) hold one hidden row beside the
+ * logits and no q, k, v at the KQ peak, so this is 3-35% high for them. */
 static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r)
 {
     /* llama_context: n_batch = min(n_ctx, n_batch), n_ubatch = min(n_batch, n_ubatch) */
