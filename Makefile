@@ -8,6 +8,7 @@ ifeq ($(origin CC),default)
 CC := cc
 endif
 PKG_CONFIG ?= pkg-config
+comma    := ,
 
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
@@ -87,8 +88,15 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
+# The binary links libyaml, ncursesw and tinfo statically (libyaml-dev and libncurses-dev ship
+# the .a files), libc and libm dynamically: mapping three more libraries and applying their
+# relocations (libtinfo's 1,691, libncursesw's 316) at every start cost 0.48 M instructions,
+# about as much as a `size` answer (docs/performance.md, Process start). `make STATIC_LIBS=`
+# links them dynamically. libc stays shared: valgrind's memcheck and the sanitizers need its malloc.
+STATIC_LIBS ?= 1
+BIN_LIBS = $(if $(STATIC_LIBS),-Wl$(comma)-Bstatic $(YAML_LIBS) $(CURSES_LIBS) -Wl$(comma)-Bdynamic,$(YAML_LIBS) $(CURSES_LIBS))
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(CURSES_LIBS) $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(BIN_LIBS) $(LDLIBS) -o $@
 
 # The release binary is also linked at the top for `./kvplan`.
 kvplan: $(BIN)
@@ -351,7 +359,6 @@ $(error CUDA=1 builds into build/cuda, not $(BUILD): run make cuda-build (or mak
 endif
 CUDA_SRC := $(wildcard src/ref/cuda/*.cu)
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-comma := ,
 CUDA_WARN := -Xcompiler -Wall,-Wextra$(if $(WERROR),$(comma)-Werror) $(if $(WERROR),-Werror all-warnings)
 ALL_CFLAGS += -DKVP_CUDA
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++

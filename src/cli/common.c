@@ -321,7 +321,7 @@ int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, st
     char opt[48];
     int bad, rc;
 
-    if ((s->given >> kvp_setting_find("gpu")) & 1u && (rc = cli_gpus(&gc)) != CLI_OK)
+    if ((s->given >> kvp_setting_find("gpu")) & 1u && (rc = cli_gpus_for(s->value[kvp_setting_find("gpu")], &gc)) != CLI_OK)
         return rc;
     if (kvp_settings_apply(s, m, gc, d, gpu, &bad, &err) != KVP_OK) {
         if (bad < 0)
