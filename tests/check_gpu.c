@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvplan/catalog.h"
 #include "kvplan/gpu.h"
@@ -204,6 +205,52 @@ START_TEST(load_for_one)
 }
 END_TEST
 
+/* A guessed cut that would split a scalar: x1's source is a double-quoted
+ * scalar whose second line looks like the next GPU, so reading up to that
+ * line fails and kvp_gpus_load_for reads the whole file, as kvp_gpus_load. */
+START_TEST(load_for_split_scalar)
+{
+    static const char text[] = "kvplan_gpus: 1\n"
+                               "gpus:\n"
+                               "  - id: x1\n"
+                               "    name: X1\n"
+                               "    memory_bytes: 1000\n"
+                               "    memory_source: m\n"
+                               "    bandwidth_gbs: 1\n"
+                               "    bf16_tflops: 1\n"
+                               "    fp8_tflops: 0\n"
+                               "    source: \"first line\n"
+                               "  - id: x2 is still x1's source\"\n"
+                               "  - id: x3\n"
+                               "    name: X3\n"
+                               "    memory_bytes: 3000\n"
+                               "    memory_source: m\n"
+                               "    bandwidth_gbs: 1\n"
+                               "    bf16_tflops: 1\n"
+                               "    fp8_tflops: 0\n"
+                               "    source: s\n";
+    char path[] = "/tmp/check-gpu-XXXXXX";
+    int fd = mkstemp(path);
+    struct kvp_gpu_catalog *part = NULL, *all = NULL;
+    struct kvp_error err = {0};
+    const struct kvp_gpu *g;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    ck_assert_kvp_ok(kvp_gpus_load(path, &all, &err), err);
+    ck_assert_uint_eq(all->n, 2);
+    ck_assert_kvp_ok(kvp_gpus_load_for(path, "x1", &part, &err), err);
+    ck_assert_uint_eq(part->n, 2);
+    ck_assert_kvp_ok(kvp_gpu_find(part, "x1", &g, &err), err);
+    ck_assert_str_eq(g->source, all->gpus[0].source);
+    ck_assert_str_eq(g->source, "first line - id: x2 is still x1's source");
+    kvp_gpus_free(part);
+    kvp_gpus_free(all);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(load_missing_file)
 {
     struct kvp_gpu_catalog *c = NULL;
@@ -251,6 +298,7 @@ static Suite *suite(void)
     tcase_add_test(limits, find_errors);
     tcase_add_test(limits, find_in_empty);
     tcase_add_test(core, load_for_one);
+    tcase_add_test(core, load_for_split_scalar);
     tcase_add_test(limits, load_missing_file);
     tcase_add_test(limits, bad_files);
     suite_add_tcase(s, limits);

@@ -215,6 +215,13 @@ static bool line_names(const char *p, const char *e, const char *name)
     return false;
 }
 
+/* Whether [q, e) starts with key. */
+static bool starts(const char *q, const char *e, const char *key)
+{
+    size_t n = strlen(key);
+    return (size_t)(e - q) >= n && memcmp(q, key, n) == 0;
+}
+
 /* A guess at where the catalog text stops holding what it takes to find
  * name: the start of the sequence item that follows the first item whose
  * "id:" or "aliases:" line (or a line of a block list of aliases) holds
@@ -245,8 +252,8 @@ static uint64_t cut_after(const char *text, uint64_t len, const char *name)
             while (q < e && *q == ' ')
                 q++;
         }
-        if (item_col >= 0 && (strncmp(q, "id:", 3) == 0 || strncmp(q, "aliases:", 8) == 0 ||
-                              (item && (long)(q - p) > item_col + 2)))
+        if (item_col >= 0 &&
+            (starts(q, e, "id:") || starts(q, e, "aliases:") || (item && (long)(q - p) > item_col + 2)))
             named = named || line_names(q, e, name);
     }
     return 0;
