@@ -87,8 +87,23 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 
+# The binary is linked statically, libc included (libc6-dev, libyaml-dev and libncurses-dev
+# ship the .a files): a shared kvplan spent more CPU starting (the loader mapping libyaml,
+# ncursesw, tinfo, libm and libc and applying libtinfo's 1,691 relocations) than answering
+# (docs/performance.md, Process start). `make STATIC=` links it against shared libraries.
+# Shared where static cannot work: SANITIZE (the sanitizers' runtimes), CUDA (libcudart opens
+# the driver with dlopen), and $(VALGRIND_BIN) for `make valgrind`, since memcheck cannot
+# replace a static glibc's malloc.
+STATIC ?= 1
+ifneq ($(SANITIZE)$(CUDA),)
+override STATIC :=
+endif
+VALGRIND_BIN := $(if $(STATIC),$(BUILD)/kvplan-shared,$(BIN))
+link_bin = $(CC) $(LDFLAGS) $(1) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(CURSES_LIBS) $(LDLIBS) -o $@
 $(BIN): $(CLI_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(LIB) $(YAML_LIBS) $(CURSES_LIBS) $(LDLIBS) -o $@
+	$(call link_bin,$(if $(STATIC),-static))
+$(BUILD)/kvplan-shared: $(CLI_OBJ) $(LIB)
+	$(call link_bin,)
 
 # The release binary is also linked at the top for `./kvplan`.
 kvplan: $(BIN)
@@ -285,18 +300,18 @@ robust-time: build/rel/kvplan
 # still bound a hanging test; memcheck follows the forked children.
 VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
            --log-file=build/valgrind/$$name.%p.log
-valgrind: $(BIN) $(TEST_BIN)
+valgrind: $(VALGRIND_BIN) $(TEST_BIN)
 	@command -v valgrind >/dev/null || { echo "valgrind: not installed (apt-get install valgrind)"; exit 1; }
 	@rm -rf build/valgrind; mkdir -p build/valgrind; start=$$(date +%s); \
 	for t in $(TEST_BIN); do name=$$(basename $$t); \
-	    KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes CK_TIMEOUT_MULTIPLIER=3 $(VALGRIND) ./$$t >build/valgrind/$$name.out 2>&1; \
+	    KVPLAN_DATADIR=models KVPLAN_BIN=$(VALGRIND_BIN) CK_FORK=yes CK_TIMEOUT_MULTIPLIER=3 $(VALGRIND) ./$$t >build/valgrind/$$name.out 2>&1; \
 	    echo "valgrind: $$t (suite exit $$?): $$(grep -h '^[0-9]*%: Checks' build/valgrind/$$name.out)"; done; \
 	i=0; for args in "size llama-3.1-8b --context 128k --explain" "size deepseek-v3 --context 32k --format json" \
 	    "show gemma-3-27b" "models" "gpus" "import tests/data/hf/qwen3-next-80b-a3b-instruct.json" \
 	    "fit llama-3.1-8b --gpu rtx-3090 --context 20000" \
 	    "fit qwen2.5-32b --engine llamacpp --gpu rtx-4090 --gpus 2 --context 32768 --kv-dtype q8_0 --split 41,23" \
 	    "size tests/data/bad/model-window-zero.yaml" "size llama-3.1-8b --context 99999999999999999999"; do \
-	    i=$$((i + 1)); name=cli-$$i; KVPLAN_DATADIR=models $(VALGRIND) ./$(BIN) $$args >/dev/null 2>&1; \
+	    i=$$((i + 1)); name=cli-$$i; KVPLAN_DATADIR=models $(VALGRIND) ./$(VALGRIND_BIN) $$args >/dev/null 2>&1; \
 	    echo "valgrind: kvplan $$args (exit $$?)"; done; \
 	bad=$$(find build/valgrind -name '*.log' -size +0 | sort); \
 	echo "valgrind: $$(ls build/valgrind/*.log | wc -l) processes checked in $$(( $$(date +%s) - start )) s"; \

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages kvplan builds against, if pkg-config cannot find
-# them: libyaml-dev, libncurses-dev, check (and pkg-config itself).
+# them: libyaml-dev, libncurses-dev, check (and pkg-config itself), and libc6-dev's libc.a.
 # make check needs python3 (it reads reports with real JSON/XML parsers).
 # With --ci, also the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, and npm, git and g++ (the
 # llama.cpp oracle).
@@ -16,6 +16,8 @@ if [ "${1:-}" = "--ci" ]; then
 fi
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc make"
+# the release kvplan is linked statically (Makefile STATIC): libc.a comes with libc6-dev
+command -v cc >/dev/null 2>&1 && [ "$(cc -print-file-name=libc.a)" = libc.a ] && missing="$missing libc6-dev"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3" # make check reads JSON/XML with it
 for pair in yaml-0.1:libyaml-dev ncursesw:libncurses-dev check:check; do
     mod=${pair%%:*} pkg=${pair#*:}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kvplan/catalog.h"
 #include "kvplan/gpu.h"
@@ -162,6 +163,94 @@ START_TEST(find_in_empty)
 }
 END_TEST
 
+/* kvp_gpus_load_for: an exact id or alias reads the catalog up to its GPU
+ * (and gets the GPU the whole catalog has); a prefix, a typo or an ambiguous
+ * name gets the whole catalog, so kvp_gpu_find answers as it does there. */
+START_TEST(load_for_one)
+{
+    struct kvp_gpu_catalog *all = load_shipped();
+    struct kvp_error err = {0};
+
+    for (uint32_t i = 0; i < all->n; i++) {
+        const struct kvp_gpu *want = &all->gpus[i];
+        for (uint32_t a = 0; a <= want->n_aliases; a++) {
+            const char *name = a == 0 ? want->id : want->aliases[a - 1];
+            struct kvp_gpu_catalog *part = NULL;
+            const struct kvp_gpu *g;
+            ck_assert_kvp_ok(kvp_gpus_load_for(SHIPPED, name, &part, &err), err);
+            ck_assert_uint_eq(part->n, i + 1); /* read up to its GPU, no further */
+            ck_assert_kvp_ok(kvp_gpu_find(part, name, &g, &err), err);
+            ck_assert_str_eq(g->id, want->id);
+            ck_assert_uint_eq(g->memory_bytes, want->memory_bytes);
+            ck_assert_str_eq(g->memory_source, want->memory_source);
+            kvp_gpus_free(part);
+        }
+    }
+    static const char *const whole[] = {"mi3", "rtx", "H100-S", "h300", "", "100"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        struct kvp_gpu_catalog *c = NULL;
+        const struct kvp_gpu *g = NULL, *h = NULL;
+        struct kvp_error e1 = {0}, e2 = {0};
+        ck_assert_kvp_ok(kvp_gpus_load_for(SHIPPED, whole[i], &c, &err), err);
+        ck_assert_uint_eq(c->n, all->n);
+        enum kvp_status s1 = kvp_gpu_find(c, whole[i], &g, &e1), s2 = kvp_gpu_find(all, whole[i], &h, &e2);
+        ck_assert_int_eq(s1, s2);
+        if (s1 == KVP_OK)
+            ck_assert_str_eq(g->id, h->id);
+        else
+            ck_assert_str_eq(e1.msg, e2.msg);
+        kvp_gpus_free(c);
+    }
+    kvp_gpus_free(all);
+}
+END_TEST
+
+/* A guessed cut that would split a scalar: x1's source is a double-quoted
+ * scalar whose second line looks like the next GPU, so reading up to that
+ * line fails and kvp_gpus_load_for reads the whole file, as kvp_gpus_load. */
+START_TEST(load_for_split_scalar)
+{
+    static const char text[] = "kvplan_gpus: 1\n"
+                               "gpus:\n"
+                               "  - id: x1\n"
+                               "    name: X1\n"
+                               "    memory_bytes: 1000\n"
+                               "    memory_source: m\n"
+                               "    bandwidth_gbs: 1\n"
+                               "    bf16_tflops: 1\n"
+                               "    fp8_tflops: 0\n"
+                               "    source: \"first line\n"
+                               "  - id: x2 is still x1's source\"\n"
+                               "  - id: x3\n"
+                               "    name: X3\n"
+                               "    memory_bytes: 3000\n"
+                               "    memory_source: m\n"
+                               "    bandwidth_gbs: 1\n"
+                               "    bf16_tflops: 1\n"
+                               "    fp8_tflops: 0\n"
+                               "    source: s\n";
+    char path[] = "/tmp/check-gpu-XXXXXX";
+    int fd = mkstemp(path);
+    struct kvp_gpu_catalog *part = NULL, *all = NULL;
+    struct kvp_error err = {0};
+    const struct kvp_gpu *g;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    ck_assert_kvp_ok(kvp_gpus_load(path, &all, &err), err);
+    ck_assert_uint_eq(all->n, 2);
+    ck_assert_kvp_ok(kvp_gpus_load_for(path, "x1", &part, &err), err);
+    ck_assert_uint_eq(part->n, 2);
+    ck_assert_kvp_ok(kvp_gpu_find(part, "x1", &g, &err), err);
+    ck_assert_str_eq(g->source, all->gpus[0].source);
+    ck_assert_str_eq(g->source, "first line - id: x2 is still x1's source");
+    kvp_gpus_free(part);
+    kvp_gpus_free(all);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(load_missing_file)
 {
     struct kvp_gpu_catalog *c = NULL;
@@ -175,11 +264,16 @@ END_TEST
 
 static enum kvp_status load_gpus(const char *path, struct kvp_error *err)
 {
-    struct kvp_gpu_catalog *c = NULL;
+    struct kvp_gpu_catalog *c = NULL, *d = NULL;
+    struct kvp_error e2 = {0};
     enum kvp_status st = kvp_gpus_load(path, &c, err);
     if (st != KVP_OK)
         ck_assert_ptr_null(c);
     kvp_gpus_free(c);
+    /* for a name that is no GPU's, kvp_gpus_load_for fails the same way */
+    ck_assert_int_eq(kvp_gpus_load_for(path, "no-such-gpu", &d, &e2), st);
+    ck_assert_str_eq(e2.msg, err->msg);
+    kvp_gpus_free(d);
     return st;
 }
 
@@ -203,6 +297,8 @@ static Suite *suite(void)
 
     tcase_add_test(limits, find_errors);
     tcase_add_test(limits, find_in_empty);
+    tcase_add_test(core, load_for_one);
+    tcase_add_test(core, load_for_split_scalar);
     tcase_add_test(limits, load_missing_file);
     tcase_add_test(limits, bad_files);
     suite_add_tcase(s, limits);

@@ -55,6 +55,15 @@ struct kvp_gpu_catalog {
  * kvp_gpus_free; on failure *out is untouched. */
 enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
 
+/* kvp_gpus_load for a command that needs the one GPU `name`: when name is an
+ * exact id or alias, only the GPUs up to and including its own are read and
+ * checked (the rest of the file is not, so an error after it goes
+ * unreported); otherwise the whole file is loaded, so a prefix, a typo and
+ * every error get kvp_gpus_load's and kvp_gpu_find's answers. Then
+ * kvp_gpu_find(*out, name) finds what it finds in the whole catalog. */
+enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
+                                  struct kvp_error *err);
+
 /* Resolve name, ignoring case: an exact id or alias, else the one GPU with an
  * id or alias that starts with name ("mi300" -> mi300x). An unknown or
  * ambiguous name is KVP_ERR_NOTFOUND, with the choices in the message:

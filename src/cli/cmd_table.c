@@ -127,7 +127,8 @@ int cmd_table(int argc, char **argv)
         goto out;
     if (deployed) {
         s.deploy = &st;
-        if (st.given >> kvp_setting_find("gpu") & 1u && (rc = cli_gpus(&s.gpus)) != CLI_OK)
+        int gpu_row = kvp_setting_find("gpu"); /* s.gpus serves only this row (kvp_settings_apply) */
+        if (st.given >> gpu_row & 1u && (rc = cli_gpus_for(st.value[gpu_row], &s.gpus)) != CLI_OK)
             goto out;
     }
     s.models = (const struct kvp_model *const *)models;

@@ -319,9 +319,9 @@ int cli_deploy_apply(const struct kvp_settings *s, const struct kvp_model *m, st
     const struct kvp_gpu_catalog *gc = NULL;
     struct kvp_error err = {0};
     char opt[48];
-    int bad, rc;
+    int bad, rc, gpu_row = kvp_setting_find("gpu");
 
-    if ((s->given >> kvp_setting_find("gpu")) & 1u && (rc = cli_gpus(&gc)) != CLI_OK)
+    if ((s->given >> gpu_row) & 1u && (rc = cli_gpus_for(s->value[gpu_row], &gc)) != CLI_OK)
         return rc;
     if (kvp_settings_apply(s, m, gc, d, gpu, &bad, &err) != KVP_OK) {
         if (bad < 0)

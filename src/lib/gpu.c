@@ -2,6 +2,7 @@
  * The schema is docs/gpus.md. */
 #include "kvplan/gpu.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +14,7 @@
 #include "ydoc.h"
 
 #define GPU_FILE_MAX (4u << 20) /* bytes; the shipped catalog is a few KiB */
-
-/* ---- reading ------------------------------------------------------------ */
-
+#define GPU_NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789-."
 
 /* ---- typed fields ------------------------------------------------------- */
 
@@ -48,7 +47,7 @@ static enum kvp_status read_name(struct ydoc *d, yaml_node_t *n, const char *wha
     enum kvp_status st = kvp_ydoc_str(d, n, what, buf, KVP_GPU_ID_MAX, err);
     if (st != KVP_OK)
         return st;
-    if (!buf[0] || strspn(buf, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(buf))
+    if (!buf[0] || strspn(buf, GPU_NAME_CHARS) != strlen(buf))
         return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
                          "'%s' must be lower-case letters, digits, '-' and '.' (got \"%s\")", what, buf);
     return KVP_OK;
@@ -165,24 +164,33 @@ static enum kvp_status parse_catalog(struct ydoc *d, struct kvp_gpu_catalog *c, 
     return KVP_OK;
 }
 
-enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err)
+/* The GPU whose id or alias is name, ignoring case; NULL if none (or no catalog). */
+static const struct kvp_gpu *find_exact(const struct kvp_gpu_catalog *c, const char *name)
+{
+    for (uint32_t i = 0; c && i < c->n; i++) {
+        const struct kvp_gpu *g = &c->gpus[i];
+        if (strcasecmp(g->id, name) == 0)
+            return g;
+        for (uint32_t a = 0; a < g->n_aliases; a++)
+            if (strcasecmp(g->aliases[a], name) == 0)
+                return g;
+    }
+    return NULL;
+}
+
+/* Parse text[0..len) (the file at path) into *out; errors at their file:line:col. */
+static enum kvp_status load_text(const char *path, const char *text, uint64_t len, struct kvp_gpu_catalog **out,
+                                 struct kvp_error *err)
 {
     struct kvp_gpu_catalog *c;
     struct ydoc d;
-    char *text = NULL;
-    uint64_t len = 0;
     enum kvp_status st;
 
-    if ((st = kvp_read_file(path, GPU_FILE_MAX, &text, &len, NULL, err)) != KVP_OK)
-        return st;
-    if (!(c = calloc(1, sizeof *c))) {
-        free(text);
+    if (!(c = calloc(1, sizeof *c)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading '%s'", path);
-    }
     if ((st = kvp_ydoc_load(&d, text, len, path, err)) == KVP_OK)
         st = parse_catalog(&d, c, err);
     kvp_ydoc_release(&d);
-    free(text);
     if (st != KVP_OK) {
         kvp_error_place(err, path, 0, 0);
         kvp_gpus_free(c);
@@ -190,6 +198,94 @@ enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, st
     }
     *out = c;
     return KVP_OK;
+}
+
+static bool name_char(char ch)
+{
+    return ch && strchr(GPU_NAME_CHARS, tolower((unsigned char)ch)) != NULL;
+}
+
+/* Whether line [p, e) holds name as a whole word, ignoring case. */
+static bool line_names(const char *p, const char *e, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *q = p; n && q + n <= e; q++)
+        if (strncasecmp(q, name, n) == 0 && (q == p || !name_char(q[-1])) && (q + n == e || !name_char(q[n])))
+            return true;
+    return false;
+}
+
+/* Whether [q, e) starts with key. */
+static bool starts(const char *q, const char *e, const char *key)
+{
+    size_t n = strlen(key);
+    return (size_t)(e - q) >= n && memcmp(q, key, n) == 0;
+}
+
+/* A guess at where the catalog text stops holding what it takes to find
+ * name: the start of the sequence item that follows the first item whose
+ * "id:" or "aliases:" line (or a line of a block list of aliases) holds
+ * name. Items are the lines that start "- " at the column of the first such
+ * line; comments are skipped. 0 when there is no such item (or nothing after
+ * it). Only a guess: the text before it is then parsed in full. */
+static uint64_t cut_after(const char *text, uint64_t len, const char *name)
+{
+    const char *end = text + len;
+    long item_col = -1;
+    bool named = false;
+
+    for (const char *p = text, *e; p < end; p = e < end ? e + 1 : end) {
+        const char *q = p;
+        if (!(e = memchr(p, '\n', (size_t)(end - p))))
+            e = end;
+        while (q < e && *q == ' ')
+            q++;
+        if (q == e || *q == '#')
+            continue;
+        bool item = q + 1 < e && q[0] == '-' && q[1] == ' ';
+        if (item && item_col < 0)
+            item_col = (long)(q - p);
+        if (item && (long)(q - p) == item_col) {
+            if (named)
+                return (uint64_t)(p - text);
+            q += 2;
+            while (q < e && *q == ' ')
+                q++;
+        }
+        if (item_col >= 0 &&
+            (starts(q, e, "id:") || starts(q, e, "aliases:") || (item && (long)(q - p) > item_col + 2)))
+            named = named || line_names(q, e, name);
+    }
+    return 0;
+}
+
+enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err)
+{
+    return kvp_gpus_load_for(path, NULL, out, err);
+}
+
+enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
+                                  struct kvp_error *err)
+{
+    char *text = NULL;
+    uint64_t len = 0, cut;
+    enum kvp_status st;
+
+    if ((st = kvp_read_file(path, GPU_FILE_MAX, &text, &len, NULL, err)) != KVP_OK)
+        return st;
+    if (name && (cut = cut_after(text, len, name)) > 0) {
+        struct kvp_gpu_catalog *part = NULL;
+        struct kvp_error ignored = {0};
+        if (load_text(path, text, cut, &part, &ignored) == KVP_OK && find_exact(part, name)) {
+            free(text);
+            *out = part;
+            return KVP_OK;
+        }
+        kvp_gpus_free(part);
+    }
+    st = load_text(path, text, len, out, err);
+    free(text);
+    return st;
 }
 
 /* ---- finding ------------------------------------------------------------ */
@@ -219,15 +315,9 @@ enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, 
     const struct kvp_gpu *hit = NULL;
     uint32_t nhits = 0, n = c ? c->n : 0;
 
-    for (uint32_t i = 0; i < n; i++) {
-        const struct kvp_gpu *g = &c->gpus[i];
-        bool exact = strcasecmp(g->id, name) == 0;
-        for (uint32_t a = 0; !exact && a < g->n_aliases; a++)
-            exact = strcasecmp(g->aliases[a], name) == 0;
-        if (exact) {
-            *out = g;
-            return KVP_OK;
-        }
+    if ((hit = find_exact(c, name)) != NULL) {
+        *out = hit;
+        return KVP_OK;
     }
     for (uint32_t i = 0; name[0] && i < n; i++) {
         const struct kvp_gpu *g = &c->gpus[i];

@@ -349,6 +349,43 @@ static double spawn_cpu(char *const argv[], double *cpu)
     return now() - t0;
 }
 
+/* Instructions one run of argv executes, as valgrind's callgrind counts
+ * them (its "Collected" line; the dynamic loader included), or 0 when
+ * valgrind cannot be run. Unlike CPU time, the count does not move with the
+ * machine's load. */
+static unsigned long long callgrind_instructions(char *const argv[])
+{
+    char log[] = "/tmp/kvplan-bench-cg-XXXXXX", buf[4096];
+    char *vg[24] = {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"};
+    int fd = mkstemp(log), status, n = 3;
+    unsigned long long count = 0;
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    FILE *f;
+
+    if (fd < 0)
+        die("mkstemp", NULL);
+    for (int i = 0; argv[i] && n < 23; i++)
+        vg[n++] = argv[i];
+    vg[n] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    if (posix_spawnp(&pid, "valgrind", &fa, NULL, vg, environ) == 0 && waitpid(pid, &status, 0) == pid &&
+        WIFEXITED(status) && WEXITSTATUS(status) <= 1 && (f = fopen(log, "r")) != NULL) {
+        while (fgets(buf, sizeof buf, f)) {
+            const char *c = strstr(buf, "Collected : ");
+            if (c)
+                count = strtoull(c + strlen("Collected : "), NULL, 10);
+        }
+        fclose(f);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd);
+    unlink(log);
+    return count;
+}
+
 /* Every front end answering one question, against /bin/true: CPU time is
  * what the process costs (wall time on a loaded machine also counts waiting
  * for a core). The target is under 2x /bin/true. */
@@ -378,9 +415,11 @@ static void bench_start(const char *bin)
         {"`kvplan plot llama-3.1-70b --gpu h100 --tp 2 --svg FILE`", t_plot},
         {"`kvplan show deepseek-v3`", t_show},
     };
+    enum { N_RUNS = sizeof runs / sizeof runs[0] };
     const int R = 41;
-    double wall[MAX_REPS], cpu[MAX_REPS], base_cpu = 0, base_wall = 0, checksum = 0;
-    char b1[96], b2[96];
+    double wall[N_RUNS][MAX_REPS], cpu[N_RUNS][MAX_REPS], base_cpu = 0, base_wall = 0, checksum = 0;
+    unsigned long long base_ins = 0;
+    char b1[96], b2[96], b3[64];
 
     if (fd < 0)
         die("mkstemp", NULL);
@@ -397,27 +436,42 @@ static void bench_start(const char *bin)
             fclose(f);
         }
         printf("What one answer costs against starting a process: each front end spawned %d times after one "
-               "warm-up run (output to /dev/null; plot writes its SVG with fsync). CPU is the child's user + sys "
+               "warm-up run, in rounds of one run of each (output to /dev/null; plot writes its SVG with fsync). CPU is the child's user + sys "
                "time (getrusage of the children); wall time also counts waiting for a core (1-minute load average "
-               "at the start: %s). Target (issue #19): under 2x `/bin/true`. A shipped model is loaded alone by "
-               "name or id (kvp_catalog_open_one), a fine-tune's id through its base, so no command parses the "
-               "whole catalog.\n\n", R, load);
+               "at the start: %s). Instructions are callgrind's count of one run (`valgrind --tool=callgrind`, "
+               "the dynamic loader included), which does not move with the load. Target (issue #19): under 2x "
+               "`/bin/true`. A shipped model is loaded alone by name or id (kvp_catalog_open_one), a fine-tune's "
+               "id through its base, and a GPU named by its id or alias reads gpus.yaml only up to that GPU "
+               "(kvp_gpus_load_for), so no command parses the whole model catalog and fit does not parse the "
+               "whole GPU catalog.\n\n", R, load);
     }
     printf("| command | CPU ms, median (min..max) | wall ms, median (min..max) | CPU over /bin/true | wall over "
-           "/bin/true |\n|---|---:|---:|---:|---:|\n");
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        double c0;
-        spawn_cpu(runs[i].argv, &c0);
-        for (int r = 0; r < R; r++)
-            wall[r] = spawn_cpu(runs[i].argv, &cpu[r]);
-        struct stat3 w = stats(wall, R), c = stats(cpu, R);
+           "/bin/true | instructions | instructions over /bin/true |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    /* in rounds, each command once a round, so that a change in the load
+     * falls on every command alike rather than on the ones measured then */
+    for (int r = -1; r < R; r++)
+        for (size_t i = 0; i < N_RUNS; i++) {
+            double c0;
+            if (r < 0)
+                spawn_cpu(runs[i].argv, &c0); /* warm-up */
+            else
+                wall[i][r] = spawn_cpu(runs[i].argv, &cpu[i][r]);
+        }
+    for (size_t i = 0; i < N_RUNS; i++) {
+        struct stat3 w = stats(wall[i], R), c = stats(cpu[i], R);
         checksum += w.med + c.med;
+        unsigned long long ins = callgrind_instructions(runs[i].argv);
         if (i == 0) {
             base_cpu = c.med > 0 ? c.med : 1e-6; /* rusage ticks may round /bin/true to 0 */
             base_wall = w.med;
+            base_ins = ins;
         }
-        printf("| %s | %s | %s | %.2fx | %.2fx |\n", runs[i].label, fmt3(b1, sizeof b1, c, 1e3, 2),
-               fmt3(b2, sizeof b2, w, 1e3, 2), c.med / base_cpu, w.med / base_wall);
+        if (ins && base_ins)
+            snprintf(b3, sizeof b3, "%.2fx", (double)ins / (double)base_ins);
+        else
+            snprintf(b3, sizeof b3, "(no valgrind)");
+        printf("| %s | %s | %s | %.2fx | %.2fx | %llu | %s |\n", runs[i].label, fmt3(b1, sizeof b1, c, 1e3, 2),
+               fmt3(b2, sizeof b2, w, 1e3, 2), c.med / base_cpu, w.med / base_wall, ins, b3);
     }
     unlink(svg);
     printf("\nchecksum start: %.6f\n\n", checksum);
