@@ -203,7 +203,8 @@ static enum kvp_status csv_row(struct cursor *c, const char *e, const int *col, 
         p = skip_ws(p, e);
         if (i > 0) {
             if (p >= e || *p != ',')
-                return fail_here(c, KVP_ERR_SYNTAX, p, "expected %s more cells", ncols - i == 1 ? "1" : "more");
+                return fail_here(c, KVP_ERR_SYNTAX, p, "a row needs a cell for every column ('%s' is missing)",
+                                 field_names[col[i]]);
             p = skip_ws(p + 1, e);
         }
         if (number(c, (enum field)col[i], p, &p, &v[col[i]]) != KVP_OK)
