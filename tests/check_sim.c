@@ -113,6 +113,34 @@ START_TEST(window_frees_blocks)
 }
 END_TEST
 
+/* Sliding window 32 and a shared prefix of 64 tokens (blocks 0-3) in
+ * prompts of 96: the second request scans from its last full block before
+ * token 95 (block 4, private: a miss) down and stops at the first
+ * cdiv(31, 16) = 2 contiguous hits, blocks 3 and 2: a hit of 64 tokens with
+ * blocks 0-1 as the null block. It allocates blocks 4-5, so step 1 holds
+ * 6 + 2 distinct blocks, against 6 + 6 without the prefix. */
+START_TEST(window_prefix_hit)
+{
+    struct kvp_sim_config c = pool_of(100);
+    struct kvp_workload a = burst(2, 96, 4, 0), b = burst(2, 96, 4, 64);
+    struct kvp_sim_result ra, rb;
+    c.group[0] = (struct kvp_sim_group){KVP_LAYER_SLIDING, 32};
+    ra = run(&c, &a);
+    rb = run(&c, &b);
+    ck_assert_uint_eq(ra.series[0].used[0], 12);
+    ck_assert_uint_eq(rb.series[0].used[0], 8);
+    ck_assert_uint_eq(rb.prefix_hit_tokens, 64);
+    /* step 2 computes position 96 (window 65..96): blocks 0-3 freed, block 6
+     * added, so each holds blocks 4-6 and nothing is shared any more */
+    ck_assert_uint_eq(rb.series[1].used[0], 6);
+    ck_assert_uint_eq(ra.series[1].used[0], 6);
+    kvp_sim_result_free(&ra);
+    kvp_sim_result_free(&rb);
+    kvp_workload_free(&a);
+    kvp_workload_free(&b);
+}
+END_TEST
+
 /* Two requests of 48 + 40 tokens grow to cdiv(87, 16) = 6 blocks each.
  * With 12 usable blocks both finish without preemption. With 8: step 1
  * prefills both (3 + 3), step 2 gives each its 4th block (64 tokens); step
@@ -406,6 +434,7 @@ static Suite *suite(void)
     TCase *core = tcase_create("core"), *limits = tcase_create("limits");
     tcase_add_test(core, prefix_sharing_saves_the_shared_blocks);
     tcase_add_test(core, window_frees_blocks);
+    tcase_add_test(core, window_prefix_hit);
     tcase_add_test(core, preemption_when_blocks_run_out);
     tcase_add_test(core, chunked_prefill_and_max_num_seqs);
     tcase_add_test(core, llamacpp_slots);
