@@ -834,11 +834,11 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
         r->tokens = q->prompt;
         s->out->prompt_tokens += q->prompt;
         if (len > c->max_model_len)
-            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, 0,
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
                                "request %u: %u prompt + %u output tokens are more than max_model_len %llu", i + 1,
                                q->prompt, q->output, (unsigned long long)c->max_model_len);
         if (request_peak(c, q) > pool)
-            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, 0,
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
                                "request %u needs %llu blocks, more than the pool's %llu: it could never run", i + 1,
                                (unsigned long long)request_peak(c, q), (unsigned long long)pool);
         r->cap = (uint32_t)kvp_cdiv(len, c->block_size);

@@ -1,5 +1,6 @@
 /* sim_svg.c -- the simulator's KV occupancy over time as a standalone SVG:
- * blocks in use (stacked per group), cached free blocks above them, the
+ * blocks in use (stacked by layer kind, the groups of one kind summed),
+ * cached free blocks above them, the
  * pool as a line. Deterministic to the byte: the steps are bucketed into at
  * most one column per pixel, each column the bucket's highest value. The
  * style (fonts, classes, frame) is chart.c's, so the two read as one set. */
@@ -10,11 +11,11 @@
 #include "kvplan/sim.h"
 
 #define W 900.0
-#define H 460.0
+#define H 505.0
 #define L 80.0
 #define R 30.0
 #define T 70.0
-#define B 60.0
+#define B 105.0
 #define COLS 800u
 
 static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
@@ -41,8 +42,20 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
 {
     double x1 = r->duration_s > 0 ? r->duration_s : 1, y1 = (double)r->pool_blocks, xs, ys;
     double pw = W - L - R, ph = H - T - B;
-    uint32_t ng = c->n_groups < 6 ? c->n_groups : 6, cols;
+    uint32_t ng = 0, cols, n_of[KVP_SIM_MAX_GROUPS] = {0};
+    enum kvp_layer_kind kinds[KVP_SIM_MAX_GROUPS];
+    uint8_t layer_of[KVP_SIM_MAX_GROUPS]; /* each group's stacked layer: one per kind */
     char lab[160];
+
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        uint32_t k;
+        for (k = 0; k < ng && kinds[k] != c->group[g].kind; k++)
+            ;
+        if (k == ng)
+            kinds[ng++] = c->group[g].kind;
+        layer_of[g] = (uint8_t)k;
+        n_of[k]++;
+    }
 
     if (r->steps == 0 || !r->series)
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the chart needs the time series");
@@ -75,7 +88,7 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
         snprintf(lab, sizeof lab, "%g", v);
         text(b, 8, y + 4, "class=\"tick\"", lab);
     }
-    text(b, L + pw / 2 - 30, H - 18, "class=\"axis\"", "time (s)");
+    text(b, L + pw / 2 - 30, T + ph + 38, "class=\"axis\"", "time (s)");
     /* one polygon per stacked layer: groups, then the cached blocks on top */
     for (uint32_t layer = 0; layer <= ng; layer++) {
         const char *color = layer < ng ? palette[layer % 6] : "#bbbbbb";
@@ -88,10 +101,11 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
                 double top = 0, bottom = 0, x;
                 for (uint64_t i = lo; i < hi; i++) {
                     const struct kvp_sim_step *s = &r->series[i];
-                    double below = 0;
-                    for (uint32_t g = 0; g < layer && g < ng; g++)
-                        below += (double)s->used[g];
-                    double here = layer < ng ? (double)s->used[layer] : (double)s->cached;
+                    double below = 0, here = layer < ng ? 0 : (double)s->cached;
+                    for (uint32_t g = 0; g < c->n_groups; g++) {
+                        below += layer_of[g] < layer ? (double)s->used[g] : 0;
+                        here += layer_of[g] == layer ? (double)s->used[g] : 0;
+                    }
                     if (below + here > top) {
                         top = below + here;
                         bottom = below;
@@ -106,10 +120,11 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
                       "stroke-dasharray=\"8 4\"/>\n", L, T, L + pw, T);
     kvp_buf_printf(b, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>\n", L, T, pw, ph);
     for (uint32_t e = 0; e <= ng + 1; e++) {
-        double x = L + 10 + (e % 4) * 200.0, y = T + 16 + (e / 4) * 16.0;
+        double x = L + (e % 3) * 260.0, y = T + ph + 60 + (e / 3) * 15.0;
         const char *color = e < ng ? palette[e % 6] : e == ng ? "#bbbbbb" : "#b00";
         if (e < ng)
-            snprintf(lab, sizeof lab, "group %u (%s) in use", e, kvp_layer_kind_name(c->group[e].kind));
+            snprintf(lab, sizeof lab, "%s in use (%u group%s)", kvp_layer_kind_name(kinds[e]), n_of[e],
+                     n_of[e] == 1 ? "" : "s");
         else
             snprintf(lab, sizeof lab, e == ng ? "cached, free (evictable)" : "pool: %llu", (unsigned long long)r->pool_blocks);
         kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>\n", x, y - 9, color);
