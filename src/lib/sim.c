@@ -51,11 +51,13 @@ static enum kvp_status vllm_groups(const struct prank *r, const struct kvp_fit *
         min_n = t[j].layers < min_n ? t[j].layers : min_n;
         max_n = t[j].layers > max_n ? t[j].layers : max_n;
         one_kind = one_kind && t[j].kind == t[0].kind && t[j].window == t[0].window;
-        if (t[j].row != t[0].row && t[j].state == 0 && t[0].state == 0 && !one_kind)
-            return kvp_fail(err, KVP_ERR_UNSUPPORTED,
-                            "simulate: a hybrid model whose attention pages differ (blocks of several sizes) is not "
-                            "simulated yet");
     }
+    for (uint32_t j = 1; j < n && !one_kind; j++)
+        for (uint32_t k = 0; k < j; k++)
+            if (t[j].state == 0 && t[k].state == 0 && t[j].row != t[k].row)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                                "simulate: a hybrid model whose attention pages differ (blocks of several sizes) is "
+                                "not simulated yet");
     c->n_groups = 0;
     if (n == 1 || one_kind) {
         c->group[c->n_groups++] = (struct kvp_sim_group){t[0].kind, t[0].window};
@@ -98,11 +100,13 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         /* V1 caches prefixes by default; 0.11.0 refuses it with Mamba layers and
          * has no hit rule for chunked local attention beside full attention here */
         c->prefix_caching = true;
-        for (uint32_t g = 0; g < c->n_groups; g++)
-            if (c->group[g].kind == KVP_LAYER_RECURRENT || c->group[g].kind == KVP_LAYER_CHUNKED ||
-                (c->group[g].kind == KVP_LAYER_SLIDING && c->group[g].window != c->group[0].window &&
-                 c->group[0].kind == KVP_LAYER_SLIDING))
-                c->prefix_caching = false;
+        for (uint32_t g = 0, window = 0; g < c->n_groups; g++) {
+            const struct kvp_sim_group *gr = &c->group[g];
+            if (gr->kind == KVP_LAYER_RECURRENT || gr->kind == KVP_LAYER_CHUNKED ||
+                (gr->kind == KVP_LAYER_SLIDING && window && gr->window != window))
+                c->prefix_caching = false; /* the coordinator takes one other type beside full attention */
+            window = gr->kind == KVP_LAYER_SLIDING ? gr->window : window;
+        }
         if (c->num_blocks < 2)
             return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks", (unsigned long long)c->num_blocks);
     } else if (d->engine == KVP_ENGINE_LLAMACPP) {
