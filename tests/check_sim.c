@@ -141,6 +141,29 @@ START_TEST(window_prefix_hit)
 }
 END_TEST
 
+/* A hybrid of one full-attention and one sliding (32) group, prompts of 96
+ * sharing 64 tokens: full attention hits blocks 0-3, the sliding group within
+ * those finds 3 and 2 contiguous, so the second request hits 64 tokens in both
+ * groups and allocates blocks 4-5 in each: step 1 holds 6 + 2 blocks per group. */
+START_TEST(hybrid_prefix_hit)
+{
+    struct kvp_sim_config c = pool_of(100);
+    struct kvp_workload w = burst(2, 96, 4, 64);
+    struct kvp_sim_result r;
+    c.n_groups = 2;
+    c.group[1] = (struct kvp_sim_group){KVP_LAYER_SLIDING, 32};
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.series[0].used[0], 8);
+    ck_assert_uint_eq(r.series[0].used[1], 8);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 64);
+    /* step 2 (position 96): full attention adds block 6 to each, the window keeps blocks 4-6 */
+    ck_assert_uint_eq(r.series[1].used[0], 10);
+    ck_assert_uint_eq(r.series[1].used[1], 6);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
 /* Two requests of 48 + 40 tokens grow to cdiv(87, 16) = 6 blocks each.
  * With 12 usable blocks both finish without preemption. With 8: step 1
  * prefills both (3 + 3), step 2 gives each its 4th block (64 tokens); step
@@ -435,6 +458,7 @@ static Suite *suite(void)
     tcase_add_test(core, prefix_sharing_saves_the_shared_blocks);
     tcase_add_test(core, window_frees_blocks);
     tcase_add_test(core, window_prefix_hit);
+    tcase_add_test(core, hybrid_prefix_hit);
     tcase_add_test(core, preemption_when_blocks_run_out);
     tcase_add_test(core, chunked_prefill_and_max_num_seqs);
     tcase_add_test(core, llamacpp_slots);
