@@ -137,7 +137,7 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
 struct kvp_sim_step {
     double time_s;       /* when the step ends */
     uint32_t running, waiting;
-    uint32_t scheduled_tokens;
+    uint64_t scheduled_tokens;
     uint64_t used[KVP_SIM_MAX_GROUPS]; /* blocks referenced by requests, per group (llama.cpp: cells in use) */
     uint64_t cached;     /* free blocks that still hold a cached prefix (evictable) */
     uint64_t free;       /* free blocks holding nothing */

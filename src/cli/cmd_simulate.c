@@ -207,8 +207,8 @@ static void render_csv(const struct run *x, struct kvp_buf *b)
     kvp_buf_printf(b, ",cached,free\n");
     for (uint64_t i = 0; i < x->r.steps; i++) {
         const struct kvp_sim_step *s = &x->r.series[i];
-        kvp_buf_printf(b, "%llu,%.6f,%u,%u,%u", (unsigned long long)i + 1, s->time_s, s->running, s->waiting,
-                       s->scheduled_tokens);
+        kvp_buf_printf(b, "%llu,%.6f,%u,%u,%llu", (unsigned long long)i + 1, s->time_s, s->running, s->waiting,
+                       (unsigned long long)s->scheduled_tokens);
         for (uint32_t g = 0; g < x->c.n_groups; g++)
             kvp_buf_printf(b, ",%llu", (unsigned long long)s->used[g]);
         kvp_buf_printf(b, ",%llu,%llu\n", (unsigned long long)s->cached, (unsigned long long)s->free);

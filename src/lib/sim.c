@@ -747,7 +747,7 @@ static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t t
     st->time_s = t_end;
     st->running = s->nrun;
     st->waiting = s->nwait;
-    st->scheduled_tokens = (uint32_t)tokens;
+    st->scheduled_tokens = tokens;
     memcpy(st->used, s->pool.used, sizeof st->used);
     if (s->c->engine == KVP_SIM_LLAMACPP) {
         st->free = s->pool.n - used;
@@ -837,6 +837,10 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
         r->q = q;
         r->tokens = q->prompt;
         s->out->prompt_tokens += q->prompt;
+        if (len > UINT32_MAX)
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
+                               "request %u: %llu tokens are more than the simulator's 2^32 - 1", i + 1,
+                               (unsigned long long)len);
         if (len > c->max_model_len)
             return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
                                "request %u: %u prompt + %u output tokens are more than max_model_len %llu", i + 1,
