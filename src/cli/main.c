@@ -19,6 +19,7 @@ static const struct {
     {"table", cmd_table, "sizing tables: KV bytes over contexts, batches and cache formats; what fits"},
     {"compare", cmd_compare, "what-if: the model's attention as MHA, GQA, MQA or MLA, bytes and longest context"},
     {"plot", cmd_plot, "an SVG chart of memory (weights + KV) against context"},
+    {"simulate", cmd_simulate, "a workload through the engine's scheduler and block pool: peak blocks, preemptions"},
     {"validate", cmd_validate, "run the reference decoder and check predicted bytes against measured ones"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
     {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},

@@ -6,6 +6,7 @@
  *                             then process start: CPU and wall of every front end against /bin/true
  *     bench decode            reference decoder vs a STREAM-like copy/triad/read
  *     bench scaling           decode with the cache vs recomputing the sequence
+ *     bench sim               kvplan simulate's scheduler: requests and steps per second
  *
  * Every figure is the median of R repeated runs with its min..max; every
  * ratio compares figures of the same run. Each timed loop feeds a checksum
@@ -28,6 +29,7 @@
 #include "kvplan/engine.h"
 #include "kvplan/format.h"
 #include "kvplan/ref.h"
+#include "kvplan/sim.h"
 
 extern char **environ;
 
@@ -730,6 +732,72 @@ static void bench_scaling(void)
     kvp_ref_model_free(rm);
 }
 
+/* ---- simulator ----------------------------------------------------------- */
+
+/* kvp_sim_run over seeded workloads of llama-3.1-8b's vLLM pool on an H100
+ * (fit's blocks, 8,192 tokens a step), with and without the pool running
+ * out: wall time per run, requests and steps per second. */
+static void bench_sim(void)
+{
+    static const struct {
+        const char *label;
+        double rate;
+        uint32_t requests;
+    } runs[] = {{"5,000 requests at 5/s", 5, 5000}, {"5,000 requests at 50/s (the pool runs out)", 50, 5000}};
+    struct kvp_error err = {0};
+    struct kvp_catalog *cat = NULL;
+    const struct kvp_model *m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_sim_config c;
+    double t[MAX_REPS], sum = 0;
+    char b1[96], b2[96];
+    const int R = 5;
+
+    if (kvp_catalog_load(datadir(), &cat, &err) != KVP_OK)
+        die("catalog", &err);
+    if (!(m = kvp_catalog_find(cat, "llama-3.1-8b")))
+        die("llama-3.1-8b not in the catalog", NULL);
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = 85028896768; /* h100-sxm in models/gpus.yaml */
+    d.context = 8192;
+    if (kvp_fit_compute(m, &d, &f, &err) != KVP_OK ||
+        kvp_sim_config_from_fit(m, &d, &f, 3.35e12, 989.4e12, &c, &err) != KVP_OK)
+        die("simulate setup", &err);
+    printf("## Simulator\n\n");
+    printf("`kvp_sim_run` (kvplan simulate's scheduler and block pool), one core, in process: llama-3.1-8b under "
+           "vLLM on an H100 (%llu blocks of %u tokens, 8,192 tokens a step), prompts 512..4096, outputs 64..1024, "
+           "half sharing a 512-token prefix, seed 1; %d runs each.\n\n",
+           (unsigned long long)f.num_blocks, c.block_size, R);
+    printf("| workload | steps | preemptions | wall ms, median (min..max) | requests/s, millions | steps/s, millions |\n"
+           "|---|---:|---:|---:|---:|---:|\n");
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        struct kvp_synth s = {.rate = runs[k].rate, .prompt = {512, 4096}, .output = {64, 1024},
+                              .requests = runs[k].requests, .seed = 1, .prefix = 512 /* <= the shortest prompt */,
+                              .prefix_share = 0.5};
+        struct kvp_workload w;
+        struct kvp_sim_result r = {0};
+        if (kvp_workload_synth(&s, &w, &err) != KVP_OK)
+            die("workload", &err);
+        for (int i = 0; i < R; i++) {
+            double t0 = now();
+            if (kvp_sim_run(&c, &w, false, &r, &err) != KVP_OK)
+                die("kvp_sim_run", &err);
+            t[i] = now() - t0;
+            sum += (double)r.steps + (double)r.peak_blocks;
+        }
+        struct stat3 st = stats(t, R);
+        printf("| %s | %llu | %llu | %s | %s | %s |\n", runs[k].label, (unsigned long long)r.steps,
+               (unsigned long long)r.preemptions, fmt3(b1, sizeof b1, st, 1e3, 1),
+               fmt3(b2, sizeof b2, rate(st, runs[k].requests), 1e-6, 3),
+               fmt3(b1 + 48, 48, rate(st, (double)r.steps), 1e-6, 2));
+        kvp_sim_result_free(&r);
+        kvp_workload_free(&w);
+    }
+    printf("\nchecksum sim: %.0f\n\n", sum);
+    kvp_catalog_free(cat);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "engine") == 0)
@@ -742,8 +810,10 @@ int main(int argc, char **argv)
         bench_decode();
     else if (argc >= 2 && strcmp(argv[1], "scaling") == 0)
         bench_scaling();
+    else if (argc >= 2 && strcmp(argv[1], "sim") == 0)
+        bench_sim();
     else {
-        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling\n");
+        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | sim\n");
         return 2;
     }
     return fclose(stdout) == 0 ? 0 : 1;

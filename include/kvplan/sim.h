@@ -1,0 +1,184 @@
+/* sim.h -- a serving engine's scheduler and KV block manager under traffic.
+ *
+ * `kvplan fit` says how many requests of the full context fit; this module
+ * says what a stream of requests does to the same pool: blocks allocated as
+ * tokens are added, prefix blocks shared by hash, sliding-window blocks freed,
+ * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0)
+ * and llama.cpp's fixed slots; docs/simulate.md gives each with its source.
+ *
+ *     struct kvp_workload w;
+ *     struct kvp_synth s = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500},
+ *                           .requests = 1000, .seed = 1, .prefix = 1024, .prefix_share = 0.5};
+ *     kvp_workload_synth(&s, &w, &err);            // or kvp_workload_parse(text, len, "t.csv", &w, &err)
+ *     struct kvp_sim_config c;
+ *     kvp_sim_config_from_fit(model, &deploy, &fit, &c, &err); // the pool fit computed
+ *     c.step = (struct kvp_step_model){.fixed_s = 0.005, .per_token_s = 1e-5};
+ *     struct kvp_sim_result r;
+ *     kvp_sim_run(&c, &w, true, &r, &err);         // r.peak_blocks, r.preemptions, r.steps ...
+ *     kvp_sim_result_free(&r);
+ *     kvp_workload_free(&w);
+ *
+ * Ownership: a kvp_workload and a kvp_sim_result own their arrays until their
+ * _free (NULL-safe; a zeroed struct frees to nothing); kvp_sim_run allocates
+ * its state and frees it before returning. Block and token counts are uint64_t
+ * with checked arithmetic; times are seconds (double) from the step model,
+ * which gives bounds (a roofline) or a user's model, never measurements.
+ */
+#ifndef KVPLAN_SIM_H
+#define KVPLAN_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvplan/deploy.h"
+#include "kvplan/error.h"
+#include "kvplan/model.h"
+#include "kvplan/render.h"
+
+/* ---- workloads ---- */
+
+struct kvp_sim_request {
+    double arrival_s;       /* seconds from the start, non-decreasing in a workload */
+    uint32_t prompt;        /* prompt tokens, >= 1 */
+    uint32_t output;        /* tokens to generate, >= 1 */
+    uint32_t prefix_id;     /* 0: no shared prefix; else requests with one id share ... */
+    uint32_t prefix_tokens; /* ... their first prefix_tokens prompt tokens (<= prompt) */
+    uint32_t line;          /* 1-based line of a trace (0 for a synthetic request) */
+};
+
+struct kvp_workload {
+    struct kvp_sim_request *req; /* n requests, owned */
+    uint32_t n;
+    char name[KVP_ERROR_FILE_MAX]; /* the trace's file name, for errors; "" when synthetic */
+};
+
+/* A length drawn uniformly from [lo, hi] (lo == hi: fixed). */
+struct kvp_range {
+    uint32_t lo, hi;
+};
+
+struct kvp_synth {
+    double rate;              /* requests per second, Poisson arrivals; 0: all arrive at t = 0 */
+    struct kvp_range prompt;  /* prompt tokens */
+    struct kvp_range output;  /* output tokens */
+    uint32_t requests;        /* how many */
+    uint64_t seed;            /* the same seed gives the same workload */
+    uint32_t prefix;          /* shared prefix tokens (0 = none), at most prompt.lo */
+    double prefix_share;      /* fraction of requests that start with it, 0..1 */
+};
+
+#define KVP_SIM_MAX_REQUESTS 10000000u
+
+/* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
+ * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the
+ * shortest prompt, a share outside 0..1, a negative or non-finite rate. */
+enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err);
+
+/* Parse a trace: CSV with the header `arrival_s,prompt_tokens,output_tokens`
+ * and optionally `,prefix_id,prefix_tokens`, or JSONL (one flat object per
+ * line with those keys); docs/simulate.md gives the format. name is the file
+ * name for errors (`name:line:col: message`, KVP_ERR_SYNTAX or _RANGE). */
+enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *name, struct kvp_workload *w,
+                                   struct kvp_error *err);
+/* Read and parse a trace file (at most 256 MiB). */
+enum kvp_status kvp_workload_load(const char *path, struct kvp_workload *w, struct kvp_error *err);
+void kvp_workload_free(struct kvp_workload *w);
+
+/* ---- the engine being simulated ---- */
+
+enum kvp_sim_engine {
+    KVP_SIM_VLLM,     /* vLLM V1: paged blocks per KV-cache group, one shared pool */
+    KVP_SIM_LLAMACPP, /* llama.cpp server: n_seq slots of context / n_seq cells each */
+};
+
+#define KVP_SIM_MAX_GROUPS 16
+
+/* One vLLM KV-cache group: the layers of one spec type that share block tables. */
+struct kvp_sim_group {
+    enum kvp_layer_kind kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */
+    uint32_t window;          /* tokens (SLIDING, CHUNKED) */
+};
+
+/* How long one step takes: max(fixed + per_token * tokens scheduled,
+ * roofline) where the roofline (when bandwidth > 0) is
+ * max((weight_bytes + block_bytes * blocks held by the scheduled requests) / bandwidth,
+ *     flops_per_token * tokens scheduled / peak_flops). */
+struct kvp_step_model {
+    double fixed_s, per_token_s;
+    double weight_bytes;    /* active weights one step reads, per GPU (kvp_roofline) */
+    double block_bytes;     /* bytes of one block over all groups' layers, per GPU */
+    double flops_per_token; /* 2 x active parameters / tp */
+    double bandwidth, peak_flops;
+};
+
+struct kvp_sim_config {
+    enum kvp_sim_engine engine;
+    uint64_t num_blocks;        /* vLLM: the pool (fit.num_blocks; block 0 is the null block) */
+    uint32_t block_size;        /* tokens per block */
+    uint32_t n_groups;
+    struct kvp_sim_group group[KVP_SIM_MAX_GROUPS];
+    uint64_t max_batched_tokens; /* tokens scheduled per step (vLLM max_num_batched_tokens; llama.cpp n_batch) */
+    uint64_t max_num_seqs;      /* requests running at once (llama.cpp: slots) */
+    uint64_t max_model_len;     /* longest request (prompt + output); llama.cpp: cells per slot */
+    bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
+    struct kvp_step_model step;
+};
+
+/* The engine, pool and limits a deployment runs with, from the fit kvplan fit
+ * computed for it (num_blocks, block size, groups, max_num_batched_tokens and
+ * max_num_seqs as the release defaults them), and the step model's roofline
+ * parts when bandwidth and peak are given (else zeros). Errors: an engine not
+ * simulated (KVP_ERR_UNSUPPORTED), a deployment that does not start. */
+enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                                        double bandwidth, double peak_flops, struct kvp_sim_config *c,
+                                        struct kvp_error *err);
+
+/* One step of the time series. */
+struct kvp_sim_step {
+    double time_s;       /* when the step ends */
+    uint32_t running, waiting;
+    uint64_t scheduled_tokens;
+    uint64_t used[KVP_SIM_MAX_GROUPS]; /* blocks referenced by requests, per group (llama.cpp: cells in use) */
+    uint64_t cached;     /* free blocks that still hold a cached prefix (evictable) */
+    uint64_t free;       /* free blocks holding nothing */
+};
+
+struct kvp_percentiles {
+    double p50, p90, p99, mean;
+};
+
+struct kvp_sim_result {
+    uint64_t steps;
+    struct kvp_sim_step *series; /* steps entries, owned */
+    uint64_t peak_blocks;        /* most blocks referenced at once (llama.cpp: cells) */
+    uint64_t pool_blocks;        /* blocks requests can use (vLLM: num_blocks - 1) */
+    uint64_t preemptions;
+    uint64_t prefix_hit_tokens;  /* tokens found in the prefix cache, over every admission */
+    uint64_t prompt_tokens, output_tokens;
+    double duration_s;           /* the last request's end */
+    struct kvp_percentiles ttft, tpot, queue; /* seconds; queue: arrival to first scheduled */
+    double throughput;           /* output tokens per second over duration_s */
+};
+
+/* Simulate w under c. keep_series: fill r->series (else only the totals).
+ * Errors: a request longer than max_model_len or than the whole pool
+ * (KVP_ERR_RANGE, at its trace line), out of memory. */
+enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_workload *w, bool keep_series,
+                            struct kvp_sim_result *r, struct kvp_error *err);
+void kvp_sim_result_free(struct kvp_sim_result *r);
+
+/* Sustained: no preemption and the 99th percentile of queueing at most max_queue_s. */
+bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s);
+
+/* The highest Poisson rate (to 1%) at which workload s (its rate ignored) is
+ * sustained under c; 0 when none is. */
+enum kvp_status kvp_sim_max_rate(const struct kvp_sim_config *c, const struct kvp_synth *s, double max_queue_s,
+                                 double *rate, struct kvp_error *err);
+
+/* The series of r as a standalone SVG into b (sim_svg.c): blocks in use per
+ * group stacked, cached free blocks above, the pool as a line. Errors: r has
+ * no series (run with keep_series), out of memory. */
+enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim_result *r, const char *title,
+                            struct kvp_buf *b, struct kvp_error *err);
+
+#endif

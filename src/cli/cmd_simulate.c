@@ -1,0 +1,357 @@
+/* cmd_simulate.c -- `kvplan simulate MODEL --gpu G [workload]`: the engine's
+ * scheduler and block pool under a stream of requests (docs/simulate.md). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "kvplan/deploy.h"
+#include "kvplan/num.h"
+#include "kvplan/sim.h"
+
+/* the deployment options (settings.h) come first, then these */
+static const struct cli_opt sim_opts[] = {
+    {"trace", "FILE", "requests from a CSV or JSONL trace (docs/simulate.md gives the columns)", NULL},
+    {"rate", "R", "synthetic: requests per second, Poisson arrivals (0: all at once; default 1)", NULL},
+    {"prompt", "N|LO-HI", "synthetic: prompt tokens, fixed or uniform in LO..HI (default 1024)", NULL},
+    {"output", "N|LO-HI", "synthetic: output tokens, fixed or uniform (default 256)", NULL},
+    {"requests", "N", "synthetic: how many requests (default 1000)", NULL},
+    {"seed", "S", "synthetic: the generator's seed (default 1)", NULL},
+    {"prefix", "N", "synthetic: tokens of a shared prefix (system prompt) at the start of prompts", NULL},
+    {"prefix-share", "F", "synthetic: fraction of requests that start with it (default 1 with --prefix)", NULL},
+    {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching", NULL},
+    {"step-time", "MS,MS", "step time = fixed ms + ms per scheduled token, instead of the GPU's roofline", NULL},
+    {"find-max-rate", NULL, "bisect --rate for the highest sustained rate (no preemption, queueing bounded)", NULL},
+    {"max-queue", "S", "sustained means the 99th percentile of queueing is at most S seconds (default 1)", NULL},
+    {"format", "F", "text (default), json, or csv (the time series)", NULL},
+    {"svg", "FILE", "write the KV blocks over time as an SVG chart", NULL},
+    {NULL, NULL, NULL, NULL},
+};
+static struct cli_opt opts[KVP_SETTINGS_MAX + 16];
+
+static const struct cli_cmd cmd = {
+    "simulate", "MODEL --gpu NAME [--trace FILE | --rate R --prompt N --output N --requests N] [options]",
+    "Run a workload through the engine's scheduler and KV block pool as kvplan fit sizes it:\n"
+    "blocks allocated as tokens are added, prefix blocks shared, sliding-window blocks freed,\n"
+    "requests preempted (recomputed) when blocks run out. vLLM V1 (0.11.0 rules) and llama.cpp\n"
+    "slots. Step times are roofline bounds (or --step-time), not measurements, so TTFT and\n"
+    "TPOT are lower bounds; the block counts are exact under the engine's rules.",
+    opts,
+};
+
+/* "N" or "LO-HI" */
+static int read_range(const char *name, struct kvp_range *r)
+{
+    const char *v = cli_opt(&cmd, name), *dash;
+    struct kvp_error err = {0};
+    uint64_t lo, hi;
+    char a[32];
+    if (!v)
+        return CLI_OK;
+    dash = strchr(v, '-');
+    if (dash && (size_t)(dash - v) < sizeof a) {
+        memcpy(a, v, (size_t)(dash - v));
+        a[dash - v] = '\0';
+        if (kvp_parse_count(a, &lo, &err) != KVP_OK || kvp_parse_count(dash + 1, &hi, &err) != KVP_OK)
+            return cli_usage_error("--%s: %s", name, err.msg);
+    } else if (kvp_parse_count(v, &lo, &err) != KVP_OK) {
+        return cli_usage_error("--%s: %s", name, err.msg);
+    } else {
+        hi = lo;
+    }
+    if (lo == 0 || lo > hi || hi > UINT32_MAX)
+        return cli_usage_error("--%s must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '%s')", name, v);
+    r->lo = (uint32_t)lo;
+    r->hi = (uint32_t)hi;
+    return CLI_OK;
+}
+
+static int read_double(const char *name, double lo, double *out)
+{
+    const char *v = cli_opt(&cmd, name);
+    char *end;
+    double x;
+    if (!v)
+        return CLI_OK;
+    errno = 0;
+    x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || errno || !isfinite(x) || x < lo)
+        return cli_usage_error("--%s must be a number >= %g (got '%s')", name, lo, v);
+    *out = x;
+    return CLI_OK;
+}
+
+static int read_step(struct kvp_step_model *s, bool *given)
+{
+    const char *v = cli_opt(&cmd, "step-time");
+    double a, b;
+    int n = 0;
+    *given = v != NULL;
+    if (!v)
+        return CLI_OK;
+    if (sscanf(v, "%lf,%lf%n", &a, &b, &n) != 2 || v[n] != '\0' || !(a >= 0 && b >= 0) || !(a + b > 0) ||
+        !isfinite(a + b))
+        return cli_usage_error("--step-time must be FIXED_MS,PER_TOKEN_MS, not both 0 (got '%s')", v);
+    memset(s, 0, sizeof *s);
+    s->fixed_s = a / 1e3;
+    s->per_token_s = b / 1e3;
+    return CLI_OK;
+}
+
+static int workload(struct kvp_synth *s, struct kvp_workload *w)
+{
+    struct kvp_error err = {0};
+    uint64_t n = 1000, prefix = 0;
+    int rc;
+    const char *trace = cli_opt(&cmd, "trace");
+    static const char *const synth_only[] = {"rate", "prompt", "output", "requests", "seed", "prefix", "prefix-share"};
+
+    *s = (struct kvp_synth){.rate = 1.0, .prompt = {1024, 1024}, .output = {256, 256}, .seed = 1};
+    if (trace) {
+        for (size_t i = 0; i < sizeof synth_only / sizeof synth_only[0]; i++)
+            if (cli_opt(&cmd, synth_only[i]))
+                return cli_usage_error("simulate: --%s describes a synthetic workload; --trace gives its own",
+                                       synth_only[i]);
+        if (cli_opt(&cmd, "find-max-rate"))
+            return cli_usage_error("simulate: --find-max-rate varies a synthetic workload's rate, not a trace's");
+        return kvp_workload_load(trace, w, &err) == KVP_OK ? CLI_OK : cli_error(&err);
+    }
+    if ((rc = read_double("rate", 0, &s->rate)) || (rc = read_range("prompt", &s->prompt)) ||
+        (rc = read_range("output", &s->output)) || (rc = cli_count(&cmd, "requests", 1, &n)) ||
+        (rc = cli_count(&cmd, "seed", 0, &s->seed)) || (rc = cli_count(&cmd, "prefix", 1, &prefix)))
+        return rc;
+    s->prefix_share = prefix ? 1.0 : 0.0;
+    if ((rc = read_double("prefix-share", 0, &s->prefix_share)))
+        return rc;
+    if (cli_opt(&cmd, "prefix-share") && !prefix)
+        return cli_usage_error("simulate: --prefix-share needs --prefix N");
+    if (n > KVP_SIM_MAX_REQUESTS || prefix > UINT32_MAX)
+        return cli_usage_error("--%s is too large (at most %u)", n > KVP_SIM_MAX_REQUESTS ? "requests" : "prefix",
+                               n > KVP_SIM_MAX_REQUESTS ? KVP_SIM_MAX_REQUESTS : UINT32_MAX);
+    s->requests = (uint32_t)n;
+    s->prefix = (uint32_t)prefix;
+    return kvp_workload_synth(s, w, &err) == KVP_OK ? CLI_OK : cli_error(&err);
+}
+
+static void json_pct(struct kvp_json *j, const char *key, const struct kvp_percentiles *p)
+{
+    kvp_json_begin(j, key, '{');
+    kvp_json_double(j, "p50", p->p50);
+    kvp_json_double(j, "p90", p->p90);
+    kvp_json_double(j, "p99", p->p99);
+    kvp_json_double(j, "mean", p->mean);
+    kvp_json_end(j, '}');
+}
+
+struct run {
+    struct kvp_model *m;
+    const struct kvp_gpu *gpu;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_sim_config c;
+    struct kvp_workload w;
+    struct kvp_synth s;
+    struct kvp_sim_result r;
+    bool step_given, find;
+    double max_queue, max_rate;
+};
+
+static const char *time_basis(const struct run *x)
+{
+    return x->step_given ? "step-time model (as given)" : "roofline lower bound (not measured)";
+}
+
+static void render_json(const struct run *x, struct kvp_buf *b)
+{
+    const struct kvp_sim_result *r = &x->r;
+    struct kvp_json j;
+    kvp_json_init(&j, b);
+    kvp_json_begin(&j, NULL, '{');
+    kvp_json_str(&j, "model", x->m->name);
+    kvp_json_str(&j, "engine", kvp_engine_info(x->d.engine)->name);
+    kvp_json_str(&j, "engine_version", x->f.release->version);
+    kvp_json_str(&j, "gpu", x->gpu ? x->gpu->id : "");
+    kvp_json_u64(&j, "requests", x->w.n);
+    kvp_json_u64(&j, "block_size", x->c.block_size);
+    kvp_json_u64(&j, "kv_groups", x->c.n_groups);
+    kvp_json_u64(&j, "pool_blocks", r->pool_blocks);
+    kvp_json_u64(&j, "max_num_batched_tokens", x->c.max_batched_tokens);
+    kvp_json_u64(&j, "max_num_seqs", x->c.max_num_seqs);
+    kvp_json_bool(&j, "prefix_caching", x->c.prefix_caching);
+    kvp_json_u64(&j, "steps", r->steps);
+    kvp_json_u64(&j, "peak_kv_blocks", r->peak_blocks);
+    kvp_json_u64(&j, "preemptions", r->preemptions);
+    kvp_json_u64(&j, "prefix_hit_tokens", r->prefix_hit_tokens);
+    kvp_json_u64(&j, "prompt_tokens", r->prompt_tokens);
+    kvp_json_u64(&j, "output_tokens", r->output_tokens);
+    kvp_json_str(&j, "time_basis", time_basis(x));
+    kvp_json_double(&j, "duration_s", r->duration_s);
+    kvp_json_double(&j, "throughput_tokens_per_s", r->throughput);
+    json_pct(&j, "ttft_s", &r->ttft);
+    json_pct(&j, "tpot_s", &r->tpot);
+    json_pct(&j, "queue_s", &r->queue);
+    kvp_json_bool(&j, "sustained", kvp_sim_sustained(r, x->max_queue));
+    if (x->find)
+        kvp_json_double(&j, "max_sustained_rate", x->max_rate);
+    kvp_json_end(&j, '}');
+    kvp_buf_printf(b, "\n");
+}
+
+static void render_csv(const struct run *x, struct kvp_buf *b)
+{
+    kvp_buf_printf(b, "step,time_s,running,waiting,scheduled_tokens");
+    for (uint32_t g = 0; g < x->c.n_groups; g++)
+        kvp_buf_printf(b, ",used_g%u", g);
+    kvp_buf_printf(b, ",cached,free\n");
+    for (uint64_t i = 0; i < x->r.steps; i++) {
+        const struct kvp_sim_step *s = &x->r.series[i];
+        kvp_buf_printf(b, "%llu,%.6f,%u,%u,%llu", (unsigned long long)i + 1, s->time_s, s->running, s->waiting,
+                       (unsigned long long)s->scheduled_tokens);
+        for (uint32_t g = 0; g < x->c.n_groups; g++)
+            kvp_buf_printf(b, ",%llu", (unsigned long long)s->used[g]);
+        kvp_buf_printf(b, ",%llu,%llu\n", (unsigned long long)s->cached, (unsigned long long)s->free);
+    }
+}
+
+static void ms3(char *buf, size_t n, const struct kvp_percentiles *p)
+{
+    snprintf(buf, n, "%.1f / %.1f / %.1f ms", p->p50 * 1e3, p->p90 * 1e3, p->p99 * 1e3);
+}
+
+static void render_text(const struct run *x, struct kvp_buf *b)
+{
+    const struct kvp_sim_result *r = &x->r;
+    char g[8][48], p[3][64];
+    const char *unit = x->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks";
+
+    kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU",
+                   kvp_engine_info(x->d.engine)->name, x->f.release->version, x->w.n);
+    if (x->c.engine == KVP_SIM_VLLM)
+        kvp_buf_printf(b, "pool %s blocks of %u tokens, %u KV-cache group%s; max_num_batched_tokens %s, "
+                          "max_num_seqs %s; prefix caching %s\n\n",
+                       kvp_format_grouped(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size, x->c.n_groups,
+                       x->c.n_groups == 1 ? "" : "s", kvp_format_grouped(x->c.max_batched_tokens, g[1], sizeof g[1]),
+                       kvp_format_grouped(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
+    else
+        kvp_buf_printf(b, "%s slots of %s cells; n_batch %s\n\n", kvp_format_grouped(x->c.max_num_seqs, g[0], sizeof g[0]),
+                       kvp_format_grouped(x->c.max_model_len, g[1], sizeof g[1]),
+                       kvp_format_grouped(x->c.max_batched_tokens, g[2], sizeof g[2]));
+    kvp_buf_printf(b, "peak KV           %s of %s %s (%.1f%%)\n", kvp_format_grouped(r->peak_blocks, g[3], sizeof g[3]),
+                   kvp_format_grouped(r->pool_blocks, g[4], sizeof g[4]), unit,
+                   100.0 * (double)r->peak_blocks / (double)r->pool_blocks);
+    kvp_buf_printf(b, "preemptions       %s\n", kvp_format_grouped(r->preemptions, g[5], sizeof g[5]));
+    kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n", kvp_format_grouped(r->prefix_hit_tokens, g[6], sizeof g[6]),
+                   kvp_format_grouped(r->prompt_tokens, g[7], sizeof g[7]));
+    kvp_buf_printf(b, "steps             %llu over %.2f s\n", (unsigned long long)r->steps, r->duration_s);
+    ms3(p[0], sizeof p[0], &r->ttft);
+    ms3(p[1], sizeof p[1], &r->tpot);
+    ms3(p[2], sizeof p[2], &r->queue);
+    kvp_buf_printf(b, "TTFT p50/p90/p99  %s\nTPOT p50/p90/p99  %s\nqueue p50/p90/p99 %s\n", p[0], p[1], p[2]);
+    kvp_buf_printf(b, "throughput        %.1f output tokens/s\n", r->throughput);
+    kvp_buf_printf(b, "sustained         %s (sustained: no preemption and queue p99 <= %g s)\n",
+                   kvp_sim_sustained(r, x->max_queue) ? "yes" : "no", x->max_queue);
+    if (x->find)
+        kvp_buf_printf(b, "max sustained rate %.3g requests/s\n", x->max_rate);
+    kvp_buf_printf(b, "times: %s\n", time_basis(x));
+}
+
+static int write_svg(const struct run *x, const char *path)
+{
+    struct kvp_buf b = {0};
+    struct kvp_error err = {0};
+    char title[256];
+    FILE *f;
+    int rc = CLI_OK;
+    snprintf(title, sizeof title, "%s on %s, %s %s: KV blocks over time", x->m->name, x->gpu ? x->gpu->id : "GPU",
+             kvp_engine_info(x->d.engine)->name, x->f.release->version);
+    if (kvp_sim_svg(&x->c, &x->r, title, &b, &err) != KVP_OK)
+        return cli_error(&err);
+    if (b.nomem)
+        rc = cli_usage_error("out of memory rendering the chart");
+    else if (!(f = fopen(path, "w")))
+        rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
+    else if ((fwrite(b.data, 1, b.len, f) != b.len) | (fclose(f) != 0))
+        rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
+    kvp_buf_release(&b);
+    return rc;
+}
+
+static int setup(struct run *x, const char *model)
+{
+    static const char *const no_axes[] = {NULL};
+    struct kvp_settings st;
+    struct kvp_error err = {0};
+    double bw = 0, peak = 0;
+    bool given;
+    int rc;
+
+    if ((rc = cli_deploy_front(&cmd, no_axes, &st, &given)) != CLI_OK)
+        return rc;
+    if (!given)
+        return cli_usage_error("simulate: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
+    if ((rc = read_step(&x->c.step, &x->step_given)) || (rc = read_double("max-queue", 0, &x->max_queue)))
+        return rc;
+    if ((rc = cli_model(model, &x->m)) != CLI_OK || (rc = cli_deploy_apply(&st, x->m, &x->d, &x->gpu)) != CLI_OK)
+        return rc;
+    if (kvp_fit_compute(x->m, &x->d, &x->f, &err) != KVP_OK)
+        return cli_error(&err);
+    if (!x->step_given) {
+        if (!x->gpu)
+            return cli_usage_error("simulate: the roofline needs --gpu NAME (bandwidth, peak FLOP/s), "
+                                   "or give --step-time FIXED_MS,PER_TOKEN_MS");
+        bw = (double)x->gpu->bandwidth_bytes_per_s;
+        peak = kvp_gpu_peak_flops(x->gpu, kvp_wstore_code_dtype(&x->d.w, x->m));
+    }
+    struct kvp_step_model step = x->c.step;
+    if (kvp_sim_config_from_fit(x->m, &x->d, &x->f, bw, peak, &x->c, &err) != KVP_OK)
+        return cli_error(&err);
+    if (x->step_given)
+        x->c.step = step;
+    if (cli_opt(&cmd, "no-prefix-caching"))
+        x->c.prefix_caching = false;
+    return workload(&x->s, &x->w);
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    const char *pos[1], *svg;
+    int npos, rc;
+    enum kvp_out fmt = KVP_OUT_TEXT;
+    struct run x = {.max_queue = 1.0};
+    struct kvp_error err = {0};
+    struct kvp_buf b = {0};
+
+    cli_deploy_opts(opts, sizeof opts / sizeof opts[0], sim_opts);
+    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
+        return rc;
+    if (npos < 1)
+        return cli_usage_error("simulate: which model? (usage: kvplan simulate %s)", cmd.usage);
+    if ((rc = cli_out(&cmd, &fmt, false)) != CLI_OK)
+        return rc;
+    x.find = cli_opt(&cmd, "find-max-rate") != NULL;
+    svg = cli_opt(&cmd, "svg");
+    if ((rc = setup(&x, pos[0])) != CLI_OK)
+        goto done;
+    if (kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg, &x.r, &err) != KVP_OK ||
+        (x.find && kvp_sim_max_rate(&x.c, &x.s, x.max_queue, &x.max_rate, &err) != KVP_OK)) {
+        rc = cli_error(&err);
+        goto done;
+    }
+    if (svg && (rc = write_svg(&x, svg)) != CLI_OK)
+        goto done;
+    if (fmt == KVP_OUT_JSON)
+        render_json(&x, &b);
+    else if (fmt == KVP_OUT_CSV)
+        render_csv(&x, &b);
+    else
+        render_text(&x, &b);
+    rc = cli_write(&b);
+done:
+    kvp_buf_release(&b);
+    kvp_sim_result_free(&x.r);
+    kvp_workload_free(&x.w);
+    kvp_model_free(x.m);
+    return rc;
+}

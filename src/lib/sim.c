@@ -1,0 +1,985 @@
+/* sim.c -- vLLM V1's scheduler and block manager (0.11.0), and llama.cpp's
+ * server slots, stepped over a workload (docs/simulate.md gives every rule
+ * with the function it follows). Reading order: the deployment's groups,
+ * the block pool, the per-request block tables, the schedulers, the run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/num.h"
+#include "kvplan/sim.h"
+#include "profile.h"
+
+#define NONE UINT32_MAX
+#define NULL_BLOCK 0u /* BlockPool.null_block: block 0, taken off the free queue at start */
+
+/* ---- the deployment: groups as kvplan fit grouped them ---- */
+
+/* One spec type of vLLM's grouping (profile_vllm.c same_type): a kind, a window, a page. */
+struct stype {
+    enum kvp_layer_kind kind;
+    uint32_t window, layers;
+    uint64_t row, state;
+};
+
+/* The groups vLLM makes of rank view r (kv_cache_utils.py
+ * _get_kv_cache_groups_uniform_page_size: one type -> one group; one kind
+ * -> one group; else groups of group_size layers per type). Checked against
+ * fit->n_groups, which the profile computed: the simulator takes the count
+ * from the fit and only names each group's kind here. */
+static enum kvp_status vllm_groups(const struct prank *r, const struct kvp_fit *f, struct kvp_sim_config *c,
+                                   struct kvp_error *err)
+{
+    struct stype t[KVP_MAX_SPECS];
+    uint32_t n = 0, min_n = UINT32_MAX, max_n = 0, gs;
+    bool one_kind = true;
+
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct rspec *s = &r->spec[i];
+        uint32_t j;
+        if (s->k_row + s->v_row == 0 && s->state == 0)
+            continue;
+        for (j = 0; j < n; j++)
+            if (t[j].kind == s->s->kind && t[j].window == s->s->window && t[j].row == s->k_row + s->v_row &&
+                t[j].state == s->state)
+                break;
+        if (j == n)
+            t[n++] = (struct stype){s->s->kind, s->s->window, 0, s->k_row + s->v_row, s->state};
+        t[j].layers += s->layers;
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        min_n = t[j].layers < min_n ? t[j].layers : min_n;
+        max_n = t[j].layers > max_n ? t[j].layers : max_n;
+        one_kind = one_kind && t[j].kind == t[0].kind && t[j].window == t[0].window;
+    }
+    for (uint32_t j = 1; j < n && !one_kind; j++)
+        for (uint32_t k = 0; k < j; k++)
+            if (t[j].state == 0 && t[k].state == 0 && t[j].row != t[k].row)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                                "simulate: a hybrid model whose attention pages differ (blocks of several sizes) is "
+                                "not simulated yet");
+    c->n_groups = 0;
+    if (n == 1 || one_kind) {
+        c->group[c->n_groups++] = (struct kvp_sim_group){t[0].kind, t[0].window};
+    } else {
+        gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
+        for (uint32_t j = 0; j < n; j++)
+            for (uint64_t k = kvp_cdiv(t[j].layers, gs); k > 0; k--) {
+                if (c->n_groups == KVP_SIM_MAX_GROUPS)
+                    return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: more than %u KV-cache groups",
+                                    KVP_SIM_MAX_GROUPS);
+                c->group[c->n_groups++] = (struct kvp_sim_group){t[j].kind, t[j].window};
+            }
+    }
+    if (c->n_groups != f->n_groups)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %u KV-cache groups here, %u in the fit (pipeline "
+                        "stages grouped differently are not simulated yet)", c->n_groups, f->n_groups);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                                        double bandwidth, double peak_flops, struct kvp_sim_config *c,
+                                        struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct prank r;
+
+    memset(c, 0, sizeof *c);
+    if (f->refused[0])
+        return kvp_fail(err, KVP_ERR_USAGE, "simulate: the engine would not start: %s", f->refused);
+    if (d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0)) {
+        c->engine = KVP_SIM_VLLM;
+        c->num_blocks = f->num_blocks;
+        c->block_size = f->block_size;
+        c->max_batched_tokens = f->reserve.profile_tokens;
+        c->max_num_seqs = f->reserve.profile_seqs;
+        c->max_model_len = d->context;
+        if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &r, err)) != KVP_OK ||
+            (st = vllm_groups(&r, f, c, err)) != KVP_OK)
+            return st;
+        /* V1 caches prefixes by default; 0.11.0 refuses it with Mamba layers and
+         * has no hit rule for chunked local attention beside full attention here */
+        c->prefix_caching = true;
+        for (uint32_t g = 0, window = 0; g < c->n_groups; g++) {
+            const struct kvp_sim_group *gr = &c->group[g];
+            if (gr->kind == KVP_LAYER_RECURRENT || gr->kind == KVP_LAYER_CHUNKED ||
+                (gr->kind == KVP_LAYER_SLIDING && window && gr->window != window))
+                c->prefix_caching = false; /* the coordinator takes one other type beside full attention */
+            window = gr->kind == KVP_LAYER_SLIDING ? gr->window : window;
+        }
+        if (c->num_blocks < 2)
+            return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks", (unsigned long long)c->num_blocks);
+    } else if (d->engine == KVP_ENGINE_LLAMACPP) {
+        c->engine = KVP_SIM_LLAMACPP;
+        c->n_groups = 1;
+        c->group[0] = (struct kvp_sim_group){KVP_LAYER_FULL, 0};
+        c->block_size = 1;
+        c->max_num_seqs = f->n_seq ? f->n_seq : 1;
+        c->max_model_len = f->kv_tokens / c->max_num_seqs; /* llama-server n_ctx_slot = n_ctx / n_parallel */
+        c->num_blocks = c->max_model_len * c->max_num_seqs;
+        c->max_batched_tokens = d->n_batch ? d->n_batch : 2048;
+    } else {
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s%s is not simulated yet (vllm, vllm@0.21.0, llamacpp are)",
+                        kvp_engine_info(d->engine)->name,
+                        d->engine == KVP_ENGINE_VLLM ? "@0.7.3 (V0)" : "");
+    }
+    if (bandwidth > 0 && peak_flops > 0) {
+        struct kvp_roofline one;
+        struct kvp_deploy e = *d;
+        e.context = 1;
+        if ((st = kvp_roofline(m, &e, 1, bandwidth, peak_flops, &one, err)) != KVP_OK)
+            return st;
+        c->step.weight_bytes = (double)one.weight_bytes;
+        c->step.flops_per_token = one.prefill_flops / d->tp; /* 2 x active params (+ one token's attention) */
+        c->step.block_bytes = c->engine == KVP_SIM_VLLM ? (double)f->kv_pool_bytes / (double)f->num_blocks
+                                                        : (double)f->kv_bytes_per_token_per_gpu;
+        c->step.bandwidth = bandwidth;
+        c->step.peak_flops = peak_flops;
+    }
+    return KVP_OK;
+}
+
+/* ---- the block pool (v1/core/block_pool.py) ----
+ * ref counts; a free queue, least recently freed first (FreeKVCacheBlockQueue),
+ * which holds both empty blocks and cached ones whose ref count fell to 0;
+ * the cache: block identity -> blocks (cached_block_hash_to_block). A block's
+ * identity stands for vLLM's chained hash: a block wholly inside a shared
+ * prefix is (prefix id, index), any other is (request, index), so two blocks
+ * are equal exactly when their token chains are. */
+struct pool {
+    uint64_t n, nfree, ncached_free;
+    uint32_t head, tail;
+    uint32_t *ref, *prev, *next, *chain;
+    uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
+    uint32_t *index;  /* identity's block index */
+    uint8_t *grp;     /* group the block serves */
+    uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
+    uint64_t mask;
+    uint64_t used[KVP_SIM_MAX_GROUPS];
+};
+
+static uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
+{
+    uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ ((uint64_t)index << 8 | g);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+static bool same_key(const struct pool *p, uint32_t b, uint64_t owner, uint32_t index, uint8_t g)
+{
+    return p->owner[b] == owner && p->index[b] == index && p->grp[b] == g;
+}
+
+static uint64_t find_slot(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
+{
+    uint64_t i = key_hash(owner, index, g) & p->mask;
+    while (p->slot[i] != NONE && !same_key(p, p->slot[i], owner, index, g))
+        i = (i + 1) & p->mask;
+    return i;
+}
+
+/* get_cached_block: the oldest block with this identity, or NONE. */
+static uint32_t cache_get(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
+{
+    return p->slot[find_slot(p, owner, index, g)];
+}
+
+static void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_t index)
+{
+    uint64_t i;
+    p->owner[b] = owner;
+    p->index[b] = index;
+    p->chain[b] = NONE;
+    i = find_slot(p, owner, index, p->grp[b]);
+    if (p->slot[i] == NONE) {
+        p->slot[i] = b;
+    } else { /* the same chain computed twice: kept after the first (dict order) */
+        uint32_t x = p->slot[i];
+        while (p->chain[x] != NONE)
+            x = p->chain[x];
+        p->chain[x] = b;
+    }
+}
+
+/* _maybe_evict_cached_block; linear probing's backward-shift deletion. */
+static void cache_evict(struct pool *p, uint32_t b)
+{
+    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]), j;
+    if (p->slot[i] != b) {
+        uint32_t x = p->slot[i];
+        while (p->chain[x] != b)
+            x = p->chain[x];
+        p->chain[x] = p->chain[b];
+    } else if (p->chain[b] != NONE) {
+        p->slot[i] = p->chain[b];
+    } else {
+        for (j = (i + 1) & p->mask; p->slot[j] != NONE; j = (j + 1) & p->mask) {
+            uint32_t y = p->slot[j];
+            uint64_t k = key_hash(p->owner[y], p->index[y], p->grp[y]) & p->mask;
+            if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+                p->slot[i] = y;
+                i = j;
+            }
+        }
+        p->slot[i] = NONE;
+    }
+    p->owner[b] = 0;
+}
+
+static void queue_remove(struct pool *p, uint32_t b)
+{
+    if (p->prev[b] != NONE)
+        p->next[p->prev[b]] = p->next[b];
+    else
+        p->head = p->next[b];
+    if (p->next[b] != NONE)
+        p->prev[p->next[b]] = p->prev[b];
+    else
+        p->tail = p->prev[b];
+    p->prev[b] = p->next[b] = NONE;
+    p->nfree--;
+    p->ncached_free -= p->owner[b] != 0;
+}
+
+static void queue_append(struct pool *p, uint32_t b)
+{
+    p->prev[b] = p->tail;
+    p->next[b] = NONE;
+    if (p->tail != NONE)
+        p->next[p->tail] = b;
+    else
+        p->head = b;
+    p->tail = b;
+    p->nfree++;
+    p->ncached_free += p->owner[b] != 0;
+}
+
+/* get_new_blocks: pop the least recently freed block, evicting its hash. */
+static uint32_t pool_take(struct pool *p, uint8_t g)
+{
+    uint32_t b = p->head;
+    queue_remove(p, b);
+    if (p->owner[b])
+        cache_evict(p, b);
+    p->ref[b] = 1;
+    p->grp[b] = g;
+    p->used[g]++;
+    return b;
+}
+
+/* touch: a cache hit takes a reference (off the free queue if it was free). */
+static void pool_touch(struct pool *p, uint32_t b)
+{
+    if (p->ref[b]++ == 0) {
+        queue_remove(p, b);
+        p->used[p->grp[b]]++;
+    }
+}
+
+/* free_blocks: drop a reference; at 0 the block joins the free queue's tail
+ * (its hash kept until it is reused). */
+static void pool_release(struct pool *p, uint32_t b)
+{
+    if (b == NULL_BLOCK)
+        return;
+    if (--p->ref[b] == 0) {
+        p->used[p->grp[b]]--;
+        queue_append(p, b);
+    }
+}
+
+static void pool_free(struct pool *p)
+{
+    free(p->ref);
+    free(p->prev);
+    free(p->next);
+    free(p->chain);
+    free(p->owner);
+    free(p->index);
+    free(p->grp);
+    free(p->slot);
+}
+
+static enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_error *err)
+{
+    uint64_t cap = 16;
+    memset(p, 0, sizeof *p);
+    if (n >= NONE)
+        return kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks are more than %u", (unsigned long long)n, NONE - 1);
+    while (cap < 2 * n)
+        cap *= 2;
+    p->n = n;
+    p->mask = cap - 1;
+    p->ref = calloc(n, sizeof *p->ref);
+    p->prev = malloc(n * sizeof *p->prev);
+    p->next = malloc(n * sizeof *p->next);
+    p->chain = malloc(n * sizeof *p->chain);
+    p->owner = calloc(n, sizeof *p->owner);
+    p->index = calloc(n, sizeof *p->index);
+    p->grp = calloc(n, sizeof *p->grp);
+    p->slot = malloc(cap * sizeof *p->slot);
+    if (!p->ref || !p->prev || !p->next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
+        pool_free(p);
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
+    }
+    memset(p->slot, 0xff, cap * sizeof *p->slot);
+    p->head = p->tail = NONE;
+    p->ref[NULL_BLOCK] = 1; /* the null block is never free */
+    p->prev[NULL_BLOCK] = p->next[NULL_BLOCK] = NONE;
+    for (uint32_t b = 1; b < n; b++)
+        queue_append(p, b);
+    return KVP_OK;
+}
+
+/* ---- requests and their block tables (single_type_kv_cache_manager.py) ---- */
+
+enum rstate { R_PENDING, R_WAITING, R_RUNNING, R_DONE };
+
+struct req {
+    const struct kvp_sim_request *q;
+    enum rstate state;
+    uint64_t tokens;   /* prompt + generated (Request.num_tokens) */
+    uint64_t computed; /* num_computed_tokens */
+    uint32_t generated;
+    uint32_t *table;   /* n_groups block tables of cap entries each, while running (NULL_BLOCK: skipped) */
+    uint32_t cap;
+    uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS]; /* blocks in the table; blocks cached */
+    uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
+    bool started;
+    double first_sched, first_token, finish;
+};
+
+struct sim {
+    const struct kvp_sim_config *c;
+    struct pool pool;
+    struct req *r;
+    uint32_t n;
+    uint32_t *wait, wait_head, nwait; /* a ring of n entries, FCFS; preempted requests go to its front */
+    uint32_t *run, nrun;
+    uint32_t *hit[KVP_SIM_MAX_GROUPS]; /* scratch: a cache hit's blocks per group */
+    uint32_t hit_len[KVP_SIM_MAX_GROUPS];
+    uint64_t hit_cap;
+    uint32_t *sched, *sched_n, nsched; /* this step's requests and tokens */
+    double now;                        /* the step's start */
+    struct kvp_sim_result *out;
+};
+
+static uint64_t owner_of(const struct req *r, uint32_t uid, uint32_t i, uint32_t block)
+{
+    if (r->q->prefix_id && (uint64_t)(i + 1) * block <= r->q->prefix_tokens)
+        return (uint64_t)r->q->prefix_id | 1ull << 63;
+    return (uint64_t)uid + 1;
+}
+
+static uint32_t *table(const struct req *r, uint32_t g)
+{
+    return r->table + (uint64_t)g * r->cap;
+}
+
+/* Blocks a group's table must hold for `tokens` tokens (get_num_blocks_to_allocate's
+ * num_required_blocks; MambaManager: block_size = max_model_len, one block). */
+static uint64_t required(const struct sim *s, uint32_t g, uint64_t tokens)
+{
+    return s->c->group[g].kind == KVP_LAYER_RECURRENT ? 1 : kvp_cdiv(tokens, s->c->block_size);
+}
+
+/* remove_skipped_blocks: blocks wholly before the window (SlidingWindowManager:
+ * token num_computed - window + 1 on; ChunkedLocalAttentionManager: the
+ * current chunk on) become the null block, freed last index first. */
+static void remove_skipped(struct sim *s, struct req *r, uint32_t g)
+{
+    const struct kvp_sim_group *gr = &s->c->group[g];
+    uint64_t first_useful;
+    uint32_t *t = table(r, g);
+    if (gr->kind == KVP_LAYER_SLIDING)
+        first_useful = r->computed + 1 > gr->window ? (r->computed + 1 - gr->window) / s->c->block_size : 0;
+    else if (gr->kind == KVP_LAYER_CHUNKED)
+        first_useful = r->computed / gr->window * gr->window / s->c->block_size;
+    else
+        return;
+    for (uint64_t i = first_useful < r->len[g] ? first_useful : r->len[g]; i-- > 0;) {
+        if (t[i] == NULL_BLOCK)
+            break;
+        pool_release(&s->pool, t[i]);
+        t[i] = NULL_BLOCK;
+        r->live--;
+    }
+}
+
+static bool hit_all(const struct sim *s, const struct req *r, uint32_t uid, uint32_t i, bool sliding, uint32_t *out)
+{
+    for (uint32_t g = 0; g < s->c->n_groups; g++) {
+        bool is_sliding = s->c->group[g].kind == KVP_LAYER_SLIDING;
+        uint32_t b;
+        if (is_sliding != sliding)
+            continue;
+        b = cache_get(&s->pool, owner_of(r, uid, i, s->c->block_size), i, (uint8_t)g);
+        if (b == NONE)
+            return false;
+        out[g] = b;
+    }
+    return true;
+}
+
+/* get_computed_blocks: the longest prefix hit (HybridKVCacheCoordinator:
+ * full attention first, then the sliding groups within it;
+ * FullAttentionManager.find_longest_cache_hit stops at the first miss,
+ * SlidingWindowManager's scans from the end for cdiv(window - 1, block)
+ * contiguous hits). At most num_tokens - 1 tokens, so that one is computed.
+ * Fills s->hit and s->hit_len; returns the hit in tokens. */
+static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
+{
+    const struct kvp_sim_config *c = s->c;
+    uint64_t max_blocks = (r->tokens - 1) / c->block_size, full = max_blocks, other;
+    uint32_t b[KVP_SIM_MAX_GROUPS];
+    bool any_full = false, any_sliding = false;
+
+    memset(s->hit_len, 0, sizeof s->hit_len);
+    if (!c->prefix_caching)
+        return 0;
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        any_sliding = any_sliding || c->group[g].kind == KVP_LAYER_SLIDING;
+        any_full = any_full || c->group[g].kind != KVP_LAYER_SLIDING;
+    }
+    if (any_full) {
+        for (full = 0; full < max_blocks && hit_all(s, r, uid, (uint32_t)full, false, b); full++)
+            for (uint32_t g = 0; g < c->n_groups; g++)
+                if (c->group[g].kind != KVP_LAYER_SLIDING)
+                    s->hit[g][full] = b[g];
+    }
+    other = full;
+    if (any_sliding) {
+        uint32_t window = 0;
+        uint64_t need, run = 0, start = 0;
+        bool found = false;
+        for (uint32_t g = 0; g < c->n_groups; g++)
+            window = c->group[g].kind == KVP_LAYER_SLIDING ? c->group[g].window : window;
+        need = kvp_cdiv(window - 1, c->block_size);
+        for (uint64_t i = full; i-- > 0;) {
+            if (hit_all(s, r, uid, (uint32_t)i, true, b)) {
+                for (uint32_t g = 0; g < c->n_groups; g++)
+                    if (c->group[g].kind == KVP_LAYER_SLIDING)
+                        s->hit[g][i] = b[g];
+                if (++run >= need) {
+                    found = true;
+                    start = i;
+                    break;
+                }
+            } else {
+                run = 0;
+            }
+        }
+        other = found ? start + run : run; /* not found: the first `run` blocks still hit */
+        for (uint32_t g = 0; g < c->n_groups; g++)
+            if (c->group[g].kind == KVP_LAYER_SLIDING)
+                for (uint64_t i = 0; i < (found ? start : 0); i++)
+                    s->hit[g][i] = NULL_BLOCK;
+    }
+    for (uint32_t g = 0; g < c->n_groups; g++)
+        s->hit_len[g] = (uint32_t)other; /* full attention cut to the other groups' hit */
+    return other * c->block_size;
+}
+
+/* allocate_slots: room for `n_new` more tokens after `hit` cached ones (the
+ * hit's blocks in s->hit), or false when the free queue is too short. */
+static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t n_new)
+{
+    const struct kvp_sim_config *c = s->c;
+    uint64_t need_tokens = r->computed + hit + n_new, want = 0;
+
+    for (uint32_t g = 0; g < c->n_groups; g++)
+        remove_skipped(s, r, g);
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        uint64_t req_blocks = required(s, g, need_tokens), have = r->len[g] + s->hit_len[g];
+        want += req_blocks > have ? req_blocks - have : 0;
+        for (uint32_t i = 0; i < s->hit_len[g]; i++) /* evictable hits come off the free queue */
+            want += s->hit[g][i] != NULL_BLOCK && s->pool.ref[s->hit[g][i]] == 0;
+    }
+    if (want > s->pool.nfree) {
+        memset(s->hit_len, 0, sizeof s->hit_len);
+        return false;
+    }
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        uint32_t *t = table(r, g);
+        uint64_t req_blocks = required(s, g, need_tokens);
+        for (uint32_t i = 0; i < s->hit_len[g]; i++) {
+            uint32_t b = s->hit[g][i];
+            if (b != NULL_BLOCK) {
+                pool_touch(&s->pool, b);
+                r->live++;
+            }
+            t[r->len[g]++] = b;
+        }
+        if (s->hit_len[g]) /* a new request: its hit is cached already */
+            r->cached[g] = r->len[g];
+        while (r->len[g] < req_blocks) {
+            t[r->len[g]++] = pool_take(&s->pool, (uint8_t)g);
+            r->live++;
+        }
+        /* cache_blocks: every full block of the tokens computed by this step */
+        if (c->prefix_caching) {
+            uint64_t full = (need_tokens < r->tokens ? need_tokens : r->tokens) / c->block_size;
+            for (uint32_t i = r->cached[g]; i < full; i++)
+                if (t[i] != NULL_BLOCK)
+                    cache_put(&s->pool, t[i], owner_of(r, uid, i, c->block_size), i);
+            r->cached[g] = r->cached[g] > full ? r->cached[g] : (uint32_t)full;
+        }
+    }
+    memset(s->hit_len, 0, sizeof s->hit_len);
+    return true;
+}
+
+/* KVCacheManager.free: each group's blocks, last first, so that a request's
+ * tail is evicted before its (more shareable) head. */
+static void free_request(struct sim *s, struct req *r)
+{
+    for (uint32_t g = 0; g < s->c->n_groups; g++) {
+        uint32_t *t = table(r, g);
+        for (uint32_t i = r->len[g]; i-- > 0;)
+            pool_release(&s->pool, t[i]);
+        r->len[g] = r->cached[g] = 0;
+    }
+    r->live = 0;
+}
+
+static void schedule(struct sim *s, uint32_t i, uint64_t n)
+{
+    struct req *r = &s->r[i];
+    if (!r->started) {
+        r->started = true;
+        r->first_sched = s->now;
+    }
+    s->sched[s->nsched] = i;
+    s->sched_n[s->nsched++] = (uint32_t)n;
+}
+
+/* Scheduler.schedule (v1/core/sched/scheduler.py), FCFS: the running
+ * requests first, each as far as the token budget goes, preempting the last
+ * running request (recompute: its blocks freed, computed tokens 0, back to
+ * the front of the queue) until its blocks fit; then, if nothing was
+ * preempted, waiting requests in order while the budget, max_num_seqs and the
+ * blocks allow (chunked prefill: a prompt may take what is left of the
+ * budget); the first that does not fit stops the queue. */
+static void vllm_step(struct sim *s)
+{
+    const struct kvp_sim_config *c = s->c;
+    uint64_t budget = c->max_batched_tokens;
+    bool preempted = false;
+
+    for (uint32_t k = 0; k < s->nrun && budget > 0;) {
+        uint32_t i = s->run[k];
+        struct req *r = &s->r[i];
+        uint64_t n = r->tokens - r->computed;
+        bool ok = true;
+        n = n < budget ? n : budget;
+        while (!allocate(s, r, i, 0, n)) {
+            uint32_t v = s->run[--s->nrun];
+            free_request(s, &s->r[v]);
+            s->r[v].computed = 0;
+            s->r[v].state = R_WAITING;
+            s->wait_head = (s->wait_head + s->n - 1) % s->n;
+            s->wait[s->wait_head] = v;
+            s->nwait++;
+            s->out->preemptions++;
+            preempted = true;
+            if (v == i) {
+                ok = false;
+                break;
+            }
+        }
+        if (!ok)
+            break;
+        schedule(s, i, n);
+        budget -= n;
+        k++;
+    }
+    while (!preempted && s->nwait > 0 && budget > 0 && s->nrun < c->max_num_seqs) {
+        uint32_t i = s->wait[s->wait_head];
+        struct req *r = &s->r[i];
+        uint64_t hit = computed_blocks(s, r, i), n = r->tokens - hit;
+        n = n < budget ? n : budget;
+        if (!allocate(s, r, i, hit, n))
+            break;
+        s->wait_head = (s->wait_head + 1) % s->n;
+        s->nwait--;
+        s->run[s->nrun++] = i;
+        r->state = R_RUNNING;
+        r->computed = hit;
+        s->out->prefix_hit_tokens += hit;
+        schedule(s, i, n);
+        budget -= n;
+    }
+}
+
+/* llama-server's update_slots (tools/server/server.cpp): a free slot takes the
+ * next request; each llama_decode batch gets one token of every generating
+ * slot first, then prompt tokens of the slots still reading theirs, in slot
+ * order, up to n_batch. A slot's cells are its request's tokens; nothing is
+ * shared or preempted. */
+static void llamacpp_step(struct sim *s)
+{
+    uint64_t budget = s->c->max_batched_tokens;
+    while (s->nwait > 0 && s->nrun < s->c->max_num_seqs) {
+        uint32_t i = s->wait[s->wait_head];
+        s->wait_head = (s->wait_head + 1) % s->n;
+        s->nwait--;
+        s->run[s->nrun++] = i;
+        s->r[i].state = R_RUNNING;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t k = 0; k < s->nrun && budget > 0; k++) {
+            struct req *r = &s->r[s->run[k]];
+            bool prompt = r->computed < r->q->prompt;
+            uint64_t n = r->tokens - r->computed;
+            if (prompt != (pass == 1))
+                continue;
+            n = n < budget ? n : budget;
+            schedule(s, s->run[k], n);
+            budget -= n;
+            s->pool.used[0] += n;
+            r->live += n;
+        }
+}
+
+/* ---- the run ---- */
+
+static double step_time(const struct kvp_sim_config *c, uint64_t tokens, uint64_t blocks)
+{
+    double t = c->step.fixed_s + c->step.per_token_s * (double)tokens;
+    if (c->step.bandwidth > 0) {
+        double mem = (c->step.weight_bytes + c->step.block_bytes * (double)blocks) / c->step.bandwidth;
+        double comp = c->step.flops_per_token * (double)tokens / c->step.peak_flops;
+        mem = mem > comp ? mem : comp;
+        t = t > mem ? t : mem;
+    }
+    return t;
+}
+
+/* The most blocks request q can hold at once: full attention its whole length,
+ * a window what the window and one step's chunk reach, a state one block. */
+static uint64_t request_peak(const struct kvp_sim_config *c, const struct kvp_sim_request *q)
+{
+    uint64_t len = (uint64_t)q->prompt + q->output - 1, blocks = 0;
+    if (c->engine == KVP_SIM_LLAMACPP)
+        return len;
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        const struct kvp_sim_group *gr = &c->group[g];
+        uint64_t b = kvp_cdiv(len, c->block_size);
+        if (gr->kind == KVP_LAYER_RECURRENT)
+            b = 1;
+        else if (gr->kind == KVP_LAYER_SLIDING || gr->kind == KVP_LAYER_CHUNKED) {
+            uint64_t w = kvp_cdiv(kvp_sat_add(gr->window, c->max_batched_tokens), c->block_size) + 1;
+            b = b < w ? b : w;
+        }
+        blocks += b;
+    }
+    return blocks;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void percentiles(double *v, uint64_t n, struct kvp_percentiles *p)
+{
+    double sum = 0;
+    memset(p, 0, sizeof *p);
+    if (n == 0)
+        return;
+    qsort(v, n, sizeof *v, cmp_double);
+    for (uint64_t i = 0; i < n; i++)
+        sum += v[i];
+    p->mean = sum / (double)n;
+    /* nearest rank: the smallest value with at least p of the values at or below it */
+    p->p50 = v[(uint64_t)ceil(0.50 * (double)n) - 1];
+    p->p90 = v[(uint64_t)ceil(0.90 * (double)n) - 1];
+    p->p99 = v[(uint64_t)ceil(0.99 * (double)n) - 1];
+}
+
+static enum kvp_status summarize(struct sim *s, struct kvp_error *err)
+{
+    struct kvp_sim_result *o = s->out;
+    double *v = malloc((s->n ? s->n : 1) * sizeof *v);
+    uint64_t k;
+    if (!v)
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory");
+    for (k = 0; k < s->n; k++)
+        v[k] = s->r[k].first_token - s->r[k].q->arrival_s;
+    percentiles(v, k, &o->ttft);
+    for (k = 0; k < s->n; k++)
+        v[k] = s->r[k].first_sched - s->r[k].q->arrival_s;
+    percentiles(v, k, &o->queue);
+    k = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->r[i].q->output > 1)
+            v[k++] = (s->r[i].finish - s->r[i].first_token) / (s->r[i].q->output - 1);
+    percentiles(v, k, &o->tpot);
+    free(v);
+    o->throughput = o->duration_s > 0 ? (double)o->output_tokens / o->duration_s : 0.0;
+    return KVP_OK;
+}
+
+static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t tokens, uint64_t *cap,
+                              struct kvp_error *err)
+{
+    struct kvp_sim_result *o = s->out;
+    uint64_t used = 0;
+    struct kvp_sim_step *st;
+    for (uint32_t g = 0; g < s->c->n_groups; g++)
+        used += s->pool.used[g];
+    o->peak_blocks = used > o->peak_blocks ? used : o->peak_blocks;
+    o->steps++;
+    if (!keep)
+        return KVP_OK;
+    if (o->steps > *cap) {
+        uint64_t ncap = *cap ? *cap * 2 : 1024;
+        struct kvp_sim_step *p = realloc(o->series, ncap * sizeof *p);
+        if (!p)
+            return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu steps", (unsigned long long)ncap);
+        o->series = p;
+        *cap = ncap;
+    }
+    st = &o->series[o->steps - 1];
+    memset(st, 0, sizeof *st);
+    st->time_s = t_end;
+    st->running = s->nrun;
+    st->waiting = s->nwait;
+    st->scheduled_tokens = tokens;
+    memcpy(st->used, s->pool.used, sizeof st->used);
+    if (s->c->engine == KVP_SIM_LLAMACPP) {
+        st->free = s->pool.n - used;
+    } else {
+        st->cached = s->pool.ncached_free;
+        st->free = s->pool.nfree - s->pool.ncached_free;
+    }
+    return KVP_OK;
+}
+
+/* After the step: computed tokens advance; a request that caught up with
+ * its tokens samples one (its first: TTFT); one with all its output is
+ * finished and frees its blocks (llama.cpp: its slot). */
+static void advance(struct sim *s, double t_end)
+{
+    for (uint32_t k = 0; k < s->nsched; k++) {
+        struct req *r = &s->r[s->sched[k]];
+        r->computed += s->sched_n[k];
+        if (r->computed < r->tokens)
+            continue;
+        if (r->generated++ == 0)
+            r->first_token = t_end;
+        r->tokens++;
+        s->out->output_tokens++;
+        if (r->generated < r->q->output)
+            continue;
+        r->finish = t_end;
+        r->state = R_DONE;
+        if (s->c->engine == KVP_SIM_LLAMACPP)
+            s->pool.used[0] -= r->live;
+        else
+            free_request(s, r);
+        free(r->table);
+        r->table = NULL;
+    }
+    uint32_t j = 0;
+    for (uint32_t k = 0; k < s->nrun; k++)
+        if (s->r[s->run[k]].state == R_RUNNING)
+            s->run[j++] = s->run[k];
+    s->nrun = j;
+}
+
+static void sim_free(struct sim *s)
+{
+    pool_free(&s->pool);
+    for (uint32_t i = 0; s->r && i < s->n; i++)
+        free(s->r[i].table);
+    free(s->r);
+    free(s->wait);
+    free(s->run);
+    free(s->sched);
+    free(s->sched_n);
+    for (uint32_t g = 0; g < KVP_SIM_MAX_GROUPS; g++)
+        free(s->hit[g]);
+}
+
+static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, const struct kvp_workload *w,
+                                struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct kvp_sim_result *out = s->out;
+    memset(s, 0, sizeof *s);
+    s->out = out;
+    s->c = c;
+    s->n = w->n;
+    if (c->engine == KVP_SIM_VLLM) {
+        if ((st = pool_init(&s->pool, c->num_blocks, err)) != KVP_OK)
+            return st;
+    } else {
+        s->pool.n = c->num_blocks;
+    }
+    s->r = calloc(w->n, sizeof *s->r);
+    s->wait = malloc(w->n * sizeof *s->wait);
+    s->run = malloc(w->n * sizeof *s->run);
+    s->sched = malloc(w->n * sizeof *s->sched);
+    s->sched_n = malloc(w->n * sizeof *s->sched_n);
+    s->hit_cap = kvp_cdiv(c->max_model_len, c->block_size) + 1;
+    for (uint32_t g = 0; g < c->n_groups && c->engine == KVP_SIM_VLLM; g++)
+        if (!(s->hit[g] = malloc(s->hit_cap * sizeof *s->hit[g])))
+            return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory");
+    if (!s->r || !s->wait || !s->run || !s->sched || !s->sched_n)
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u requests", w->n);
+    for (uint32_t i = 0; i < w->n; i++) {
+        const struct kvp_sim_request *q = &w->req[i];
+        struct req *r = &s->r[i];
+        uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_VLLM ? c->num_blocks - 1 : c->max_model_len;
+        r->q = q;
+        r->tokens = q->prompt;
+        s->out->prompt_tokens += q->prompt;
+        if (len > UINT32_MAX)
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
+                               "request %u: %llu tokens are more than the simulator's 2^32 - 1", i + 1,
+                               (unsigned long long)len);
+        if (len > c->max_model_len)
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
+                               "request %u: %u prompt + %u output tokens are more than max_model_len %llu", i + 1,
+                               q->prompt, q->output, (unsigned long long)c->max_model_len);
+        if (request_peak(c, q) > pool)
+            return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
+                               "request %u needs %llu blocks, more than the pool's %llu: it could never run", i + 1,
+                               (unsigned long long)request_peak(c, q), (unsigned long long)pool);
+        r->cap = (uint32_t)kvp_cdiv(len, c->block_size);
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_workload *w, bool keep_series,
+                            struct kvp_sim_result *out, struct kvp_error *err)
+{
+    struct sim s;
+    enum kvp_status st;
+    uint32_t next = 0, done = 0;
+    uint64_t cap = 0;
+    double t = 0.0;
+
+    memset(out, 0, sizeof *out);
+    if (w->n == 0 || c->max_batched_tokens == 0 || c->max_num_seqs == 0 || c->block_size == 0 || c->n_groups == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "simulate: an empty workload or a zero limit");
+    if (!(c->step.fixed_s + c->step.per_token_s > 0) && !(c->step.bandwidth > 0 && c->step.peak_flops > 0))
+        return kvp_fail(err, KVP_ERR_USAGE, "simulate: the step time needs a roofline (a GPU) or a step-time model");
+    s.out = out;
+    if ((st = sim_init(&s, c, w, err)) != KVP_OK)
+        goto out;
+    out->pool_blocks = c->engine == KVP_SIM_VLLM ? c->num_blocks - 1 : c->num_blocks;
+    while (done < w->n) {
+        uint64_t tokens = 0, blocks = 0;
+        double t_end;
+        while (next < w->n && w->req[next].arrival_s <= t) {
+            struct req *r = &s.r[next];
+            if (!(r->table = calloc((uint64_t)r->cap * c->n_groups, sizeof *r->table))) {
+                st = kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for request %u's blocks", next + 1);
+                goto out;
+            }
+            r->state = R_WAITING;
+            s.wait[(s.wait_head + s.nwait++) % s.n] = next++;
+        }
+        s.nsched = 0;
+        s.now = t;
+        if (c->engine == KVP_SIM_VLLM)
+            vllm_step(&s);
+        else
+            llamacpp_step(&s);
+        if (s.nsched == 0) {
+            if (next < w->n) { /* idle until the next arrival */
+                t = t > w->req[next].arrival_s ? t : w->req[next].arrival_s;
+                continue;
+            }
+            st = kvp_fail(err, KVP_ERR_RANGE, "simulate: no request can be scheduled (%u waiting)", s.nwait);
+            goto out;
+        }
+        for (uint32_t k = 0; k < s.nsched; k++) {
+            struct req *r = &s.r[s.sched[k]];
+            tokens += s.sched_n[k];
+            blocks += r->live;
+        }
+        t_end = t + step_time(c, tokens, blocks);
+        if ((st = record(&s, keep_series, t_end, tokens, &cap, err)) != KVP_OK)
+            goto out;
+        advance(&s, t_end);
+        for (uint32_t k = 0; k < s.nsched; k++)
+            done += s.r[s.sched[k]].state == R_DONE;
+        t = t_end;
+    }
+    out->duration_s = t;
+    st = summarize(&s, err);
+out:
+    sim_free(&s);
+    if (st != KVP_OK)
+        kvp_sim_result_free(out);
+    return st;
+}
+
+void kvp_sim_result_free(struct kvp_sim_result *r)
+{
+    if (!r)
+        return;
+    free(r->series);
+    r->series = NULL;
+    r->steps = 0;
+}
+
+bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s)
+{
+    return r->preemptions == 0 && r->queue.p99 <= max_queue_s;
+}
+
+/* Whether workload s at `rate` is sustained under c. */
+static enum kvp_status sustained_at(const struct kvp_sim_config *c, const struct kvp_synth *s, double rate,
+                                    double max_queue_s, bool *ok, struct kvp_error *err)
+{
+    struct kvp_synth x = *s;
+    struct kvp_workload w;
+    struct kvp_sim_result r;
+    enum kvp_status st;
+    x.rate = rate;
+    if ((st = kvp_workload_synth(&x, &w, err)) != KVP_OK)
+        return st;
+    st = kvp_sim_run(c, &w, false, &r, err);
+    kvp_workload_free(&w);
+    if (st == KVP_OK)
+        *ok = kvp_sim_sustained(&r, max_queue_s);
+    kvp_sim_result_free(&r);
+    return st;
+}
+
+enum kvp_status kvp_sim_max_rate(const struct kvp_sim_config *c, const struct kvp_synth *s, double max_queue_s,
+                                 double *rate, struct kvp_error *err)
+{
+    double lo = 0.0, hi = 1.0 / 1024;
+    enum kvp_status st;
+    bool ok = true;
+
+    *rate = 0.0;
+    /* double until it is not sustained (2^-10 .. 2^30 per second), then bisect to 1% */
+    for (int i = 0; i < 40 && ok; i++) {
+        if ((st = sustained_at(c, s, hi, max_queue_s, &ok, err)) != KVP_OK)
+            return st;
+        if (ok) {
+            lo = hi;
+            hi *= 2;
+        }
+    }
+    while (!ok && hi - lo > 0.01 * hi) {
+        double mid = (lo + hi) / 2;
+        bool mid_ok = false;
+        if ((st = sustained_at(c, s, mid, max_queue_s, &mid_ok, err)) != KVP_OK)
+            return st;
+        if (mid_ok)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *rate = lo;
+    return KVP_OK;
+}

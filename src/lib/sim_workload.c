@@ -1,0 +1,324 @@
+/* sim_workload.c -- workloads for the simulator: seeded synthetic traffic and
+ * trace files (CSV or JSONL), docs/simulate.md "Workloads". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "kvplan/sim.h"
+
+/* ---- a deterministic generator: SplitMix64 (Steele, Lea, Flood 2014) ----
+ * src/ref has a PCG of its own, internal to the decoder; the simulator keeps
+ * its stream independent of it so either can change without the other's
+ * results moving. */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) /* in [0, 1) with 53 bits */
+{
+    return (double)(splitmix(s) >> 11) * 0x1.0p-53;
+}
+
+static uint32_t draw(uint64_t *s, struct kvp_range r)
+{
+    return r.lo == r.hi ? r.lo : r.lo + (uint32_t)(splitmix(s) % ((uint64_t)r.hi - r.lo + 1));
+}
+
+static enum kvp_status alloc_requests(struct kvp_workload *w, uint64_t n, struct kvp_error *err)
+{
+    w->req = calloc(n ? n : 1, sizeof *w->req);
+    if (!w->req)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for %llu requests", (unsigned long long)n);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err)
+{
+    uint64_t st = s->seed;
+    double t = 0.0;
+    enum kvp_status rc;
+
+    memset(w, 0, sizeof *w);
+    if (s->requests == 0 || s->requests > KVP_SIM_MAX_REQUESTS)
+        return kvp_fail(err, KVP_ERR_USAGE, "the request count must be 1..%u (got %u)", KVP_SIM_MAX_REQUESTS,
+                        s->requests);
+    if (s->prompt.lo == 0 || s->prompt.lo > s->prompt.hi || s->output.lo == 0 || s->output.lo > s->output.hi)
+        return kvp_fail(err, KVP_ERR_USAGE, "prompt and output lengths must be positive ranges LO-HI");
+    if (!(s->rate >= 0.0) || !isfinite(s->rate))
+        return kvp_fail(err, KVP_ERR_USAGE, "the rate must be a finite number of requests per second >= 0 (got %g)",
+                        s->rate);
+    if (!(s->prefix_share >= 0.0 && s->prefix_share <= 1.0))
+        return kvp_fail(err, KVP_ERR_USAGE, "the prefix share must be 0..1 (got %g)", s->prefix_share);
+    if (s->prefix > s->prompt.lo)
+        return kvp_fail(err, KVP_ERR_USAGE, "the shared prefix (%u tokens) is longer than the shortest prompt (%u)",
+                        s->prefix, s->prompt.lo);
+    if ((rc = alloc_requests(w, s->requests, err)) != KVP_OK)
+        return rc;
+    w->n = s->requests;
+    for (uint32_t i = 0; i < s->requests; i++) {
+        struct kvp_sim_request *q = &w->req[i];
+        if (s->rate > 0.0)
+            t += -log1p(-uniform01(&st)) / s->rate; /* exponential gaps: a Poisson process */
+        q->arrival_s = t;
+        q->prompt = draw(&st, s->prompt);
+        q->output = draw(&st, s->output);
+        /* drawn for every request, so the share changes which requests share, not the lengths */
+        if (uniform01(&st) < s->prefix_share && s->prefix) {
+            q->prefix_id = 1;
+            q->prefix_tokens = s->prefix;
+        }
+    }
+    return KVP_OK;
+}
+
+void kvp_workload_free(struct kvp_workload *w)
+{
+    if (!w)
+        return;
+    free(w->req);
+    w->req = NULL;
+    w->n = 0;
+}
+
+/* ---- traces ---- */
+
+enum field { F_ARRIVAL, F_PROMPT, F_OUTPUT, F_PREFIX_ID, F_PREFIX_TOKENS, F_COUNT };
+static const char *const field_names[F_COUNT] = {"arrival_s", "prompt_tokens", "output_tokens", "prefix_id",
+                                                 "prefix_tokens"};
+
+struct cursor {
+    const char *name, *p, *end, *line_start;
+    uint32_t line;
+    struct kvp_error *err;
+};
+
+static enum kvp_status fail_here(struct cursor *c, enum kvp_status code, const char *at, const char *msg,
+                                 const char *arg)
+{
+    return kvp_fail_at(c->err, code, c->name, c->line, (uint32_t)(at - c->line_start) + 1, msg, arg);
+}
+
+/* A number at p: the arrival a non-negative decimal, the others unsigned
+ * integers below 2^32. *next gets the first character after it. */
+static enum kvp_status number(struct cursor *c, enum field f, const char *p, const char **next, double *out)
+{
+    char buf[64];
+    size_t n = 0;
+    char *e;
+    while (p + n < c->end && strchr("0123456789.eE+-", p[n]) && n < sizeof buf - 1)
+        n++;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    if (n == 0)
+        return fail_here(c, KVP_ERR_SYNTAX, p, "expected a number for '%s'", field_names[f]);
+    *out = strtod(buf, &e);
+    if (*e != '\0' || !isfinite(*out) || *out < 0.0)
+        return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be a non-negative number", field_names[f]);
+    if (f != F_ARRIVAL && (*out != floor(*out) || *out > 4294967295.0))
+        return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be an integer below 2^32", field_names[f]);
+    *next = p + n;
+    return KVP_OK;
+}
+
+/* The per-request checks, at the line's start. */
+static enum kvp_status check_request(struct cursor *c, const bool *seen, const double *v, double prev,
+                                     struct kvp_sim_request *q)
+{
+    for (int f = 0; f < F_COUNT; f++)
+        if (!seen[f] && f < F_PREFIX_ID)
+            return fail_here(c, KVP_ERR_SYNTAX, c->line_start, "missing '%s'", field_names[f]);
+    if (seen[F_PREFIX_ID] != seen[F_PREFIX_TOKENS])
+        return fail_here(c, KVP_ERR_SYNTAX, c->line_start, "'%s' needs prefix_id and prefix_tokens together",
+                         seen[F_PREFIX_ID] ? "prefix_id" : "prefix_tokens");
+    q->arrival_s = v[F_ARRIVAL];
+    q->prompt = (uint32_t)v[F_PROMPT];
+    q->output = (uint32_t)v[F_OUTPUT];
+    q->prefix_id = seen[F_PREFIX_ID] ? (uint32_t)v[F_PREFIX_ID] : 0;
+    q->prefix_tokens = seen[F_PREFIX_ID] ? (uint32_t)v[F_PREFIX_TOKENS] : 0;
+    q->line = c->line;
+    if (q->arrival_s < prev)
+        return fail_here(c, KVP_ERR_RANGE, c->line_start, "arrivals must not go back in time (%s)",
+                         "sort the trace by arrival_s");
+    if (q->prompt == 0 || q->output == 0)
+        return fail_here(c, KVP_ERR_RANGE, c->line_start, "'%s' must be at least 1",
+                         q->prompt == 0 ? "prompt_tokens" : "output_tokens");
+    if (q->prefix_tokens > q->prompt)
+        return fail_here(c, KVP_ERR_RANGE, c->line_start, "'%s' is longer than the prompt", "prefix_tokens");
+    return KVP_OK;
+}
+
+static bool blank(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    return p == e;
+}
+
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* CSV: the header names the columns (the three required, the two prefix
+ * columns optional, any order); every row has exactly those cells. */
+static enum kvp_status csv_header(struct cursor *c, const char *e, int *col, int *ncols)
+{
+    const char *p = c->p;
+    *ncols = 0;
+    while (p <= e) {
+        const char *s = skip_ws(p, e), *q = s;
+        int f;
+        while (q < e && *q != ',')
+            q++;
+        const char *t = q;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t' || t[-1] == '\r'))
+            t--;
+        for (f = 0; f < F_COUNT; f++)
+            if ((size_t)(t - s) == strlen(field_names[f]) && memcmp(s, field_names[f], (size_t)(t - s)) == 0)
+                break;
+        if (f == F_COUNT || *ncols == F_COUNT)
+            return fail_here(c, KVP_ERR_SCHEMA, s, "unknown column (expected %s)",
+                             "arrival_s,prompt_tokens,output_tokens[,prefix_id,prefix_tokens]");
+        for (int i = 0; i < *ncols; i++)
+            if (col[i] == f)
+                return fail_here(c, KVP_ERR_SCHEMA, s, "column '%s' given twice", field_names[f]);
+        col[(*ncols)++] = f;
+        p = q + 1;
+    }
+    return KVP_OK;
+}
+
+static enum kvp_status csv_row(struct cursor *c, const char *e, const int *col, int ncols, bool *seen, double *v)
+{
+    const char *p = c->p;
+    for (int i = 0; i < ncols; i++) {
+        p = skip_ws(p, e);
+        if (i > 0) {
+            if (p >= e || *p != ',')
+                return fail_here(c, KVP_ERR_SYNTAX, p, "a row needs a cell for every column ('%s' is missing)",
+                                 field_names[col[i]]);
+            p = skip_ws(p + 1, e);
+        }
+        if (number(c, (enum field)col[i], p, &p, &v[col[i]]) != KVP_OK)
+            return c->err->code;
+        seen[col[i]] = true;
+    }
+    p = skip_ws(p, e);
+    if (p < e)
+        return fail_here(c, KVP_ERR_SYNTAX, p, "unexpected text after the last column ('%s')", "remove it");
+    return KVP_OK;
+}
+
+/* JSONL: {"key": number, ...} with the keys above, nothing nested. */
+static enum kvp_status jsonl_row(struct cursor *c, const char *e, bool *seen, double *v)
+{
+    const char *p = skip_ws(c->p, e) + 1; /* past '{' */
+    for (bool first = true;; first = false) {
+        int f;
+        p = skip_ws(p, e);
+        if (p < e && *p == '}' && first)
+            break;
+        if (p >= e || *p != '"')
+            return fail_here(c, KVP_ERR_SYNTAX, p, "expected a key in double quotes%s", "");
+        const char *k = ++p;
+        while (p < e && *p != '"')
+            p++;
+        for (f = 0; f < F_COUNT; f++)
+            if ((size_t)(p - k) == strlen(field_names[f]) && memcmp(k, field_names[f], (size_t)(p - k)) == 0)
+                break;
+        if (f == F_COUNT)
+            return fail_here(c, KVP_ERR_SCHEMA, k, "unknown key (expected %s)",
+                             "arrival_s, prompt_tokens, output_tokens, prefix_id, prefix_tokens");
+        if (seen[f])
+            return fail_here(c, KVP_ERR_SCHEMA, k, "key '%s' given twice", field_names[f]);
+        p = skip_ws(p + 1, e);
+        if (p >= e || *p != ':')
+            return fail_here(c, KVP_ERR_SYNTAX, p, "expected ':' after '%s'", field_names[f]);
+        p = skip_ws(p + 1, e);
+        if (number(c, (enum field)f, p, &p, &v[f]) != KVP_OK)
+            return c->err->code;
+        seen[f] = true;
+        p = skip_ws(p, e);
+        if (p < e && *p == ',') {
+            p++;
+            continue;
+        }
+        if (p < e && *p == '}')
+            break;
+        return fail_here(c, KVP_ERR_SYNTAX, p, "expected ',' or '}'%s", "");
+    }
+    p = skip_ws(p + 1, e);
+    if (p < e)
+        return fail_here(c, KVP_ERR_SYNTAX, p, "unexpected text after the object ('%s')", "one object per line");
+    return KVP_OK;
+}
+
+enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *name, struct kvp_workload *w,
+                                   struct kvp_error *err)
+{
+    struct cursor c = {.name = name, .p = text, .end = text + len, .err = err};
+    uint64_t lines = 1;
+    int col[F_COUNT], ncols = -1; /* -1: not decided; 0: JSONL */
+    enum kvp_status rc;
+
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    for (uint64_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    if (lines > KVP_SIM_MAX_REQUESTS + 1)
+        return kvp_fail_at(err, KVP_ERR_RANGE, name, 0, 0, "more than %u requests", KVP_SIM_MAX_REQUESTS);
+    if ((rc = alloc_requests(w, lines, err)) != KVP_OK)
+        return rc;
+    for (const char *e; c.p < c.end; c.p = e < c.end ? e + 1 : c.end) {
+        bool seen[F_COUNT] = {false};
+        double v[F_COUNT] = {0};
+        e = memchr(c.p, '\n', (size_t)(c.end - c.p));
+        e = e ? e : c.end;
+        c.line++;
+        c.line_start = c.p;
+        if (blank(c.p, e) || *skip_ws(c.p, e) == '#')
+            continue;
+        if (ncols < 0) {
+            if (*skip_ws(c.p, e) == '{') {
+                ncols = 0;
+            } else {
+                if ((rc = csv_header(&c, e, col, &ncols)) != KVP_OK)
+                    goto fail;
+                continue;
+            }
+        }
+        if ((rc = ncols == 0 ? jsonl_row(&c, e, seen, v) : csv_row(&c, e, col, ncols, seen, v)) != KVP_OK ||
+            (rc = check_request(&c, seen, v, w->n ? w->req[w->n - 1].arrival_s : 0.0, &w->req[w->n])) != KVP_OK)
+            goto fail;
+        w->n++;
+    }
+    if (w->n == 0) {
+        rc = kvp_fail_at(err, KVP_ERR_SYNTAX, name, c.line ? c.line : 1, 1, "the trace has no requests");
+        goto fail;
+    }
+    return KVP_OK;
+fail:
+    kvp_workload_free(w);
+    return rc;
+}
+
+enum kvp_status kvp_workload_load(const char *path, struct kvp_workload *w, struct kvp_error *err)
+{
+    char *text;
+    uint64_t len;
+    enum kvp_status rc;
+    memset(w, 0, sizeof *w);
+    if ((rc = kvp_read_file(path, 256ull << 20, &text, &len, NULL, err)) != KVP_OK)
+        return rc;
+    rc = kvp_workload_parse(text, len, path, w, err);
+    free(text);
+    return rc;
+}
