@@ -35,15 +35,15 @@ CURSES_LIBS   := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncu
 
 # libkvplan: the engine, parsers, renderers (src/lib) and the reference decoder (src/ref)
 LIB_SRC  := $(wildcard src/lib/*.c src/ref/*.c)
-# the TUI's curses-free model (src/tui/model*.c) is linked into the tests too;
+# the TUI's curses-free state (src/tui/state*.c) is linked into the tests too;
 # its views (the only curses code) only into the binary
-TUI_MODEL_SRC := $(wildcard src/tui/model*.c)
-TUI_VIEW_SRC  := $(filter-out $(TUI_MODEL_SRC),$(wildcard src/tui/*.c))
-CLI_SRC  := $(wildcard src/cli/*.c) $(TUI_MODEL_SRC) $(TUI_VIEW_SRC)
+TUI_STATE_SRC := $(wildcard src/tui/state*.c)
+TUI_VIEW_SRC  := $(filter-out $(TUI_STATE_SRC),$(wildcard src/tui/*.c))
+CLI_SRC  := $(wildcard src/cli/*.c) $(TUI_STATE_SRC) $(TUI_VIEW_SRC)
 TEST_SRC := $(wildcard tests/check_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-TUI_MODEL_OBJ := $(TUI_MODEL_SRC:%.c=$(BUILD)/%.o)
+TUI_STATE_OBJ := $(TUI_STATE_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libkvplan.a
 BIN      := $(BUILD)/kvplan
@@ -94,9 +94,9 @@ $(BIN): $(CLI_OBJ) $(LIB)
 kvplan: $(BIN)
 	@[ -n "$(SANITIZE)" ] || ln -sf $(BIN) kvplan
 
-$(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(TUI_MODEL_OBJ) $(LIB) $(LDFLAGS) $(CHECK_LIBS) \
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(TUI_STATE_OBJ) $(LIB) $(LDFLAGS) $(CHECK_LIBS) \
 	    $(YAML_LIBS) $(LDLIBS) -o $@
 
 run: deps $(BIN) kvplan
@@ -149,9 +149,9 @@ $(BUILD)/mut/%/engine.o: src/lib/engine.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) -c $< -o $@
 
-$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(LIB) $(TUI_MODEL_OBJ) tests/testutil.h
+$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_MODEL_OBJ) \
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_STATE_OBJ) \
 	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
 
 check-mutation: $(MUT_BIN)

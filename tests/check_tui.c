@@ -14,7 +14,7 @@
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
 #include "kvplan/gpu.h"
-#include "../src/tui/model.h"
+#include "../src/tui/state.h"
 #include "testutil.h"
 
 

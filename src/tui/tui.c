@@ -1,7 +1,7 @@
 /* tui.c -- `kvplan tui [MODEL | PLAN.yaml]`: the curses main loop.
  *
  * Reads a key, maps it to the model's enum tui_key, lets the model
- * (model.c) change the setup and recompute, and redraws (view.c). Nothing
+ * (state.c) change the setup and recompute, and redraws (view.c). Nothing
  * here computes a figure.
  */
 #include <curses.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "model.h"
+#include "state.h"
 #include "view.h"
 
 static struct cli_opt opts[] = {

@@ -1,4 +1,4 @@
-/* model_plan.c -- the TUI's setup as a plan file for `kvplan check`, and back.
+/* state_plan.c -- the TUI's setup as a plan file for `kvplan check`, and back.
  *
  * Written: a `kvplan_plan: 1` document with one deployment holding the same
  * settings `kvplan fit` takes, and `assert: {fits: true}`. The file is
@@ -17,7 +17,7 @@
 
 #include <sys/stat.h>
 
-#include "model.h"
+#include "state.h"
 #include "kvplan/settings.h"
 #include "kvplan/plan.h"
 

@@ -1,11 +1,11 @@
-/* model.h -- the TUI's state and key handling, without curses.
+/* state.h -- the TUI's state and key handling, without curses.
  *
- * `kvplan tui` is a model (this file, model.c, model_plan.c) and views
- * (view.c, tui.c: the only curses code). The model holds the setup a user
+ * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c) and views
+ * (view.c, tui.c: the only curses code). The state holds the setup a user
  * edits -- model, GPU, GPU count, TP, engine, memory fraction, weight and
  * cache formats, context, concurrency, block size -- and recomputes every
  * figure through libkvplan after each change, exactly as `kvplan fit` does for
- * the same settings. Views only draw what the model holds, so the TUI is
+ * the same settings. Views only draw what the state holds, so the TUI is
  * tested by feeding keys here (tests/check_tui.c) with no terminal.
  *
  *     struct tui_state *s = NULL;
@@ -19,8 +19,8 @@
  * The state borrows the two catalogs (they must outlive it) and owns the
  * model it loaded; tui_free releases it (NULL is a no-op).
  */
-#ifndef KVPLAN_TUI_MODEL_H
-#define KVPLAN_TUI_MODEL_H
+#ifndef KVPLAN_TUI_STATE_H
+#define KVPLAN_TUI_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -173,7 +173,7 @@ const char *tui_pick_name(const struct tui_state *s, uint32_t i);
  * (for `make bench`: one keypress must cost well under a 16 ms frame). */
 double tui_bench(struct tui_state *s, uint32_t n);
 
-/* Plan files (model_plan.c): write the setup as a `kvplan check` plan,
+/* Plan files (state_plan.c): write the setup as a `kvplan check` plan,
  * atomically (a temporary file in the same directory, then rename), and
  * read one back into the setup. */
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);

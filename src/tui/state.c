@@ -1,10 +1,10 @@
-/* model.c -- the TUI's state: keys in, setup changed, figures recomputed.
+/* state.c -- the TUI's state: keys in, setup changed, figures recomputed.
  *
- * No curses here (see model.h): every figure comes from libkvplan with the
+ * No curses here (see state.h): every figure comes from libkvplan with the
  * same inputs `kvplan fit` would pass for the same settings, so a test can
  * drive keys and compare against the library directly.
  */
-#include "model.h"
+#include "state.h"
 
 #include <ctype.h>
 #include <stdarg.h>
