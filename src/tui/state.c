@@ -1,12 +1,16 @@
-/* state.c -- the TUI's state: keys in, setup changed, figures recomputed.
+/* state.c -- the TUI's state: keys in, settings changed, figures recomputed.
  *
- * No curses here (see state.h): every figure comes from libkvplan with the
- * same inputs `kvplan fit` would pass for the same settings, so a test can
- * drive keys and compare against the library directly.
+ * No curses here (see state.h). The setup is a struct kvp_settings, exactly
+ * what `kvplan fit` builds from its options: every field but the model is a
+ * row of settings.h's table, typed values are checked by kvp_settings_put,
+ * shown by kvp_setting_text, and the deployment is kvp_settings_apply of
+ * them, so the TUI computes what `kvplan fit` computes for the same settings
+ * and a test can drive keys and compare against the library directly.
  */
 #include "state.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,30 +20,16 @@
 
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
-#include "kvplan/settings.h"
-
-/* Limits on what arrows and typing may set; beyond them no engine runs. */
-#define TUI_MAX_GPUS 4096u
-#define TUI_MAX_BLOCK 65536u
-#define TUI_MAX_CONTEXT (1ull << 40) /* tokens */
-#define TUI_MAX_BATCH (1ull << 32)   /* requests */
 
 /* Choices the arrows step through; typing accepts any format string. */
 static const char *const weight_choices[] = {"stored", "bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4",
                                               "q8_0", "q4_k_m", "f32"};
 static const char *const kv_choices[] = {"bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q8_0", "q4_0", "f32"};
+static const char *const switch_choices[] = {"auto", "on", "off"};
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const labels[TUI_F_COUNT] = {
-    [TUI_F_MODEL] = "model",   [TUI_F_GPU] = "GPU",         [TUI_F_GPUS] = "GPUs",
-    [TUI_F_TP] = "TP",         [TUI_F_ENGINE] = "engine",   [TUI_F_UTIL] = "mem fraction",
-    [TUI_F_WDTYPE] = "weights", [TUI_F_KDTYPE] = "K cache", [TUI_F_VDTYPE] = "V cache",
-    [TUI_F_CONTEXT] = "context", [TUI_F_BATCH] = "batch",   [TUI_F_BLOCK] = "block size",
-};
-
-const char *tui_field_label(enum tui_field f)
-{
-    return f < TUI_F_COUNT ? labels[f] : "?";
-}
+#define BYTES_STEP (1ull << 30) /* + and - on a size: a GiB */
+#define CONTEXT_STEP 1024u      /* + and - on the context */
 
 static void set_status(struct tui_state *s, bool error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -52,54 +42,140 @@ static void set_status(struct tui_state *s, bool error, const char *fmt, ...)
     s->status_error = error;
 }
 
-/* ---- the setup ---- */
+/* A note on what an edit changed besides the field (an engine that takes no
+ * such cache, a context the model cannot reach); shown before the fit. */
+static void set_note(struct tui_state *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Bring the deploy in line with the fields: the GPU's memory (a plan may
- * give only a memory size, no GPU), and tp x pp within the GPU count
- * (llama.cpp splits layers over the GPUs instead). */
-static void normalize(struct tui_state *s)
+static void set_note(struct tui_state *s, const char *fmt, ...)
 {
-    struct kvp_deploy *d = &s->d;
-    if (s->n_gpus == 0)
-        s->n_gpus = 1;
-    if (s->gpu)
-        d->gpu_memory = s->gpu->memory_bytes;
-    if (d->engine == KVP_ENGINE_LLAMACPP) {
-        d->tp = d->pp = 1;
-    } else {
-        if (d->tp == 0)
-            d->tp = 1;
-        if (d->pp == 0)
-            d->pp = 1;
-        if (d->tp > s->n_gpus)
-            s->n_gpus = d->tp;
-        if ((uint64_t)d->tp * d->pp > s->n_gpus)
-            d->pp = s->n_gpus / d->tp;
-    }
-    d->n_gpus = s->n_gpus;
-    if (d->concurrency == 0)
-        d->concurrency = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->note, sizeof s->note, fmt, ap);
+    va_end(ap);
 }
 
-/* The user set tp: the GPUs it does not take become pipeline stages. */
-static void split_gpus(struct tui_state *s)
+/* ---- the fields ---- */
+
+uint32_t tui_field_count(void)
 {
-    if (s->d.tp > s->n_gpus)
-        s->n_gpus = s->d.tp;
-    s->d.pp = s->d.tp ? s->n_gpus / s->d.tp : 1;
+    return 1 + kvp_settings_count();
 }
 
-/* The user set the GPU count: more GPUs are tensor parallel, as engines take
- * them (--tensor-parallel-size); pipeline stages stay as they were. */
-static void grow_gpus(struct tui_state *s)
+int tui_field_find(const char *key)
 {
-    s->d.tp = s->n_gpus / (s->d.pp ? s->d.pp : 1);
-    if (s->d.tp == 0) {
-        s->d.tp = s->n_gpus;
-        s->d.pp = 1;
+    int row;
+    if (strcmp(key, "model") == 0)
+        return (int)TUI_FIELD_MODEL;
+    row = kvp_setting_find(key);
+    return row < 0 ? -1 : row + 1;
+}
+
+/* The settings row of field f; -1 for the model. */
+static int row_of(uint32_t f)
+{
+    return f == TUI_FIELD_MODEL || f >= tui_field_count() ? -1 : (int)f - 1;
+}
+
+static int row_named(const char *key)
+{
+    return kvp_setting_find(key);
+}
+
+static bool row_given(const struct kvp_settings *set, int row)
+{
+    return row >= 0 && ((set->given >> row) & 1u);
+}
+
+static void row_unset(struct kvp_settings *set, int row)
+{
+    if (row >= 0)
+        set->given &= ~(1ull << row);
+}
+
+const char *tui_field_label(uint32_t f)
+{
+    int row = row_of(f);
+    return f == TUI_FIELD_MODEL ? "model" : row >= 0 ? kvp_setting_at((uint32_t)row)->key : "?";
+}
+
+const char *tui_field_help(uint32_t f)
+{
+    int row = row_of(f);
+    if (row < 0)
+        return "a built-in model, its Hugging Face id, or a path to a config.json, GGUF or kvplan YAML";
+    return kvp_setting_at((uint32_t)row)->help;
+}
+
+bool tui_field_given(const struct tui_state *s, uint32_t f)
+{
+    int row = row_of(f);
+    return row < 0 || row_given(&s->set, row);
+}
+
+/* ---- the setup: settings applied to the model ---- */
+
+/* kvp_settings_apply of s->set into s->d and s->gpu; on an error they stay
+ * as they were and *bad is the row that failed (-1: none). */
+static enum kvp_status apply_set(struct tui_state *s, int *bad, struct kvp_error *err)
+{
+    struct kvp_deploy d;
+    const struct kvp_gpu *g;
+    enum kvp_status st = kvp_settings_apply(&s->set, s->model, s->gpus, &d, &g, bad, err);
+    if (st != KVP_OK)
+        return st;
+    s->d = d;
+    s->gpu = g;
+    return KVP_OK;
+}
+
+enum kvp_status tui_apply(struct tui_state *s, struct kvp_error *err)
+{
+    int bad;
+    enum kvp_status st = apply_set(s, &bad, err);
+    if (st != KVP_OK && bad >= 0) { /* "tp: must be 1..1048576 (got 0)" */
+        char msg[sizeof err->msg];
+        int k = snprintf(msg, sizeof msg, "%s: ", kvp_setting_at((uint32_t)bad)->key);
+        snprintf(msg + k, sizeof msg - (size_t)k, "%s", err->msg);
+        memcpy(err->msg, msg, sizeof msg);
     }
-    s->n_gpus = s->d.tp * s->d.pp;
-    set_status(s, false, "%u GPUs: tp %u x pp %u (the TP field sets the split)", s->n_gpus, s->d.tp, s->d.pp);
+    return st;
+}
+
+/* Make n the settings if they apply to the model; else keep the old ones
+ * and say why. */
+static bool try_settings(struct tui_state *s, const struct kvp_settings *n)
+{
+    struct kvp_settings was = s->set;
+    struct kvp_error e = {0};
+    s->set = *n;
+    if (tui_apply(s, &e) != KVP_OK) {
+        s->set = was;
+        set_status(s, true, "%s", e.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Give key the text v in n (NULL: take the row away, back to its default). */
+static bool put(struct tui_state *s, struct kvp_settings *n, const char *key, const char *v)
+{
+    struct kvp_error e = {0};
+    if (!v) {
+        row_unset(n, row_named(key));
+        return true;
+    }
+    if (kvp_settings_put(n, key, v, &e) != KVP_OK) {
+        set_status(s, true, "%s: %s", key, e.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool put_u32(struct tui_state *s, struct kvp_settings *n, const char *key, uint32_t v)
+{
+    char t[16];
+    snprintf(t, sizeof t, "%" PRIu32, v);
+    return put(s, n, key, t);
 }
 
 /* Engines with one cache dtype for K and V (vLLM, SGLang, TRT-LLM --kv-cache-dtype):
@@ -109,51 +185,146 @@ static bool one_cache_dtype(enum kvp_engine_id e)
     return e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG || e == KVP_ENGINE_TRTLLM;
 }
 
-/* Switch to engine `name` (engine[@release]), keeping every setting the new
- * engine takes (settings.h re-reads them); a cache format it cannot store
- * goes back to its default, and the status line says so. */
-static bool set_engine(struct tui_state *s, const char *name)
+/* Switch to engine v (engine[@release]; NULL: the default), keeping every
+ * setting: they are rows of s->set, applied over the new engine's defaults.
+ * A cache format the new engine cannot store goes back to its default, and
+ * the note says so. */
+static bool set_engine(struct tui_state *s, const char *v)
 {
+    struct kvp_settings n = s->set;
     struct kvp_error e = {0};
     struct kvp_fit f;
-    char was[64];
+    char was[64], now[64];
+
     kvp_format_name(&s->d.k, was, sizeof was);
-    if (kvp_setting_apply((uint32_t)kvp_setting_find("engine"), name, s->model, s->gpus, &s->d, &s->gpu, &e) != KVP_OK) {
-        set_status(s, true, "%s", e.msg);
+    if (!put(s, &n, "engine", v) || !try_settings(s, &n))
         return false;
-    }
     if (kvp_fit_compute(s->model, &s->d, &f, &e) == KVP_ERR_UNSUPPORTED && strstr(e.msg, "cannot store")) {
-        struct kvp_deploy def;
-        char now[64];
-        kvp_deploy_init(&def, s->d.engine, s->model);
-        s->d.k = def.k;
-        s->d.v = def.v;
-        set_status(s, false, "%s takes no %s cache: K and V are now %s", kvp_engine_info(s->d.engine)->name, was,
-                   kvp_format_name(&s->d.k, now, sizeof now));
+        n = s->set;
+        put(s, &n, "kv_dtype", NULL);
+        put(s, &n, "k_dtype", NULL);
+        put(s, &n, "v_dtype", NULL);
+        if (try_settings(s, &n))
+            set_note(s, "%s takes no %s cache: K and V are now %s", kvp_engine_info(s->d.engine)->name, was,
+                     kvp_format_name(&s->d.k, now, sizeof now));
     }
     return true;
 }
 
-void tui_set_model(struct tui_state *s, struct kvp_model *m)
+/* count GPUs as tensor parallel: tp = count / pp (pp as it is, or 1 where
+ * that does not divide), or as pipeline stages the same way round. */
+static void split_for(const struct tui_state *s, uint32_t count, bool tensor, uint32_t *tp, uint32_t *pp)
 {
-    struct kvp_deploy old = s->d;
-    bool first = s->model == NULL;
-    kvp_model_free(s->model);
-    s->model = m;
-    kvp_deploy_init(&s->d, first ? KVP_ENGINE_VLLM : old.engine, m);
-    if (!first) {
-        s->d.release = old.release;
-        s->d.tp = old.tp;
-        s->d.pp = old.pp;
-        s->d.gpu_memory = old.gpu_memory;
-        s->d.activation_memory = old.activation_memory;
-        s->d.non_torch_memory = old.non_torch_memory;
-        s->d.util = old.util;
-        s->d.block_size = old.block_size;
-        s->d.concurrency = old.concurrency;
-        /* keep the user's context unless the new model cannot reach it */
-        s->d.context = m->max_context && old.context > m->max_context ? m->max_context : old.context;
+    if (tensor) {
+        *pp = count % s->d.pp == 0 ? s->d.pp : 1;
+        *tp = count / *pp;
+    } else {
+        *tp = count % s->d.tp == 0 ? s->d.tp : 1;
+        *pp = count / *tp;
     }
+}
+
+/* The answer to "TP or PP?" for s->ask_gpus GPUs. */
+static bool split_gpus(struct tui_state *s, bool tensor)
+{
+    struct kvp_settings n = s->set;
+    uint32_t count = s->ask_gpus, tp, pp;
+    split_for(s, count, tensor, &tp, &pp);
+    if (!put_u32(s, &n, "tp", tp) || !put_u32(s, &n, "pp", pp) || !put(s, &n, "gpus", NULL) || !try_settings(s, &n))
+        return false;
+    if (count > 1)
+        set_note(s, "%" PRIu32 " GPUs: tp %" PRIu32 " x pp %" PRIu32, count, tp, pp);
+    return true;
+}
+
+/* The GPU count: one GPU is tp 1 x pp 1; more ask whether they are tensor
+ * or pipeline parallel (TUI_MODE_ASK_SPLIT, answered by split_gpus),
+ * except under llama.cpp, which splits the layers over them. False when
+ * nothing changed yet. */
+static bool set_gpus(struct tui_state *s, uint32_t count)
+{
+    struct kvp_settings n = s->set;
+    uint32_t tp[2], pp[2];
+    s->ask_gpus = count;
+    if (s->d.engine == KVP_ENGINE_LLAMACPP)
+        return put_u32(s, &n, "gpus", count) && try_settings(s, &n);
+    if (count <= 1)
+        return split_gpus(s, true);
+    split_for(s, count, true, &tp[0], &pp[0]);
+    split_for(s, count, false, &tp[1], &pp[1]);
+    s->mode = TUI_MODE_ASK_SPLIT;
+    set_status(s, false,
+               "%" PRIu32 " GPUs: t = TP (tp %" PRIu32 " x pp %" PRIu32 "), p = PP (tp %" PRIu32 " x pp %" PRIu32
+               ")? Enter: t, Esc: cancel",
+               count, tp[0], pp[0], tp[1], pp[1]);
+    return false;
+}
+
+/* Field row takes the text v (NULL, "" or "default": back to the engine's
+ * default). Rows that go together follow: kv_dtype replaces K and V, and an
+ * engine with one cache dtype takes K and V as one; tp and pp set the GPU
+ * count (tp x pp, as `kvplan fit` does); a GPU brings its own memory. */
+static bool edit_row(struct tui_state *s, int row, const char *v)
+{
+    const struct kvp_setting *r = kvp_setting_at((uint32_t)row);
+    struct kvp_settings n = s->set;
+    const char *key = r->key;
+
+    if (v && (!*v || strcmp(v, "default") == 0))
+        v = NULL;
+    if (r->type == KVP_SET_ENGINE)
+        return set_engine(s, v);
+    if (strcmp(key, "gpus") == 0 && v) {
+        uint64_t count;
+        struct kvp_error e = {0};
+        if (kvp_settings_put(&n, key, v, &e) != KVP_OK) { /* the table's check: 1..2^20 */
+            set_status(s, true, "%s: %s", key, e.msg);
+            return false;
+        }
+        kvp_parse_count(v, &count, &e);
+        return set_gpus(s, (uint32_t)count);
+    }
+    if (!put(s, &n, key, v))
+        return false;
+    if (strcmp(key, "kv_dtype") == 0) {
+        put(s, &n, "k_dtype", NULL);
+        put(s, &n, "v_dtype", NULL);
+    } else if (r->type == KVP_SET_FORMAT && one_cache_dtype(s->d.engine)) {
+        /* one --kv-cache-dtype for both */
+        put(s, &n, "kv_dtype", v);
+        put(s, &n, "k_dtype", NULL);
+        put(s, &n, "v_dtype", NULL);
+    } else if ((strcmp(key, "tp") == 0 || strcmp(key, "pp") == 0) && s->d.engine != KVP_ENGINE_LLAMACPP) {
+        put(s, &n, "gpus", NULL);
+    } else if (r->type == KVP_SET_GPU && row_given(&n, row_named("gpu_memory"))) {
+        put(s, &n, "gpu_memory", NULL);
+        set_note(s, "gpu_memory is now the GPU's");
+    }
+    return try_settings(s, &n);
+}
+
+/* The model m (owned from now on) with the user's settings; a context the
+ * new model cannot reach comes down to its maximum, and a setting that does
+ * not apply to it (a llama.cpp file type for a model without a GGUF
+ * architecture) is taken away, with a note. */
+static void set_model(struct tui_state *s, struct kvp_model *m)
+{
+    struct kvp_model *old = s->model;
+    struct kvp_error e = {0};
+    char t[24];
+    int bad;
+
+    s->model = m;
+    if (old && row_given(&s->set, row_named("context")) && m->max_context && s->d.context > m->max_context) {
+        set_note(s, "context %" PRIu64 " is beyond %s's %" PRIu64, s->d.context, m->name, m->max_context);
+        snprintf(t, sizeof t, "%" PRIu64, m->max_context);
+        put(s, &s->set, "context", t);
+    }
+    for (uint32_t tries = 0; tries < kvp_settings_count() && apply_set(s, &bad, &e) != KVP_OK && bad >= 0; tries++) {
+        set_note(s, "%s: %s (taken away)", kvp_setting_at((uint32_t)bad)->key, e.msg);
+        row_unset(&s->set, bad);
+    }
+    kvp_model_free(old);
 }
 
 static uint64_t sat_mul(uint64_t a, uint64_t b)
@@ -181,7 +352,7 @@ static void compute_kinds(struct tui_state *s)
             r->kind = k;
         }
         per = kvp_add(per, sb->v_seq, &per) && kvp_add(per, sb->state_seq, &per) ? per : UINT64_MAX;
-        bytes = sat_mul(sat_mul(per, sb->layers), s->d.concurrency);
+        bytes = sat_mul(sat_mul(per, sb->layers), tui_batch(s));
         r->layers += sb->layers;
         if (sb->tokens > r->tokens)
             r->tokens = sb->tokens;
@@ -220,7 +391,6 @@ void tui_recompute(struct tui_state *s)
     struct kvp_kv_query q;
     enum kvp_status st;
 
-    normalize(s);
     memset(&s->err, 0, sizeof s->err);
     s->have_roofline = false;
     s->ok = false;
@@ -231,13 +401,13 @@ void tui_recompute(struct tui_state *s)
     }
     if (kvp_fit_compute(s->model, &s->d, &s->fit, &s->err) != KVP_OK)
         return;
-    q = (struct kvp_kv_query){.context = s->d.context, .batch = s->d.concurrency, .k = s->d.k, .v = s->d.v};
+    q = (struct kvp_kv_query){.context = s->d.context, .batch = tui_batch(s), .k = s->d.k, .v = s->d.v};
     if (kvp_kv_compute(s->model, &q, &s->kv, &s->err) != KVP_OK)
         return;
     compute_kinds(s);
     if (s->gpu) { /* the roofline needs the GPU's bandwidth and FLOP/s */
         double peak = kvp_gpu_peak_flops(s->gpu, kvp_wstore_code_dtype(&s->d.w, s->model));
-        st = kvp_roofline(s->model, &s->d, s->d.concurrency, (double)s->gpu->bandwidth_bytes_per_s, peak, &s->roof,
+        st = kvp_roofline(s->model, &s->d, tui_batch(s), (double)s->gpu->bandwidth_bytes_per_s, peak, &s->roof,
                           &s->err);
         if (st != KVP_OK)
             return;
@@ -258,6 +428,8 @@ double tui_bench(struct tui_state *s, uint32_t n)
     clock_gettime(CLOCK_MONOTONIC, &b);
     return ((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9) / n;
 }
+
+/* ---- lifecycle ---- */
 
 /* ---- lifecycle ---- */
 
@@ -282,19 +454,19 @@ static bool is_plan_file(const char *path)
 }
 
 enum kvp_status tui_init(struct tui_state **out, const struct kvp_catalog *cat, const struct kvp_gpu_catalog *gpus,
-                         const char *arg, struct kvp_error *err)
+                         const char *arg, const struct kvp_settings *set, int *bad_row, struct kvp_error *err)
 {
     struct tui_state *s;
     struct kvp_model *m = NULL;
     enum kvp_status st;
+    int bad = -1;
 
     *out = NULL;
     if (!(s = calloc(1, sizeof *s)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
     s->cat = cat;
     s->gpus = gpus;
-    s->gpu = gpus && gpus->n ? &gpus->gpus[0] : NULL;
-    s->n_gpus = 1;
+    kvp_settings_clear(&s->set);
     if (arg && is_plan_file(arg)) {
         if ((st = tui_plan_load(s, arg, err)) != KVP_OK)
             goto fail;
@@ -307,14 +479,24 @@ enum kvp_status tui_init(struct tui_state **out, const struct kvp_catalog *cat, 
         }
         if ((st = kvp_model_open(cat, arg ? arg : cat->models[0]->name, &m, err)) != KVP_OK)
             goto fail;
-        tui_set_model(s, m);
-        s->d.concurrency = 1;
+        s->model = m;
         set_status(s, false, "press ? for help");
     }
+    if (set)
+        kvp_settings_overlay(&s->set, set);
+    /* a GPU to start from, unless a memory size stands for one */
+    if (!row_given(&s->set, row_named("gpu")) && !row_given(&s->set, row_named("gpu_memory")) &&
+        !row_given(&s->set, row_named("kv_cache_memory")) && gpus && gpus->n &&
+        (st = kvp_settings_put(&s->set, "gpu", gpus->gpus[0].id, err)) != KVP_OK)
+        goto fail;
+    if ((st = apply_set(s, &bad, err)) != KVP_OK)
+        goto fail;
     tui_recompute(s);
     *out = s;
     return KVP_OK;
 fail:
+    if (bad_row)
+        *bad_row = bad;
     tui_free(s);
     return st;
 }
@@ -329,81 +511,64 @@ void tui_free(struct tui_state *s)
 
 /* ---- showing values ---- */
 
-const char *tui_field_value(const struct tui_state *s, enum tui_field f, char *buf, uint32_t n)
+uint64_t tui_batch(const struct tui_state *s)
 {
-    const struct kvp_deploy *d = &s->d;
+    return s->d.concurrency ? s->d.concurrency : 1;
+}
+
+/* What an empty setting text means for the deployment, by type, into buf. */
+static void unset_text(const struct tui_state *s, int row, char *buf, uint32_t n)
+{
+    const struct kvp_setting *r = kvp_setting_at((uint32_t)row);
     char g[32];
+    if (r->type == KVP_SET_FLAG)
+        snprintf(buf, n, "false");
+    else if (r->type == KVP_SET_SWITCH)
+        snprintf(buf, n, "auto");
+    else if (r->type == KVP_SET_GPU)
+        snprintf(buf, n, "custom, %s", kvp_format_bytes(s->d.gpu_memory, false, g, sizeof g));
+    else if (strcmp(r->key, "util") == 0 && s->ok)
+        snprintf(buf, n, "%.3f", s->fit.util);
+    else if (strcmp(r->key, "block_size") == 0 && s->ok)
+        snprintf(buf, n, "%" PRIu32, s->fit.block_size);
+    else if (strcmp(r->key, "concurrency") == 0)
+        snprintf(buf, n, "1");
+    else if (strcmp(r->key, "kv_dtype") == 0)
+        snprintf(buf, n, "K, V differ");
+    else
+        snprintf(buf, n, "default");
+}
+
+const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, uint32_t n)
+{
+    int row = row_of(f);
+    char v[KVP_SETTING_VALUE_MAX];
 
     buf[0] = '\0';
-    switch (f) {
-    case TUI_F_MODEL:
+    if (f == TUI_FIELD_MODEL) {
         snprintf(buf, n, "%s", s->model->name);
-        break;
-    case TUI_F_GPU:
-        if (s->gpu)
-            snprintf(buf, n, "%s", s->gpu->id);
-        else
-            snprintf(buf, n, "custom, %s", kvp_format_bytes(s->d.gpu_memory, false, g, sizeof g));
-        break;
-    case TUI_F_GPUS:
-        snprintf(buf, n, "%u", s->n_gpus);
-        break;
-    case TUI_F_TP:
-        if (d->engine == KVP_ENGINE_LLAMACPP)
-            snprintf(buf, n, "1 (layers split)");
-        else
-            snprintf(buf, n, "%u (pp %u)", d->tp, d->pp);
-        break;
-    case TUI_F_ENGINE:
-        if (d->release == UINT32_MAX)
-            snprintf(buf, n, "%s", kvp_engine_info(d->engine)->name);
-        else
-            snprintf(buf, n, "%s@%s", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
-        break;
-    case TUI_F_UTIL:
-        if (d->util > 0)
-            snprintf(buf, n, "%.3f", d->util);
-        else if (s->ok)
-            snprintf(buf, n, "%.3f default", s->fit.util);
-        else
-            snprintf(buf, n, "default");
-        break;
-    case TUI_F_WDTYPE: {
+        return buf;
+    }
+    if (row < 0)
+        return buf;
+    kvp_setting_text((uint32_t)row, &s->d, s->gpu, v, sizeof v);
+    if (!v[0])
+        unset_text(s, row, v, sizeof v);
+    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_GPU && s->gpu &&
+        s->d.gpu_memory != s->gpu->memory_bytes) /* gpu_memory stands in for the GPU's own */
+        snprintf(v + strlen(v), sizeof v - strlen(v), " (memory given)");
+    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w.kind == KVP_WSTORE_CHECKPOINT) {
+        /* as stored: the stored forms' types, most bytes first ("stored mxfp4+bf16") */
         struct kvp_weights w;
         struct kvp_error e = {0};
-        kvp_wstore_name(&d->w, buf, n);
-        /* as stored: the stored forms' types, most bytes first ("stored mxfp4+bf16") */
-        if (d->w.kind == KVP_WSTORE_CHECKPOINT && kvp_weights_compute(s->model, &d->w, &w, &e) == KVP_OK)
-            for (uint32_t i = 0; i < w.n_parts && strlen(buf) + 2 < n; i++) {
+        if (kvp_weights_compute(s->model, &s->d.w, &w, &e) == KVP_OK)
+            for (uint32_t i = 0; i < w.n_parts && strlen(v) + 2 < sizeof v; i++) {
                 const char *p = w.parts[i].name; /* the type alone: "fp8" of fp8_e4m3:block=128x128 */
                 int len = strncmp(p, "fp8_", 4) == 0 ? 3 : (int)strcspn(p, ":");
-                snprintf(buf + strlen(buf), n - strlen(buf), "%s%.*s", i ? "+" : " ", len, p);
+                snprintf(v + strlen(v), sizeof v - strlen(v), "%s%.*s", i ? "+" : " ", len, p);
             }
-        break;
     }
-    case TUI_F_KDTYPE:
-        kvp_format_name(&d->k, buf, n);
-        break;
-    case TUI_F_VDTYPE:
-        kvp_format_name(&d->v, buf, n);
-        break;
-    case TUI_F_CONTEXT:
-        snprintf(buf, n, "%s", kvp_format_grouped(d->context, g, sizeof g));
-        break;
-    case TUI_F_BATCH:
-        snprintf(buf, n, "%s", kvp_format_grouped(d->concurrency, g, sizeof g));
-        break;
-    case TUI_F_BLOCK:
-        if (d->block_size)
-            snprintf(buf, n, "%u", d->block_size);
-        else if (s->ok)
-            snprintf(buf, n, "%u default", s->fit.block_size);
-        else
-            snprintf(buf, n, "default");
-        break;
-    default:
-        break;
-    }
+    snprintf(buf, n, "%s", v);
     return buf;
 }
 
@@ -443,7 +608,7 @@ void tui_explain_text(const struct tui_state *s, struct kvp_buf *b)
     if (s->explain == TUI_EXPLAIN_FIT) {
         kvp_explain_fit(s->model, &s->d, &s->fit, false, b);
     } else {
-        q = (struct kvp_kv_query){.context = s->d.context, .batch = s->d.concurrency, .k = s->d.k, .v = s->d.v};
+        q = (struct kvp_kv_query){.context = s->d.context, .batch = tui_batch(s), .k = s->d.k, .v = s->d.v};
         kvp_explain_kv(s->model, &q, &s->kv, false, b);
     }
 }
@@ -528,7 +693,7 @@ static void pick_commit(struct tui_state *s)
         } else if (kvp_model_open(s->cat, want, &m, &e) != KVP_OK) {
             set_status(s, true, "%s", kvp_error_text(&e, t, sizeof t));
         } else {
-            tui_set_model(s, m);
+            set_model(s, m);
             set_status(s, false, "model %s", m->name);
         }
     } else {
@@ -537,12 +702,10 @@ static void pick_commit(struct tui_state *s)
             g = &s->gpus->gpus[s->pick[s->pick_sel]];
         else if (s->gpus && kvp_gpu_find(s->gpus, s->input, &g, &e) != KVP_OK)
             g = NULL;
-        if (g) {
-            s->gpu = g;
-            set_status(s, false, "GPU %s", g->id);
-        } else {
+        if (!g)
             set_status(s, true, "%s", e.msg[0] ? e.msg : "no GPU matches");
-        }
+        else if (edit_row(s, row_named("gpu"), g->id))
+            set_status(s, false, "GPU %s", g->id);
     }
     s->mode = TUI_MODE_MAIN;
 }
@@ -561,197 +724,130 @@ static const char *step_choice(const char *const *choices, size_t n, const char 
     return choices[((size_t)(i + dir) + n) % n];
 }
 
-static void step_format(struct kvp_format *f, const char *const *choices, size_t n, int dir)
-{
-    char cur[64];
-    struct kvp_error e = {0};
-    kvp_format_parse(step_choice(choices, n, kvp_format_name(f, cur, sizeof cur), dir), f, &e);
-}
-
-static void step_wstore(struct tui_state *s, const char *const *choices, size_t n, int dir)
-{
-    struct kvp_deploy *d = &s->d;
-    char cur[64];
-    struct kvp_error e = {0};
-    kvp_wstore_parse(step_choice(choices, n, kvp_wstore_name(&d->w, cur, sizeof cur), dir),
-                     d->engine == KVP_ENGINE_LLAMACPP || s->model->arch[0], &d->w, &e);
-}
-
-static uint64_t step_u64(uint64_t v, int dir, bool add, uint64_t lo, uint64_t hi)
+/* v one step up or down: by `by` (+ and -), or doubled and halved (arrows);
+ * never below lo, saturating above. */
+static uint64_t step_u64(uint64_t v, int dir, bool add, uint64_t by, uint64_t lo)
 {
     if (add)
-        v = dir > 0 ? (v < hi ? v + 1 : hi) : (v > lo ? v - 1 : lo);
+        v = dir > 0 ? kvp_sat_add(v, by) : (v >= lo + by ? v - by : lo);
     else
-        v = dir > 0 ? (v <= hi / 2 ? v * 2 : hi) : (v / 2 >= lo ? v / 2 : lo);
+        v = dir > 0 ? kvp_sat_mul(v, 2) : (v / 2 >= lo ? v / 2 : lo);
     return v;
 }
 
-/* dir: +1 / -1; add: step by one (+/-) instead of doubling (arrows). */
-static void adjust(struct tui_state *s, int dir, bool add)
+/* The number row holds in the deployment (its struct kvp_deploy member). */
+static uint64_t member(const struct kvp_deploy *d, const struct kvp_setting *r)
 {
-    struct kvp_deploy *d = &s->d;
-    switch (s->field) {
-    case TUI_F_MODEL:
-        if (s->cat && s->cat->n) {
-            uint32_t i = 0;
-            struct kvp_model *m = NULL;
-            struct kvp_error e = {0};
-            while (i < s->cat->n && strcmp(s->cat->models[i]->name, s->model->name) != 0)
-                i++;
-            i = i == s->cat->n ? 0 : (uint32_t)((i + s->cat->n + (uint32_t)(dir > 0 ? 1 : s->cat->n - 1)) % s->cat->n);
-            if (kvp_model_open(s->cat, s->cat->models[i]->name, &m, &e) == KVP_OK)
-                tui_set_model(s, m);
+    const char *p = (const char *)d + r->off;
+    uint32_t u32;
+    uint64_t u64;
+    if (r->type == KVP_SET_U32) {
+        memcpy(&u32, p, sizeof u32);
+        return u32;
+    }
+    memcpy(&u64, p, sizeof u64);
+    return u64;
+}
+
+/* Arrows and +/- on the selected field: the next value as a setting's text,
+ * applied like a typed one. dir: +1 / -1; add: step by one (+/-) instead of
+ * doubling (arrows). False when nothing changed (the status says why). */
+static bool adjust(struct tui_state *s, int dir, bool add)
+{
+    int row = row_of(s->field);
+    const struct kvp_setting *r;
+    char cur[KVP_SETTING_VALUE_MAX], t[KVP_SETTING_VALUE_MAX];
+
+    if (s->field == TUI_FIELD_MODEL) {
+        uint32_t i = 0;
+        struct kvp_model *m = NULL;
+        struct kvp_error e = {0};
+        if (!s->cat || !s->cat->n)
+            return false;
+        while (i < s->cat->n && strcmp(s->cat->models[i]->name, s->model->name) != 0)
+            i++;
+        i = i == s->cat->n ? 0 : (uint32_t)((i + s->cat->n + (uint32_t)(dir > 0 ? 1 : s->cat->n - 1)) % s->cat->n);
+        if (kvp_model_open(s->cat, s->cat->models[i]->name, &m, &e) != KVP_OK) {
+            set_status(s, true, "%s", e.msg);
+            return false;
         }
-        break;
-    case TUI_F_GPU:
-        if (s->gpus && s->gpus->n) {
-            uint32_t i = s->gpu ? (uint32_t)(s->gpu - s->gpus->gpus) : 0;
-            i = (i + s->gpus->n + (dir > 0 ? 1 : s->gpus->n - 1)) % s->gpus->n;
-            s->gpu = &s->gpus->gpus[i];
-        }
-        break;
-    case TUI_F_GPUS:
-        s->n_gpus = (uint32_t)step_u64(s->n_gpus, dir, add, 1, TUI_MAX_GPUS);
-        grow_gpus(s);
-        break;
-    case TUI_F_TP:
-        d->tp = (uint32_t)step_u64(d->tp, dir, add, 1, TUI_MAX_GPUS);
-        split_gpus(s);
-        break;
-    case TUI_F_ENGINE:
-        set_engine(s, kvp_engine_info((enum kvp_engine_id)(((int)d->engine + dir + KVP_ENGINE_COUNT) %
-                                                           KVP_ENGINE_COUNT))->name);
-        break;
-    case TUI_F_UTIL: {
-        double u = d->util > 0 ? d->util : (s->ok ? s->fit.util : 0.9);
+        set_model(s, m);
+        return true;
+    }
+    if (row < 0)
+        return false;
+    r = kvp_setting_at((uint32_t)row);
+    kvp_setting_text((uint32_t)row, &s->d, s->gpu, cur, sizeof cur);
+    switch (r->type) {
+    case KVP_SET_ENGINE:
+        return set_engine(s, kvp_engine_info((enum kvp_engine_id)(((int)s->d.engine + dir + KVP_ENGINE_COUNT) %
+                                                                  KVP_ENGINE_COUNT))->name);
+    case KVP_SET_GPU: {
+        uint32_t i = s->gpu ? (uint32_t)(s->gpu - s->gpus->gpus) : 0;
+        if (!s->gpus || !s->gpus->n)
+            return false;
+        i = (i + s->gpus->n + (dir > 0 ? 1 : s->gpus->n - 1)) % s->gpus->n;
+        return edit_row(s, row, s->gpus->gpus[i].id);
+    }
+    case KVP_SET_U32:
+    case KVP_SET_COUNT: {
+        /* where the engine decides (0), from what the fit chose */
+        uint64_t v = member(&s->d, r);
+        if (v == 0)
+            v = strcmp(r->key, "block_size") == 0 && s->ok ? s->fit.block_size : 1;
+        v = step_u64(v, dir, add, strcmp(r->key, "context") == 0 ? CONTEXT_STEP : 1, 1);
+        snprintf(t, sizeof t, "%" PRIu64, v);
+        return edit_row(s, row, t);
+    }
+    case KVP_SET_BYTES: {
+        /* below the step, back to the default (none, estimated, the GPU's) */
+        uint64_t v = member(&s->d, r);
+        if (v == 0 && dir < 0)
+            return false;
+        v = v == 0 ? BYTES_STEP : step_u64(v, dir, add, BYTES_STEP, 0);
+        if (v < BYTES_STEP && dir < 0)
+            return edit_row(s, row, NULL);
+        snprintf(t, sizeof t, "%" PRIu64 "B", v);
+        return edit_row(s, row, t);
+    }
+    case KVP_SET_FRACTION: {
+        double u = s->d.util > 0 ? s->d.util : (s->ok ? s->fit.util : 0.9);
         u += dir * 0.01;
-        if (u < 0.05)
-            u = 0.05;
-        if (u > 1.0)
-            u = 1.0;
-        d->util = (double)(long)(u * 1000 + 0.5) / 1000; /* three decimals, as shown */
-        break;
+        u = u < 0.05 ? 0.05 : u > 1.0 ? 1.0 : u;
+        snprintf(t, sizeof t, "%.3f", u); /* three decimals, as shown */
+        return edit_row(s, row, t);
     }
-    case TUI_F_WDTYPE:
-        step_wstore(s, weight_choices, sizeof weight_choices / sizeof *weight_choices, dir);
-        break;
-    case TUI_F_KDTYPE:
-    case TUI_F_VDTYPE: {
-        struct kvp_format *f = s->field == TUI_F_KDTYPE ? &d->k : &d->v;
-        step_format(f, kv_choices, sizeof kv_choices / sizeof *kv_choices, dir);
-        if (one_cache_dtype(d->engine)) /* one --kv-cache-dtype for both */
-            d->k = d->v = *f;
-        break;
-    }
-    case TUI_F_CONTEXT:
-        if (add)
-            d->context = dir > 0 ? (d->context + 1024 <= TUI_MAX_CONTEXT ? d->context + 1024 : TUI_MAX_CONTEXT)
-                                 : (d->context > 1024 ? d->context - 1024 : 1);
-        else
-            d->context = step_u64(d->context, dir, false, 1, TUI_MAX_CONTEXT);
-        break;
-    case TUI_F_BATCH:
-        d->concurrency = step_u64(d->concurrency, dir, add, 1, TUI_MAX_BATCH);
-        break;
-    case TUI_F_BLOCK: {
-        uint64_t b = d->block_size ? d->block_size : (s->ok ? s->fit.block_size : 16);
-        d->block_size = (uint32_t)step_u64(b, dir, add, 1, TUI_MAX_BLOCK);
-        break;
-    }
+    case KVP_SET_FORMAT:
+        if (!cur[0]) /* kv_dtype where K and V differ: from K */
+            kvp_format_name(&s->d.k, cur, sizeof cur);
+        return edit_row(s, row, step_choice(kv_choices, N_OF(kv_choices), cur, dir));
+    case KVP_SET_WEIGHTS:
+        return edit_row(s, row, step_choice(weight_choices, N_OF(weight_choices), cur, dir));
+    case KVP_SET_FLAG:
+        return edit_row(s, row, cur[0] ? "false" : "true");
+    case KVP_SET_SWITCH:
+        return edit_row(s, row, step_choice(switch_choices, N_OF(switch_choices), cur[0] ? cur : "auto", dir));
+    case KVP_SET_SPLIT:
     default:
-        break;
+        set_status(s, true, "%s: type the layers per device (Enter), e.g. %s", r->key, r->example);
+        return false;
     }
 }
 
 /* A typed value for the selected field; false (and a status) if bad. */
 static bool commit_edit(struct tui_state *s)
 {
-    struct kvp_deploy *d = &s->d;
-    struct kvp_error e = {0};
-    struct kvp_format f;
-    uint64_t v = 0;
-    const char *in = s->input;
-    const char *what = labels[s->field];
-
-    switch (s->field) {
-    case TUI_F_GPUS:
-    case TUI_F_TP:
-    case TUI_F_CONTEXT:
-    case TUI_F_BATCH:
-    case TUI_F_BLOCK: {
-        static const uint64_t hi[TUI_F_COUNT] = {[TUI_F_GPUS] = TUI_MAX_GPUS, [TUI_F_TP] = TUI_MAX_GPUS,
-                                                [TUI_F_CONTEXT] = TUI_MAX_CONTEXT, [TUI_F_BATCH] = TUI_MAX_BATCH,
-                                                [TUI_F_BLOCK] = TUI_MAX_BLOCK};
-        if (s->field == TUI_F_BLOCK && (strcmp(in, "") == 0 || strcmp(in, "default") == 0)) {
-            d->block_size = 0;
-            return true;
-        }
-        if (kvp_parse_count(in, &v, &e) != KVP_OK) {
-            set_status(s, true, "%s: %s", what, e.msg);
-            return false;
-        }
-        if (v < 1 || v > hi[s->field]) {
-            set_status(s, true, "%s must be between 1 and %llu (got '%s')", what, (unsigned long long)hi[s->field], in);
-            return false;
-        }
-        if (s->field == TUI_F_GPUS) {
-            s->n_gpus = (uint32_t)v;
-            grow_gpus(s);
-        } else if (s->field == TUI_F_TP) {
-            d->tp = (uint32_t)v;
-            split_gpus(s);
-        } else if (s->field == TUI_F_CONTEXT) {
-            d->context = v;
-        } else if (s->field == TUI_F_BATCH) {
-            d->concurrency = v;
-        } else {
-            d->block_size = (uint32_t)v;
-        }
-        return true;
-    }
-    case TUI_F_UTIL: {
-        char *end;
-        double u;
-        if (strcmp(in, "") == 0 || strcmp(in, "default") == 0) {
-            d->util = 0;
-            return true;
-        }
-        u = strtod(in, &end);
-        if (end == in || *end || !(u > 0 && u <= 1)) {
-            set_status(s, true, "mem fraction must be a number in (0, 1] (got '%s')", in);
-            return false;
-        }
-        d->util = u;
-        return true;
-    }
-    case TUI_F_ENGINE:
-        return set_engine(s, in);
-    case TUI_F_WDTYPE:
-        if (kvp_wstore_parse(in, d->engine == KVP_ENGINE_LLAMACPP || s->model->arch[0], &d->w, &e) != KVP_OK) {
-            set_status(s, true, "%s: %s", what, e.msg);
-            return false;
-        }
-        return true;
-    case TUI_F_KDTYPE:
-    case TUI_F_VDTYPE:
-        if (kvp_format_parse(in, &f, &e) != KVP_OK) {
-            set_status(s, true, "%s: %s", what, e.msg);
-            return false;
-        }
-        if (one_cache_dtype(d->engine)) /* one --kv-cache-dtype for both */
-            d->k = d->v = f;
-        else
-            *(s->field == TUI_F_KDTYPE ? &d->k : &d->v) = f;
-        return true;
-    default:
-        return false;
-    }
+    int row = row_of(s->field);
+    return row >= 0 && edit_row(s, row, s->input);
 }
 
-static bool numeric_field(enum tui_field f)
+/* Typing a digit on these starts editing them. */
+static bool numeric_field(uint32_t f)
 {
-    return f == TUI_F_GPUS || f == TUI_F_TP || f == TUI_F_UTIL || f == TUI_F_CONTEXT || f == TUI_F_BATCH ||
-           f == TUI_F_BLOCK;
+    int row = row_of(f);
+    enum kvp_setting_type t = row >= 0 ? kvp_setting_at((uint32_t)row)->type : KVP_SET_GPU;
+    return t == KVP_SET_U32 || t == KVP_SET_COUNT || t == KVP_SET_BYTES || t == KVP_SET_FRACTION ||
+           t == KVP_SET_SPLIT;
 }
 
 static void input_clear(struct tui_state *s)
@@ -783,18 +879,23 @@ static void default_plan_path(struct tui_state *s)
     s->input_len = (uint32_t)strlen(s->input);
 }
 
-/* After a change: recompute and say whether it fits. */
+/* After a change: recompute and say whether it fits, after the edit's note. */
 static enum tui_result changed(struct tui_state *s)
 {
-    char g[32];
+    char g[32], msg[TUI_STATUS_MAX];
+    bool bad = true;
     tui_recompute(s);
-    if (!s->ok)
-        set_status(s, true, "%s", s->err.msg);
-    else if (s->fit.fits)
-        set_status(s, false, "fits: %.2f requests of %s tokens", s->fit.max_concurrency,
-                   kvp_format_grouped(s->d.context, g, sizeof g));
-    else
-        set_status(s, true, "does not fit: %s short", kvp_format_bytes(s->fit.short_bytes, false, g, sizeof g));
+    if (!s->ok) {
+        snprintf(msg, sizeof msg, "%s", s->err.msg);
+    } else if (s->fit.fits) {
+        snprintf(msg, sizeof msg, "fits: %.2f requests of %s tokens", s->fit.max_concurrency,
+                 kvp_format_grouped(s->d.context, g, sizeof g));
+        bad = false;
+    } else {
+        snprintf(msg, sizeof msg, "does not fit: %s short", kvp_format_bytes(s->fit.short_bytes, false, g, sizeof g));
+    }
+    set_status(s, bad, "%s%s%s", s->note, s->note[0] ? "; " : "", msg);
+    s->note[0] = '\0';
     return TUI_REDRAW;
 }
 
@@ -825,29 +926,30 @@ static enum tui_result handle_main(struct tui_state *s, int key)
     case TUI_KEY_UP:
     case TUI_KEY_BTAB:
     case 'k':
-        s->field = (enum tui_field)((s->field + TUI_F_COUNT - 1) % TUI_F_COUNT);
+        s->field = (s->field + tui_field_count() - 1) % tui_field_count();
         return TUI_REDRAW;
     case TUI_KEY_DOWN:
     case TUI_KEY_TAB:
     case 'j':
-        s->field = (enum tui_field)((s->field + 1) % TUI_F_COUNT);
+        s->field = (s->field + 1) % tui_field_count();
         return TUI_REDRAW;
     case TUI_KEY_HOME:
-        s->field = (enum tui_field)0;
+        s->field = TUI_FIELD_MODEL;
         return TUI_REDRAW;
     case TUI_KEY_END:
-        s->field = (enum tui_field)(TUI_F_COUNT - 1);
+        s->field = tui_field_count() - 1;
         return TUI_REDRAW;
     case TUI_KEY_LEFT:
     case TUI_KEY_RIGHT:
     case '+':
     case '-':
-        adjust(s, key == TUI_KEY_RIGHT || key == '+' ? 1 : -1, key == '+' || key == '-');
-        return changed(s);
+        if (adjust(s, key == TUI_KEY_RIGHT || key == '+' ? 1 : -1, key == '+' || key == '-'))
+            return changed(s);
+        return TUI_REDRAW;
     case TUI_KEY_ENTER:
-        if (s->field == TUI_F_MODEL) {
+        if (s->field == TUI_FIELD_MODEL) {
             open_picker(s, TUI_MODE_PICK_MODEL);
-        } else if (s->field == TUI_F_GPU) {
+        } else if ((int)s->field == tui_field_find("gpu")) {
             open_picker(s, TUI_MODE_PICK_GPU);
         } else {
             s->mode = TUI_MODE_EDIT;
@@ -901,12 +1003,25 @@ enum tui_result tui_handle(struct tui_state *s, int key)
 
     if (key == TUI_KEY_RESIZE)
         return TUI_REDRAW;
+    s->note[0] = '\0';
     switch (s->mode) {
     case TUI_MODE_MAIN:
         return handle_main(s, key);
     case TUI_MODE_HELP:
         s->mode = TUI_MODE_MAIN;
         return TUI_REDRAW;
+    case TUI_MODE_ASK_SPLIT:
+        if (key == 't' || key == 'T' || key == 'p' || key == 'P' || key == TUI_KEY_ENTER) {
+            s->mode = TUI_MODE_MAIN;
+            return split_gpus(s, key != 'p' && key != 'P') ? changed(s) : TUI_REDRAW;
+        }
+        if (key == TUI_KEY_ESC) {
+            s->mode = TUI_MODE_MAIN;
+            set_status(s, false, "GPUs stay %" PRIu32 " (tp %" PRIu32 " x pp %" PRIu32 ")", s->d.n_gpus, s->d.tp,
+                       s->d.pp);
+            return TUI_REDRAW;
+        }
+        return TUI_HANDLED;
     case TUI_MODE_EDIT:
     case TUI_MODE_SAVE:
         if (key == TUI_KEY_ESC) {
@@ -931,7 +1046,7 @@ enum tui_result tui_handle(struct tui_state *s, int key)
             }
             if (commit_edit(s))
                 return changed(s);
-            return TUI_REDRAW;
+            return TUI_REDRAW; /* an error, or a question (TUI_MODE_ASK_SPLIT) */
         }
         if (printable(key))
             input_add(s, key);
