@@ -535,6 +535,12 @@ static void unset_text(const struct tui_state *s, int row, char *buf, uint32_t n
         snprintf(buf, n, "1");
     else if (strcmp(r->key, "kv_dtype") == 0)
         snprintf(buf, n, "K, V differ");
+    else if (strcmp(r->key, "gpu_memory") == 0)
+        snprintf(buf, n, "the GPU's");
+    else if (strcmp(r->key, "activation_memory") == 0 || strcmp(r->key, "non_torch_memory") == 0)
+        snprintf(buf, n, "estimated");
+    else if (strcmp(r->key, "weights_memory") == 0 || strcmp(r->key, "kv_cache_memory") == 0)
+        snprintf(buf, n, "computed");
     else
         snprintf(buf, n, "default");
 }

@@ -205,7 +205,7 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     used++;
     put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x91" : "-",
         bytes(b.reserve, g[2], sizeof g[2]),
-        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est ? " (estimated)" : "");
+        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est ? " est." : "");
     if (b.over)
         put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
     else
@@ -505,6 +505,9 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
     top_h = 11 + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->d.n_gpus - 1 : 0);
     if (top_h > c.rows - 1 - 9)
         top_h = c.rows - 1 - 9;
+    /* a tall terminal shows more fields, up to half its rows */
+    if (top_h < (int)tui_field_count() + 1 && top_h < c.rows / 2)
+        top_h = (int)tui_field_count() + 1 < c.rows / 2 ? (int)tui_field_count() + 1 : c.rows / 2;
     if (top_h < TUI_FIELD_ROWS + 1)
         top_h = TUI_FIELD_ROWS + 1;
     bottom_y = 1 + top_h;
