@@ -60,6 +60,7 @@ help:
 	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
 	@echo "make check-symbols  libkvplan exports only kvp_ names (in check)"
 	@echo "make check-includes no cycle among src/'s includes, nor among its files' calls (tests/cycles.py)"
+	@echo "make check-architecture  docs/architecture.md names every tracked file (data and generated pages aside)"
 	@echo "make check-examples the plans in docs/examples through kvplan check"
 	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
 	@echo "make tui-test       the TUI driven in tmux"
@@ -144,6 +145,15 @@ check-ref-independent: $(LIB)
 .PHONY: check-includes
 check-includes: $(LIB_OBJ) $(CLI_OBJ)
 	python3 tests/cycles.py $(LIB_OBJ) $(CLI_OBJ)
+
+# docs/architecture.md walks the whole tree: every tracked file outside
+# tests/data/, docs/tables/ and docs/charts/ is named on it.
+.PHONY: check-architecture
+check-architecture:
+	@missing=$$(git ls-files | grep -v '^tests/data/\|^docs/tables/\|^docs/charts/\|^models/[^/]*\.yaml$$' | \
+	    while read -r f; do grep -qF -- "$$(basename "$$f")" docs/architecture.md || echo "$$f"; done); \
+	if [ -n "$$missing" ]; then echo "check-architecture: docs/architecture.md does not name:" $$missing; exit 1; fi; \
+	echo "check-architecture: docs/architecture.md names every tracked file"
 
 # Mutation tests: tests/check_ref.c's `mutation` case against an engine built
 # to price one format a byte per row too high, or the recurrent state an
