@@ -253,7 +253,7 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
         put(c, y + r++, x, w, A_NORMAL, " %s tokens, %s blocks of %u", grouped(f->kv_tokens, g[0], sizeof g[0]),
             grouped(f->num_blocks, g[1], sizeof g[1]), f->block_size);
     if (r < max_rows && s->have_roofline)
-        put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f tok/s", s->roof.tpot_s * 1e3,
+        put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f t/s", s->roof.tpot_s * 1e3,
             s->roof.tokens_per_s);
     if (r < max_rows && s->have_roofline)
         put(c, y + r++, x, w, A_NORMAL, " prefill of %s tokens >= %.3f s", grouped(s->d.context, g[0], sizeof g[0]),
