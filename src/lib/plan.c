@@ -1001,10 +1001,13 @@ done:
 
 bool kvp_plan_out_from_name(const char *s, enum kvp_plan_out *out)
 {
-    static const char *const names[] = {"text", "json", "junit"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (enum kvp_plan_out)i;
+    static const struct {
+        const char *name;
+        enum kvp_plan_out fmt;
+    } names[] = {{"text", KVP_PLAN_OUT_TEXT}, {"json", KVP_PLAN_OUT_JSON}, {"junit", KVP_PLAN_OUT_JUNIT}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
             return true;
         }
     return false;

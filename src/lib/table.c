@@ -15,10 +15,14 @@
 
 bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out)
 {
-    static const char *const names[] = {"text", "md", "csv", "json", "html"};
+    static const struct {
+        const char *name;
+        enum kvp_table_fmt fmt;
+    } names[] = {{"text", KVP_TABLE_TEXT}, {"md", KVP_TABLE_MD}, {"csv", KVP_TABLE_CSV}, {"json", KVP_TABLE_JSON},
+                 {"html", KVP_TABLE_HTML}};
     for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (enum kvp_table_fmt)i;
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
             return true;
         }
     return false;
