@@ -76,11 +76,6 @@ static int row_of(uint32_t f)
     return f == TUI_FIELD_MODEL || f >= tui_field_count() ? -1 : (int)f - 1;
 }
 
-static int row_named(const char *key)
-{
-    return kvp_setting_find(key);
-}
-
 static bool row_given(const struct kvp_settings *set, int row)
 {
     return row >= 0 && ((set->given >> row) & 1u);
@@ -161,7 +156,7 @@ static bool put(struct tui_state *s, struct kvp_settings *n, const char *key, co
 {
     struct kvp_error e = {0};
     if (!v) {
-        row_unset(n, row_named(key));
+        row_unset(n, kvp_setting_find(key));
         return true;
     }
     if (kvp_settings_put(n, key, v, &e) != KVP_OK) {
@@ -296,7 +291,7 @@ static bool edit_row(struct tui_state *s, int row, const char *v)
         put(s, &n, "v_dtype", NULL);
     } else if ((strcmp(key, "tp") == 0 || strcmp(key, "pp") == 0) && s->d.engine != KVP_ENGINE_LLAMACPP) {
         put(s, &n, "gpus", NULL);
-    } else if (r->type == KVP_SET_GPU && row_given(&n, row_named("gpu_memory"))) {
+    } else if (r->type == KVP_SET_GPU && row_given(&n, kvp_setting_find("gpu_memory"))) {
         put(s, &n, "gpu_memory", NULL);
         set_note(s, "gpu_memory is now the GPU's");
     }
@@ -315,7 +310,7 @@ static void set_model(struct tui_state *s, struct kvp_model *m)
     int bad;
 
     s->model = m;
-    if (old && row_given(&s->set, row_named("context")) && m->max_context && s->d.context > m->max_context) {
+    if (old && row_given(&s->set, kvp_setting_find("context")) && m->max_context && s->d.context > m->max_context) {
         set_note(s, "context %" PRIu64 " is beyond %s's %" PRIu64, s->d.context, m->name, m->max_context);
         snprintf(t, sizeof t, "%" PRIu64, m->max_context);
         put(s, &s->set, "context", t);
@@ -485,8 +480,8 @@ enum kvp_status tui_init(struct tui_state **out, const struct kvp_catalog *cat, 
     if (set)
         kvp_settings_overlay(&s->set, set);
     /* a GPU to start from, unless a memory size stands for one */
-    if (!row_given(&s->set, row_named("gpu")) && !row_given(&s->set, row_named("gpu_memory")) &&
-        !row_given(&s->set, row_named("kv_cache_memory")) && gpus && gpus->n &&
+    if (!row_given(&s->set, kvp_setting_find("gpu")) && !row_given(&s->set, kvp_setting_find("gpu_memory")) &&
+        !row_given(&s->set, kvp_setting_find("kv_cache_memory")) && gpus && gpus->n &&
         (st = kvp_settings_put(&s->set, "gpu", gpus->gpus[0].id, err)) != KVP_OK)
         goto fail;
     if ((st = apply_set(s, &bad, err)) != KVP_OK)
@@ -710,7 +705,7 @@ static void pick_commit(struct tui_state *s)
             g = NULL;
         if (!g)
             set_status(s, true, "%s", e.msg[0] ? e.msg : "no GPU matches");
-        else if (edit_row(s, row_named("gpu"), g->id))
+        else if (edit_row(s, kvp_setting_find("gpu"), g->id))
             set_status(s, false, "GPU %s", g->id);
     }
     s->mode = TUI_MODE_MAIN;
