@@ -532,6 +532,10 @@ START_TEST(gpus_ask_tp_or_pp)
     script(s, "=5 'p");
     ck_assert_uint_eq(s->d.tp, 1);
     ck_assert_uint_eq(s->d.pp, 5);
+    /* the count it has asks nothing */
+    script(s, "=5");
+    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+    ck_assert_uint_eq(s->d.pp, 5);
     /* Esc: as it was */
     script(s, "=2 ESC");
     ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
