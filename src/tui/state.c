@@ -324,12 +324,6 @@ static void set_model(struct tui_state *s, struct kvp_model *m)
     kvp_model_free(old);
 }
 
-static uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-    uint64_t r;
-    return kvp_mul(a, b, &r) ? r : UINT64_MAX;
-}
-
 static void compute_kinds(struct tui_state *s)
 {
     s->n_kinds = 0;
@@ -349,7 +343,7 @@ static void compute_kinds(struct tui_state *s)
             r->kind = k;
         }
         per = kvp_add(per, sb->v_seq, &per) && kvp_add(per, sb->state_seq, &per) ? per : UINT64_MAX;
-        bytes = sat_mul(sat_mul(per, sb->layers), tui_batch(s));
+        bytes = kvp_sat_mul(kvp_sat_mul(per, sb->layers), tui_batch(s));
         r->layers += sb->layers;
         if (sb->tokens > r->tokens)
             r->tokens = sb->tokens;
