@@ -150,7 +150,7 @@ static const char *context_text(uint64_t t, char *buf, uint32_t n)
         return snprintf(buf, n, "unbounded"), buf;
     if (t == 0)
         return snprintf(buf, n, "none (weights do not fit)"), buf;
-    return kvp_format_grouped(t, buf, n);
+    return kvp_count_text(t, buf, n);
 }
 
 static void heads_text(const struct kvp_model *m, char *buf, uint32_t n)
@@ -249,14 +249,14 @@ static void render(const struct job *j, enum kvp_out fmt, struct kvp_buf *b)
     if (j->gpu) {
         char mem[32];
         snprintf(gp, sizeof gp, "longest context on %s (%s)", j->gpu->id,
-                 kvp_format_bytes(j->gpu->memory_bytes, j->si, mem, sizeof mem));
+                 kvp_bytes_text(j->gpu->memory_bytes, j->si, mem, sizeof mem));
     }
     kvp_table_init(&t, ncols, head, right);
     for (uint32_t i = 0; i < j->n; i++) {
         const struct variant *v = &j->v[i];
         const char *row[7];
         heads_text(&v->m, c[0], sizeof c[0]);
-        kvp_format_bytes(v->plan.kv_bytes_per_token, j->si, c[1], sizeof c[1]);
+        kvp_bytes_text(v->plan.kv_bytes_per_token, j->si, c[1], sizeof c[1]);
         if (v->plan.kv_bytes_per_token) {
             double r = (double)j->v[0].plan.kv_bytes_per_token / (double)v->plan.kv_bytes_per_token;
             snprintf(c[2], sizeof c[2], r >= 1 ? "%.2fx smaller" : "%.2fx larger", r >= 1 ? r : 1 / r);
@@ -264,8 +264,8 @@ static void render(const struct job *j, enum kvp_out fmt, struct kvp_buf *b)
             snprintf(c[2], sizeof c[2], "-");
         if (i == 0)
             snprintf(c[2], sizeof c[2], "1.00x");
-        kvp_format_bytes(v->plan.total_bytes, j->si, c[3], sizeof c[3]);
-        kvp_format_bytes(v->w.bytes, j->si, c[4], sizeof c[4]);
+        kvp_bytes_text(v->plan.total_bytes, j->si, c[3], sizeof c[3]);
+        kvp_bytes_text(v->w.bytes, j->si, c[4], sizeof c[4]);
         context_text(v->max_context, c[5], sizeof c[5]);
         row[0] = v->label, row[1] = c[0], row[2] = c[1], row[3] = c[2], row[4] = c[3], row[5] = c[4], row[6] = c[5];
         kvp_table_row(&t, row);

@@ -170,7 +170,7 @@ static const char *gpu_phrase(const struct kvp_sizing *s, char *buf, uint32_t n)
     char mem[32];
     uint32_t tp = s->tp ? s->tp : 1, gpus = s->n_gpus ? s->n_gpus : tp;
     snprintf(buf, n, "%u x %s (%s each%s%u)", gpus, s->gpu_name ? s->gpu_name : "GPU",
-             kvp_format_bytes(s->gpu_memory, s->si, mem, sizeof mem), ", tp ", tp);
+             kvp_bytes_text(s->gpu_memory, s->si, mem, sizeof mem), ", tp ", tp);
     return buf;
 }
 
@@ -320,16 +320,16 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
             return st;
         char split[400];
         snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
-                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
-                 kvp_format_grouped(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
-                 kvp_format_grouped(m->max_context, gp, sizeof gp));
+                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_bytes_text(w.bytes, s->si, tmp, sizeof tmp),
+                 kvp_count_text(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
+                 kvp_count_text(m->max_context, gp, sizeof gp));
         para(d, line);
         if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
             return st;
         n = (size_t)snprintf(line, sizeof line, "KV cache per token (ideal, while the context is within every window):");
         for (uint32_t fi = 0; fi < nf && n < sizeof line; fi++)
             n += (size_t)snprintf(line + n, sizeof line - n, "%s %s %s", fi ? "," : "", nm->f[fi],
-                                  kvp_format_bytes(g->per_token[fi], s->si, tmp, sizeof tmp));
+                                  kvp_bytes_text(g->per_token[fi], s->si, tmp, sizeof tmp));
         if (n < sizeof line)
             snprintf(line + n, sizeof line - n, ".");
         para(d, line);
@@ -353,7 +353,7 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         else
             snprintf(line, sizeof line, "In %s (1 %s = %s bytes); whole model, ideal engine%s; rows: tokens per "
                      "sequence (k = 1024); columns: cache format.", u.name, u.name,
-                     kvp_format_grouped(u.bytes, tmp2, sizeof tmp2),
+                     kvp_count_text(u.bytes, tmp2, sizeof tmp2),
                      g->cell[0].state_bytes ? ", recurrent state included" : "");
         para(d, line);
         for (uint32_t f0 = 0; f0 < nf; f0 += KVP_TABLE_MAX_COLS - 1) {
@@ -406,7 +406,7 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
                     if (c >= 1e15)
                         snprintf(p, CELL_CHARS, "unbounded");
                     else
-                        kvp_format_grouped((uint64_t)(c + 1e-9), p, CELL_CHARS);
+                        kvp_count_text((uint64_t)(c + 1e-9), p, CELL_CHARS);
                 }
             }
             grid_table(d, nc, head, cl, g->nc);

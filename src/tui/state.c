@@ -517,7 +517,7 @@ static void unset_text(const struct tui_state *s, int row, char *buf, uint32_t n
     else if (r->type == KVP_SET_SWITCH)
         snprintf(buf, n, "auto");
     else if (r->type == KVP_SET_GPU)
-        snprintf(buf, n, "custom, %s", kvp_format_bytes(s->d.gpu_memory, false, g, sizeof g));
+        snprintf(buf, n, "custom, %s", kvp_bytes_text(s->d.gpu_memory, false, g, sizeof g));
     else if (strcmp(r->key, "util") == 0 && s->ok)
         snprintf(buf, n, "%.3f", s->fit.util);
     else if (strcmp(r->key, "block_size") == 0 && s->ok)
@@ -886,10 +886,10 @@ static enum tui_result changed(struct tui_state *s)
         snprintf(msg, sizeof msg, "%s", s->err.msg);
     } else if (s->fit.fits) {
         snprintf(msg, sizeof msg, "fits: %.2f requests of %s tokens", s->fit.max_concurrency,
-                 kvp_format_grouped(s->d.context, g, sizeof g));
+                 kvp_count_text(s->d.context, g, sizeof g));
         bad = false;
     } else {
-        snprintf(msg, sizeof msg, "does not fit: %s short", kvp_format_bytes(s->fit.short_bytes, false, g, sizeof g));
+        snprintf(msg, sizeof msg, "does not fit: %s short", kvp_bytes_text(s->fit.short_bytes, false, g, sizeof g));
     }
     set_status(s, bad, "%s%s%s", s->note, s->note[0] ? "; " : "", msg);
     s->note[0] = '\0';

@@ -86,12 +86,12 @@ static void glyph(const struct ctx *c, int y, int x, attr_t a, const char *g)
 
 static const char *bytes(uint64_t v, char *buf, uint32_t n)
 {
-    return kvp_format_bytes(v, false, buf, n);
+    return kvp_bytes_text(v, false, buf, n);
 }
 
 static const char *grouped(uint64_t v, char *buf, uint32_t n)
 {
-    return kvp_format_grouped(v, buf, n);
+    return kvp_count_text(v, buf, n);
 }
 
 /* ---- the fields ---- */
