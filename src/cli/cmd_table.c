@@ -95,7 +95,7 @@ int cmd_table(int argc, char **argv)
     struct kvp_format fmts[KVP_SIZING_MAX_AXIS];
     struct kvp_sizing s = {0};
     struct kvp_error err = {0};
-    enum kvp_table_fmt fmt = KVP_TABLE_TEXT;
+    enum kvp_out fmt = KVP_OUT_TEXT;
     struct kvp_buf b = {0};
     const char *f, *kd;
     int npos, rc;
@@ -104,7 +104,7 @@ int cmd_table(int argc, char **argv)
         return rc;
     if (npos < 1)
         return cli_usage_error("table: which models? (usage: kvplan table MODEL... [options])");
-    if ((f = cli_opt(&cmd, "format")) && !kvp_table_fmt_from_name(f, &fmt))
+    if ((f = cli_opt(&cmd, "format")) && !kvp_table_out_from_name(f, &fmt))
         return cli_usage_error("--format must be text, md, csv, json or html (got '%s')", f);
     if ((rc = list_opt("contexts", "1k,4k,32k,128k", ctx, &s.n_contexts)) ||
         (rc = list_opt("batches", "1", batch, &s.n_batches)))

@@ -999,12 +999,12 @@ done:
 
 /* ---- rendering ---------------------------------------------------------- */
 
-bool kvp_plan_out_from_name(const char *s, enum kvp_plan_out *out)
+bool kvp_plan_out_from_name(const char *s, enum kvp_out *out)
 {
     static const struct {
         const char *name;
-        enum kvp_plan_out fmt;
-    } names[] = {{"text", KVP_PLAN_OUT_TEXT}, {"json", KVP_PLAN_OUT_JSON}, {"junit", KVP_PLAN_OUT_JUNIT}};
+        enum kvp_out fmt;
+    } names[] = {{"text", KVP_OUT_TEXT}, {"json", KVP_OUT_JSON}, {"junit", KVP_OUT_JUNIT}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
             *out = names[i].fmt;
@@ -1307,11 +1307,11 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
     kvp_buf_printf(b, "</testsuites>\n");
 }
 
-void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_plan_out fmt, bool si, struct kvp_buf *b)
+void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_out fmt, bool si, struct kvp_buf *b)
 {
     switch (fmt) {
-    case KVP_PLAN_OUT_JSON: render_json(r, b); break;
-    case KVP_PLAN_OUT_JUNIT: render_junit(r, si, b); break;
+    case KVP_OUT_JSON: render_json(r, b); break;
+    case KVP_OUT_JUNIT: render_junit(r, si, b); break;
     default: render_text(r, si, b); break;
     }
 }

@@ -13,13 +13,13 @@
 #include "kvplan/num.h"
 #include "kvplan/table.h"
 
-bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out)
+bool kvp_table_out_from_name(const char *s, enum kvp_out *out)
 {
     static const struct {
         const char *name;
-        enum kvp_table_fmt fmt;
-    } names[] = {{"text", KVP_TABLE_TEXT}, {"md", KVP_TABLE_MD}, {"csv", KVP_TABLE_CSV}, {"json", KVP_TABLE_JSON},
-                 {"html", KVP_TABLE_HTML}};
+        enum kvp_out fmt;
+    } names[] = {{"text", KVP_OUT_TEXT}, {"md", KVP_OUT_MD}, {"csv", KVP_OUT_CSV}, {"json", KVP_OUT_JSON},
+                 {"html", KVP_OUT_HTML}};
     for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
             *out = names[i].fmt;
@@ -223,18 +223,18 @@ typedef char cell_text[CELL_CHARS];
 
 struct doc {
     const struct kvp_sizing *s;
-    enum kvp_table_fmt fmt;
+    enum kvp_out fmt;
     struct kvp_buf *b;
     cell_text *cells; /* KVP_SIZING_MAX_AXIS * KVP_TABLE_MAX_COLS, the caller's */
 };
 
 static void heading(struct doc *d, int level, const char *text)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_printf(d->b, "<h%d>", level);
         kvp_buf_xml(d->b, text);
         kvp_buf_printf(d->b, "</h%d>\n", level);
-    } else if (d->fmt == KVP_TABLE_MD) {
+    } else if (d->fmt == KVP_OUT_MD) {
         kvp_buf_printf(d->b, "%s %s\n\n", level == 2 ? "##" : "###", text);
     } else {
         kvp_buf_printf(d->b, "%s\n", text);
@@ -246,7 +246,7 @@ static void heading(struct doc *d, int level, const char *text)
 
 static void para(struct doc *d, const char *text)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_put(d->b, "<p>", 3);
         kvp_buf_xml(d->b, text);
         kvp_buf_put(d->b, "</p>\n", 5);
@@ -258,7 +258,7 @@ static void para(struct doc *d, const char *text)
 /* Rows of ncols strings (row-major, nrows), header head. */
 static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, cell_text *cells, uint32_t nrows)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_printf(d->b, "<table>\n<thead><tr>");
         for (uint32_t c = 0; c < ncols; c++) {
             kvp_buf_printf(d->b, "<th>");
@@ -289,7 +289,7 @@ static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, c
             row[c] = cells[r * ncols + c];
         kvp_table_row(&t, row);
     }
-    kvp_table_render(&t, d->fmt == KVP_TABLE_MD ? KVP_OUT_MD : KVP_OUT_TEXT, d->b);
+    kvp_table_render(&t, d->fmt == KVP_OUT_MD ? KVP_OUT_MD : KVP_OUT_TEXT, d->b);
     if (t.nomem)
         d->b->nomem = true;
     kvp_table_release(&t);
@@ -476,7 +476,7 @@ struct work {
     struct names nm;
 };
 
-enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt fmt, struct kvp_buf *b,
+enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
                                   struct kvp_error *err)
 {
     enum kvp_status st;
@@ -489,9 +489,9 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
     for (uint32_t fi = 0; fi < s->n_formats; fi++)
         kvp_format_name(&s->formats[fi], w->nm.f[fi], sizeof w->nm.f[fi]);
 
-    if (fmt == KVP_TABLE_CSV || fmt == KVP_TABLE_JSON) {
+    if (fmt == KVP_OUT_CSV || fmt == KVP_OUT_JSON) {
         struct kvp_json j;
-        if (fmt == KVP_TABLE_CSV) {
+        if (fmt == KVP_OUT_CSV) {
             kvp_buf_printf(b, "model,engine,gpu,gpus,tp,context,batch,kv_dtype,kv_bytes,state_bytes,weight_bytes,"
                               "max_concurrency,fits\n");
         } else {
@@ -516,19 +516,19 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
                         struct kvp_sizing_cell c;
                         if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, &c, err)) != KVP_OK)
                             goto out;
-                        if (fmt == KVP_TABLE_CSV)
+                        if (fmt == KVP_OUT_CSV)
                             csv_row(s, mi, ci, bi, w->nm.f[fi], &c, b);
                         else
                             json_row(s, mi, ci, bi, w->nm.f[fi], &c, &j);
                     }
-        if (fmt == KVP_TABLE_JSON) {
+        if (fmt == KVP_OUT_JSON) {
             kvp_json_end(&j, ']');
             kvp_json_end(&j, '}');
         }
     } else {
         struct doc d = {s, fmt, b, w->cells};
         char gp[160];
-        if (fmt == KVP_TABLE_HTML)
+        if (fmt == KVP_OUT_HTML)
             kvp_buf_put(b, html_head, sizeof html_head - 1);
         if (have_gpu(s)) {
             char line[256];
@@ -538,7 +538,7 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
         for (uint32_t mi = 0; mi < s->n_models; mi++)
             if ((st = render_model(&d, mi, &w->g, &w->nm, err)) != KVP_OK)
                 goto out;
-        if (fmt == KVP_TABLE_HTML)
+        if (fmt == KVP_OUT_HTML)
             kvp_buf_printf(b, "</body>\n</html>\n");
     }
     st = b->nomem ? kvp_fail(err, KVP_ERR_NOMEM, "out of memory rendering a sizing table") : KVP_OK;
