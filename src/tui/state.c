@@ -123,7 +123,8 @@ static enum kvp_status apply_set(struct tui_state *s, int *bad, struct kvp_error
     return KVP_OK;
 }
 
-enum kvp_status tui_apply(struct tui_state *s, struct kvp_error *err)
+/* apply_set, with the failing setting's key before err's message. */
+static enum kvp_status apply_settings(struct tui_state *s, struct kvp_error *err)
 {
     int bad;
     enum kvp_status st = apply_set(s, &bad, err);
@@ -143,7 +144,7 @@ static bool try_settings(struct tui_state *s, const struct kvp_settings *n)
     struct kvp_settings was = s->set;
     struct kvp_error e = {0};
     s->set = *n;
-    if (tui_apply(s, &e) != KVP_OK) {
+    if (apply_settings(s, &e) != KVP_OK) {
         s->set = was;
         set_status(s, true, "%s", e.msg);
         return false;

@@ -183,7 +183,8 @@ double tui_bench(struct tui_state *s, uint32_t n);
 
 /* Plan files (state_plan.c): write the setup as a `kvplan check` plan,
  * atomically (a temporary file in the same directory, then rename), and
- * read one back into the setup (its model, and its deployment as settings). */
+ * read one back into the setup: its model, and its deployment as settings
+ * (s->set), which tui_init then applies. */
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err);
 
@@ -192,9 +193,5 @@ enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_
  * kvp_settings_apply of the result gives d back. */
 void tui_settings_of(const struct kvp_deploy *d, const struct kvp_gpu *gpu, const struct kvp_model *m,
                      struct kvp_settings *out);
-
-/* Apply s->set to the model into s->d and s->gpu (no recompute); on an
- * error nothing changes and err names the setting. */
-enum kvp_status tui_apply(struct tui_state *s, struct kvp_error *err);
 
 #endif

@@ -174,8 +174,6 @@ enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_
     s->model = m;
     /* the deployment as the settings that give it, so edits go on from them */
     tui_settings_of(&plan.deps[0].d, plan.deps[0].gpu, m, &s->set);
-    if ((st = tui_apply(s, err)) != KVP_OK)
-        goto out;
     if (plan.n > 1)
         snprintf(s->status, sizeof s->status, "opened %s: the first of its %u deployments, '%s'", path, plan.n,
                  plan.deps[0].name);
