@@ -22,7 +22,7 @@
 #include "kvplan/gpu.h"
 #include "kvplan/settings.h"
 #include "kvplan/table.h"
-#include "../src/tui/model.h" /* the TUI's state, without curses (h18 may rename it state.h) */
+#include "../src/tui/state.h" /* the TUI's state, without curses */
 #include "testutil.h"
 
 /* The deployments: model x engine, on two H100s at 8K, one request. */
@@ -146,7 +146,7 @@ static void check_tui(const struct kvp_model *m, const char *engine, enum kvp_st
     fclose(p);
     snprintf(yaml, sizeof yaml, "%s.yaml", path); /* the TUI opens plans by their extension */
     ck_assert_int_eq(rename(path, yaml), 0);
-    got = tui_init(&s, cat, gpus, yaml, &err);
+    got = tui_init(&s, cat, gpus, yaml, NULL, NULL, &err);
     unlink(yaml);
     if (ref != KVP_OK) { /* refused opening the plan, or opened with no figures */
         ck_assert_msg(got != KVP_OK || !s->ok, "%s under %s: the TUI sized what the engine refuses", m->name, engine);
@@ -196,7 +196,7 @@ START_TEST(test_tui_defaults)
     struct kvp_deploy d;
     struct kvp_fit f;
     load_catalogs();
-    ck_assert_kvp_ok(tui_init(&s, cat, gpus, "llama-3.1-8b", &err), err);
+    ck_assert_kvp_ok(tui_init(&s, cat, gpus, "llama-3.1-8b", NULL, NULL, &err), err);
     ck_assert(s->ok);
     kvp_settings_clear(&st);
     ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", s->gpu->id, &err), err);

@@ -273,7 +273,7 @@ START_TEST(parse_bytes_largest)
 }
 END_TEST
 
-/* ---- kvp_format_bytes ---------------------------------------------------- */
+/* ---- kvp_bytes_text ---------------------------------------------------- */
 
 static const struct {
     uint64_t in;
@@ -312,7 +312,7 @@ START_TEST(format_bytes_table)
 {
     for (size_t i = 0; i < N_ELEMS(fmt_bytes); i++) {
         char buf[32];
-        const char *r = kvp_format_bytes(fmt_bytes[i].in, fmt_bytes[i].si, buf, sizeof buf);
+        const char *r = kvp_bytes_text(fmt_bytes[i].in, fmt_bytes[i].si, buf, sizeof buf);
         ck_assert_ptr_eq(r, buf);
         ck_assert_msg(strcmp(buf, fmt_bytes[i].want) == 0, "%llu si=%d: got '%s', want '%s'",
                       (unsigned long long)fmt_bytes[i].in, fmt_bytes[i].si, buf, fmt_bytes[i].want);
@@ -324,12 +324,12 @@ START_TEST(format_bytes_small_buffer)
 {
     char buf[6];
     memset(buf, 'x', sizeof buf);
-    kvp_format_bytes(68719476736ull, false, buf, sizeof buf);
+    kvp_bytes_text(68719476736ull, false, buf, sizeof buf);
     ck_assert_str_eq(buf, "64.00"); /* truncated, always terminated */
 }
 END_TEST
 
-/* ---- kvp_format_grouped -------------------------------------------------- */
+/* ---- kvp_count_text -------------------------------------------------- */
 
 static const struct {
     uint64_t in;
@@ -353,7 +353,7 @@ START_TEST(format_grouped_table)
 {
     for (size_t i = 0; i < N_ELEMS(grouped); i++) {
         char buf[32];
-        ck_assert_ptr_eq(kvp_format_grouped(grouped[i].in, buf, sizeof buf), buf);
+        ck_assert_ptr_eq(kvp_count_text(grouped[i].in, buf, sizeof buf), buf);
         ck_assert_str_eq(buf, grouped[i].want);
     }
 }
@@ -362,7 +362,7 @@ END_TEST
 START_TEST(format_grouped_exact_buffer)
 {
     char buf[10]; /* "1,234,567" + NUL */
-    kvp_format_grouped(1234567, buf, sizeof buf);
+    kvp_count_text(1234567, buf, sizeof buf);
     ck_assert_str_eq(buf, "1,234,567");
 }
 END_TEST

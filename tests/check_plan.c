@@ -204,7 +204,7 @@ START_TEST(render_formats)
     struct kvp_plan p = {0};
     struct kvp_plan_report r = {0};
     struct kvp_buf b = {0};
-    enum kvp_plan_out o;
+    enum kvp_out o;
     struct kvp_error err = {0};
     /* a file name with XML's special characters travels into every format */
     const char *path = put("we&<ird>.yaml", DEPLOYMENT "      - min_concurrency: 64\n"
@@ -212,24 +212,24 @@ START_TEST(render_formats)
     ck_assert_kvp_ok(kvp_plan_load(&p, path, models, gpus, &err), err);
     ck_assert_kvp_ok(kvp_plan_evaluate(&p, &r, &err), err);
     ck_assert(!r.results[1].pass);
-    kvp_plan_render(&r, KVP_PLAN_OUT_TEXT, false, &b);
+    kvp_plan_render(&r, KVP_OUT_TEXT, false, &b);
     ck_assert_ptr_nonnull(strstr(b.data, "  PASS      min_concurrency at 8,192 tokens: 86.96 (want >= 64.00)\n"));
     ck_assert_ptr_nonnull(strstr(b.data, "  FAIL      min_concurrency at 8,192 tokens: 86.96 (want >= 100.00)\n"));
     ck_assert_ptr_nonnull(strstr(b.data, "max concurrency = 86.9648 requests of 8,192 tokens"));
     ck_assert_ptr_nonnull(strstr(b.data, "2 assertions: 1 passed, 1 failed\n"));
     kvp_buf_release(&b);
-    kvp_plan_render(&r, KVP_PLAN_OUT_JUNIT, false, &b);
+    kvp_plan_render(&r, KVP_OUT_JUNIT, false, &b);
     ck_assert_ptr_nonnull(strstr(b.data, "<testsuites name=\"kvplan check\" tests=\"2\" failures=\"1\" errors=\"0\">"));
     ck_assert_ptr_nonnull(strstr(b.data, "l70/too-many: measured 86.96, want &gt;= 100.00"));
     ck_assert_ptr_nonnull(strstr(b.data, "/we&amp;&lt;ird&gt;.yaml\" line=\"15\""));
     ck_assert_ptr_null(strstr(b.data, "we&<"));
     kvp_buf_release(&b);
-    kvp_plan_render(&r, KVP_PLAN_OUT_JSON, false, &b);
+    kvp_plan_render(&r, KVP_OUT_JSON, false, &b);
     ck_assert_ptr_nonnull(strstr(b.data, "\"kvplan_check\": 1,"));
     ck_assert_ptr_nonnull(strstr(b.data, "\"id\": \"l70/too-many\","));
     ck_assert_ptr_nonnull(strstr(b.data, "/we&<ird>.yaml\","));
     kvp_buf_release(&b);
-    ck_assert(kvp_plan_out_from_name("junit", &o) && o == KVP_PLAN_OUT_JUNIT);
+    ck_assert(kvp_plan_out_from_name("junit", &o) && o == KVP_OUT_JUNIT);
     ck_assert(!kvp_plan_out_from_name("xml", &o));
     kvp_plan_report_release(&r);
     kvp_plan_release(&p);
@@ -262,7 +262,7 @@ START_TEST(baseline_both_ways)
     snprintf(fmt, sizeof fmt, "%.*s%s", (int)(strlen(DEPLOYMENT) - strlen("    assert:\n")), DEPLOYMENT, tail);
     snprintf(text, sizeof text, fmt, "0.90");
     evaluate_text(text, &p, &r);
-    kvp_plan_render(&r, KVP_PLAN_OUT_JSON, false, &b);
+    kvp_plan_render(&r, KVP_OUT_JSON, false, &b);
     snprintf(base, sizeof base, "%s", put("base.json", b.data));
     kvp_buf_release(&b);
     kvp_plan_report_release(&r);

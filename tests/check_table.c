@@ -172,7 +172,7 @@ START_TEST(test_fit_cells)
 }
 END_TEST
 
-static void render_llama(enum kvp_table_fmt fmt, bool gpu, const char *name)
+static void render_llama(enum kvp_out fmt, bool gpu, const char *name)
 {
     struct kvp_model *m = test_load("llama-2-7b"), *j = test_load("jamba-v0.1");
     const struct kvp_model *ms[] = {m, j};
@@ -197,15 +197,15 @@ static void render_llama(enum kvp_table_fmt fmt, bool gpu, const char *name)
     kvp_model_free(j);
 }
 
-START_TEST(test_golden_text) { render_llama(KVP_TABLE_TEXT, false, "sizing.txt"); }
+START_TEST(test_golden_text) { render_llama(KVP_OUT_TEXT, false, "sizing.txt"); }
 END_TEST
-START_TEST(test_golden_md) { render_llama(KVP_TABLE_MD, true, "sizing-gpu.md"); }
+START_TEST(test_golden_md) { render_llama(KVP_OUT_MD, true, "sizing-gpu.md"); }
 END_TEST
-START_TEST(test_golden_csv) { render_llama(KVP_TABLE_CSV, true, "sizing-gpu.csv"); }
+START_TEST(test_golden_csv) { render_llama(KVP_OUT_CSV, true, "sizing-gpu.csv"); }
 END_TEST
-START_TEST(test_golden_json) { render_llama(KVP_TABLE_JSON, false, "sizing.json"); }
+START_TEST(test_golden_json) { render_llama(KVP_OUT_JSON, false, "sizing.json"); }
 END_TEST
-START_TEST(test_golden_html) { render_llama(KVP_TABLE_HTML, true, "sizing-gpu.html"); }
+START_TEST(test_golden_html) { render_llama(KVP_OUT_HTML, true, "sizing-gpu.html"); }
 END_TEST
 
 START_TEST(test_golden_svg)
@@ -308,16 +308,16 @@ START_TEST(test_bad_sizing)
     struct kvp_error err = {0};
     for (uint32_t i = 0; i <= KVP_SIZING_MAX_AXIS; i++)
         ctx[i] = 1024 + i;
-    ck_assert_int_eq(kvp_sizing_render(&s, KVP_TABLE_TEXT, &b, &err), KVP_ERR_USAGE);
+    ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), KVP_ERR_USAGE);
     ck_assert_str_eq(err.msg, "a sizing table needs at least one of its contexts");
     s.n_contexts = KVP_SIZING_MAX_AXIS + 1;
-    ck_assert_int_eq(kvp_sizing_render(&s, KVP_TABLE_TEXT, &b, &err), KVP_ERR_USAGE);
+    ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), KVP_ERR_USAGE);
     ck_assert_str_eq(err.msg, "too many contexts for one table (got 65, at most 64)");
     /* a context whose bytes overflow 64 bits is an error, not a wrapped cell */
     ctx[0] = UINT64_MAX / 2;
     s.n_contexts = 1;
     batch[0] = 1u << 20;
-    ck_assert_int_eq(kvp_sizing_render(&s, KVP_TABLE_CSV, &b, &err), KVP_ERR_OVERFLOW);
+    ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_CSV, &b, &err), KVP_ERR_OVERFLOW);
     kvp_buf_release(&b);
     kvp_model_free(m);
 }

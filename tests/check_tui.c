@@ -1,7 +1,9 @@
-/* check_tui.c -- the TUI's model without a terminal: key sequences change
- * the setup, and the figures equal what the library (and so `kvplan fit`)
- * computes for the same settings; plan files round-trip; bad input is a
- * status message, never a changed setup. Tests run from the repository root.
+/* check_tui.c -- the TUI's state without a terminal: key sequences change
+ * the setup, and the deployment and figures equal what `kvplan fit` builds
+ * and computes for the same settings (kvp_settings_put + kvp_settings_apply,
+ * as src/cli/common.c does); every setting is a field; plan files round-trip
+ * to an equal deployment; bad input is a status message, never a changed
+ * setup. Tests run from the repository root.
  */
 #include <dirent.h>
 #include <math.h>
@@ -14,7 +16,8 @@
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
 #include "kvplan/gpu.h"
-#include "../src/tui/model.h"
+#include "kvplan/settings.h"
+#include "../src/tui/state.h"
 #include "testutil.h"
 
 
@@ -49,15 +52,9 @@ static struct tui_state *start(const char *model)
 {
     struct tui_state *s = NULL;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(tui_init(&s, cat, gpus, model, &err), err);
+    ck_assert_kvp_ok(tui_init(&s, cat, gpus, model, NULL, NULL, &err), err);
     ck_assert_ptr_nonnull(s);
     return s;
-}
-
-static void feed(struct tui_state *s, const int *keys)
-{
-    for (; *keys; keys++)
-        ck_assert_int_ne(tui_handle(s, *keys), TUI_QUIT);
 }
 
 static void type(struct tui_state *s, const char *text)
@@ -66,45 +63,72 @@ static void type(struct tui_state *s, const char *text)
         tui_handle(s, (unsigned char)*text);
 }
 
-/* What `kvplan fit MODEL --gpu G --gpus N --tp T --pp P --engine E ...` passes. */
-struct fit_args {
-    const char *model, *gpu, *engine;
-    uint32_t gpus, tp, pp;
-    uint64_t context, concurrency; /* 0 = the default */
-    const char *k, *v, *w;         /* NULL = the default */
-    double util;
-    uint32_t block;
-};
-
-static void reference_fit(const struct fit_args *a, struct kvp_model **m_out, struct kvp_fit *f)
+/* Select the field of key with Up/Down, as a user would. */
+static void go_to(struct tui_state *s, const char *key)
 {
-    struct kvp_model *m = NULL;
-    const struct kvp_gpu *g;
-    struct kvp_deploy d;
-    enum kvp_engine_id e;
-    struct kvp_error err = {0};
+    int f = tui_field_find(key);
+    ck_assert_msg(f >= 0, "no field '%s'", key);
+    tui_handle(s, TUI_KEY_HOME);
+    for (uint32_t i = 0; i < tui_field_count() && s->field != (uint32_t)f; i++)
+        tui_handle(s, DN);
+    ck_assert_uint_eq(s->field, (uint32_t)f);
+}
 
-    ck_assert_kvp_ok(kvp_model_open(cat, a->model, &m, &err), err);
-    ck_assert_kvp_ok(kvp_gpu_find(gpus, a->gpu, &g, &err), err);
-    ck_assert(kvp_engine_from_name(a->engine, &e));
-    kvp_deploy_init(&d, e, m);
-    d.gpu_memory = g->memory_bytes;
-    d.tp = a->tp;
-    d.pp = a->pp;
-    d.n_gpus = a->gpus;
-    if (a->context)
-        d.context = a->context;
-    d.concurrency = a->concurrency ? a->concurrency : 1;
-    if (a->k)
-        ck_assert_kvp_ok(kvp_format_parse(a->k, &d.k, &err), err);
-    if (a->v)
-        ck_assert_kvp_ok(kvp_format_parse(a->v, &d.v, &err), err);
-    if (a->w)
-        ck_assert_kvp_ok(kvp_wstore_parse(a->w, false, &d.w, &err), err);
-    d.util = a->util;
-    d.block_size = a->block;
-    ck_assert_kvp_ok(kvp_fit_compute(m, &d, f, &err), err);
-    *m_out = m;
+/* Keys in words, separated by spaces: "@key" selects the field of a setting,
+ * "=text" types text into it (Enter, text, Enter), "/text" types text alone,
+ * 'c is the key c, and RT LT UP DN EN ESC + - the named keys. */
+static void script(struct tui_state *s, const char *words)
+{
+    char w[128];
+    for (const char *p = words; *p;) {
+        size_t n = strcspn(p, " ");
+        ck_assert_uint_lt(n, sizeof w);
+        memcpy(w, p, n);
+        w[n] = '\0';
+        p += n + (p[n] == ' ');
+        if (w[0] == '@') {
+            go_to(s, w + 1);
+        } else if (w[0] == '=') {
+            ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+            tui_handle(s, EN);
+            ck_assert_int_eq(s->mode, TUI_MODE_EDIT);
+            type(s, w + 1);
+            tui_handle(s, EN);
+        } else if (w[0] == '/') {
+            type(s, w + 1);
+        } else if (w[0] == '\'') {
+            ck_assert_int_ne(tui_handle(s, (unsigned char)w[1]), TUI_QUIT);
+        } else {
+            static const struct {
+                const char *name;
+                int key;
+            } named[] = {{"RT", RT}, {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN}, {"ESC", ESC}, {"+", '+'}, {"-", '-'}};
+            size_t i = 0;
+            while (i < N_ELEMS(named) && strcmp(named[i].name, w) != 0)
+                i++;
+            ck_assert_msg(i < N_ELEMS(named), "unknown key '%s'", w);
+            tui_handle(s, named[i].key);
+        }
+    }
+}
+
+/* What `kvplan fit MODEL --KEY VALUE ...` builds: settings.h's rows put and
+ * applied, with the GPU the TUI starts on unless one is named. */
+static void cli_deploy(const struct kvp_model *m, const char *const *kv, struct kvp_deploy *d, const struct kvp_gpu **g)
+{
+    struct kvp_settings st;
+    struct kvp_error err = {0};
+    int bad;
+    kvp_settings_clear(&st);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", gpus->gpus[0].id, &err), err);
+    for (; *kv; kv++) {
+        char key[64];
+        const char *eq = strchr(*kv, '=');
+        ck_assert_ptr_nonnull(eq);
+        snprintf(key, sizeof key, "%.*s", (int)(eq - *kv), *kv);
+        ck_assert_kvp_ok(kvp_settings_put(&st, key, eq + 1, &err), err);
+    }
+    ck_assert_kvp_ok(kvp_settings_apply(&st, m, gpus, d, g, &bad, &err), err);
 }
 
 static void assert_same_fit(const struct kvp_fit *got, const struct kvp_fit *want)
@@ -123,76 +147,201 @@ static void assert_same_fit(const struct kvp_fit *got, const struct kvp_fit *wan
     ck_assert_uint_eq(got->free_bytes, want->free_bytes);
 }
 
+/* Field by field: a struct copy leaves padding bytes undefined, so memcmp
+ * would compare garbage (valgrind says so). */
+static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
+{
+    return a->dtype == b->dtype && a->group == b->group && a->axis == b->axis && a->scale == b->scale &&
+           a->zero_point == b->zero_point && a->residual == b->residual && a->outliers_ppm == b->outliers_ppm;
+}
+
+/* Weights choices compare by their canonical names. */
+static bool same_wstore(const struct kvp_wstore *a, const struct kvp_wstore *b)
+{
+    char x[96], y[96];
+    return strcmp(kvp_wstore_name(a, x, sizeof x), kvp_wstore_name(b, y, sizeof y)) == 0;
+}
+
+/* Every member a setting sets (settings.h's table), and the release it
+ * resolves to (a plan names the release the TUI ran). */
+static bool same_deploy(const struct kvp_deploy *a, const struct kvp_deploy *b)
+{
+    return a->engine == b->engine && kvp_deploy_release(a) == kvp_deploy_release(b) && a->gpu_memory == b->gpu_memory &&
+           a->n_gpus == b->n_gpus && a->tp == b->tp && a->pp == b->pp && a->util == b->util &&
+           same_format(&a->k, &b->k) && same_format(&a->v, &b->v) && same_wstore(&a->w, &b->w) &&
+           a->weights_memory == b->weights_memory && a->activation_memory == b->activation_memory &&
+           a->non_torch_memory == b->non_torch_memory && a->cuda_graph_memory == b->cuda_graph_memory &&
+           a->activation_given == b->activation_given && a->non_torch_given == b->non_torch_given &&
+           a->kv_memory == b->kv_memory && a->cpu_offload == b->cpu_offload && a->context == b->context &&
+           a->concurrency == b->concurrency && a->block_size == b->block_size &&
+           a->max_batched_tokens == b->max_batched_tokens && a->max_num_seqs == b->max_num_seqs &&
+           a->n_ubatch == b->n_ubatch && a->n_batch == b->n_batch && a->n_seq == b->n_seq &&
+           a->kv_unified == b->kv_unified && a->swa_full == b->swa_full && a->mla_v == b->mla_v &&
+           a->flash_attn == b->flash_attn && memcmp(a->split, b->split, sizeof a->split) == 0;
+}
+
+/* s's deployment is the CLI's for the same settings, and so are its figures. */
+static void assert_like_cli(const struct tui_state *s, const char *const *kv, const char *what)
+{
+    struct kvp_deploy d;
+    const struct kvp_gpu *g;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    cli_deploy(s->model, kv, &d, &g);
+    ck_assert_msg(same_deploy(&s->d, &d), "%s: the TUI's deployment is not the CLI's", what);
+    ck_assert_ptr_eq(s->gpu, g);
+    ck_assert_msg(s->ok, "%s: %s", what, s->err.msg);
+    ck_assert_kvp_ok(kvp_fit_compute(s->model, &d, &f, &err), err);
+    assert_same_fit(&s->fit, &f);
+}
+
 /* ---- key sequences against `kvplan fit` --------------------------------- */
 
 static const struct key_case {
     const char *name;
     const char *model;
-    int keys[48];
-    const char *text;   /* typed after keys, then Enter (NULL: nothing) */
-    struct fit_args want;
-    uint64_t pin_tokens; /* from `kvplan fit` output (0: not pinned) */
+    const char *keys;      /* script() */
+    const char *model_out; /* the model at the end */
+    const char *want[8];   /* the same settings as `kvplan fit` options, KEY=VALUE */
+    uint64_t pin_tokens;   /* from `kvplan fit` output (0: not pinned) */
     uint64_t pin_max_context;
 } key_cases[] = {
     /* kvplan fit llama-3.1-8b --gpu h100: 444,720 KV tokens, 27,795 blocks (reserve estimated) */
-    {"defaults", "llama-3.1-8b", {0}, NULL,
-     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 444720, 131072},
+    {"defaults", "llama-3.1-8b", "", "llama-3.1-8b", {NULL}, 444720, 131072},
     /* kvplan fit llama-3.1-8b --gpu h100 --context 8k --concurrency 32: max context 13,888 */
-    {"context and batch typed", "llama-3.1-8b", {DN, DN, DN, DN, DN, DN, DN, DN, DN, '8', 'k', EN, DN, EN, '3', '2', EN, 0},
-     NULL, {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 8192, 32, NULL, NULL, NULL, 0, 0}, 444720, 13888},
-    {"context halved by arrow", "llama-3.1-8b", {TUI_KEY_END, UP, UP, LT, LT, 0}, NULL,
-     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 32768, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"gpu picked by filter", "llama-3.1-8b", {'g', 'h', '2', '0', '0', EN, 0}, NULL,
-     {"llama-3.1-8b", "h200", "vllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"model picked by filter, tp doubled", "llama-3.1-8b", {'m', '3', '.', '1', '-', '7', '0', EN, DN, DN, DN, RT, 0},
-     NULL, {"llama-3.1-70b", "h100-sxm", "vllm", 2, 2, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"engine next: sglang", "qwen3-8b", {DN, DN, DN, DN, RT, 0}, NULL,
-     {"qwen3-8b", "h100-sxm", "sglang", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"engine typed: trtllm", "qwen3-8b", {DN, DN, DN, DN, EN, 0}, "trtllm",
-     {"qwen3-8b", "h100-sxm", "trtllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"engine typed: llamacpp on 2 GPUs", "gemma-3-27b", {DN, DN, RT, DN, DN, EN, 0}, "llamacpp",
-     {"gemma-3-27b", "h100-sxm", "llamacpp", 2, 1, 1, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"V stepped to fp8, K typed fp8", "llama-3.1-8b", {DN, DN, DN, DN, DN, DN, DN, DN, RT, RT, UP, EN, 0}, "fp8",
-     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, "fp8_e4m3", "fp8_e4m3", NULL, 0, 0}, 0, 0},
-    {"memory fraction down one step", "llama-3.1-8b", {DN, DN, DN, DN, DN, LT, 0}, NULL,
-     {"llama-3.1-8b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, NULL, NULL, NULL, 0.89, 0}, 0, 0},
-    {"weights fp8, block 32", "qwen2.5-72b", {DN, DN, DN, DN, DN, DN, EN, 'f', 'p', '8', EN, TUI_KEY_END, RT, 0}, NULL,
-     {"qwen2.5-72b", "h100-sxm", "vllm", 1, 1, 1, 0, 0, NULL, NULL, "fp8", 0, 32}, 0, 0},
-    {"4 GPUs, tp 2: pp 2", "llama-3.1-70b", {DN, DN, '4', EN, DN, '2', EN, 0}, NULL,
-     {"llama-3.1-70b", "h100-sxm", "vllm", 4, 2, 2, 0, 0, NULL, NULL, NULL, 0, 0}, 0, 0},
-    {"MLA model, batch 8 by arrows", "deepseek-v2-lite", {TUI_KEY_END, UP, RT, RT, RT, 0}, NULL,
-     {"deepseek-v2-lite", "h100-sxm", "vllm", 1, 1, 1, 0, 8, NULL, NULL, NULL, 0, 0}, 0, 0},
+    {"context and batch typed", "llama-3.1-8b", "@context =8k @concurrency =32", "llama-3.1-8b",
+     {"context=8k", "concurrency=32", NULL}, 444720, 13888},
+    {"context halved by arrow", "llama-3.1-8b", "@context LT LT", "llama-3.1-8b", {"context=32768", NULL}, 0, 0},
+    {"context by + and -", "llama-3.1-8b", "@context =8k + + -", "llama-3.1-8b", {"context=9216", NULL}, 0, 0},
+    {"gpu picked by filter", "llama-3.1-8b", "'g /h200 EN", "llama-3.1-8b", {"gpu=h200", NULL}, 0, 0},
+    {"gpu stepped by arrow", "llama-3.1-8b", "@gpu RT LT RT", "llama-3.1-8b", {"gpu=h100-pcie", NULL}, 0, 0},
+    {"model picked by filter, tp doubled", "llama-3.1-8b", "'m /3.1-70 EN @tp RT", "llama-3.1-70b",
+     {"tp=2", NULL}, 0, 0},
+    {"engine next: sglang", "qwen3-8b", "@engine RT", "qwen3-8b", {"engine=sglang", NULL}, 0, 0},
+    {"engine typed: trtllm", "qwen3-8b", "@engine =trtllm", "qwen3-8b", {"engine=trtllm", NULL}, 0, 0},
+    {"2 GPUs as TP, then llamacpp", "gemma-3-27b", "@gpus RT EN @engine =llamacpp", "gemma-3-27b",
+     {"tp=2", "engine=llamacpp", NULL}, 0, 0},
+    {"llamacpp on 2 GPUs", "gemma-3-27b", "@engine =llamacpp @gpus RT", "gemma-3-27b",
+     {"engine=llamacpp", "gpus=2", NULL}, 0, 0},
+    /* vLLM has one --kv-cache-dtype: K and V change together */
+    {"V stepped to fp8, K typed fp8", "llama-3.1-8b", "@v_dtype RT RT @k_dtype =fp8", "llama-3.1-8b",
+     {"kv_dtype=fp8", NULL}, 0, 0},
+    {"K alone under llamacpp", "llama-3.1-8b", "@engine =llamacpp @k_dtype =q8_0", "llama-3.1-8b",
+     {"engine=llamacpp", "k_dtype=q8_0", NULL}, 0, 0},
+    {"kv_dtype typed", "llama-3.1-8b", "@engine =llamacpp @k_dtype =q8_0 @kv_dtype =q8_0 @flash_attn RT",
+     "llama-3.1-8b", {"engine=llamacpp", "kv_dtype=q8_0", "flash_attn=on", NULL}, 0, 0},
+    {"memory fraction down one step", "llama-3.1-8b", "@util LT", "llama-3.1-8b", {"util=0.89", NULL}, 0, 0},
+    {"memory fraction back to default", "llama-3.1-8b", "@util =0.8 @util =", "llama-3.1-8b", {NULL}, 0, 0},
+    {"weights fp8, block 32", "qwen2.5-72b", "@weight_dtype =fp8 @block_size RT", "qwen2.5-72b",
+     {"weight_dtype=fp8", "block_size=32", NULL}, 0, 0},
+    {"tp 2, then 4 GPUs as PP: pp 2", "llama-3.1-70b", "@tp =2 @gpus =4 'p", "llama-3.1-70b",
+     {"tp=2", "pp=2", NULL}, 0, 0},
+    {"4 GPUs, Enter: TP", "llama-3.1-70b", "@gpus =4 EN", "llama-3.1-70b", {"tp=4", NULL}, 0, 0},
+    {"MLA model, batch 8 by arrows", "deepseek-v2-lite", "@concurrency RT RT RT", "deepseek-v2-lite",
+     {"concurrency=8", NULL}, 0, 0},
+    {"sizes by arrows", "llama-3.1-8b", "@cuda_graph_memory RT RT @activation_memory RT + @cpu_offload RT LT",
+     "llama-3.1-8b", {"cuda_graph_memory=2GiB", "activation_memory=2GiB", NULL}, 0, 0},
+    {"flags and switches", "llama-3.1-8b", "@engine =llamacpp @swa_full RT @kv_unified RT RT @flash_attn RT RT",
+     "llama-3.1-8b", {"engine=llamacpp", "swa_full=true", "kv_unified=false", "flash_attn=off", NULL}, 0, 0},
+    {"a memory size for the GPU", "llama-3.1-8b", "@gpu_memory =40GiB", "llama-3.1-8b",
+     {"gpu_memory=40GiB", NULL}, 0, 0},
 };
 
 START_TEST(keys_match_fit)
 {
     const struct key_case *c = &key_cases[_i];
     struct tui_state *s;
-    struct kvp_model *m;
-    struct kvp_fit want;
 
     load_catalogs();
     s = start(c->model);
-    feed(s, c->keys);
-    if (c->text) {
-        type(s, c->text);
-        tui_handle(s, EN);
-    }
-    ck_assert_msg(s->ok, "%s: %s", c->name, s->err.msg);
-    ck_assert_str_eq(s->model->name, c->want.model);
-    ck_assert_str_eq(s->gpu->id, c->want.gpu);
-    ck_assert_str_eq(kvp_engine_info(s->d.engine)->name, c->want.engine);
-    ck_assert_uint_eq(s->d.n_gpus, c->want.gpus);
-    ck_assert_uint_eq(s->d.tp, c->want.tp);
-    ck_assert_uint_eq(s->d.pp, c->want.pp);
-    reference_fit(&c->want, &m, &want);
-    assert_same_fit(&s->fit, &want);
+    script(s, c->keys);
+    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+    ck_assert_str_eq(s->model->name, c->model_out);
+    assert_like_cli(s, c->want, c->name);
     if (c->pin_tokens)
         ck_assert_uint_eq(s->fit.kv_tokens, c->pin_tokens);
     if (c->pin_max_context)
         ck_assert_uint_eq(s->fit.max_context, c->pin_max_context);
-    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
-    kvp_model_free(m);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* Save s as a plan in a fresh directory and open it again: an equal
+ * deployment, the same figures, and only the plan left in the directory. */
+static void assert_plan_round_trip(struct tui_state *s, const char *what)
+{
+    char dir[] = "/tmp/kvplan-tui-XXXXXX", path[256];
+    struct tui_state *t;
+    struct kvp_error err = {0};
+    DIR *dh;
+    struct dirent *e;
+    int files = 0;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/setup.plan.yaml", dir);
+    tui_handle(s, 's');
+    ck_assert_int_eq(s->mode, TUI_MODE_SAVE);
+    while (s->input_len)
+        tui_handle(s, BS);
+    type(s, path);
+    tui_handle(s, EN);
+    ck_assert_msg(!s->status_error, "%s: %s", what, s->status);
+    ck_assert_str_eq(s->plan_path, path);
+    /* written atomically: only the plan is left in the directory */
+    ck_assert_ptr_nonnull(dh = opendir(dir));
+    while ((e = readdir(dh)))
+        if (e->d_name[0] != '.') {
+            ck_assert_str_eq(e->d_name, "setup.plan.yaml");
+            files++;
+        }
+    closedir(dh);
+    ck_assert_int_eq(files, 1);
+    ck_assert_msg(tui_init(&t, cat, gpus, path, NULL, NULL, &err) == KVP_OK, "%s: %s", what, err.msg);
+    ck_assert_str_eq(t->model->name, s->model->name);
+    ck_assert_msg(same_deploy(&t->d, &s->d), "%s: the plan did not load back to the same deployment", what);
+    ck_assert_ptr_eq(t->gpu, s->gpu);
+    ck_assert_int_eq(t->ok, s->ok);
+    if (s->ok)
+        assert_same_fit(&t->fit, &s->fit);
+    unlink(path);
+    rmdir(dir);
+    tui_free(t);
+}
+
+/* Every row of settings.h's table is a field: its example value typed into
+ * it gives the deployment `kvplan fit --KEY VALUE` gives (llama.cpp's own
+ * settings and separate K and V under llama.cpp, as in check_plan.c), and
+ * a plan saved from it opens to an equal deployment. */
+START_TEST(every_setting_is_a_field)
+{
+    const struct kvp_setting *k = kvp_setting_at((uint32_t)_i);
+    bool llama = strncmp(k->key, "n_", 2) == 0 ||
+                 strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype gpus", k->key) != NULL;
+    const char *want[3] = {llama ? "engine=llamacpp" : NULL, NULL, NULL};
+    char kv[160], v[KVP_SETTING_VALUE_MAX];
+    struct tui_state *s;
+
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    ck_assert_int_ge(tui_field_find(k->key), 1);
+    ck_assert_str_eq(tui_field_label((uint32_t)tui_field_find(k->key)), k->key);
+    if (llama)
+        script(s, "@engine =llamacpp");
+    go_to(s, k->key);
+    tui_handle(s, EN);
+    type(s, k->example);
+    tui_handle(s, EN);
+    ck_assert_msg(s->mode == TUI_MODE_MAIN && strncmp(s->status, k->key, strlen(k->key)) != 0, "%s: %s", k->key,
+                  s->status);
+    ck_assert(tui_field_given(s, s->field));
+    snprintf(kv, sizeof kv, "%s=%s", k->key, k->example);
+    want[llama ? 1 : 0] = kv;
+    assert_like_cli(s, want, k->key);
+    /* shown as the table prints it */
+    ck_assert_ptr_nonnull(strstr(tui_field_value(s, s->field, v, sizeof v),
+                                 kvp_setting_text((uint32_t)_i, &s->d, s->gpu, kv, sizeof kv)));
+    assert_plan_round_trip(s, k->key);
     tui_free(s);
     free_catalogs();
 }
@@ -293,60 +442,135 @@ END_TEST
 
 START_TEST(plan_round_trip)
 {
-    char dir[] = "/tmp/kvplan-tui-XXXXXX", path[256];
-    struct tui_state *s, *t;
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-70b");
+    /* 4 GPUs as TP, engine trtllm, util 0.85, K fp8 then V f16 (TRT-LLM has one kv_cache_dtype: the
+     * last edit sets both), 16k x 12, block 64 */
+    script(s, "@gpus =4 EN @engine RT RT @util =0.85 @k_dtype =fp8 @v_dtype =f16 @context =16k @concurrency =12 "
+              "@block_size =64");
+    ck_assert_uint_eq(s->d.n_gpus, 4);
+    ck_assert_uint_eq(s->d.tp, 4);
+    ck_assert_uint_eq(s->d.pp, 1);
+    ck_assert_int_eq(s->d.engine, KVP_ENGINE_TRTLLM);
+    ck_assert(s->d.util == 0.85);
+    ck_assert_int_eq(s->d.k.dtype, KVP_DTYPE_F16);
+    ck_assert_int_eq(s->d.v.dtype, KVP_DTYPE_F16);
+    ck_assert_uint_eq(s->d.context, 16384);
+    ck_assert_uint_eq(s->d.concurrency, 12);
+    ck_assert_uint_eq(s->d.block_size, 64);
+    assert_plan_round_trip(s, "trtllm on 4 GPUs");
+    /* llama.cpp with K and V apart, split layers and its own settings */
+    script(s, "@engine =llamacpp @gpus =2 @split =50,30 @k_dtype =q8_0 @v_dtype =q4_0 @flash_attn =on @n_seq =2 "
+              "@weight_dtype =q4_k_m");
+    ck_assert_msg(s->ok, "%s", s->err.msg);
+    assert_plan_round_trip(s, "llamacpp, split");
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* `kvplan tui MODEL --tp 2 --engine sglang ...` starts where `kvplan fit` with
+ * those options is; a setting that does not apply names its row. */
+START_TEST(command_line_settings)
+{
+    static const char *const kv[] = {"engine=sglang", "tp=2", "context=16k", "kv_dtype=fp8", NULL};
+    struct kvp_settings set;
+    struct tui_state *s = NULL;
     struct kvp_error err = {0};
-    DIR *dh;
-    struct dirent *e;
-    int files = 0;
+    int bad = 99;
 
     load_catalogs();
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/setup.plan.yaml", dir);
-    s = start("llama-3.1-70b");
-    /* 4 GPUs, tp 4, engine trtllm, util 0.85, K fp8 then V f16 (TRT-LLM has one kv_cache_dtype: the
-     * last edit sets both), 16k x 12, block 64 */
-    feed(s, (const int[]){DN, DN, '4', EN, DN, '4', EN, DN, RT, RT, DN, EN, 0});
-    type(s, "0.85");
-    feed(s, (const int[]){EN, DN, DN, EN, 0});
-    type(s, "fp8");
-    feed(s, (const int[]){EN, DN, EN, 0});
-    type(s, "f16");
-    feed(s, (const int[]){EN, DN, '1', '6', 'k', EN, DN, '1', '2', EN, DN, '6', '4', EN, 's', 0});
-    ck_assert_int_eq(s->mode, TUI_MODE_SAVE);
-    while (s->input_len)
-        tui_handle(s, BS);
-    type(s, path);
-    tui_handle(s, EN);
-    ck_assert_msg(!s->status_error, "%s", s->status);
-    ck_assert_str_eq(s->plan_path, path);
-    /* written atomically: only the plan is left in the directory */
-    ck_assert_ptr_nonnull(dh = opendir(dir));
-    while ((e = readdir(dh)))
-        if (e->d_name[0] != '.') {
-            ck_assert_str_eq(e->d_name, "setup.plan.yaml");
-            files++;
-        }
-    closedir(dh);
-    ck_assert_int_eq(files, 1);
-    ck_assert_kvp_ok(tui_init(&t, cat, gpus, path, &err), err);
-    ck_assert_str_eq(t->model->name, "llama-3.1-70b");
-    ck_assert_uint_eq(t->d.n_gpus, 4);
-    ck_assert_uint_eq(t->d.tp, 4);
-    ck_assert_uint_eq(t->d.pp, 1);
-    ck_assert_int_eq(t->d.engine, KVP_ENGINE_TRTLLM);
-    ck_assert(t->d.util == 0.85);
-    ck_assert_int_eq(t->d.k.dtype, KVP_DTYPE_F16);
-    ck_assert_int_eq(t->d.v.dtype, KVP_DTYPE_F16);
-    ck_assert_uint_eq(t->d.context, 16384);
-    ck_assert_uint_eq(t->d.concurrency, 12);
-    ck_assert_uint_eq(t->d.block_size, 64);
-    ck_assert(s->ok && t->ok);
-    assert_same_fit(&t->fit, &s->fit);
-    unlink(path);
-    rmdir(dir);
+    kvp_settings_clear(&set);
+    for (const char *const *p = kv; *p; p++) {
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(*p, "="), *p);
+        ck_assert_kvp_ok(kvp_settings_put(&set, key, strchr(*p, '=') + 1, &err), err);
+    }
+    ck_assert_kvp_ok(tui_init(&s, cat, gpus, "qwen3-8b", &set, &bad, &err), err);
+    assert_like_cli(s, kv, "command line");
+    ck_assert(tui_field_given(s, (uint32_t)tui_field_find("tp")));
+    ck_assert(!tui_field_given(s, (uint32_t)tui_field_find("util")));
     tui_free(s);
-    tui_free(t);
+    ck_assert_kvp_ok(kvp_settings_put(&set, "gpu", "h300", &err), err);
+    ck_assert_int_ne(tui_init(&s, cat, gpus, "qwen3-8b", &set, &bad, &err), KVP_OK);
+    ck_assert_ptr_null(s);
+    ck_assert_int_eq(bad, kvp_setting_find("gpu"));
+    ck_assert_str_eq(err.msg, "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
+                              "rtx-4090, rtx-3090, mi300x, mi325x)");
+    free_catalogs();
+}
+END_TEST
+
+/* More GPUs than tp x pp: the TUI asks whether they are tensor or pipeline
+ * parallel, TP by default; Esc keeps the GPUs as they were. */
+START_TEST(gpus_ask_tp_or_pp)
+{
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-70b");
+    script(s, "@gpus =4");
+    ck_assert_int_eq(s->mode, TUI_MODE_ASK_SPLIT);
+    ck_assert_str_eq(s->status, "4 GPUs: t = TP (tp 4 x pp 1), p = PP (tp 1 x pp 4)? Enter: t, Esc: cancel");
+    ck_assert_uint_eq(s->d.n_gpus, 1); /* nothing changed before the answer */
+    ck_assert_int_eq(tui_handle(s, 'Z'), TUI_HANDLED);
+    ck_assert_int_eq(s->mode, TUI_MODE_ASK_SPLIT);
+    tui_handle(s, EN);
+    ck_assert_uint_eq(s->d.tp, 4);
+    ck_assert_uint_eq(s->d.pp, 1);
+    ck_assert_ptr_nonnull(strstr(s->status, "4 GPUs: tp 4 x pp 1; fits"));
+    /* 8 as PP: tp stays 4, pp 2 */
+    script(s, "RT 'p");
+    ck_assert_uint_eq(s->d.tp, 4);
+    ck_assert_uint_eq(s->d.pp, 2);
+    ck_assert_uint_eq(s->d.n_gpus, 8);
+    /* 6 as TP: 6 / pp 2 = tp 3 */
+    script(s, "=6 't");
+    ck_assert_uint_eq(s->d.tp, 3);
+    ck_assert_uint_eq(s->d.pp, 2);
+    /* 5 as PP: tp 3 does not divide 5, so tp 1 x pp 5 */
+    script(s, "=5 'p");
+    ck_assert_uint_eq(s->d.tp, 1);
+    ck_assert_uint_eq(s->d.pp, 5);
+    /* the count it has asks nothing */
+    script(s, "=5");
+    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+    ck_assert_uint_eq(s->d.pp, 5);
+    /* Esc: as it was */
+    script(s, "=2 ESC");
+    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+    ck_assert_uint_eq(s->d.n_gpus, 5);
+    ck_assert_str_eq(s->status, "GPUs stay 5 (tp 1 x pp 5)");
+    /* one GPU asks nothing */
+    script(s, "=1");
+    ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+    ck_assert_uint_eq(s->d.tp * s->d.pp, 1);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* The engine changes, the settings stay: vllm tp 4 -> llamacpp -> vllm is
+ * tp 4 again (it was tp 1 and 140 GiB short, #18); a cache format the new
+ * engine cannot store goes back to its default with a note. */
+START_TEST(engine_change_keeps_settings)
+{
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-70b");
+    script(s, "@gpus =4 EN @context =32k @util =0.8 @engine =llamacpp");
+    ck_assert_int_eq(s->d.engine, KVP_ENGINE_LLAMACPP);
+    ck_assert_uint_eq(s->d.n_gpus, 4);
+    ck_assert_uint_eq(s->d.context, 32768);
+    script(s, "@engine =vllm");
+    assert_like_cli(s, (const char *const[]){"engine=vllm", "tp=4", "context=32k", "util=0.8", NULL}, "round trip");
+    ck_assert(s->fit.fits);
+    /* q4_0 is llama.cpp's; vLLM cannot store it */
+    script(s, "@engine =llamacpp @kv_dtype =q4_0 @flash_attn =on @engine =vllm");
+    ck_assert_int_eq(s->d.k.dtype, KVP_DTYPE_BF16);
+    ck_assert_ptr_nonnull(strstr(s->status, "vllm takes no q4_0 cache: K and V are now bf16; "));
+    ck_assert(!tui_field_given(s, (uint32_t)tui_field_find("kv_dtype")));
+    tui_free(s);
     free_catalogs();
 }
 END_TEST
@@ -371,15 +595,15 @@ START_TEST(plan_without_gpu)
     ck_assert_ptr_nonnull(f = fopen(in, "w"));
     fputs(text, f);
     ck_assert_int_eq(fclose(f), 0);
-    ck_assert_kvp_ok(tui_init(&s, cat, gpus, in, &err), err);
+    ck_assert_kvp_ok(tui_init(&s, cat, gpus, in, NULL, NULL, &err), err);
     ck_assert_ptr_null(s->gpu);
     ck_assert_uint_eq(s->d.gpu_memory, 80ull << 30);
     ck_assert_uint_eq(s->d.activation_memory, 2ull << 30);
-    ck_assert_str_eq(tui_field_value(s, TUI_F_GPU, v, sizeof v), "custom, 80.00 GiB");
+    ck_assert_str_eq(tui_field_value(s, (uint32_t)tui_field_find("gpu"), v, sizeof v), "custom, 80.00 GiB");
     ck_assert_msg(s->ok, "%s", s->err.msg);
     ck_assert(!s->have_roofline);
     ck_assert_kvp_ok(tui_plan_save(s, out, &err), err);
-    ck_assert_kvp_ok(tui_init(&t, cat, gpus, out, &err), err);
+    ck_assert_kvp_ok(tui_init(&t, cat, gpus, out, NULL, NULL, &err), err);
     ck_assert_uint_eq(t->d.gpu_memory, 80ull << 30);
     ck_assert_uint_eq(t->d.activation_memory, 2ull << 30);
     ck_assert_uint_eq(t->d.context, 8192);
@@ -397,61 +621,38 @@ END_TEST
 /* ---- limits --------------------------------------------------------------- */
 
 static const struct bad_edit {
-    int down;          /* fields below the model */
-    const char *text;  /* typed, then Enter */
+    const char *key;    /* the field */
+    const char *text;   /* typed, then Enter */
     const char *status; /* exact status, or a prefix ending in "..." */
 } bad_edits[] = {
-    {9, "abc", "context: ..."},
-    {9, "0", "context must be between 1 and 1099511627776 (got '0')"},
-    {10, "99999999999999999999", "batch: ..."},
-    {5, "1.5", "mem fraction must be a number in (0, 1] (got '1.5')"},
-    {5, "x", "mem fraction must be a number in (0, 1] (got 'x')"},
-    {4, "vllx", "unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
-    {7, "int3", "K cache: ..."},
-    {2, "5000", "GPUs must be between 1 and 4096 (got '5000')"},
-    {11, "65537", "block size must be between 1 and 65536 (got '65537')"},
+    {"context", "abc", "context: ..."},
+    {"context", "0", "context: must be 1..18446744073709551615 (got 0)"},
+    {"concurrency", "99999999999999999999", "concurrency: ..."},
+    {"util", "1.5", "util: must be a fraction in (0, 1] (got '1.5')"},
+    {"util", "x", "util: must be a fraction in (0, 1] (got 'x')"},
+    {"engine", "vllx", "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
+    {"k_dtype", "int3", "k_dtype: ..."},
+    {"gpus", "5000000", "gpus: must be 1..1048576 (got 5000000)"},
+    {"block_size", "65537x", "block_size: ..."},
+    {"gpu_memory", "80", "gpu_memory: '80' has no unit: ..."},
+    {"split", "20,,3", "split: '20,,3' is not a list of layer counts such as 41,23"},
+    {"weight_dtype", "q9_k", "weight_dtype: ..."},
+    {"swa_full", "maybe", "swa_full: must be true or false (got 'maybe')"},
 };
-
-/* Field by field: a struct copy leaves padding bytes undefined, so memcmp
- * would compare garbage (valgrind says so). */
-static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
-{
-    return a->dtype == b->dtype && a->group == b->group && a->axis == b->axis && a->scale == b->scale &&
-           a->zero_point == b->zero_point && a->residual == b->residual && a->outliers_ppm == b->outliers_ppm;
-}
-
-/* Weights choices compare by their canonical names. */
-static bool same_wstore(const struct kvp_wstore *a, const struct kvp_wstore *b)
-{
-    char x[96], y[96];
-    return strcmp(kvp_wstore_name(a, x, sizeof x), kvp_wstore_name(b, y, sizeof y)) == 0;
-}
-
-static bool same_deploy(const struct kvp_deploy *a, const struct kvp_deploy *b)
-{
-    return a->engine == b->engine && a->gpu_memory == b->gpu_memory && a->n_gpus == b->n_gpus && a->tp == b->tp &&
-           a->pp == b->pp && a->util == b->util && same_format(&a->k, &b->k) && same_format(&a->v, &b->v) &&
-           same_wstore(&a->w, &b->w) && a->weights_memory == b->weights_memory &&
-           a->activation_memory == b->activation_memory && a->non_torch_memory == b->non_torch_memory &&
-           a->kv_memory == b->kv_memory && a->cpu_offload == b->cpu_offload && a->context == b->context &&
-           a->concurrency == b->concurrency && a->block_size == b->block_size &&
-           a->max_batched_tokens == b->max_batched_tokens && a->n_ubatch == b->n_ubatch && a->n_seq == b->n_seq &&
-           a->kv_unified == b->kv_unified && a->swa_full == b->swa_full && a->mla_v == b->mla_v &&
-           a->flash_attn == b->flash_attn && memcmp(a->split, b->split, sizeof a->split) == 0;
-}
 
 START_TEST(bad_edit_keeps_setup)
 {
     const struct bad_edit *c = &bad_edits[_i];
     struct tui_state *s;
     struct kvp_deploy before;
+    struct kvp_settings set;
     size_t n = strlen(c->status);
 
     load_catalogs();
     s = start("llama-3.1-8b");
     before = s->d;
-    for (int i = 0; i < c->down; i++)
-        tui_handle(s, DN);
+    set = s->set;
+    go_to(s, c->key);
     tui_handle(s, EN);
     ck_assert_int_eq(s->mode, TUI_MODE_EDIT);
     type(s, c->text);
@@ -463,6 +664,7 @@ START_TEST(bad_edit_keeps_setup)
     else
         ck_assert_str_eq(s->status, c->status);
     ck_assert(same_deploy(&before, &s->d));
+    ck_assert_uint_eq(set.given, s->set.given);
     ck_assert(s->ok);
     tui_free(s);
     free_catalogs();
@@ -482,9 +684,7 @@ START_TEST(quit_help_resize_escape)
     ck_assert_int_eq(tui_handle(s, 'q'), TUI_REDRAW); /* q closes help first */
     ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
     /* q while typing is a character, Esc drops the typing */
-    tui_handle(s, TUI_KEY_END);
-    tui_handle(s, UP);
-    tui_handle(s, UP);
+    go_to(s, "context");
     tui_handle(s, EN);
     ck_assert_int_eq(tui_handle(s, 'q'), TUI_REDRAW);
     ck_assert_str_eq(s->input, "q");
@@ -502,26 +702,32 @@ START_TEST(arrows_stop_at_bounds)
     struct tui_state *s;
     load_catalogs();
     s = start("llama-3.1-8b");
-    tui_handle(s, TUI_KEY_END);
-    tui_handle(s, UP); /* batch */
+    go_to(s, "concurrency");
     for (int i = 0; i < 5; i++)
         tui_handle(s, LT);
     ck_assert_uint_eq(s->d.concurrency, 1);
-    tui_handle(s, UP); /* context */
+    go_to(s, "context");
     for (int i = 0; i < 40; i++)
         tui_handle(s, LT);
     ck_assert_uint_eq(s->d.context, 1);
     ck_assert(s->ok);
-    for (int i = 0; i < 60; i++)
+    for (int i = 0; i < 70; i++)
         tui_handle(s, RT);
-    ck_assert_uint_eq(s->d.context, 1ull << 40);
-    ck_assert(!s->ok || !s->fit.fits); /* 2^40 tokens: refused or short, never wrapped */
-    tui_handle(s, TUI_KEY_HOME);
-    tui_handle(s, DN);
-    tui_handle(s, DN); /* GPUs */
-    for (int i = 0; i < 20; i++)
+    ck_assert_uint_eq(s->d.context, UINT64_MAX); /* doubling saturates */
+    ck_assert(!s->ok || !s->fit.fits);           /* refused or short, never wrapped */
+    /* the GPU count stops at the table's 2^20; each step asks TP or PP */
+    go_to(s, "gpus");
+    for (int i = 0; i < 25; i++) {
         tui_handle(s, RT);
-    ck_assert_uint_eq(s->n_gpus, 4096);
+        if (s->mode == TUI_MODE_ASK_SPLIT)
+            tui_handle(s, EN);
+    }
+    ck_assert_uint_eq(s->d.n_gpus, 1u << 20);
+    ck_assert_str_eq(s->status, "gpus: must be 1..1048576 (got 2097152)");
+    /* a size halved below a GiB goes back to its default */
+    script(s, "@cpu_offload RT LT");
+    ck_assert(!tui_field_given(s, s->field));
+    ck_assert_uint_eq(s->d.cpu_offload, 0);
     tui_free(s);
     free_catalogs();
 }
@@ -532,7 +738,7 @@ START_TEST(unknown_model_and_gpu)
     struct tui_state *s;
     struct kvp_error err = {0};
     load_catalogs();
-    ck_assert_int_eq(tui_init(&s, cat, gpus, "llama-9", &err), KVP_ERR_NOTFOUND);
+    ck_assert_int_eq(tui_init(&s, cat, gpus, "llama-9", NULL, NULL, &err), KVP_ERR_NOTFOUND);
     ck_assert_ptr_null(s);
     s = start("llama-3.1-8b");
     type(s, "m");
@@ -595,7 +801,7 @@ START_TEST(bad_plan_files)
         ck_assert_ptr_nonnull(f);
         fputs(cases[i].text, f);
         ck_assert_int_eq(fclose(f), 0);
-        ck_assert_int_ne(tui_init(&s, cat, gpus, path, &err), KVP_OK);
+        ck_assert_int_ne(tui_init(&s, cat, gpus, path, NULL, NULL, &err), KVP_OK);
         ck_assert_ptr_null(s);
         snprintf(want, sizeof want, "%s%s", path, cases[i].msg);
         kvp_error_text(&err, text, sizeof text);
@@ -640,7 +846,7 @@ START_TEST(weights_as_stored)
     load_catalogs();
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct tui_state *s = start(cases[i].model);
-        ck_assert_str_eq(tui_field_value(s, TUI_F_WDTYPE, v, sizeof v), cases[i].want);
+        ck_assert_str_eq(tui_field_value(s, (uint32_t)tui_field_find("weight_dtype"), v, sizeof v), cases[i].want);
         tui_free(s);
     }
     free_catalogs();
@@ -659,7 +865,11 @@ static Suite *suite(void)
     tcase_add_loop_test(core, panels_add_up, 0, 4);
     tcase_add_test(core, sliding_kind_capped);
     tcase_add_test(core, explain_switches);
+    tcase_add_loop_test(core, every_setting_is_a_field, 0, (int)kvp_settings_count());
     tcase_add_test(core, plan_round_trip);
+    tcase_add_test(core, gpus_ask_tp_or_pp);
+    tcase_add_test(core, command_line_settings);
+    tcase_add_test(core, engine_change_keeps_settings);
     tcase_add_test(core, weights_as_stored);
     tcase_add_test(core, plan_without_gpu);
     tcase_add_loop_test(limits, bad_edit_keeps_setup, 0, (int)N_ELEMS(bad_edits));

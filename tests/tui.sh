@@ -49,10 +49,18 @@ expect_gone() {
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL tui: $1"; }
 
+# a fresh tmux server: killing the last session ends the server, and a new
+# session started while it exits fails ("server exited unexpectedly")
+fresh() {
+    t kill-server 2>/dev/null
+    i=0
+    while [ -S "$sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+}
+
 start() { # $1: size WxH, $2: locale, rest: arguments
     size=$1 loc=$2
     shift 2
-    t kill-session -t k 2>/dev/null
+    fresh
     t new-session -d -s k -x "${size%x*}" -y "${size#*x}" \
         "env LANG=$loc LC_ALL=$loc KVPLAN_DATADIR=models $bin tui $*; sleep 30"
 }
@@ -78,8 +86,8 @@ screen | grep -q "█" && ok || bad "no UTF-8 bar in a UTF-8 locale"
 esc=$(printf '\033')
 t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && ok || bad "no colours without NO_COLOR"
 
-# 2. type context 8k and batch 32
-t send-keys -t k Down Down Down Down Down Down Down Down Down 8 k Enter Down 3 2 Enter
+# 2. type context 8k and batch 32 (the fields: model, then settings.h's rows: engine gpu tp pp gpus util context concurrency ...)
+t send-keys -t k Down Down Down Down Down Down Down 8 k Enter Down 3 2 Enter
 conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
 mctx=$(fit_value "max context" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
 expect "max concurrency $conc at 8,192 tokens" "kvplan fit --context 8k --concurrency 32"
@@ -87,7 +95,8 @@ expect "max context $mctx at batch 32" "kvplan fit: max context $mctx"
 
 # End and Home jump to the last and first field
 t send-keys -t k End
-expect "> block size" "End selects the last field"
+expect "> split" "End selects the last field (the list scrolls)"
+expect "31/31 Up/Dn, Lt/Rt, Enter: edit" "the field's place in the list"
 t send-keys -t k Home
 expect "> model" "Home selects the first field"
 
@@ -120,6 +129,15 @@ if [ -f "$tmp/p.yaml" ] && grep -q "concurrency: 32" "$tmp/p.yaml" && grep -q "c
 KVPLAN_DATADIR=models "$bin" check "$tmp/p.yaml" >"$tmp/check.out" 2>&1 && ok || { bad "kvplan check failed on the saved plan"; cat "$tmp/check.out"; }
 ls "$tmp" | grep -q 'tmp' && bad "a temporary file was left beside the plan" || ok
 
+# 5b. more GPUs: the TUI asks TP or PP; p gives pipeline stages, as kvplan fit --pp 4 computes them
+t send-keys -t k Home Down Down Down Down Down 4 Enter
+expect "4 GPUs: t = TP (tp 4 x pp 1), p = PP (tp 1 x pp 4)? Enter: t, Esc: cancel" "TP or PP?"
+t send-keys -t k p
+conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100 --context 8k --concurrency 32 --pp 4)
+expect "4 GPUs: tp 1 x pp 4; fits: $conc requests of 8,192 tokens" "kvplan fit --pp 4"
+t send-keys -t k 1 Enter
+expect "kvplan tui: llama-3.1-8b on 1 x h100-sxm" "back to one GPU"
+
 # 6. pick a model by typing a filter
 t send-keys -t k m
 expect "model: type to filter" "model picker"
@@ -133,12 +151,12 @@ expect_gone "kvplan tui:" "q quits"
 
 # 8. reopening the plan restores the setup; ASCII bars and no colour in the C locale
 start 80x24 C "$tmp/p.yaml"
-expect "max context $mctx at batch 32" "plan reopened"
+expect "max context $mctx at batch 32" "plan reopened" || cat "$tmp/p.yaml"
 expect "[####" "ASCII bar in the C locale"
 t send-keys -t k q
 
 # 9. NO_COLOR is honoured (no colour escapes when the pane is captured with -e)
-t kill-session -t k 2>/dev/null
+fresh
 t new-session -d -s k -x 80 -y 24 "env NO_COLOR=1 LANG=C.UTF-8 KVPLAN_DATADIR=models $bin tui llama-3.1-8b; sleep 30"
 expect "max concurrency" "NO_COLOR start"
 t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && bad "colours despite NO_COLOR" || ok

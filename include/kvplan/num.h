@@ -8,7 +8,7 @@
  *     uint64_t ctx;
  *     kvp_parse_count("128k", &ctx, &err);           // 131072
  *     kvp_parse_bytes("80GB", &mem, &err);           // 80000000000
- *     char s[32]; kvp_format_bytes(68719476736, 0, s, sizeof s);  // "64.00 GiB"
+ *     char s[32]; kvp_bytes_text(68719476736, 0, s, sizeof s);  // "64.00 GiB"
  *
  * Nothing here allocates; all state is the caller's.
  */
@@ -82,10 +82,10 @@ bool kvp_parse_u64(const char *s, uint64_t *out);
 
 /* Format bytes with two decimals in IEC units (B, KiB, MiB, GiB, TiB) or, when
  * si is true, SI units (B, kB, MB, GB, TB). Returns buf. */
-const char *kvp_format_bytes(uint64_t bytes, bool si, char *buf, uint32_t n);
+const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n);
 
 /* Format an integer with thousands separators: 1234567 -> "1,234,567"; "?" if
  * it does not fit in n bytes (27 always suffice). */
-const char *kvp_format_grouped(uint64_t v, char *buf, uint32_t n);
+const char *kvp_count_text(uint64_t v, char *buf, uint32_t n);
 
 #endif

@@ -17,7 +17,7 @@
  *         kvp_plan_evaluate(&plan, &rep, &err) != KVP_OK)
  *         ... err: "plan.yaml:12:7: 'min_concurrency' must be ..." -> exit 2
  *     kvp_plan_baseline_apply(&rep, "baseline.json", 0.05, &err);   // optional
- *     kvp_plan_render(&rep, KVP_PLAN_OUT_JUNIT, false, &out);
+ *     kvp_plan_render(&rep, KVP_OUT_JUNIT, false, &out);
  *     ... rep.failed + rep.regressed ? exit 1 : exit 0
  *     kvp_buf_release(&out);
  *     kvp_plan_report_release(&rep);
@@ -149,12 +149,11 @@ enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_repo
 enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *path, double tolerance,
                                         struct kvp_error *err);
 
-enum kvp_plan_out { KVP_PLAN_OUT_TEXT, KVP_PLAN_OUT_JSON, KVP_PLAN_OUT_JUNIT };
-bool kvp_plan_out_from_name(const char *s, enum kvp_plan_out *out);
+bool kvp_plan_out_from_name(const char *s, enum kvp_out *out);
 
 /* Append r to b as human text, JSON (schema in docs/plan-format.md) or JUnit
  * XML. si: SI units (GB) in human-readable sizes. */
-void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_plan_out fmt, bool si, struct kvp_buf *b);
+void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_out fmt, bool si, struct kvp_buf *b);
 
 /* Free what r owns and zero it. */
 void kvp_plan_report_release(struct kvp_plan_report *r);

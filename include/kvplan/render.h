@@ -33,7 +33,10 @@ void kvp_buf_release(struct kvp_buf *b);
  * & < > " escaped, and the control characters XML 1.0 cannot hold dropped. */
 void kvp_buf_xml(struct kvp_buf *b, const char *s);
 
-enum kvp_out { KVP_OUT_TEXT, KVP_OUT_JSON, KVP_OUT_CSV, KVP_OUT_MD };
+/* Every output format, one enum; each renderer takes the ones its parser names. */
+enum kvp_out { KVP_OUT_TEXT, KVP_OUT_JSON, KVP_OUT_CSV, KVP_OUT_MD, KVP_OUT_HTML, KVP_OUT_JUNIT };
+/* "text", "json", "csv", "md"; false if unknown. Tables also take "html"
+ * (kvp_table_out_from_name), plans "text", "json", "junit" (kvp_plan_out_from_name). */
 bool kvp_out_from_name(const char *s, enum kvp_out *out);
 
 /* JSON writer: pretty-printed, two-space indent, keys in call order. */

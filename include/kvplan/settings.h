@@ -95,7 +95,7 @@ enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct 
 
 /* Row's value in d as a setting's text would give it back ("2", "80GiB",
  * "vllm@0.7.3", "int4:group=128"); "" where the deployment leaves it to the
- * engine's default. Returns buf. */
+ * engine's default (kv_dtype: where K and V differ). Returns buf. */
 const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const struct kvp_gpu *gpu, char *buf,
                              uint32_t n);
 

@@ -15,7 +15,7 @@
  *     struct kvp_sizing s = {.models = models, .n_models = 1, .contexts = ctx, .n_contexts = 2,
  *                            .batches = batch, .n_batches = 1, .formats = fmt, .n_formats = 1};
  *     struct kvp_buf b = {0};
- *     if (kvp_sizing_render(&s, KVP_TABLE_MD, &b, &err) != KVP_OK) ...
+ *     if (kvp_sizing_render(&s, KVP_OUT_MD, &b, &err) != KVP_OK) ...
  *     fwrite(b.data, 1, b.len, stdout);
  *     kvp_buf_release(&b);
  *
@@ -50,10 +50,8 @@
 #include "kvplan/render.h"
 #include "kvplan/settings.h"
 
-enum kvp_table_fmt { KVP_TABLE_TEXT, KVP_TABLE_MD, KVP_TABLE_CSV, KVP_TABLE_JSON, KVP_TABLE_HTML };
-
 /* "text", "md", "csv", "json", "html"; false if unknown. */
-bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out);
+bool kvp_table_out_from_name(const char *s, enum kvp_out *out);
 
 /* A display unit: its name and how many bytes one of it is. */
 struct kvp_unit {
@@ -112,7 +110,7 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
 /* Render the whole grid in fmt, appending to b. Errors as kvp_sizing_cell,
  * plus an empty axis or one longer than KVP_SIZING_MAX_AXIS (KVP_ERR_USAGE),
  * and KVP_ERR_NOMEM when b ran out of memory. */
-enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt fmt, struct kvp_buf *b,
+enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
                                   struct kvp_error *err);
 
 /* Parse comma-separated lists: counts ("1k,4k,128k", kvp_parse_count each)

@@ -94,7 +94,7 @@ static int read_tolerance(double *out)
     return CLI_OK;
 }
 
-static int run(const char **plans, int nplans, enum kvp_plan_out fmt, double tolerance, bool si)
+static int run(const char **plans, int nplans, enum kvp_out fmt, double tolerance, bool si)
 {
     const struct kvp_catalog *models = NULL;
     const struct kvp_gpu_catalog *gpus = NULL;
@@ -131,9 +131,9 @@ static int run(const char **plans, int nplans, enum kvp_plan_out fmt, double tol
     if (out) {
         if ((rc = write_atomic(out, &b)) != CLI_OK)
             goto done;
-        if (fmt != KVP_PLAN_OUT_TEXT) {
+        if (fmt != KVP_OUT_TEXT) {
             kvp_buf_release(&b);
-            kvp_plan_render(&rep, KVP_PLAN_OUT_TEXT, si, &b);
+            kvp_plan_render(&rep, KVP_OUT_TEXT, si, &b);
         }
     }
     if ((rc = cli_write(&b)) != CLI_OK)
@@ -144,7 +144,7 @@ static int run(const char **plans, int nplans, enum kvp_plan_out fmt, double tol
                     rep.failed, rep.failed == 1 ? "" : "s");
         } else {
             kvp_buf_release(&b);
-            kvp_plan_render(&rep, KVP_PLAN_OUT_JSON, si, &b);
+            kvp_plan_render(&rep, KVP_OUT_JSON, si, &b);
             if (b.nomem)
                 rc = cli_usage_error("out of memory rendering the baseline");
             else if ((rc = write_atomic(record, &b)) != CLI_OK)
@@ -162,7 +162,7 @@ done:
 int cmd_check(int argc, char **argv)
 {
     const char *pos[MAX_PLANS];
-    enum kvp_plan_out fmt = KVP_PLAN_OUT_TEXT;
+    enum kvp_out fmt = KVP_OUT_TEXT;
     const char *f;
     double tolerance = 0.05;
     int npos, rc;

@@ -317,15 +317,15 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
         kvp_buf_printf(b, "%s%s on %u x %s (%s each), tp %u, pp %u: K %s, V %s, %s request%s of %s tokens; each row as "
                        "`kvplan fit` sizes it, per GPU%s\n\n", fmt == KVP_OUT_MD ? "## " : "",
                        j->m->name, r0->d.n_gpus, r0->gpu ? r0->gpu->id : "GPU",
-                       kvp_format_bytes(r0->d.gpu_memory, j->si, mem, sizeof mem), r0->d.tp, r0->d.pp,
+                       kvp_bytes_text(r0->d.gpu_memory, j->si, mem, sizeof mem), r0->d.tp, r0->d.pp,
                        kvp_format_name(&r0->d.k, k, sizeof k), kvp_format_name(&r0->d.v, v, sizeof v),
-                       kvp_format_grouped(want, c[0], sizeof c[0]), want == 1 ? "" : "s",
-                       kvp_format_grouped(r0->d.context, c[1], sizeof c[1]),
+                       kvp_count_text(want, c[0], sizeof c[0]), want == 1 ? "" : "s",
+                       kvp_count_text(r0->d.context, c[1], sizeof c[1]),
                        j->varied ? " (the first row's deployment: each row names what it changes)" : "");
     else
         kvp_buf_printf(b, "%s%s: K %s, V %s, one sequence of %s tokens, ideal engine (whole model)\n\n",
                        fmt == KVP_OUT_MD ? "## " : "", j->m->name, kvp_format_name(&r0->d.k, k, sizeof k),
-                       kvp_format_name(&r0->d.v, v, sizeof v), kvp_format_grouped(r0->d.context, c[1], sizeof c[1]));
+                       kvp_format_name(&r0->d.v, v, sizeof v), kvp_count_text(r0->d.context, c[1], sizeof c[1]));
     kvp_table_init(&t, j->fitted ? 10 : 6, j->fitted ? fit_head : ideal_head, right);
     for (uint32_t i = 0; i < j->n; i++) {
         const struct row *r = &j->r[i];
@@ -339,7 +339,7 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
             snprintf(c[1], sizeof c[1], "%s %s", engine_name(r), engine_version(r));
             row[n++] = c[1];
         }
-        row[n++] = kvp_format_bytes(per_token(r), j->si, c[2], sizeof c[2]);
+        row[n++] = kvp_bytes_text(per_token(r), j->si, c[2], sizeof c[2]);
         if (!per_token(r))
             snprintf(c[3], sizeof c[3], "-");
         else if (per_token(r) == per_token(r0))
@@ -347,12 +347,12 @@ static void render_text(const struct job *j, enum kvp_out fmt, struct kvp_buf *b
         else
             snprintf(c[3], sizeof c[3], x >= 1 ? "%.2fx smaller" : "%.2fx larger", x >= 1 ? x : 1 / x);
         row[n++] = c[3];
-        row[n++] = kvp_format_bytes(r->fitted ? r->f.kv_bytes_required : r->plan.total_bytes, j->si, c[4], sizeof c[4]);
-        row[n++] = kvp_format_bytes(r->fitted ? r->f.weights_bytes : r->w.bytes, j->si, c[5], sizeof c[5]);
+        row[n++] = kvp_bytes_text(r->fitted ? r->f.kv_bytes_required : r->plan.total_bytes, j->si, c[4], sizeof c[4]);
+        row[n++] = kvp_bytes_text(r->fitted ? r->f.weights_bytes : r->w.bytes, j->si, c[5], sizeof c[5]);
         if (r->fitted) {
             snprintf(c[6], sizeof c[6], "%.2f", r->f.max_concurrency);
             row[n++] = c[6];
-            row[n++] = r->f.max_context ? kvp_format_grouped(r->f.max_context, c[7], sizeof c[7]) : "none";
+            row[n++] = r->f.max_context ? kvp_count_text(r->f.max_context, c[7], sizeof c[7]) : "none";
             row[n++] = r->f.fits ? "yes" : r->f.refused[0] ? "NO (would not start)" : "NO";
         }
         kvp_table_row(&t, row);

@@ -98,8 +98,8 @@ int cmd_export_gguf(int argc, char **argv)
     }
     kvp_ref_weights_free(rs.w);
     kvp_buf_printf(&b, "wrote %s: %s as arch %s, %llu tensors, %s (%s B)%s\n", pos[1], m->name, o.arch_out,
-                   (unsigned long long)o.n_tensors, kvp_format_bytes(o.file_bytes, false, size, sizeof size),
-                   kvp_format_grouped(o.file_bytes, grouped, sizeof grouped),
+                   (unsigned long long)o.n_tensors, kvp_bytes_text(o.file_bytes, false, size, sizeof size),
+                   kvp_count_text(o.file_bytes, grouped, sizeof grouped),
                    o.sparse ? ", sparse" : o.weights ? ", the reference decoder's f32 weights" : ", random f32 weights");
     rc = cli_write(&b);
     kvp_buf_release(&b);

@@ -207,8 +207,8 @@ static void row(struct kvp_table *t, const char *what, const char *value, const 
 static void bytes_row(struct kvp_table *t, const char *what, uint64_t v, bool si, const char *note)
 {
     char h[32], e[48], n[160];
-    snprintf(n, sizeof n, "%s B%s%s", kvp_format_grouped(v, e, sizeof e), note[0] ? "; " : "", note);
-    row(t, what, kvp_format_bytes(v, si, h, sizeof h), n);
+    snprintf(n, sizeof n, "%s B%s%s", kvp_count_text(v, e, sizeof e), note[0] ? "; " : "", note);
+    row(t, what, kvp_bytes_text(v, si, h, sizeof h), n);
 }
 
 static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
@@ -238,13 +238,13 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     struct kvp_error err = {0};
 
     kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s %s\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
-                   d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_format_bytes(d->gpu_memory, si, g[0], sizeof g[0]),
+                   d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_bytes_text(d->gpu_memory, si, g[0], sizeof g[0]),
                    e->name, f->release->version);
     kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
-                   kvp_format_grouped(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
-                   kvp_format_grouped(d->context, g[2], sizeof g[2]));
+                   kvp_count_text(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
+                   kvp_count_text(d->context, g[2], sizeof g[2]));
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
     kvp_buf_printf(b, "\n");
@@ -265,38 +265,38 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                  f->windows_ignored ? "; llama.cpp runs this family without its window" : "");
         if (f->cache[1].layers)
             snprintf(note + strlen(note), sizeof note - strlen(note), "; SWA layers %s cells",
-                     kvp_format_grouped(f->swa_cells, g[4], sizeof g[4]));
-        row(&t, "cells", kvp_format_grouped(f->cells, g[3], sizeof g[3]), note);
+                     kvp_count_text(f->swa_cells, g[4], sizeof g[4]));
+        row(&t, "cells", kvp_count_text(f->cells, g[3], sizeof g[3]), note);
     } else {
         snprintf(note, sizeof note, "of %u tokens%s", f->block_size, f->n_groups > 1 ? ", shared by the groups" : "");
-        row(&t, "blocks", kvp_format_grouped(f->num_blocks, g[3], sizeof g[3]), note);
-        row(&t, "KV tokens", kvp_format_grouped(f->kv_tokens, g[4], sizeof g[4]), "");
+        row(&t, "blocks", kvp_count_text(f->num_blocks, g[3], sizeof g[3]), note);
+        row(&t, "KV tokens", kvp_count_text(f->kv_tokens, g[4], sizeof g[4]), "");
     }
     snprintf(g[3], sizeof g[3], "%.2f", f->max_concurrency);
-    snprintf(note, sizeof note, "requests of %s tokens", kvp_format_grouped(d->context, g[4], sizeof g[4]));
+    snprintf(note, sizeof note, "requests of %s tokens", kvp_count_text(d->context, g[4], sizeof g[4]));
     row(&t, "max concurrency", g[3], d->engine == KVP_ENGINE_LLAMACPP ? "the configured sequences, if they fit" : note);
-    snprintf(note, sizeof note, "tokens, with %s request%s", kvp_format_grouped(want, g[4], sizeof g[4]),
+    snprintf(note, sizeof note, "tokens, with %s request%s", kvp_count_text(want, g[4], sizeof g[4]),
              want == 1 ? "" : "s");
-    row(&t, "max context", kvp_format_grouped(f->max_context, g[5], sizeof g[5]), note);
+    row(&t, "max context", kvp_count_text(f->max_context, g[5], sizeof g[5]), note);
     if (d->cpu_offload) {
         snprintf(note, sizeof note, "tokens in %s of host memory; %.0f requests parked",
-                 kvp_format_bytes(d->cpu_offload, si, g[4], sizeof g[4]), f->offload_concurrency);
-        row(&t, "CPU offload tier", kvp_format_grouped(f->offload_tokens, g[5], sizeof g[5]), note);
+                 kvp_bytes_text(d->cpu_offload, si, g[4], sizeof g[4]), f->offload_concurrency);
+        row(&t, "CPU offload tier", kvp_count_text(f->offload_tokens, g[5], sizeof g[5]), note);
     }
     if (f->fits)
-        snprintf(note, sizeof note, "%s left", kvp_format_bytes(f->free_bytes, si, g[4], sizeof g[4]));
+        snprintf(note, sizeof note, "%s left", kvp_bytes_text(f->free_bytes, si, g[4], sizeof g[4]));
     else
-        snprintf(note, sizeof note, "%s short", kvp_format_bytes(f->short_bytes, si, g[4], sizeof g[4]));
+        snprintf(note, sizeof note, "%s short", kvp_bytes_text(f->short_bytes, si, g[4], sizeof g[4]));
     row(&t, "fits", f->fits ? "yes" : "NO", f->refused[0] ? "the engine would not start" : note);
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
     if (f->fits && f->reserve.uncertainty > f->free_bytes)
         kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
-                       "reserve at a first start and pass it\n", kvp_format_bytes(f->free_bytes, si, g[0], sizeof g[0]),
-                       kvp_format_bytes(f->reserve.uncertainty, si, g[1], sizeof g[1]));
+                       "reserve at a first start and pass it\n", kvp_bytes_text(f->free_bytes, si, g[0], sizeof g[0]),
+                       kvp_bytes_text(f->reserve.uncertainty, si, g[1], sizeof g[1]));
     if (d->engine != KVP_ENGINE_LLAMACPP && !d->kv_memory) {
-        kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_format_grouped(want, g[0], sizeof g[0]),
-                       kvp_format_grouped(d->context, g[1], sizeof g[1]));
+        kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_count_text(want, g[0], sizeof g[0]),
+                       kvp_count_text(d->context, g[1], sizeof g[1]));
         if (x->min_tp)
             kvp_buf_printf(b, "fewest GPUs: tp %u (x pp %u = %u GPU%s)", x->min_tp, d->pp, x->min_tp * d->pp,
                            x->min_tp * d->pp == 1 ? "" : "s");
@@ -311,11 +311,11 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         kvp_buf_printf(b, "roofline bounds (batch %s, %.0f GB/s, %.0f TFLOP/s): decode >= %.2f ms per token "
                        "(<= %.1f tokens/s), reading %s of weights and %s of KV per GPU per step; "
                        "prefill of %s tokens >= %.3f s\n",
-                       kvp_format_grouped(want, g[0], sizeof g[0]), x->gpu->bandwidth_bytes_per_s / 1e9,
+                       kvp_count_text(want, g[0], sizeof g[0]), x->gpu->bandwidth_bytes_per_s / 1e9,
                        (x->r.prefill_flops / x->r.ttft_s) / d->tp / 1e12, x->r.tpot_s * 1e3, x->r.tokens_per_s,
-                       kvp_format_bytes(x->r.weight_bytes, si, g[1], sizeof g[1]),
-                       kvp_format_bytes(x->r.kv_bytes, si, g[2], sizeof g[2]),
-                       kvp_format_grouped(d->context, g[3], sizeof g[3]), x->r.ttft_s);
+                       kvp_bytes_text(x->r.weight_bytes, si, g[1], sizeof g[1]),
+                       kvp_bytes_text(x->r.kv_bytes, si, g[2], sizeof g[2]),
+                       kvp_count_text(d->context, g[3], sizeof g[3]), x->r.ttft_s);
     {
         struct kvp_buf log = {0};
         kvp_fit_log(x->m, d, f, &log);

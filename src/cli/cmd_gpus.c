@@ -67,11 +67,11 @@ int cmd_gpus(int argc, char **argv)
         for (uint32_t a = 0; a < g->n_aliases; a++)
             snprintf(aliases + strlen(aliases), sizeof aliases - strlen(aliases), "%s%s", a ? " " : "",
                      g->aliases[a]);
-        kvp_format_bytes(g->memory_bytes, false, c[0], sizeof c[0]);
+        kvp_bytes_text(g->memory_bytes, false, c[0], sizeof c[0]);
         if (fmt == KVP_OUT_CSV)
             snprintf(c[1], sizeof c[1], "%llu", (unsigned long long)g->memory_bytes);
         else
-            kvp_format_grouped(g->memory_bytes, c[1], sizeof c[1]);
+            kvp_count_text(g->memory_bytes, c[1], sizeof c[1]);
         snprintf(c[2], sizeof c[2], "%llu", (unsigned long long)(g->bandwidth_bytes_per_s / 1000000000u));
         snprintf(c[3], sizeof c[3], "%.6g", g->bf16_flops / 1e12);
         snprintf(c[4], sizeof c[4], "%.6g", g->fp8_flops / 1e12);

@@ -62,8 +62,8 @@ int cmd_models(int argc, char **argv)
         }
         kvp_model_layer_summary(m, c[0], sizeof c[0]);
         snprintf(c[1], sizeof c[1], "%.2fB", w.params / 1e9);
-        kvp_format_grouped(p.kv_bytes_per_token, c[2], sizeof c[2]);
-        kvp_format_grouped(m->max_context, c[3], sizeof c[3]);
+        kvp_count_text(p.kv_bytes_per_token, c[2], sizeof c[2]);
+        kvp_count_text(m->max_context, c[3], sizeof c[3]);
         const char *row[] = {m->name, m->hf_id[0] ? m->hf_id : "-", c[0], c[1], c[2], c[3]};
         kvp_table_row(&t, row);
     }

@@ -138,14 +138,14 @@ static int add_series(struct kvp_chart *c, const struct kvp_model *m, const stru
         struct kvp_chart_series *s = &c->series[c->n_series - 1];
         size_t l = strlen(s->label);
         snprintf(s->label + l, sizeof s->label - l, "; longest context %s",
-                 s->max_context ? kvp_format_grouped(s->max_context, ctx, sizeof ctx) : "none");
+                 s->max_context ? kvp_count_text(s->max_context, ctx, sizeof ctx) : "none");
     }
     snprintf(engine, en, "%s %s", kvp_engine_info(d.engine)->name, kvp_deploy_release(&d)->version);
     if (!c->capacity) {
         char mem[32];
         c->capacity = d.gpu_memory;
         snprintf(c->capacity_label, sizeof c->capacity_label, "%s (%s), one of %u", gpu ? gpu->id : "GPU",
-                 kvp_format_bytes(d.gpu_memory, false, mem, sizeof mem), d.n_gpus);
+                 kvp_bytes_text(d.gpu_memory, false, mem, sizeof mem), d.n_gpus);
     }
     return CLI_OK;
 }

@@ -53,14 +53,14 @@ static void spec_row(struct kvp_table *t, const struct kvp_layer_spec *s, const 
     else
         snprintf(c[3], sizeof c[3], "-");
     if (s->window)
-        kvp_format_grouped(s->window, c[4], sizeof c[4]);
+        kvp_count_text(s->window, c[4], sizeof c[4]);
     else
         snprintf(c[4], sizeof c[4], "-");
     snprintf(c[5], sizeof c[5], "%s", kvp_mlp_kind_name(s->mlp));
-    kvp_format_grouped(sb->k_token + sb->v_token, c[6], sizeof c[6]);
-    kvp_format_grouped((sb->k_token + sb->v_token) * sb->layers, c[7], sizeof c[7]);
+    kvp_count_text(sb->k_token + sb->v_token, c[6], sizeof c[6]);
+    kvp_count_text((sb->k_token + sb->v_token) * sb->layers, c[7], sizeof c[7]);
     if (sb->state_seq)
-        kvp_format_bytes(sb->state_seq * sb->layers, si, c[8], sizeof c[8]);
+        kvp_bytes_text(sb->state_seq * sb->layers, si, c[8], sizeof c[8]);
     else
         snprintf(c[8], sizeof c[8], "-");
     const char *row[] = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]};
@@ -146,13 +146,13 @@ int cmd_show(int argc, char **argv)
                            m->hf_id, m->hf_id[0] ? ")" : "");
             kvp_buf_printf(&b, "%s%s; hidden %u, vocab %u, %s, max context %s\n", fmt == KVP_OUT_MD ? "\n" : "",
                            kvp_model_layer_summary(m, sum, sizeof sum), m->hidden, m->vocab,
-                           kvp_dtype_info(m->dtype)->name, kvp_format_grouped(m->max_context, g[0], sizeof g[0]));
-            kvp_buf_printf(&b, "params %s", kvp_format_grouped(w.params, g[1], sizeof g[1]));
+                           kvp_dtype_info(m->dtype)->name, kvp_count_text(m->max_context, g[0], sizeof g[0]));
+            kvp_buf_printf(&b, "params %s", kvp_count_text(w.params, g[1], sizeof g[1]));
             if (w.active_params != w.params)
-                kvp_buf_printf(&b, " (%s active: %u of %u experts)", kvp_format_grouped(w.active_params, g[2], sizeof g[2]),
+                kvp_buf_printf(&b, " (%s active: %u of %u experts)", kvp_count_text(w.active_params, g[2], sizeof g[2]),
                                m->n_experts_active, m->n_experts);
-            kvp_buf_printf(&b, ", weights %s; KV %s B per token (%s)\n", kvp_format_bytes(w.bytes, si, g[3], sizeof g[3]),
-                           kvp_format_grouped(p.kv_bytes_per_token, g[0], sizeof g[0]), kvp_dtype_info(m->dtype)->name);
+            kvp_buf_printf(&b, ", weights %s; KV %s B per token (%s)\n", kvp_bytes_text(w.bytes, si, g[3], sizeof g[3]),
+                           kvp_count_text(p.kv_bytes_per_token, g[0], sizeof g[0]), kvp_dtype_info(m->dtype)->name);
             if (w.n_parts > 1 || w.source[0]) {
                 char split[400];
                 kvp_buf_printf(&b, "%sweights: %s\n", fmt == KVP_OUT_MD ? "\n" : "",

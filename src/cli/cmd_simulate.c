@@ -231,19 +231,19 @@ static void render_text(const struct run *x, struct kvp_buf *b)
     if (x->c.engine == KVP_SIM_VLLM)
         kvp_buf_printf(b, "pool %s blocks of %u tokens, %u KV-cache group%s; max_num_batched_tokens %s, "
                           "max_num_seqs %s; prefix caching %s\n\n",
-                       kvp_format_grouped(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size, x->c.n_groups,
-                       x->c.n_groups == 1 ? "" : "s", kvp_format_grouped(x->c.max_batched_tokens, g[1], sizeof g[1]),
-                       kvp_format_grouped(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
+                       kvp_count_text(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size, x->c.n_groups,
+                       x->c.n_groups == 1 ? "" : "s", kvp_count_text(x->c.max_batched_tokens, g[1], sizeof g[1]),
+                       kvp_count_text(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
     else
-        kvp_buf_printf(b, "%s slots of %s cells; n_batch %s\n\n", kvp_format_grouped(x->c.max_num_seqs, g[0], sizeof g[0]),
-                       kvp_format_grouped(x->c.max_model_len, g[1], sizeof g[1]),
-                       kvp_format_grouped(x->c.max_batched_tokens, g[2], sizeof g[2]));
-    kvp_buf_printf(b, "peak KV           %s of %s %s (%.1f%%)\n", kvp_format_grouped(r->peak_blocks, g[3], sizeof g[3]),
-                   kvp_format_grouped(r->pool_blocks, g[4], sizeof g[4]), unit,
+        kvp_buf_printf(b, "%s slots of %s cells; n_batch %s\n\n", kvp_count_text(x->c.max_num_seqs, g[0], sizeof g[0]),
+                       kvp_count_text(x->c.max_model_len, g[1], sizeof g[1]),
+                       kvp_count_text(x->c.max_batched_tokens, g[2], sizeof g[2]));
+    kvp_buf_printf(b, "peak KV           %s of %s %s (%.1f%%)\n", kvp_count_text(r->peak_blocks, g[3], sizeof g[3]),
+                   kvp_count_text(r->pool_blocks, g[4], sizeof g[4]), unit,
                    100.0 * (double)r->peak_blocks / (double)r->pool_blocks);
-    kvp_buf_printf(b, "preemptions       %s\n", kvp_format_grouped(r->preemptions, g[5], sizeof g[5]));
-    kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n", kvp_format_grouped(r->prefix_hit_tokens, g[6], sizeof g[6]),
-                   kvp_format_grouped(r->prompt_tokens, g[7], sizeof g[7]));
+    kvp_buf_printf(b, "preemptions       %s\n", kvp_count_text(r->preemptions, g[5], sizeof g[5]));
+    kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n", kvp_count_text(r->prefix_hit_tokens, g[6], sizeof g[6]),
+                   kvp_count_text(r->prompt_tokens, g[7], sizeof g[7]));
     kvp_buf_printf(b, "steps             %llu over %.2f s\n", (unsigned long long)r->steps, r->duration_s);
     ms3(p[0], sizeof p[0], &r->ttft);
     ms3(p[1], sizeof p[1], &r->tpot);

@@ -99,8 +99,8 @@ static void render_csv(const struct sized *s, struct kvp_buf *b)
 static void figure_row(struct kvp_table *t, const char *what, uint64_t bytes, bool si, const char *note)
 {
     char h[32], e[40], x[48];
-    snprintf(x, sizeof x, "%s B", kvp_format_grouped(bytes, e, sizeof e));
-    const char *row[] = {what, kvp_format_bytes(bytes, si, h, sizeof h), x, note};
+    snprintf(x, sizeof x, "%s B", kvp_count_text(bytes, e, sizeof e));
+    const char *row[] = {what, kvp_bytes_text(bytes, si, h, sizeof h), x, note};
     kvp_table_row(t, row);
 }
 
@@ -114,18 +114,18 @@ static void render_table(const struct sized *s, enum kvp_out fmt, bool si, struc
     kvp_buf_printf(b, "%s%s: %s\n", fmt == KVP_OUT_MD ? "## " : "", s->m->name,
                    kvp_model_layer_summary(s->m, sum, sizeof sum));
     kvp_buf_printf(b, "%scontext %s tokens x batch %s, K %s, V %s, weights %s, profile ideal\n",
-                   fmt == KVP_OUT_MD ? "\n" : "", kvp_format_grouped(s->q.context, g1, sizeof g1),
-                   kvp_format_grouped(s->q.batch, g2, sizeof g2), s->kname, s->vname, s->wname);
+                   fmt == KVP_OUT_MD ? "\n" : "", kvp_count_text(s->q.context, g1, sizeof g1),
+                   kvp_count_text(s->q.batch, g2, sizeof g2), s->kname, s->vname, s->wname);
     kvp_buf_printf(b, "weights: %s\n\n", kvp_weights_split(&s->w, si, split, sizeof split));
     kvp_table_init(&t, 4, head, right);
     figure_row(&t, "KV per token", s->plan.kv_bytes_per_token, si, "while the context is within every window");
     figure_row(&t, "KV cache", s->plan.kv_bytes, si, "");
     if (s->plan.state_bytes)
         figure_row(&t, "recurrent state", s->plan.state_bytes, si, "constant in the context");
-    snprintf(note, sizeof note, "%s params", kvp_format_grouped(s->w.params, pbuf, sizeof pbuf));
+    snprintf(note, sizeof note, "%s params", kvp_count_text(s->w.params, pbuf, sizeof pbuf));
     if (s->w.active_params != s->w.params)
         snprintf(note + strlen(note), sizeof note - strlen(note), ", %s active",
-                 kvp_format_grouped(s->w.active_params, g1, sizeof g1));
+                 kvp_count_text(s->w.active_params, g1, sizeof g1));
     figure_row(&t, "weights", s->w.bytes, si, note);
     figure_row(&t, "total", s->plan.total_bytes + s->w.bytes, si, "KV + state + weights");
     kvp_table_render(&t, fmt, b);

@@ -90,7 +90,7 @@ int cmd_table(int argc, char **argv)
     struct kvp_sizing s = {0};
     struct kvp_settings st;
     struct kvp_error err = {0};
-    enum kvp_table_fmt fmt = KVP_TABLE_TEXT;
+    enum kvp_out fmt = KVP_OUT_TEXT;
     struct kvp_buf b = {0};
     const char *f, *kd;
     bool deployed;
@@ -102,7 +102,7 @@ int cmd_table(int argc, char **argv)
         return rc;
     if (npos < 1)
         return cli_usage_error("table: which models? (usage: kvplan table MODEL... [options])");
-    if ((f = cli_opt(&cmd, "format")) && !kvp_table_fmt_from_name(f, &fmt))
+    if ((f = cli_opt(&cmd, "format")) && !kvp_table_out_from_name(f, &fmt))
         return cli_usage_error("--format must be text, md, csv, json or html (got '%s')", f);
     if (cli_opt(&cmd, "k-dtype") || cli_opt(&cmd, "v-dtype"))
         return cli_usage_error("table: a column holds K and V in one format (--kv-dtypes LIST)");

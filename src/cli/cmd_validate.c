@@ -167,8 +167,8 @@ out:
 static void row(struct kvp_buf *b, const char *what, uint64_t pred, uint64_t meas, uint64_t wrote, uint64_t held)
 {
     char p[40], q[40], w[40];
-    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", what, kvp_format_grouped(pred, p, sizeof p),
-                   kvp_format_grouped(meas, q, sizeof q), kvp_format_grouped(wrote, w, sizeof w),
+    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", what, kvp_count_text(pred, p, sizeof p),
+                   kvp_count_text(meas, q, sizeof q), kvp_count_text(wrote, w, sizeof w),
                    pred != meas ? "DIFFERS" : wrote > meas ? "OVERFLOW" : wrote < held ? "UNWRITTEN" : "ok");
 }
 
@@ -176,7 +176,7 @@ static void text(struct kvp_buf *b, const struct run *r, enum kvp_ref_policy pol
 {
     char t[40], t2[40];
     uint64_t w = r->written[KVP_REF_K] + r->written[KVP_REF_V] + r->written[KVP_REF_STATE];
-    kvp_buf_printf(b, "context %s x batch %llu, mode %s:\n", kvp_format_grouped(r->context, t, sizeof t),
+    kvp_buf_printf(b, "context %s x batch %llu, mode %s:\n", kvp_count_text(r->context, t, sizeof t),
                    (unsigned long long)r->batch, r->mode);
     kvp_buf_printf(b, "  %-7s %18s %18s %18s\n", "bytes", "predicted", "allocated", "written");
     uint64_t held[KVP_REF_TAG_COUNT + 1];
@@ -190,10 +190,10 @@ static void text(struct kvp_buf *b, const struct run *r, enum kvp_ref_policy pol
     if (pol == KVP_REF_PAGED)
         kvp_buf_printf(b, "  (paged: a sequence's last block may be partly empty; written must cover the held tokens' "
                           "%llu B)\n", (unsigned long long)held[KVP_REF_TAG_COUNT]);
-    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", "peak", kvp_format_grouped(r->peak, t, sizeof t),
-                   kvp_format_grouped(r->a.peak_total, t2, sizeof t2), "", r->peak == r->a.peak_total ? "ok" : "DIFFERS");
+    kvp_buf_printf(b, "  %-7s %18s %18s %18s  %s\n", "peak", kvp_count_text(r->peak, t, sizeof t),
+                   kvp_count_text(r->a.peak_total, t2, sizeof t2), "", r->peak == r->a.peak_total ? "ok" : "DIFFERS");
     kvp_buf_printf(b, "  %-7s %18s %18s  %s (%s %llu B: a page per live allocation + 1 MiB)\n", "rss", "",
-                   kvp_format_grouped(r->rss_delta, t, sizeof t), r->rss_ok ? "ok" : "OUTSIDE",
+                   kvp_count_text(r->rss_delta, t, sizeof t), r->rss_ok ? "ok" : "OUTSIDE",
                    pol == KVP_REF_DYNAMIC ? "at least allocated -" : "allocated +-", (unsigned long long)r->tolerance);
 }
 

@@ -95,16 +95,16 @@ static int validate(const struct kvp_model *m, const struct kvp_cuda_opts *o, en
         if (o->policy == KVP_REF_PAGED)
             kvp_buf_printf(&b, " (block %u)", o->block);
         kvp_buf_printf(&b, ", K %s, V %s, context %llu x batch %u\n", kn, vn, (unsigned long long)o->context, o->batch);
-        kvp_buf_printf(&b, "  predicted KV bytes     %22s\n", kvp_format_grouped(r.predicted_bytes, x, sizeof x));
+        kvp_buf_printf(&b, "  predicted KV bytes     %22s\n", kvp_count_text(r.predicted_bytes, x, sizeof x));
         kvp_buf_printf(&b, "  cudaMalloc bytes       %22s  %s (K %s, V %s; %llu allocations)\n",
-                       kvp_format_grouped(r.counted_bytes, x, sizeof x), r.bytes_ok ? "ok" : "DIFFERS",
-                       kvp_format_grouped(r.counted_k, y, sizeof y), kvp_format_grouped(r.counted_v, z, sizeof z),
+                       kvp_count_text(r.counted_bytes, x, sizeof x), r.bytes_ok ? "ok" : "DIFFERS",
+                       kvp_count_text(r.counted_k, y, sizeof y), kvp_count_text(r.counted_v, z, sizeof z),
                        (unsigned long long)r.allocs);
-        kvp_buf_printf(&b, "  cudaMemGetInfo delta   %22s  %s [%s, ", kvp_format_grouped(r.memgetinfo_delta, x, sizeof x),
-                       r.delta_ok ? "ok: within" : "OUTSIDE", kvp_format_grouped(r.delta_lo, y, sizeof y));
-        kvp_buf_printf(&b, "%s]\n", kvp_format_grouped(r.delta_hi, z, sizeof z));
+        kvp_buf_printf(&b, "  cudaMemGetInfo delta   %22s  %s [%s, ", kvp_count_text(r.memgetinfo_delta, x, sizeof x),
+                       r.delta_ok ? "ok: within" : "OUTSIDE", kvp_count_text(r.delta_lo, y, sizeof y));
+        kvp_buf_printf(&b, "%s]\n", kvp_count_text(r.delta_hi, z, sizeof z));
         kvp_buf_printf(&b, "  granularity (measured) page %s B, sub-allocated up to %s B, aligned %llu B\n",
-                       kvp_format_grouped(r.gran.page, x, sizeof x), kvp_format_grouped(r.gran.small_max, y, sizeof y),
+                       kvp_count_text(r.gran.page, x, sizeof x), kvp_count_text(r.gran.small_max, y, sizeof y),
                        (unsigned long long)r.gran.small_align);
         if (r.compared)
             kvp_buf_printf(&b, "  logits vs CPU decoder  max |diff| %.3g, max |logit| %.3g, tolerance %.0e x max  %s\n",

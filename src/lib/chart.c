@@ -361,7 +361,7 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
                           "stroke-dasharray=\"8 4\"/>\n", PLOT_L, y, right, y);
         snprintf(lab, sizeof lab, "%s", c->capacity_label);
         text(b, right + 6, y - 2, "class=\"cap\"", lab);
-        text(b, right + 6, y + 13, "class=\"cap\"", kvp_format_bytes(c->capacity, false, mem, sizeof mem));
+        text(b, right + 6, y + 13, "class=\"cap\"", kvp_bytes_text(c->capacity, false, mem, sizeof mem));
     }
     /* legend */
     ly = bottom + 64;
@@ -376,7 +376,7 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
         } else if (e == c->n_series) {
             if (band) {
                 kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x, y - 10);
-                snprintf(lab, sizeof lab, "weights (%s)", kvp_format_bytes(c->series[0].weights, false, mem, sizeof mem));
+                snprintf(lab, sizeof lab, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
             } else {
                 kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
                                   "stroke-width=\"1.5\" stroke-dasharray=\"2 4\"/>\n", x, y - 4, x + 28, y - 4);

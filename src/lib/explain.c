@@ -15,12 +15,12 @@ struct fmtctx {
 
 static const char *grp(struct fmtctx *c, uint64_t v)
 {
-    return kvp_format_grouped(v, c->g[c->gi++ % 8], sizeof c->g[0]);
+    return kvp_count_text(v, c->g[c->gi++ % 8], sizeof c->g[0]);
 }
 
 static const char *human(struct fmtctx *c, uint64_t v)
 {
-    return kvp_format_bytes(v, c->si, c->g[c->gi++ % 8], sizeof c->g[0]);
+    return kvp_bytes_text(v, c->si, c->g[c->gi++ % 8], sizeof c->g[0]);
 }
 
 /* A plain format: bytes are exactly tokens x rows (no residual, no channel groups). */

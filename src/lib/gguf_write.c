@@ -550,8 +550,8 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
     if (!w.sparse && w.data_bytes > limit) {
         char a[32], b[32];
         st = kvp_fail(err, KVP_ERR_RANGE, "'%s' has %s of weights, over the %s limit for random weights "
-                      "(write it sparse)", m->name, kvp_format_bytes(w.data_bytes, false, a, sizeof a),
-                      kvp_format_bytes(limit, false, b, sizeof b));
+                      "(write it sparse)", m->name, kvp_bytes_text(w.data_bytes, false, a, sizeof a),
+                      kvp_bytes_text(limit, false, b, sizeof b));
         goto out;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());

@@ -107,7 +107,7 @@ enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *
     return kvp_fail(err, KVP_ERR_USAGE, "'%s' has an unknown unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s);
 }
 
-const char *kvp_format_bytes(uint64_t bytes, bool si, char *buf, uint32_t n)
+const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n)
 {
     static const char *const iec[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     static const char *const dec[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
@@ -126,7 +126,7 @@ const char *kvp_format_bytes(uint64_t bytes, bool si, char *buf, uint32_t n)
     return buf;
 }
 
-const char *kvp_format_grouped(uint64_t v, char *buf, uint32_t n)
+const char *kvp_count_text(uint64_t v, char *buf, uint32_t n)
 {
     char digits[32], out[40];
     int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);

@@ -766,32 +766,32 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
     case KVP_CHECK_FITS:
     case KVP_CHECK_MIN_HEADROOM:
         kvp_buf_printf(&b, "KV required %s for %llu request%s of %s tokens vs KV budget %s per GPU: %s %s\n",
-                       kvp_format_bytes(f->kv_bytes_required, false, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
-                       kvp_format_grouped(res->context, x[1], sizeof x[1]),
-                       kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]),
-                       kvp_format_bytes(f->fits ? f->free_bytes : f->short_bytes, false, x[3], sizeof x[3]),
+                       kvp_bytes_text(f->kv_bytes_required, false, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
+                       kvp_count_text(res->context, x[1], sizeof x[1]),
+                       kvp_bytes_text(f->kv_budget_bytes, false, x[2], sizeof x[2]),
+                       kvp_bytes_text(f->fits ? f->free_bytes : f->short_bytes, false, x[3], sizeof x[3]),
                        f->fits ? "left (headroom)" : "short");
         break;
     case KVP_CHECK_MIN_CONCURRENCY:
         kvp_buf_printf(&b, "max concurrency = %.4f requests of %s tokens (one request %s, KV budget %s per GPU)\n",
-                       f->max_concurrency, kvp_format_grouped(res->context, x[0], sizeof x[0]),
-                       kvp_format_bytes(f->request_bytes, false, x[1], sizeof x[1]),
-                       kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]));
+                       f->max_concurrency, kvp_count_text(res->context, x[0], sizeof x[0]),
+                       kvp_bytes_text(f->request_bytes, false, x[1], sizeof x[1]),
+                       kvp_bytes_text(f->kv_budget_bytes, false, x[2], sizeof x[2]));
         break;
     case KVP_CHECK_MIN_CONTEXT:
         kvp_buf_printf(&b, "max context = %s tokens per request with %llu request%s (KV budget %s per GPU)\n",
-                       kvp_format_grouped(f->max_context, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
-                       kvp_format_bytes(f->kv_budget_bytes, false, x[1], sizeof x[1]));
+                       kvp_count_text(f->max_context, x[0], sizeof x[0]), want, want == 1 ? "" : "s",
+                       kvp_bytes_text(f->kv_budget_bytes, false, x[1], sizeof x[1]));
         break;
     case KVP_CHECK_MAX_KV_SHARE:
         kvp_buf_printf(&b, "KV share = KV required / GPU memory = %s / %s B = %.4f (%llu request%s of %s tokens)\n",
-                       kvp_format_grouped(f->kv_bytes_required, x[0], sizeof x[0]),
-                       kvp_format_grouped(d->gpu_memory, x[1], sizeof x[1]), res->measured, want,
-                       want == 1 ? "" : "s", kvp_format_grouped(res->context, x[2], sizeof x[2]));
+                       kvp_count_text(f->kv_bytes_required, x[0], sizeof x[0]),
+                       kvp_count_text(d->gpu_memory, x[1], sizeof x[1]), res->measured, want,
+                       want == 1 ? "" : "s", kvp_count_text(res->context, x[2], sizeof x[2]));
         break;
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
         kvp_buf_printf(&b, "KV per token on the busiest GPU = %s B (K %s, V %s, tp %u, pp %u)\n",
-                       kvp_format_grouped(f->kv_bytes_per_token_per_gpu, x[0], sizeof x[0]),
+                       kvp_count_text(f->kv_bytes_per_token_per_gpu, x[0], sizeof x[0]),
                        kvp_format_name(&d->k, x[1], sizeof x[1]), kvp_format_name(&d->v, x[2], sizeof x[2]), d->tp,
                        d->pp);
         break;
@@ -799,18 +799,18 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
         if (!f->fits) {
             kvp_buf_printf(&b, "%llu request%s of %s tokens do not fit (KV required %s, KV budget %s per GPU): "
                            "there is no decode step to time\n", want, want == 1 ? "" : "s",
-                           kvp_format_grouped(res->context, x[0], sizeof x[0]),
-                           kvp_format_bytes(f->kv_bytes_required, false, x[1], sizeof x[1]),
-                           kvp_format_bytes(f->kv_budget_bytes, false, x[2], sizeof x[2]));
+                           kvp_count_text(res->context, x[0], sizeof x[0]),
+                           kvp_bytes_text(f->kv_bytes_required, false, x[1], sizeof x[1]),
+                           kvp_bytes_text(f->kv_budget_bytes, false, x[2], sizeof x[2]));
             break;
         }
         kvp_buf_printf(&b,
                        "decode time per output token >= (weights read %s B + KV read %s B) / %s B/s = %.3f ms "
                        "(batch %llu of %s tokens, per GPU)\n",
-                       kvp_format_grouped(r->weight_bytes, x[0], sizeof x[0]),
-                       kvp_format_grouped(r->kv_bytes, x[1], sizeof x[1]),
-                       kvp_format_grouped(dep->gpu->bandwidth_bytes_per_s, x[2], sizeof x[2]), r->tpot_s * 1e3, want,
-                       kvp_format_grouped(res->context, x[3], sizeof x[3]));
+                       kvp_count_text(r->weight_bytes, x[0], sizeof x[0]),
+                       kvp_count_text(r->kv_bytes, x[1], sizeof x[1]),
+                       kvp_count_text(dep->gpu->bandwidth_bytes_per_s, x[2], sizeof x[2]), r->tpot_s * 1e3, want,
+                       kvp_count_text(res->context, x[3], sizeof x[3]));
         break;
     default:
         break;
@@ -999,12 +999,15 @@ done:
 
 /* ---- rendering ---------------------------------------------------------- */
 
-bool kvp_plan_out_from_name(const char *s, enum kvp_plan_out *out)
+bool kvp_plan_out_from_name(const char *s, enum kvp_out *out)
 {
-    static const char *const names[] = {"text", "json", "junit"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (enum kvp_plan_out)i;
+    static const struct {
+        const char *name;
+        enum kvp_out fmt;
+    } names[] = {{"text", KVP_OUT_TEXT}, {"json", KVP_OUT_JSON}, {"junit", KVP_OUT_JUNIT}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
             return true;
         }
     return false;
@@ -1017,10 +1020,10 @@ static const char *human(enum kvp_check_kind k, double v, bool si, char *buf, ui
     switch (k) {
     case KVP_CHECK_FITS: snprintf(buf, n, "%s", v != 0.0 ? "yes" : "no"); break;
     case KVP_CHECK_MIN_CONCURRENCY: snprintf(buf, n, "%.2f", v); break;
-    case KVP_CHECK_MIN_CONTEXT: snprintf(buf, n, "%s tokens", kvp_format_grouped((uint64_t)v, g, sizeof g)); break;
+    case KVP_CHECK_MIN_CONTEXT: snprintf(buf, n, "%s tokens", kvp_count_text((uint64_t)v, g, sizeof g)); break;
     case KVP_CHECK_MAX_KV_SHARE: snprintf(buf, n, "%.3f", v); break;
     case KVP_CHECK_MAX_TPOT: snprintf(buf, n, "%.2f ms", v); break;
-    default: kvp_format_bytes((uint64_t)v, si, buf, n); break;
+    default: kvp_bytes_text((uint64_t)v, si, buf, n); break;
     }
     return buf;
 }
@@ -1032,7 +1035,7 @@ static const char *label(const struct kvp_check_result *res, char *buf, uint32_t
     const char *kn = kinds[res->check->kind].name;
     switch (res->check->kind) {
     case KVP_CHECK_MIN_CONCURRENCY:
-        snprintf(buf, n, "%s at %s tokens", kn, kvp_format_grouped(res->context, a, sizeof a));
+        snprintf(buf, n, "%s at %s tokens", kn, kvp_count_text(res->context, a, sizeof a));
         break;
     case KVP_CHECK_MIN_CONTEXT:
         snprintf(buf, n, "%s with %llu request%s", kn, (unsigned long long)res->concurrency,
@@ -1041,7 +1044,7 @@ static const char *label(const struct kvp_check_result *res, char *buf, uint32_t
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: snprintf(buf, n, "%s", kn); break;
     default:
         snprintf(buf, n, "%s at %llu x %s tokens", kn, (unsigned long long)res->concurrency,
-                 kvp_format_grouped(res->context, b, sizeof b));
+                 kvp_count_text(res->context, b, sizeof b));
         break;
     }
     return buf;
@@ -1304,11 +1307,11 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
     kvp_buf_printf(b, "</testsuites>\n");
 }
 
-void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_plan_out fmt, bool si, struct kvp_buf *b)
+void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_out fmt, bool si, struct kvp_buf *b)
 {
     switch (fmt) {
-    case KVP_PLAN_OUT_JSON: render_json(r, b); break;
-    case KVP_PLAN_OUT_JUNIT: render_junit(r, si, b); break;
+    case KVP_OUT_JSON: render_json(r, b); break;
+    case KVP_OUT_JUNIT: render_junit(r, si, b); break;
     default: render_text(r, si, b); break;
     }
 }

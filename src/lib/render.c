@@ -74,13 +74,15 @@ void kvp_buf_xml(struct kvp_buf *b, const char *s)
 
 bool kvp_out_from_name(const char *s, enum kvp_out *out)
 {
-    static const char *const names[] = {"text", "json", "csv", "md"};
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(s, names[i]) == 0) {
-            *out = (enum kvp_out)i;
+    static const struct {
+        const char *name;
+        enum kvp_out fmt;
+    } names[] = {{"text", KVP_OUT_TEXT}, {"json", KVP_OUT_JSON}, {"csv", KVP_OUT_CSV}, {"md", KVP_OUT_MD}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
             return true;
         }
-    }
     return false;
 }
 

@@ -354,13 +354,25 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
                      : strcmp(r->key, "non_torch_memory") == 0 ? d->non_torch_given
                      : strcmp(r->key, "gpu_memory") == 0       ? !gpu || v != gpu->memory_bytes
                                                                : v != 0;
-        if (given)
-            snprintf(buf, n, "%" PRIu64 "B", v);
+        if (given) { /* exact, in the largest binary unit that divides it: 80GiB, 512MiB, 1000B */
+            static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+            uint32_t u = 0;
+            while (u + 1 < sizeof units / sizeof units[0] && v && v % 1024 == 0) {
+                v /= 1024;
+                u++;
+            }
+            snprintf(buf, n, "%" PRIu64 "%s", v, units[u]);
+        }
         break;
     }
-    case KVP_SET_FORMAT: /* K and V each; kv_dtype is what both say */
-        if (strcmp(r->key, "kv_dtype") != 0)
+    case KVP_SET_FORMAT: /* K and V each; kv_dtype is what both say, "" where they differ */
+        if (strcmp(r->key, "kv_dtype") != 0) {
             kvp_format_name(r->key[0] == 'k' ? &d->k : &d->v, buf, n);
+        } else {
+            char v[KVP_SETTING_VALUE_MAX];
+            if (strcmp(kvp_format_name(&d->k, buf, n), kvp_format_name(&d->v, v, sizeof v)) != 0)
+                buf[0] = '\0';
+        }
         break;
     case KVP_SET_WEIGHTS:
         kvp_wstore_name(&d->w, buf, n);

@@ -13,12 +13,16 @@
 #include "kvplan/num.h"
 #include "kvplan/table.h"
 
-bool kvp_table_fmt_from_name(const char *s, enum kvp_table_fmt *out)
+bool kvp_table_out_from_name(const char *s, enum kvp_out *out)
 {
-    static const char *const names[] = {"text", "md", "csv", "json", "html"};
+    static const struct {
+        const char *name;
+        enum kvp_out fmt;
+    } names[] = {{"text", KVP_OUT_TEXT}, {"md", KVP_OUT_MD}, {"csv", KVP_OUT_CSV}, {"json", KVP_OUT_JSON},
+                 {"html", KVP_OUT_HTML}};
     for (uint32_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *out = (enum kvp_table_fmt)i;
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].fmt;
             return true;
         }
     return false;
@@ -193,7 +197,7 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ch
     if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
         return st;
     snprintf(buf, n, "%u x %s (%s each), tp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
-             kvp_format_bytes(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
+             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
              kvp_deploy_release(&d)->version);
     return KVP_OK;
 }
@@ -247,18 +251,18 @@ typedef char cell_text[CELL_CHARS];
 
 struct doc {
     const struct kvp_sizing *s;
-    enum kvp_table_fmt fmt;
+    enum kvp_out fmt;
     struct kvp_buf *b;
     cell_text *cells; /* KVP_SIZING_MAX_AXIS * KVP_TABLE_MAX_COLS, the caller's */
 };
 
 static void heading(struct doc *d, int level, const char *text)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_printf(d->b, "<h%d>", level);
         kvp_buf_xml(d->b, text);
         kvp_buf_printf(d->b, "</h%d>\n", level);
-    } else if (d->fmt == KVP_TABLE_MD) {
+    } else if (d->fmt == KVP_OUT_MD) {
         kvp_buf_printf(d->b, "%s %s\n\n", level == 2 ? "##" : "###", text);
     } else {
         kvp_buf_printf(d->b, "%s\n", text);
@@ -270,7 +274,7 @@ static void heading(struct doc *d, int level, const char *text)
 
 static void para(struct doc *d, const char *text)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_put(d->b, "<p>", 3);
         kvp_buf_xml(d->b, text);
         kvp_buf_put(d->b, "</p>\n", 5);
@@ -282,7 +286,7 @@ static void para(struct doc *d, const char *text)
 /* Rows of ncols strings (row-major, nrows), header head. */
 static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, cell_text *cells, uint32_t nrows)
 {
-    if (d->fmt == KVP_TABLE_HTML) {
+    if (d->fmt == KVP_OUT_HTML) {
         kvp_buf_printf(d->b, "<table>\n<thead><tr>");
         for (uint32_t c = 0; c < ncols; c++) {
             kvp_buf_printf(d->b, "<th>");
@@ -313,7 +317,7 @@ static void grid_table(struct doc *d, uint32_t ncols, const char *const *head, c
             row[c] = cells[r * ncols + c];
         kvp_table_row(&t, row);
     }
-    kvp_table_render(&t, d->fmt == KVP_TABLE_MD ? KVP_OUT_MD : KVP_OUT_TEXT, d->b);
+    kvp_table_render(&t, d->fmt == KVP_OUT_MD ? KVP_OUT_MD : KVP_OUT_TEXT, d->b);
     if (t.nomem)
         d->b->nomem = true;
     kvp_table_release(&t);
@@ -414,16 +418,16 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
             return st;
         snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
-                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_format_bytes(w.bytes, s->si, tmp, sizeof tmp),
-                 kvp_format_grouped(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
-                 kvp_format_grouped(m->max_context, maxc, sizeof maxc));
+                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_bytes_text(w.bytes, s->si, tmp, sizeof tmp),
+                 kvp_count_text(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
+                 kvp_count_text(m->max_context, maxc, sizeof maxc));
         para(d, line);
         if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
             return st;
         n = (size_t)snprintf(line, sizeof line, "KV cache per token (ideal, while the context is within every window):");
         for (uint32_t fi = 0; fi < nf && n < sizeof line; fi++)
             n += (size_t)snprintf(line + n, sizeof line - n, "%s %s %s", fi ? "," : "", nm->f[fi],
-                                  kvp_format_bytes(g->per_token[fi], s->si, tmp, sizeof tmp));
+                                  kvp_bytes_text(g->per_token[fi], s->si, tmp, sizeof tmp));
         if (n < sizeof line)
             snprintf(line + n, sizeof line - n, ".");
         para(d, line);
@@ -446,7 +450,7 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
         else
             snprintf(line, sizeof line, "In %s (1 %s = %s bytes); whole model, ideal engine%s; rows: tokens per "
                      "sequence (k = 1024); columns: cache format.", u.name, u.name,
-                     kvp_format_grouped(u.bytes, tmp2, sizeof tmp2),
+                     kvp_count_text(u.bytes, tmp2, sizeof tmp2),
                      g->cell[0].state_bytes ? ", recurrent state included" : "");
         para(d, line);
         if (grid_tables(d, g, nm, bytes_text, u)) {
@@ -567,7 +571,7 @@ struct work {
     struct names nm;
 };
 
-enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt fmt, struct kvp_buf *b,
+enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
                                   struct kvp_error *err)
 {
     enum kvp_status st;
@@ -580,10 +584,10 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
     for (uint32_t fi = 0; fi < s->n_formats; fi++)
         kvp_format_name(&s->formats[fi], w->nm.f[fi], sizeof w->nm.f[fi]);
 
-    if (fmt == KVP_TABLE_CSV || fmt == KVP_TABLE_JSON) {
+    if (fmt == KVP_OUT_CSV || fmt == KVP_OUT_JSON) {
         struct kvp_json j;
         struct row_deploy r;
-        if (fmt == KVP_TABLE_CSV) {
+        if (fmt == KVP_OUT_CSV) {
             kvp_buf_printf(b, "model,engine,engine_version,gpu,gpus,tp,pp,context,batch,kv_dtype,kv_bytes,state_bytes,"
                               "weight_bytes,max_concurrency,fits\n");
         } else {
@@ -613,24 +617,24 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_table_fmt
                         struct kvp_sizing_cell c;
                         if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, &c, err)) != KVP_OK)
                             goto out;
-                        if (fmt == KVP_TABLE_CSV)
+                        if (fmt == KVP_OUT_CSV)
                             csv_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, b);
                         else
                             json_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, &j);
                     }
         }
-        if (fmt == KVP_TABLE_JSON) {
+        if (fmt == KVP_OUT_JSON) {
             kvp_json_end(&j, ']');
             kvp_json_end(&j, '}');
         }
     } else {
         struct doc d = {s, fmt, b, w->cells};
-        if (fmt == KVP_TABLE_HTML)
+        if (fmt == KVP_OUT_HTML)
             kvp_buf_put(b, html_head, sizeof html_head - 1);
         for (uint32_t mi = 0; mi < s->n_models; mi++)
             if ((st = render_model(&d, mi, &w->g, &w->nm, err)) != KVP_OK)
                 goto out;
-        if (fmt == KVP_TABLE_HTML)
+        if (fmt == KVP_OUT_HTML)
             kvp_buf_printf(b, "</body>\n</html>\n");
     }
     st = b->nomem ? kvp_fail(err, KVP_ERR_NOMEM, "out of memory rendering a sizing table") : KVP_OK;

@@ -1,7 +1,7 @@
 /* tui.c -- `kvplan tui [MODEL | PLAN.yaml]`: the curses main loop.
  *
  * Reads a key, maps it to the model's enum tui_key, lets the model
- * (model.c) change the setup and recompute, and redraws (view.c). Nothing
+ * (state.c) change the setup and recompute, and redraws (view.c). Nothing
  * here computes a figure.
  */
 #include <curses.h>
@@ -15,20 +15,22 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "model.h"
+#include "state.h"
 #include "view.h"
 
-static struct cli_opt opts[] = {
-    {"gpu", "NAME", "GPU to start with (default: the catalog's first)", NULL},
+/* the deployment options (settings.h), as `kvplan fit` takes them, then these */
+static const struct cli_opt tui_opts[] = {
     {"bench", "N", "no screen: time N recomputes of the setup and print the time per keypress", NULL},
     {NULL, NULL, NULL, NULL},
 };
+static struct cli_opt opts[KVP_SETTINGS_MAX + 4];
 
 static const struct cli_cmd cmd = {
     "tui", "[MODEL | PLAN.yaml] [options]",
-    "Size a deployment interactively: pick a model and GPU, change GPUs, TP, engine, memory\n"
-    "fraction, formats, context, batch and block size with the keyboard, and watch memory and\n"
-    "capacity follow; 's' saves the setup as a plan for 'kvplan check'. Press ? inside for keys.",
+    "Size a deployment interactively: every setting of 'kvplan fit' is a field (the options\n"
+    "below set where it starts; the GPU defaults to the catalog's first). Change them with the\n"
+    "keyboard and watch memory and capacity follow; 's' saves the setup as a plan for\n"
+    "'kvplan check'. Press ? inside for keys.",
     opts,
 };
 
@@ -137,30 +139,31 @@ static double bench_draw(const struct tui_state *s, uint32_t n)
 
 int cmd_tui(int argc, char **argv)
 {
-    const char *pos[1], *g, *b;
-    int npos, rc;
+    const char *pos[1], *b;
+    int npos, rc, bad;
     const struct kvp_catalog *cat = NULL;
     const struct kvp_gpu_catalog *gpus = NULL;
     struct tui_state *s = NULL;
+    struct kvp_settings set;
     struct kvp_error err = {0};
 
     setlocale(LC_ALL, "");
-    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
+    if (!opts[0].name)
+        cli_deploy_opts(opts, sizeof opts / sizeof opts[0], tui_opts);
+    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK || (rc = cli_deploy_settings(&cmd, &set)) != CLI_OK)
         return rc;
     if ((rc = cli_catalog(&cat)) != CLI_OK || (rc = cli_gpus(&gpus)) != CLI_OK)
         return rc;
     /* with no MODEL, a small common one to start from */
-    if (tui_init(&s, cat, gpus, npos ? pos[0] : kvp_catalog_find(cat, "llama-3.1-8b") ? "llama-3.1-8b" : NULL,
-                 &err) != KVP_OK)
-        return cli_error(&err);
-    if ((g = cli_opt(&cmd, "gpu"))) {
-        const struct kvp_gpu *gp;
-        if (kvp_gpu_find(gpus, g, &gp, &err) != KVP_OK) {
-            tui_free(s);
-            return cli_usage_error("--gpu: %s", err.msg);
-        }
-        s->gpu = gp;
-        tui_recompute(s);
+    if (tui_init(&s, cat, gpus, npos ? pos[0] : kvp_catalog_find(cat, "llama-3.1-8b") ? "llama-3.1-8b" : NULL, &set,
+                 &bad, &err) != KVP_OK) {
+        char opt[48];
+        if (bad < 0)
+            return cli_error(&err);
+        snprintf(opt, sizeof opt, "%s", kvp_setting_at((uint32_t)bad)->key); /* as kvplan fit names it */
+        for (char *p = opt; *p; p++)
+            *p = *p == '_' ? '-' : *p;
+        return cli_usage_error("--%s: %s", opt, err.msg);
     }
     if ((b = cli_opt(&cmd, "bench"))) {
         uint64_t n = 0;

@@ -3,8 +3,9 @@
  * Layout at 80x24 (wider and taller terminals give each panel more room):
  *
  *   title                                                     ? help  q quit
- *   fields (12 rows, 34 cols) | memory bar per GPU, capacity, roofline,
- *                             | KV by layer kind
+ *   fields (12+ rows of 36    | memory bar per GPU, capacity, roofline,
+ *   cols, scrolling; defaults | KV by layer kind
+ *   dim)                      |
  *   KV vs context chart       | the derivation of the figures (x: which)
  *   status line
  *
@@ -21,7 +22,9 @@
 
 enum pair { P_TITLE = 1, P_WEIGHTS, P_KV, P_RESERVE, P_FREE, P_ERROR, P_OK, P_HEAD };
 
-#define LEFT_W 34 /* fields and chart column, in cells */
+#define LEFT_W 36  /* fields and chart column, in cells */
+#define LABEL_W 14 /* a field's label: its plan key (longer ones, activation_memory ..., push their value on) */
+#define TUI_FIELD_ROWS 12 /* fields shown at once, at least; the list scrolls */
 
 struct ctx {
     const struct tui_state *s;
@@ -83,30 +86,47 @@ static void glyph(const struct ctx *c, int y, int x, attr_t a, const char *g)
 
 static const char *bytes(uint64_t v, char *buf, uint32_t n)
 {
-    return kvp_format_bytes(v, false, buf, n);
+    return kvp_bytes_text(v, false, buf, n);
 }
 
 static const char *grouped(uint64_t v, char *buf, uint32_t n)
 {
-    return kvp_format_grouped(v, buf, n);
+    return kvp_count_text(v, buf, n);
 }
 
 /* ---- the fields ---- */
 
-static void draw_fields(const struct ctx *c, int y0)
+/* The fields that fit in h rows, scrolled to keep the selected one in view;
+ * values the user did not give (the engine's defaults) are dim. */
+static void draw_fields(const struct ctx *c, int y0, int h)
 {
     const struct tui_state *s = c->s;
+    uint32_t n = tui_field_count(), first = 0;
     char v[128];
 
-    for (int f = 0; f < TUI_F_COUNT; f++) {
-        bool sel = (int)s->field == f;
-        attr_t a = sel ? A_REVERSE : A_NORMAL;
-        tui_field_value(s, (enum tui_field)f, v, sizeof v);
+    if (h < 1)
+        return;
+    if (n > (uint32_t)h && s->field >= (uint32_t)h / 2)
+        first = s->field - (uint32_t)h / 2 < n - (uint32_t)h ? s->field - (uint32_t)h / 2 : n - (uint32_t)h;
+    for (uint32_t f = first; f < n && f < first + (uint32_t)h; f++) {
+        int y = y0 + (int)(f - first);
+        bool sel = s->field == f;
+        tui_field_value(s, f, v, sizeof v);
         if (sel && s->mode == TUI_MODE_EDIT)
-            put(c, y0 + f, 0, LEFT_W, A_BOLD, "> %-12s [%s_]", tui_field_label((enum tui_field)f), s->input);
-        else
-            put(c, y0 + f, 0, LEFT_W, a, "%c %-12s %-19s", sel ? '>' : ' ', tui_field_label((enum tui_field)f), v);
+            put(c, y, 0, LEFT_W, A_BOLD, "> %-*s [%s_]", LABEL_W, tui_field_label(f), s->input);
+        else if (sel)
+            put(c, y, 0, LEFT_W, A_REVERSE, "> %-*s %-*s", LABEL_W, tui_field_label(f), LEFT_W - LABEL_W - 3, v);
+        else {
+            int lw = (int)strlen(tui_field_label(f)) > LABEL_W ? (int)strlen(tui_field_label(f)) : LABEL_W;
+            put(c, y, 0, LEFT_W, A_NORMAL, "  %-*s ", LABEL_W, tui_field_label(f));
+            put(c, y, lw + 3, LEFT_W - lw - 3, tui_field_given(s, f) ? A_NORMAL : A_DIM, "%s", v);
+        }
     }
+    /* where the list goes on */
+    if (first > 0)
+        put(c, y0, LEFT_W - 1, 1, A_BOLD, "^");
+    if (first + (uint32_t)h < n)
+        put(c, y0 + h - 1, LEFT_W - 1, 1, A_BOLD, "v");
 }
 
 /* ---- the memory bars ---- */
@@ -164,19 +184,19 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     put(c, y, x, w, A_BOLD | color(c, P_HEAD), "Memory per GPU (%s each)", bytes(b.total, g[0], sizeof g[0]));
     used++;
     /* room for the bars after the two legend lines */
-    shown = same ? 1 : s->n_gpus;
+    shown = same ? 1 : s->d.n_gpus;
     if ((int)shown > max_rows - 3)
         shown = max_rows - 3 > 1 ? (uint32_t)(max_rows - 3) : 1;
     for (uint32_t i = 0; i < shown; i++) {
         tui_bar_of(s, i, &b);
         if (same)
-            snprintf(label, sizeof label, s->n_gpus > 1 ? "x%-3u" : "gpu0", s->n_gpus);
+            snprintf(label, sizeof label, s->d.n_gpus > 1 ? "x%-3u" : "gpu0", s->d.n_gpus);
         else
             snprintf(label, sizeof label, "gpu%-1u", i);
         draw_bar(c, y + used++, x, w, &b, label);
     }
-    if (!same && shown < s->n_gpus)
-        put(c, y + used - 1, x + w - 10, 10, A_NORMAL, " +%u more", s->n_gpus - shown);
+    if (!same && shown < s->d.n_gpus)
+        put(c, y + used - 1, x + w - 10, 10, A_NORMAL, " +%u more", s->d.n_gpus - shown);
     tui_bar_of(s, 0, &b);
     put(c, y + used, x, w, color(c, P_WEIGHTS), "%s weights %s", l->utf8 ? "\xe2\x96\x88" : "#",
         bytes(b.weights, g[0], sizeof g[0]));
@@ -185,7 +205,7 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     used++;
     put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x91" : "-",
         bytes(b.reserve, g[2], sizeof g[2]),
-        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est || s->fit.reserve.cuda_graph_est ? " (estimated)" : "");
+        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est || s->fit.reserve.cuda_graph_est ? " est." : "");
     if (b.over)
         put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
     else
@@ -225,7 +245,7 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
     put(c, y + r++, x, w, A_NORMAL, " max concurrency %.2f at %s tokens", f->max_concurrency,
         grouped(s->d.context, g[0], sizeof g[0]));
     put(c, y + r++, x, w, A_NORMAL, " max context %s at batch %s", grouped(f->max_context, g[0], sizeof g[0]),
-        grouped(s->d.concurrency, g[1], sizeof g[1]));
+        grouped(tui_batch(s), g[1], sizeof g[1]));
     if (s->d.engine == KVP_ENGINE_LLAMACPP)
         put(c, y + r++, x, w, A_NORMAL, " %s cells, %s KV per token", grouped(f->cells, g[0], sizeof g[0]),
             bytes(f->kv_bytes_per_token_per_gpu, g[1], sizeof g[1]));
@@ -233,14 +253,14 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
         put(c, y + r++, x, w, A_NORMAL, " %s tokens, %s blocks of %u", grouped(f->kv_tokens, g[0], sizeof g[0]),
             grouped(f->num_blocks, g[1], sizeof g[1]), f->block_size);
     if (r < max_rows && s->have_roofline)
-        put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f tok/s", s->roof.tpot_s * 1e3,
+        put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f t/s", s->roof.tpot_s * 1e3,
             s->roof.tokens_per_s);
     if (r < max_rows && s->have_roofline)
         put(c, y + r++, x, w, A_NORMAL, " prefill of %s tokens >= %.3f s", grouped(s->d.context, g[0], sizeof g[0]),
             s->roof.ttft_s);
     if (r + 1 < max_rows) { /* the heading only with at least one row under it */
         put(c, y + r++, x, w, A_BOLD | color(c, P_HEAD), "KV by layer kind (batch %s, all GPUs)",
-            grouped(s->d.concurrency, g[0], sizeof g[0]));
+            grouped(tui_batch(s), g[0], sizeof g[0]));
         for (uint32_t i = 0; i < s->n_kinds && r < max_rows; i++)
             put(c, y + r++, x, w, A_NORMAL, " %-9s %3u L x %s tok = %s", kvp_layer_kind_name(s->kinds[i].kind),
                 s->kinds[i].layers, grouped(s->kinds[i].tokens, g[0], sizeof g[0]),
@@ -282,7 +302,7 @@ static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
     if (top == 0)
         top = 1;
     put(c, y, x, w, A_BOLD | color(c, P_HEAD), "KV per GPU vs context (batch %llu)",
-        (unsigned long long)s->d.concurrency);
+        (unsigned long long)tui_batch(s));
     col_w = (w - 11) / (int)s->n_chart;
     if (col_w < 1)
         col_w = 1;
@@ -418,11 +438,13 @@ static void draw_picker(const struct ctx *c)
 static void draw_help(const struct ctx *c)
 {
     static const char *const lines[] = {
-        "Up/Down, Tab     choose a field",
+        "Up/Down, Tab     choose a field (every `kvplan fit` option)",
         "Left/Right       change it (halve/double, previous/next)",
-        "+ / -            step counts by one (context by 1024)",
-        "Enter            type a value (32k, 0.85, fp8, int4:group=64)",
+        "+ / -            step by one (context by 1024, sizes by 1 GiB)",
+        "Enter            type a value (32k, 0.85, fp8, 80GiB); empty:",
+        "                 back to the default (dim values are defaults)",
         "0-9              start typing a number on a numeric field",
+        "t / p            more GPUs: tensor or pipeline parallel",
         "m, g             pick a model / a GPU (type to filter)",
         "x                derivation: capacity <-> KV size",
         "[ ] PgUp PgDn    scroll the derivation",
@@ -480,24 +502,27 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
     right_w = c.cols - right_x;
     /* the top takes what the fields and figures need (more kinds of layers,
      * llama.cpp's bars per device), the chart and derivation the rest */
-    top_h = 11 + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->n_gpus - 1 : 0);
+    top_h = 11 + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->d.n_gpus - 1 : 0);
     if (top_h > c.rows - 1 - 9)
         top_h = c.rows - 1 - 9;
-    if (top_h < TUI_F_COUNT + 1)
-        top_h = TUI_F_COUNT + 1;
+    /* a tall terminal shows more fields, up to half its rows */
+    if (top_h < (int)tui_field_count() + 1 && top_h < c.rows / 2)
+        top_h = (int)tui_field_count() + 1 < c.rows / 2 ? (int)tui_field_count() + 1 : c.rows / 2;
+    if (top_h < TUI_FIELD_ROWS + 1)
+        top_h = TUI_FIELD_ROWS + 1;
     bottom_y = 1 + top_h;
     bottom_h = c.rows - 1 - bottom_y;
 
     attron(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
     mvhline(0, 0, ' ', c.cols);
     put(&c, 0, 1, c.cols - 18, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE),
-        "kvplan tui: %s on %u x %s, %s", s->model->name, s->n_gpus, s->gpu ? s->gpu->id : "?",
+        "kvplan tui: %s on %u x %s, %s", s->model->name, s->d.n_gpus, s->gpu ? s->gpu->id : "?",
         kvp_engine_info(s->d.engine)->name);
     put(&c, 0, c.cols - 16, 16, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE), "? help  q quit");
     attroff(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
 
-    draw_fields(&c, 1);
-    put(&c, 1 + TUI_F_COUNT, 0, LEFT_W, A_DIM, "Up/Dn field, Lt/Rt change, Enter");
+    draw_fields(&c, 1, top_h - 1);
+    put(&c, top_h, 0, LEFT_W, A_DIM, "%u/%u Up/Dn, Lt/Rt, Enter: edit", s->field + 1, tui_field_count());
     draw_figures(&c, 1, right_x, right_w, top_h);
     draw_chart(&c, bottom_y, 0, LEFT_W, bottom_h);
     draw_explain(&c, bottom_y, right_x, right_w, bottom_h);
@@ -505,8 +530,10 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
     if (s->mode == TUI_MODE_SAVE)
         put(&c, c.rows - 1, 0, c.cols, A_BOLD, "save plan to: %s_   (Enter save, Esc cancel)", s->input);
     else if (s->mode == TUI_MODE_EDIT)
-        put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s: type a value, Enter to set, Esc to cancel",
-            tui_field_label(s->field));
+        put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s: %s; Enter sets (empty: default), Esc cancels",
+            tui_field_label(s->field), tui_field_help(s->field));
+    else if (s->mode == TUI_MODE_ASK_SPLIT)
+        put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s", s->status);
     else
         put(&c, c.rows - 1, 0, c.cols, s->status_error ? A_BOLD | color(&c, P_ERROR) : A_NORMAL, "%s", s->status);
     if (s->mode == TUI_MODE_PICK_MODEL || s->mode == TUI_MODE_PICK_GPU)

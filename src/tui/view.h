@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "model.h"
+#include "state.h"
 
 #define TUI_MIN_COLS 80
 #define TUI_MIN_ROWS 24

@@ -43,9 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st = kvp_plan_evaluate(&plan, &rep, &err);
         fuzz_check_error(st, &err);
         if (st == KVP_OK) {
-            for (int o = KVP_PLAN_OUT_TEXT; o <= KVP_PLAN_OUT_JUNIT; o++) {
+            for (int o = KVP_OUT_TEXT; o <= KVP_OUT_JUNIT; o++) {
                 struct kvp_buf b = {0};
-                kvp_plan_render(&rep, (enum kvp_plan_out)o, o == KVP_PLAN_OUT_TEXT, &b);
+                kvp_plan_render(&rep, (enum kvp_out)o, o == KVP_OUT_TEXT, &b);
                 kvp_buf_release(&b);
             }
             FUZZ_ASSERT(rep.passed + rep.failed == rep.n, "%u passed + %u failed != %u results", rep.passed,

@@ -1,16 +1,16 @@
-/* model.h -- the TUI's state and key handling, without curses.
+/* state.h -- the TUI's state and key handling, without curses.
  *
- * `kvplan tui` is a model (this file, model.c, model_plan.c) and views
- * (view.c, tui.c: the only curses code). The model holds the setup a user
- * edits -- model, GPU, GPU count, TP, engine, memory fraction, weight and
- * cache formats, context, concurrency, block size -- and recomputes every
- * figure through libkvplan after each change, exactly as `kvplan fit` does for
- * the same settings. Views only draw what the model holds, so the TUI is
+ * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c) and views
+ * (view.c, tui.c: the only curses code). The state holds the setup a user
+ * edits -- the model and every setting of settings.h's table, kept as
+ * `kvplan fit` takes them (struct kvp_settings) -- and after each change
+ * applies them (kvp_settings_apply, as `kvplan fit` does) and recomputes every
+ * figure through libkvplan. Views only draw what the state holds, so the TUI is
  * tested by feeding keys here (tests/check_tui.c) with no terminal.
  *
  *     struct tui_state *s = NULL;
  *     struct kvp_error err = {0};
- *     if (tui_init(&s, cat, gpus, "llama-3.1-8b", &err) != KVP_OK) ...;
+ *     if (tui_init(&s, cat, gpus, "llama-3.1-8b", NULL, NULL, &err) != KVP_OK) ...;
  *     tui_handle(s, TUI_KEY_DOWN);        // select the next field
  *     tui_handle(s, TUI_KEY_RIGHT);       // double it / next choice
  *     printf("%.2f requests fit\n", s->fit.max_concurrency);
@@ -19,8 +19,8 @@
  * The state borrows the two catalogs (they must outlive it) and owns the
  * model it loaded; tui_free releases it (NULL is a no-op).
  */
-#ifndef KVPLAN_TUI_MODEL_H
-#define KVPLAN_TUI_MODEL_H
+#ifndef KVPLAN_TUI_STATE_H
+#define KVPLAN_TUI_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +31,7 @@
 #include "kvplan/error.h"
 #include "kvplan/gpu.h"
 #include "kvplan/render.h"
+#include "kvplan/settings.h"
 
 /* Keys the model understands: printable ASCII as itself, the rest below.
  * The view maps curses key codes onto these, so the model needs no curses. */
@@ -54,22 +55,13 @@ enum tui_key {
 /* What a key did: nothing to redraw, something changed, or leave. */
 enum tui_result { TUI_HANDLED, TUI_REDRAW, TUI_QUIT };
 
-/* The editable fields, in screen order. */
-enum tui_field {
-    TUI_F_MODEL,
-    TUI_F_GPU,
-    TUI_F_GPUS,
-    TUI_F_TP,
-    TUI_F_ENGINE,
-    TUI_F_UTIL,
-    TUI_F_WDTYPE,
-    TUI_F_KDTYPE,
-    TUI_F_VDTYPE,
-    TUI_F_CONTEXT,
-    TUI_F_BATCH,
-    TUI_F_BLOCK,
-    TUI_F_COUNT
-};
+/* The fields, in screen order: the model (field 0), then one field per row
+ * of settings.h's table, in the table's order -- every setting `kvplan fit`
+ * takes, parsed and printed by the table (kvp_settings_put, kvp_setting_text). */
+#define TUI_FIELD_MODEL 0u
+uint32_t tui_field_count(void);
+/* The field of key ("model", or a setting's key such as "tp"), or -1. */
+int tui_field_find(const char *key);
 
 enum tui_mode {
     TUI_MODE_MAIN,       /* arrows move between fields and change them */
@@ -78,6 +70,7 @@ enum tui_mode {
     TUI_MODE_PICK_GPU,   /* type-to-filter list of GPUs */
     TUI_MODE_SAVE,       /* typing the plan file's path */
     TUI_MODE_HELP,       /* the help overlay; any key closes it */
+    TUI_MODE_ASK_SPLIT,  /* more than one GPU: do the GPUs mean TP (t, Enter) or PP (p)? */
 };
 
 /* Which derivation the explain panel shows. */
@@ -111,13 +104,14 @@ struct tui_state {
     const struct kvp_catalog *cat;
     const struct kvp_gpu_catalog *gpus;
     /* the setup */
-    struct kvp_model *model; /* owned */
-    const struct kvp_gpu *gpu;
-    struct kvp_deploy d;     /* engine, formats, tp/pp, context, concurrency, ... */
-    uint32_t n_gpus;         /* GPUs in all (pp = n_gpus / tp) */
+    struct kvp_model *model;  /* owned */
+    struct kvp_settings set;  /* what the user gave, row by row, as `kvplan fit` takes it */
+    const struct kvp_gpu *gpu; /* kvp_settings_apply(set): the named GPU (NULL: a memory size) */
+    struct kvp_deploy d;       /* kvp_settings_apply(set) for the model: what is computed */
     /* navigation */
     enum tui_mode mode;
-    enum tui_field field;
+    uint32_t field;           /* < tui_field_count() */
+    uint32_t ask_gpus;        /* TUI_MODE_ASK_SPLIT: the GPU count asked about */
     enum tui_explain explain;
     uint32_t explain_scroll; /* first line of the derivation shown */
     char input[TUI_INPUT_MAX]; /* text typed in EDIT, PICK and SAVE modes */
@@ -126,6 +120,7 @@ struct tui_state {
     uint32_t n_pick, pick_sel;
     char plan_path[TUI_INPUT_MAX]; /* last saved or opened plan ("" = none) */
     char status[TUI_STATUS_MAX];   /* a line for the user: what happened, or an error */
+    char note[TUI_STATUS_MAX / 2]; /* what the last edit changed besides its field, shown before the fit */
     bool status_error;
     /* results of the last recompute (valid when ok) */
     bool ok;
@@ -143,10 +138,12 @@ struct tui_state {
 
 /* Set up for MODEL (a catalog name, HF id or path), or for the first
  * deployment of a plan file when arg ends in .yaml/.yml and holds
- * `kvplan_plan:`; NULL picks the first catalog model. The GPU defaults to
- * the catalog's first. On failure *out is NULL and err says why. */
+ * `kvplan_plan:`; NULL picks the first catalog model. set (NULL: none) is
+ * the settings given on the command line, over the plan's; with no GPU in
+ * either, the catalog's first. On failure *out is NULL, err says why and
+ * *bad_row (when not NULL) is the setting that did not apply (-1: none). */
 enum kvp_status tui_init(struct tui_state **out, const struct kvp_catalog *cat, const struct kvp_gpu_catalog *gpus,
-                         const char *arg, struct kvp_error *err);
+                         const char *arg, const struct kvp_settings *set, int *bad_row, struct kvp_error *err);
 void tui_free(struct tui_state *s);
 
 /* Apply one key (enum tui_key or a printable character). */
@@ -155,11 +152,18 @@ enum tui_result tui_handle(struct tui_state *s, int key);
 /* Recompute every figure from the setup. Sets s->ok, s->err. */
 void tui_recompute(struct tui_state *s);
 
-/* The field's label and its current value as text. */
-const char *tui_field_label(enum tui_field f);
-const char *tui_field_value(const struct tui_state *s, enum tui_field f, char *buf, uint32_t n);
+/* The field's label (the plan key, "model") and its current value as text:
+ * kvp_setting_text of the deployment; where that is empty (the engine
+ * decides), what the fit chose or "default". */
+const char *tui_field_label(uint32_t f);
+const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, uint32_t n);
+/* Whether the user gave field f a value (the model always counts as given);
+ * the view dims the others. */
+bool tui_field_given(const struct tui_state *s, uint32_t f);
+/* The field's one-line help (settings.h's), for the edit prompt. */
+const char *tui_field_help(uint32_t f);
 
-/* GPU i's stacked bar (i < n_gpus; every rank is the busiest one except
+/* GPU i's stacked bar (i < d.n_gpus; every rank is the busiest one except
  * under llama.cpp, which splits layers unevenly). */
 void tui_bar_of(const struct tui_state *s, uint32_t i, struct tui_bar *b);
 
@@ -169,18 +173,25 @@ void tui_explain_text(const struct tui_state *s, struct kvp_buf *b);
 /* Name of a pick-list entry (model or GPU) for display. */
 const char *tui_pick_name(const struct tui_state *s, uint32_t i);
 
+/* Requests at the context: d.concurrency, 1 where none is given (as
+ * `kvplan fit` reads it). */
+uint64_t tui_batch(const struct tui_state *s);
+
 /* Time n recomputes of the current setup; returns seconds per recompute
  * (for `make bench`: one keypress must cost well under a 16 ms frame). */
 double tui_bench(struct tui_state *s, uint32_t n);
 
-/* Plan files (model_plan.c): write the setup as a `kvplan check` plan,
+/* Plan files (state_plan.c): write the setup as a `kvplan check` plan,
  * atomically (a temporary file in the same directory, then rename), and
- * read one back into the setup. */
+ * read one back into the setup: its model, and its deployment as settings
+ * (s->set), which tui_init then applies. */
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err);
 
-/* Set the model (takes ownership of m, frees the old one) and reset the
- * engine defaults that depend on it. */
-void tui_set_model(struct tui_state *s, struct kvp_model *m);
+/* The settings that give d (with gpu) for m: every row whose text differs
+ * from the engine's default deployment, the engine and the GPU always.
+ * kvp_settings_apply of the result gives d back. */
+void tui_settings_of(const struct kvp_deploy *d, const struct kvp_gpu *gpu, const struct kvp_model *m,
+                     struct kvp_settings *out);
 
 #endif

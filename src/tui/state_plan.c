@@ -1,13 +1,14 @@
-/* model_plan.c -- the TUI's setup as a plan file for `kvplan check`, and back.
+/* state_plan.c -- the TUI's setup as a plan file for `kvplan check`, and back.
  *
  * Written: a `kvplan_plan: 1` document with one deployment holding the same
- * settings `kvplan fit` takes, and `assert: {fits: true}`. The file is
+ * settings `kvplan fit` takes, each printed by settings.h's table
+ * (kvp_setting_text), and `assert: {fits: true}`. The file is
  * written to a temporary file in the same directory and renamed over the
  * target, so a crash or a full disk never leaves half a plan behind.
  *
  * Read: the library's plan parser (kvplan/plan.h) loads the file; its first
- * deployment becomes the setup, every setting kept, those the TUI has no
- * field for too (they are written back on save).
+ * deployment becomes the setup, as the settings that give it
+ * (tui_settings_of), so every setting is kept and written back on save.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 
 #include <sys/stat.h>
 
-#include "model.h"
+#include "state.h"
 #include "kvplan/settings.h"
 #include "kvplan/plan.h"
 
@@ -33,42 +34,69 @@ static const char *model_ref(const struct tui_state *s, char *buf, size_t n)
     return m->file;
 }
 
-/* The settings every saved plan states, even at their defaults. */
-static bool always_written(const char *key)
+void tui_settings_of(const struct kvp_deploy *d, const struct kvp_gpu *gpu, const struct kvp_model *m,
+                     struct kvp_settings *out)
 {
-    static const char *const keys[] = {"engine", "gpu", "gpus", "tp", "pp", "context", "concurrency",
-                                       "k_dtype", "v_dtype", "weight_dtype"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (strcmp(keys[i], key) == 0)
-            return true;
-    return false;
+    struct kvp_deploy def;
+    struct kvp_error e = {0};
+    char v[KVP_SETTING_VALUE_MAX], dv[KVP_SETTING_VALUE_MAX];
+
+    kvp_deploy_init(&def, d->engine, m);
+    def.release = d->release;
+    if (gpu)
+        def.gpu_memory = gpu->memory_bytes;
+    kvp_settings_clear(out);
+    for (uint32_t i = 0; i < kvp_settings_count(); i++) {
+        const struct kvp_setting *r = kvp_setting_at(i);
+        kvp_setting_text(i, d, gpu, v, sizeof v);
+        kvp_setting_text(i, &def, gpu, dv, sizeof dv);
+        if (!v[0] || (r->type != KVP_SET_ENGINE && r->type != KVP_SET_GPU && strcmp(v, dv) == 0))
+            continue;
+        if (strcmp(r->key, "gpus") == 0 && (uint64_t)d->tp * d->pp == d->n_gpus)
+            continue; /* tp x pp, the count's default */
+        kvp_settings_put(out, r->key, v, &e); /* the table's own text: it parses */
+    }
 }
 
-/* The deployment as plan keys, from settings.h's table: the core settings,
- * and every other one where it differs from the engine's default. */
+/* Whether a saved plan states row i: what the user gave, what differs from
+ * the engine's default (of), and the core of a deployment even at its
+ * default; the cache as kv_dtype where K and V agree, else as K and V. */
+static bool written(const struct tui_state *s, const struct kvp_settings *of, uint32_t i, bool one_cache)
+{
+    static const char *const core[] = {"engine", "gpu", "gpus", "tp", "pp", "context", "concurrency", "weight_dtype"};
+    const char *key = kvp_setting_at(i)->key;
+    if (strcmp(key, "kv_dtype") == 0)
+        return one_cache;
+    if (strcmp(key, "k_dtype") == 0 || strcmp(key, "v_dtype") == 0)
+        return !one_cache;
+    for (size_t j = 0; j < sizeof core / sizeof core[0]; j++)
+        if (strcmp(core[j], key) == 0)
+            return true;
+    return ((s->set.given | of->given) >> i) & 1u;
+}
+
+/* The deployment as plan keys, each printed by settings.h's table. */
 static void write_plan(const struct tui_state *s, FILE *f)
 {
     const struct kvp_deploy *d = &s->d;
-    struct kvp_deploy def;
-    char path[4096], v[KVP_SETTING_VALUE_MAX], dv[KVP_SETTING_VALUE_MAX];
+    struct kvp_settings of;
+    char path[4096], v[KVP_SETTING_VALUE_MAX];
+    bool one_cache = kvp_setting_text((uint32_t)kvp_setting_find("kv_dtype"), d, s->gpu, v, sizeof v)[0] != '\0';
 
-    kvp_deploy_init(&def, d->engine, s->model);
-    def.release = d->release;
+    tui_settings_of(d, s->gpu, s->model, &of);
     fprintf(f, "# written by kvplan tui; check it with: kvplan check FILE\n");
     fprintf(f, "kvplan_plan: 1\n");
     fprintf(f, "deployments:\n");
     fprintf(f, "  - name: \"%s-%s\"\n", s->model->name, s->gpu ? s->gpu->id : "gpu");
     fprintf(f, "    model: \"%s\"\n", model_ref(s, path, sizeof path));
     for (uint32_t i = 0; i < kvp_settings_count(); i++) {
-        const char *key = kvp_setting_at(i)->key;
         kvp_setting_text(i, d, s->gpu, v, sizeof v);
-        kvp_setting_text(i, &def, s->gpu, dv, sizeof dv);
-        if (!v[0] || (!always_written(key) && strcmp(v, dv) == 0))
+        if (!v[0] || !written(s, &of, i, one_cache))
             continue;
         if (strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@,+-") == strlen(v))
-            fprintf(f, "    %s: %s\n", key, v);
+            fprintf(f, "    %s: %s\n", kvp_setting_at(i)->key, v);
         else /* int4:group=128 and the like: quoted */
-            fprintf(f, "    %s: \"%s\"\n", key, v);
+            fprintf(f, "    %s: \"%s\"\n", kvp_setting_at(i)->key, v);
     }
     if (d->util <= 0)
         fprintf(f, "    # util: the release's default%s\n", s->ok ? "" : " (not computed)");
@@ -144,9 +172,8 @@ enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_
     memcpy(m, plan.deps[0].model, sizeof *m);
     kvp_model_free(s->model);
     s->model = m;
-    s->gpu = plan.deps[0].gpu; /* into s->gpus, which outlives the state */
-    s->d = plan.deps[0].d;
-    s->n_gpus = s->d.n_gpus;
+    /* the deployment as the settings that give it, so edits go on from them */
+    tui_settings_of(&plan.deps[0].d, plan.deps[0].gpu, m, &s->set);
     if (plan.n > 1)
         snprintf(s->status, sizeof s->status, "opened %s: the first of its %u deployments, '%s'", path, plan.n,
                  plan.deps[0].name);
