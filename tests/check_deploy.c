@@ -439,16 +439,16 @@ static const struct llamacpp_log_case {
 #undef CI
 #undef M
 
+/* Case c's start-up under engine, its deployment into *d. */
 static struct kvp_fit llamacpp_log_fit(const struct llamacpp_log_case *c, const struct kvp_model *m,
-                                       const char *engine)
+                                       const char *engine, struct kvp_deploy *d)
 {
-    struct kvp_deploy d;
-    deploy_at(&d, engine, m);
-    d.gpu_memory = 17179869184ull; /* "15841 MiB free" on the V100; the buffers do not depend on it */
-    d.context = c->context;
-    d.n_batch = (uint32_t)c->n_batch;
-    d.flash_attn = 0;
-    return fit_ok(m, &d);
+    deploy_at(d, engine, m);
+    d->gpu_memory = 17179869184ull; /* "15841 MiB free" on the V100; the buffers do not depend on it */
+    d->context = c->context;
+    d->n_batch = (uint32_t)c->n_batch;
+    d->flash_attn = 0;
+    return fit_ok(m, d);
 }
 
 START_TEST(llamacpp_cuda_logs)
@@ -456,11 +456,12 @@ START_TEST(llamacpp_cuda_logs)
     const struct llamacpp_log_case *c = &llamacpp_log_cases[_i];
     struct kvp_model *m = NULL;
     struct kvp_error err = {0};
+    struct kvp_deploy d;
     struct kvp_fit f;
     double e;
 
     ck_assert_kvp_ok(kvp_model_load(c->model, &m, &err), err);
-    f = llamacpp_log_fit(c, m, "llamacpp@b4862");
+    f = llamacpp_log_fit(c, m, "llamacpp@b4862", &d);
     ck_assert_msg(f.kv_pool_bytes == (uint64_t)llround(c->kv_mib * MiB), "%s: KV %.2f MiB, logged %.2f", c->id,
                   (double)f.kv_pool_bytes / MiB, c->kv_mib);
     e = c->weights_mib ? rel_err((double)f.weights_bytes, c->weights_mib * MiB) : 0;
@@ -470,7 +471,7 @@ START_TEST(llamacpp_cuda_logs)
     e = rel_err((double)f.reserve.activation, c->compute_mib * MiB);
     ck_assert_msg(fabs(e) <= 0.01, "%s: compute buffer %.2f MiB, logged %.2f (%+.1f%%)", c->id,
                   (double)f.reserve.activation / MiB, c->compute_mib, 100 * e);
-    f = llamacpp_log_fit(c, m, "llamacpp");
+    f = llamacpp_log_fit(c, m, "llamacpp", &d);
     e = rel_err((double)f.reserve.activation, c->compute_mib * MiB);
     ck_assert_msg(e >= c->before, "%s: npm-3.22.1 compute buffer %.2f MiB, logged %.2f (%+.1f%%)", c->id,
                   (double)f.reserve.activation / MiB, c->compute_mib, 100 * e);
@@ -1635,6 +1636,31 @@ static char *fit_log(const struct kvp_model *m, const struct kvp_deploy *d, cons
     return s;
 }
 
+/* The log lines of llamacpp@b4862 are those builds' (llama_kv_cache_init,
+ * llama_new_context_with_model), with the compute buffer of its graph: the
+ * fedora-copr/logdetective PR #106 start-up at -c 2048 printed these three
+ * lines exactly (the compute line without kvplan's "(estimated)"). */
+START_TEST(llamacpp_b4862_log_lines)
+{
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    char *log;
+
+    ck_assert_kvp_ok(kvp_model_load(LOGS "mistral-7b-v0.2.yaml", &m, &err), err);
+    f = llamacpp_log_fit(&llamacpp_log_cases[3], m, "llamacpp@b4862", &d);
+    log = fit_log(m, &d, &f);
+    ck_assert_msg(strstr(log, "llama_kv_cache_init:      CUDA0 KV buffer size =   256.00 MiB\n") &&
+                  strstr(log, "llama_new_context_with_model: KV self size  =  256.00 MiB, K (f16):  128.00 MiB, "
+                         "V (f16):  128.00 MiB\n") &&
+                  strstr(log, "llama_new_context_with_model:      CUDA0 compute buffer size =   164.00 MiB (estimated)\n"),
+                  "%s", log);
+    free(log);
+    kvp_model_free(m);
+}
+END_TEST
+
 /* sglang 0.5.2 model_runner_kv_cache_mixin.py handle_max_mamba_cache and
  * init_memory_pool, configs/mamba_utils.py mamba_cache_per_req, server_args.py
  * defaults (mamba_full_memory_ratio 0.9, mamba_ssm_dtype float32, conv
@@ -1948,6 +1974,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, llamacpp_cuda_logs, 0, (int)N_ELEMS(llamacpp_log_cases));
     tcase_add_test(core, vllm_cuda_graph_estimate);
     tcase_add_test(core, llamacpp_b6182_log);
+    tcase_add_test(core, llamacpp_b4862_log_lines);
     tcase_add_test(core, llamacpp_ubatch_capped);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
