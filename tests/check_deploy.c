@@ -395,11 +395,12 @@ START_TEST(logs_median_and_given)
 }
 END_TEST
 
-/* Real llama.cpp CUDA start-ups with every layer and the output offloaded,
- * replayed from their command lines under the release whose graph they ran
- * (llamacpp@b4862: builds b2459 .. b4862, llm_build_context in src/llama.cpp;
- * src/lib/profile_reserve.c llamacpp_compute). f16 GGUF, flash attention
- * off, the builds' default n_ubatch 512. The KV buffer is exact in every
+/* Real llama.cpp start-ups (CUDA, one on the CPU) with every layer and the
+ * output on one device, replayed from their command lines under the release
+ * whose graph they ran (llamacpp@b4862: builds b2459 .. b4862,
+ * llm_build_context in src/llama.cpp; src/lib/profile_reserve.c
+ * llamacpp_compute). f16 GGUF, flash attention off, the builds' default
+ * n_ubatch 512 (capped at -b). The KV buffer is exact in every
  * build; the compute buffer is the largest phase of the older graph, whose
  * rule was read off the first three (ggml-org/ci, node
  * ggml-4-x86-cuda-v100, a Tesla V100-PCIE-16GB) and the logdetective pair
