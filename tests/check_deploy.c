@@ -1642,10 +1642,13 @@ static char *fit_log(const struct kvp_model *m, const struct kvp_deploy *d, cons
     return s;
 }
 
-/* The log lines of llamacpp@b4862 are those builds' (llama_kv_cache_init,
- * llama_new_context_with_model), with the compute buffer of its graph: the
- * fedora-copr/logdetective PR #106 start-up at -c 2048 printed these three
- * lines exactly (the compute line without kvplan's "(estimated)"). */
+/* The log lines of llamacpp@b4862 are that build's (llama_kv_cache_init,
+ * llama_init_from_model), with the compute buffer of its graph: pythia-2.8B
+ * at -c 2048 on the ggml-org/ci V100 node printed these three lines in build
+ * 4528 (c64d2bec; the compute line without kvplan's "(estimated)"), and b4862
+ * logs the same figures (the prefix is 4528's until PR #12181's llama_context;
+ * build 3472 and the logdetective #106 build print the same figures from
+ * llama_new_context_with_model). */
 START_TEST(llamacpp_b4862_log_lines)
 {
     struct kvp_model *m = NULL;
@@ -1654,13 +1657,13 @@ START_TEST(llamacpp_b4862_log_lines)
     struct kvp_fit f;
     char *log;
 
-    ck_assert_kvp_ok(kvp_model_load(LOGS "mistral-7b-v0.2.yaml", &m, &err), err);
-    f = llamacpp_log_fit(&llamacpp_log_cases[3], m, "llamacpp@b4862", &d);
+    ck_assert_kvp_ok(kvp_model_load(LOGS "pythia-2.8b.yaml", &m, &err), err);
+    f = llamacpp_log_fit(&llamacpp_log_cases[2], m, "llamacpp@b4862", &d);
     log = fit_log(m, &d, &f);
-    ck_assert_msg(strstr(log, "llama_kv_cache_init:      CUDA0 KV buffer size =   256.00 MiB\n") &&
-                  strstr(log, "llama_new_context_with_model: KV self size  =  256.00 MiB, K (f16):  128.00 MiB, "
-                         "V (f16):  128.00 MiB\n") &&
-                  strstr(log, "llama_new_context_with_model:      CUDA0 compute buffer size =   164.00 MiB (estimated)\n"),
+    ck_assert_msg(strstr(log, "llama_kv_cache_init:      CUDA0 KV buffer size =   640.00 MiB\n") &&
+                  strstr(log, "llama_init_from_model: KV self size  =  640.00 MiB, K (f16):  320.00 MiB, "
+                         "V (f16):  320.00 MiB\n") &&
+                  strstr(log, "llama_init_from_model:      CUDA0 compute buffer size =   162.00 MiB (estimated)\n"),
                   "%s", log);
     free(log);
     kvp_model_free(m);

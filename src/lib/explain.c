@@ -301,11 +301,11 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     static const char *const names[2] = {"non-SWA", "    SWA"};
     bool iswa = f->cache[1].layers > 0;
     uint32_t n_seq = f->n_seq ? f->n_seq : 1;
-    /* the builds before llama-graph.cpp (KVP_REL_LLAMACPP_KQV_GRAPH) print from
-     * llama_kv_cache_init and llama_new_context_with_model */
+    /* b4862 (KVP_REL_LLAMACPP_KQV_GRAPH) prints from llama_kv_cache_init and
+     * llama_init_from_model (llama_new_context_with_model before build 4528) */
     bool old = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_KQV_GRAPH;
     const char *fn = old ? "llama_kv_cache_init" : kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ?
-                     "llama_kv_cache_unified" : "llama_kv_cache", *ctx = old ? "llama_new_context_with_model" : "llama_context";
+                     "llama_kv_cache_unified" : "llama_kv_cache", *ctx = old ? "llama_init_from_model" : "llama_context";
     (void)m;
     for (int c = 0; c < 2; c++) {
         uint64_t cells = c ? f->swa_cells : f->cells;
