@@ -66,6 +66,8 @@ enum kvp_release_rule {
     KVP_REL_LLAMACPP_MLA_V = 1u << 3,  /* MLA caches V too (before the V-less cache) */
     KVP_REL_SGLANG_NO_MAMBA = 1u << 4, /* before Mamba/linear-attention hybrids: their architectures are unknown */
     KVP_REL_VLLM_CUDA_GRAPHS = 1u << 5, /* vLLM subtracts its CUDA-graph estimate before the KV budget */
+    KVP_REL_LLAMACPP_KQV_GRAPH = 1u << 6, /* llm_build_context's graph (src/llama.cpp llm_build_kqv): the compute
+                                           * buffer keeps one hidden row beside the logits, 4 beside KQ */
 };
 
 /* One named release of an engine: the rules kvplan applies for it. */

@@ -301,7 +301,11 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     static const char *const names[2] = {"non-SWA", "    SWA"};
     bool iswa = f->cache[1].layers > 0;
     uint32_t n_seq = f->n_seq ? f->n_seq : 1;
-    const char *fn = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ? "llama_kv_cache_unified" : "llama_kv_cache";
+    /* b4862 (KVP_REL_LLAMACPP_KQV_GRAPH) prints from llama_kv_cache_init and
+     * llama_init_from_model (llama_new_context_with_model before build 4528) */
+    bool old = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_KQV_GRAPH;
+    const char *fn = old ? "llama_kv_cache_init" : kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ?
+                     "llama_kv_cache_unified" : "llama_kv_cache", *ctx = old ? "llama_init_from_model" : "llama_context";
     (void)m;
     for (int c = 0; c < 2; c++) {
         uint64_t cells = c ? f->swa_cells : f->cells;
@@ -317,12 +321,21 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
                 kvp_buf_printf(b, "%s: %10s KV buffer size = %8.2f MiB\n", fn, dev,
                                f->device[i].cache_buffer[c] / MIB);
         }
-        kvp_buf_printf(b, "%s: size = %7.2f MiB (%6llu cells, %3u layers, %2u/%u seqs), "
-                       "K (%s): %7.2f MiB, V (%s): %7.2f MiB\n", fn,
-                       (f->cache[c].k_bytes + f->cache[c].v_bytes) / MIB, (unsigned long long)cells,
-                       f->cache[c].layers, n_seq, f->n_stream, kvp_dtype_info(d->k.dtype)->name,
-                       f->cache[c].k_bytes / MIB, kvp_dtype_info(d->v.dtype)->name, f->cache[c].v_bytes / MIB);
+        if (old)
+            kvp_buf_printf(b, "%s: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB\n", ctx,
+                           (f->cache[c].k_bytes + f->cache[c].v_bytes) / MIB, kvp_dtype_info(d->k.dtype)->name,
+                           f->cache[c].k_bytes / MIB, kvp_dtype_info(d->v.dtype)->name, f->cache[c].v_bytes / MIB);
+        else
+            kvp_buf_printf(b, "%s: size = %7.2f MiB (%6llu cells, %3u layers, %2u/%u seqs), "
+                           "K (%s): %7.2f MiB, V (%s): %7.2f MiB\n", fn,
+                           (f->cache[c].k_bytes + f->cache[c].v_bytes) / MIB, (unsigned long long)cells,
+                           f->cache[c].layers, n_seq, f->n_stream, kvp_dtype_info(d->k.dtype)->name,
+                           f->cache[c].k_bytes / MIB, kvp_dtype_info(d->v.dtype)->name, f->cache[c].v_bytes / MIB);
     }
+    /* the estimate puts every layer and the output on one device */
+    if (f->n_devices == 1 && f->reserve.activation)
+        kvp_buf_printf(b, "%s: %10s compute buffer size = %8.2f MiB%s\n", ctx, "CUDA0", f->reserve.activation / MIB,
+                       f->reserve.activation_est ? " (estimated)" : "");
 }
 
 /* mem_cache/memory_pool.py (MambaPool, MHATokenToKVPool, MLATokenToKVPool; GB = 2^30)
@@ -418,10 +431,12 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
 {
     const struct kvp_reserve *r = &f->reserve;
     bool v1 = d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0);
+    bool kqv_graph = f->release->rules & KVP_REL_LLAMACPP_KQV_GRAPH; /* profile_reserve.c llamacpp_compute */
     if (r->activation_est && d->engine == KVP_ENGINE_LLAMACPP)
-        kvp_buf_printf(b, "  compute    = max(n_ubatch * (vocab + 2 * hidden) * 4 (logits), n_ubatch * %s B (%s, mask))\n"
-                       "             = max(%s + ..., %s * %s) = %s B (estimated)\n",
-                       grp(c, r->per_token), d->flash_attn == 0 ? "KQ over one stream's cells, q, k, v" : "attention or MLP",
+        kvp_buf_printf(b, "  compute    = max(n_ubatch * (vocab + %d * hidden) * 4 (logits), n_ubatch * %s B (%s, mask))\n"
+                       "             = max(%s + ..., %s * %s) = %s B (estimated)\n", kqv_graph ? 1 : 2,
+                       grp(c, r->per_token), d->flash_attn != 0 ? "attention or MLP" : kqv_graph ?
+                       "KQ over one stream's cells, 4 hidden rows" : "KQ over one stream's cells, q, k, v",
                        grp(c, r->logits), grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->activation));
     else if (r->activation_est && v1)
         kvp_buf_printf(b, "  activations = max(profiling tokens * (widest MLP + q,k,v) * dtype / tp,\n"

@@ -42,6 +42,9 @@ static const struct kvp_release releases[] = {
     {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
     {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)", 1.0,
      KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
+    {KVP_ENGINE_LLAMACPP, "b4862", "builds b2459 .. b4862 (2024-03 .. 2025-03): src/llama.cpp llm_build_context "
+     "(build_llama, build_gptneox, llm_build_kv, llm_build_kqv), before llama-graph.cpp (PR #12181)", 1.0,
+     KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V | KVP_REL_LLAMACPP_KQV_GRAPH},
     {KVP_ENGINE_HF_DYNAMIC, HF_DEFAULT, "src/transformers/cache_utils.py DynamicCache", 1.0, 0},
     {KVP_ENGINE_HF_STATIC, HF_DEFAULT, "src/transformers/cache_utils.py StaticCache", 1.0, 0},
     {KVP_ENGINE_HF_QUANTIZED, HF_DEFAULT, "src/transformers/cache_utils.py QuantizedCache", 1.0, 0},

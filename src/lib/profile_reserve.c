@@ -10,6 +10,8 @@
  * it was read from (/work/shared/reference/engine-logs-train.json and the
  * cases tests/check_deploy.c marks as training). The held-out cases there
  * were not used to choose anything. */
+#include <string.h>
+
 #include "profile.h"
 
 #define GiB 1073741824ull
@@ -159,6 +161,14 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
     }
 }
 
+/* llama.cpp's builds before llama-graph.cpp project q, k, v with one fused
+ * matrix for these architectures (build_gptneox, build_falcon: wqkv, then a
+ * ggml_cont copy of each of q, k and v out of its output). */
+static bool fused_qkv(const struct kvp_model *m)
+{
+    return strcmp(m->family, "gpt_neox") == 0 || strcmp(m->family, "falcon") == 0;
+}
+
 /* llama.cpp's compute buffer for one micro-batch (ggml-alloc reuses memory
  * as tensors die, so it is the largest of three phases, each in f32):
  *   - the output: the logits of every token, n_ubatch x vocab, with the
@@ -175,14 +185,32 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
  * the table): the phases and their sizes were read off Llama-3.1-8B (exact at
  * -c 4096, -ub 512 with and without flash attention), the MLA latents off
  * DeepSeek-V2-Lite at -c 16384, the MLP phase off Mixtral's 14336-wide MLP.
- * Older builds keep less: real CUDA start-ups of b2459 and b4862 (ggml-org/ci,
- * tests/check_deploy.c llamacpp_cuda_logs) hold one hidden row beside the
- * logits and no q, k, v at the KQ peak, so this is 3-35% high for them. */
+ *
+ * The older graph (KVP_REL_LLAMACPP_KQV_GRAPH: llm_build_context in
+ * src/llama.cpp) keeps less, read off real CUDA start-ups (tests/check_deploy.c
+ * llamacpp_cuda_logs):
+ *   - the output: the logits and one hidden row (b2459, Llama-2-7B -c 512:
+ *     512 x (32000 + 4096) x 4 B = 70.50 MiB logged);
+ *   - attention: KQ, four hidden rows and the mask, not the 2026 graph's
+ *     q, k, v: llm_build_kv expands q, k, v, copies k and v into the cache
+ *     (llm_build_kv_store) and only then builds KQ, so k and v are dead and
+ *     q dies with the KQ product; ggml-alloc places KQ above the layer's
+ *     hidden-sized slots. Four is read off the logs, not derived from the
+ *     allocator: Llama-2-7B (MHA) and a 32 x 4096 llama with 8 KV heads both
+ *     log 164.00 MiB at -c 2048 (128 + 32 + 4), so it does not follow the
+ *     K/V width. A fused wqkv output stays beside its q, k, v copies:
+ *     qkv_width - hidden more (pythia-2.8b at b4862: 162.00 = 128 + 6 x 5 + 4);
+ *   - the MLP: up and gate, the activation and product done in place (ggml-alloc
+ *     ggml_op_can_inplace: UNARY, MUL), with the layer input and the norm:
+ *     at most 2 x width + 2 x hidden, which the b2459 -c 512 log bounds (the
+ *     2026 graph's 4 x 11008 + 4096 floats a token would be 95 MiB, above the
+ *     70.50 logged). */
 static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r)
 {
     /* llama_context: n_batch = min(n_ctx, n_batch), n_ubatch = min(n_batch, n_ubatch) */
     uint64_t ub = d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, heads = 0, latent = 0, attn, mlp, mask;
-    uint64_t hidden = m->hidden;
+    uint64_t hidden = m->hidden, rows, width, out_rows;
+    bool old = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_KQV_GRAPH;
     /* attention sees one stream's cells: -c, split over -np unless unified */
     uint64_t cells = d->kv_unified || d->n_seq <= 1 ? d->context : kvp_cdiv(d->context, d->n_seq);
     uint64_t dense = has_mlp(m, KVP_MLP_DENSE) ? m->intermediate : 0;
@@ -197,17 +225,27 @@ static void llamacpp_compute(const struct kvp_model *m, const struct kvp_deploy 
         if (s->kind == KVP_LAYER_MLA && 2ull * s->n_heads * s->kv_lora_rank > latent)
             latent = 2ull * s->n_heads * s->kv_lora_rank;
     }
+    width = dense > moe ? dense : moe;
+    if (old) {
+        rows = 4 * hidden + latent + (fused_qkv(m) && qkv_width(m) > hidden ? qkv_width(m) - hidden : 0);
+        width = (m->act == KVP_ACT_GATED ? 2 : 1) * width + 2 * hidden;
+        out_rows = 1;
+    } else {
+        rows = qkv_width(m) + latent + 4 * hidden;
+        width = 4 * width + hidden;
+        out_rows = 2;
+    }
     mask = kvp_sat_mul(kvp_sat_mul(ub, cells), d->flash_attn == 0 ? 4 : 2);
-    attn = kvp_sat_mul(kvp_sat_mul(ub, qkv_width(m) + latent + 4 * hidden), 4);
+    attn = kvp_sat_mul(kvp_sat_mul(ub, rows), 4);
     if (d->flash_attn == 0)
         attn = kvp_sat_add(attn, kvp_sat_mul(kvp_sat_mul(kvp_sat_mul(ub, cells), heads), 4));
-    mlp = kvp_sat_mul(kvp_sat_mul(ub, 4 * (dense > moe ? dense : moe) + hidden), 4);
+    mlp = kvp_sat_mul(kvp_sat_mul(ub, width), 4);
     attn = kvp_sat_add(attn > mlp ? attn : mlp, mask);
     r->profile_tokens = ub;
     r->profile_seqs = ub;
     r->per_token = kvp_cdiv(attn, ub ? ub : 1);
     r->logits = kvp_sat_mul(kvp_sat_mul(ub, m->vocab), 4);
-    r->activation = kvp_sat_add(r->logits, kvp_sat_mul(ub, 2 * hidden * 4));
+    r->activation = kvp_sat_add(r->logits, kvp_sat_mul(ub, out_rows * hidden * 4));
     r->activation = r->activation > attn ? r->activation : attn;
 }
 
