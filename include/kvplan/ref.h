@@ -185,6 +185,15 @@ uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
  * Errors: canaries not complements, caches of different layouts. */
 enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                                       uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err);
+/* Make twin mirror c: every token appended to c (kvp_ref_step,
+ * kvp_ref_fill) is appended to twin too -- the same rows through the same
+ * codecs, the same recurrent update -- and every sequence ended in c ends in
+ * twin; nothing reads twin. Built with the complementary canary, twin gives
+ * kvp_ref_cache_written what a second, identical run would, without decoding
+ * twice. c borrows twin: free c (or stop appending to it) before twin.
+ * Errors: twin is c, of another model or options, or not empty; either
+ * already mirrors. */
+enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
 /* End sequence seq: its blocks go back to the free list (paged), its state is
  * released (dynamic, paged); the slot starts again at position 0. */
 void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);

@@ -318,32 +318,37 @@ double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
 
 /* ---- kernels ------------------------------------------------------------- */
 
-/* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,). Sixteen partial sums per
- * row (lanes j mod 16, folded pairwise at the end; the tail into lane 0) break the chain of dependent
- * adds, so the loop runs at memory speed instead of at the FP add latency;
- * the order is fixed, so a row's result never depends on who computes it. */
+/* a (n,) . b (n,) in sixteen partial sums (lanes j mod 16, folded pairwise
+ * at the end; the tail into lane 0): they break the chain of dependent adds,
+ * so the loop runs at memory speed instead of at the FP add latency, and the
+ * order is fixed, so a result never depends on who computes it. Every dot
+ * product of the cached step (projections, scores) goes through here. */
+static float dot(const float *a, const float *b, uint64_t n)
+{
+    /* four groups of four lanes, written out so that the compiler keeps
+     * them in four vector registers (a loop over an array of sums
+     * compiled to a load-add-store chain through the stack) */
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+    uint64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const float *r = a + j, *v = b + j;
+        a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
+        b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
+        c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
+        e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
+    }
+    for (; j < n; j++) /* the tail, n mod 16 values, into lane 0 */
+        a0 += a[j] * b[j];
+    a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
+    return ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+}
+
+/* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,) */
 static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
 {
-    for (uint64_t i = lo; i < hi; i++) {
-        const float *row = W + i * d;
-        /* four groups of four lanes, written out so that the compiler keeps
-         * them in four vector registers (a loop over an array of sums
-         * compiled to a load-add-store chain through the stack) */
-        float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-        float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
-        uint64_t j = 0;
-        for (; j + 16 <= d; j += 16) {
-            const float *r = row + j, *v = x + j;
-            a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
-            b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
-            c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
-            e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
-        }
-        for (; j < d; j++) /* the tail, d mod 16 values, into lane 0 */
-            a0 += row[j] * x[j];
-        a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
-        out[i] = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
-    }
+    for (uint64_t i = lo; i < hi; i++)
+        out[i] = dot(W + i * d, x, d);
 }
 
 #define MATVEC_MAX_THREADS 64
@@ -482,6 +487,23 @@ static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enu
     }
 }
 
+/* The recurrence of layer l for sequence seq on c's state, and on its
+ * twin's (kvp_ref_cache_mirror) from the same input: the twin's state holds
+ * the same bytes, so y comes out the same. */
+static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w,
+                                   uint32_t l, uint32_t seq, bool fresh, const float *xb, float *y, float *tmp,
+                                   struct kvp_error *err)
+{
+    for (struct kvp_ref_cache *t = c; t; t = t == c ? kvp_cache_twin(c) : NULL) {
+        uint8_t *state;
+        enum kvp_status st = kvp_cache_state(t, l, seq, &state, err);
+        if (st != KVP_OK)
+            return st;
+        recur(rm, w, kvp_cache_state_dtype(t), state, fresh, xb, y, tmp);
+    }
+    return KVP_OK;
+}
+
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
 {
     rmsnorm(xb, x, rm->out_norm, rm->hidden);
@@ -490,28 +512,20 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
 
 /* ---- one step through the cache ------------------------------------------ */
 
-#define ATT_ROWS 4 /* key rows attend scores side by side */
-
 struct scratch {
-    float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
+    float *x, *xb, *q, *att, *o, *h1, *h3, *row; /* row: a cache row of the widest layer */
     float *st;          /* (hidden,) recurrent state values being updated */
-    float *rows;        /* (ATT_ROWS, wide) key rows scored together */
     float **pk, **pv;   /* (layers,) pending K/V rows of this step */
-    float *pend;
 };
 
-static void scratch_free(struct scratch *s)
+/* The step's scratch, carved from the cache's scratch memory (kept by the
+ * cache from step to step, so that a step allocates nothing once the
+ * longest sequence's scores fit): floats for positions up to max_pos,
+ * zeroed. */
+static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t max_pos,
+                                  struct scratch *s, struct kvp_error *err)
 {
-    free(s->x);
-    free(s->pk);
-    free(s->pv);
-    free(s->pend);
-}
-
-static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_pos, struct scratch *s,
-                                   struct kvp_error *err)
-{
-    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
+    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0, L = rm->m.n_layers;
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
@@ -521,32 +535,32 @@ static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_
         wide = b > wide ? b : wide;
         heads = w->hq > heads ? w->hq : heads;
     }
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+    for (uint32_t l = 0; l < L; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
     }
-    uint64_t I = rm->inter, V = rm->vocab;
-    uint64_t n = 4 * H + (5 + ATT_ROWS) * wide + 2 * I + V + heads * (max_pos + 1);
-    s->x = calloc(n, sizeof(float));
-    s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
-    s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
-    s->pend = calloc(pend + 1, sizeof(float));
-    if (!s->x || !s->pk || !s->pv || !s->pend) {
-        scratch_free(s);
+    uint64_t I = rm->inter, V = rm->vocab, nf, bytes;
+    /* x, xb+logits, q, o, row, h1, h3 + wide, st, att, pending rows */
+    if (!kvp_mul(heads, max_pos + 1, &nf) || !kvp_add(nf, 4 * H + 4 * wide + 2 * I + V + pend + 1, &nf) ||
+        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_add(bytes, 2 * L * sizeof(float *), &bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
+    void *mem = kvp_cache_scratch(c, bytes);
+    if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
-    }
+    memset(mem, 0, (size_t)bytes);
+    s->pk = mem;
+    s->pv = s->pk + L;
+    s->x = (float *)(s->pv + L);
     s->xb = s->x + H;
     s->q = s->xb + H + V; /* xb also holds logits when asked for none */
     s->o = s->q + wide;
     s->row = s->o + wide;
-    s->row2 = s->row + wide;
-    s->h1 = s->row2 + wide;
+    s->h1 = s->row + wide;
     s->h3 = s->h1 + I;
     s->st = s->h3 + I + wide;
-    s->rows = s->st + H;
-    s->att = s->rows + ATT_ROWS * wide;
-    float *p = s->pend;
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+    s->att = s->st + H;
+    float *p = s->att + heads * (max_pos + 1);
+    for (uint32_t l = 0; l < L; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (w->wk) {
             s->pk[l] = p;
@@ -580,33 +594,17 @@ static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref
 }
 
 /* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
- * the newest (pos) from this step's pending rows. out (hq, dv). Scores of
- * ATT_ROWS positions are summed side by side, each in its own running sum
- * in channel order (the order of a one-position loop: the same floats), so
- * the adds do not wait on each other. */
+ * the newest (pos) from this step's pending rows. out (hq, dv). Each cached
+ * row is read (dequantized) once, for all the query heads that share it. */
 static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
                    uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
 {
-    uint64_t n = pos - lo + 1, g = w->hq / w->hkv, wide = (uint64_t)w->hkv * w->dk;
+    uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
     float scale = 1.0f / sqrtf((float)w->dk);
-    for (uint64_t j0 = lo; j0 <= pos; j0 += ATT_ROWS) {
-        const float *k[ATT_ROWS];
-        for (uint64_t b = 0; b < ATT_ROWS; b++) /* past pos: position pos again, its score not kept */
-            k[b] = key_row(rm, c, w, src, seq, j0 + b <= pos ? j0 + b : pos, pos, s, s->rows + b * wide);
-        for (uint32_t h = 0; h < w->hq; h++) {
-            const float *qh = s->q + (uint64_t)h * w->dk;
-            uint64_t off = (h / g) * w->dk;
-            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            for (uint32_t i = 0; i < w->dk; i++) {
-                a0 += qh[i] * k[0][off + i];
-                a1 += qh[i] * k[1][off + i];
-                a2 += qh[i] * k[2][off + i];
-                a3 += qh[i] * k[3][off + i];
-            }
-            const float a[ATT_ROWS] = {a0, a1, a2, a3};
-            for (uint64_t b = 0; b < ATT_ROWS && j0 + b <= pos; b++)
-                s->att[h * n + (j0 + b - lo)] = a[b] * scale;
-        }
+    for (uint64_t j = lo; j <= pos; j++) {
+        const float *k = key_row(rm, c, w, src, seq, j, pos, s, s->row);
+        for (uint32_t h = 0; h < w->hq; h++)
+            s->att[h * n + (j - lo)] = dot(s->q + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
     }
     for (uint32_t h = 0; h < w->hq; h++)
         softmax(s->att + h * n, n);
@@ -636,15 +634,14 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
 {
     uint64_t n = pos + 1, R = w->rank;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *qlat = s->row2; /* (hq, rank) */
-    for (uint32_t h = 0; h < w->hq; h++) {
+    float *qlat = s->h3 + rm->inter; /* (hq, rank): the wide tail after h3 */
+    memset(qlat, 0, (uint64_t)w->hq * R * sizeof *qlat);
+    for (uint32_t h = 0; h < w->hq; h++) { /* qlat[r] sums U[i][r] q[i] over i in order, all r at once */
         const float *qn = s->q + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
-        for (uint64_t r = 0; r < R; r++) {
-            float acc = 0;
-            for (uint32_t i = 0; i < w->nope; i++)
-                acc += U[i * R + r] * qn[i];
-            qlat[h * R + r] = acc;
-        }
+        float *ql = qlat + (uint64_t)h * R;
+        for (uint32_t i = 0; i < w->nope; i++)
+            for (uint64_t r = 0; r < R; r++)
+                ql[r] += U[i * R + r] * qn[i];
     }
     for (uint64_t j = 0; j < n; j++) {
         const float *lat = s->pk[l];
@@ -659,12 +656,7 @@ static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cach
             rope(s->row + R, 1, w->rope, w->rope, j);
         for (uint32_t h = 0; h < w->hq; h++) {
             const float *qr = s->q + (uint64_t)h * w->dk + w->nope;
-            float acc = 0;
-            for (uint64_t r = 0; r < R; r++)
-                acc += qlat[h * R + r] * lat[r];
-            for (uint32_t i = 0; i < w->rope; i++)
-                acc += qr[i] * lat[R + i];
-            s->att[h * n + j] = acc * scale;
+            s->att[h * n + j] = (dot(qlat + h * R, lat, R) + dot(qr, lat + R, w->rope)) * scale;
         }
     }
     for (uint32_t h = 0; h < w->hq; h++)
@@ -729,15 +721,12 @@ static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache
                     rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
                 attend_mla(rm, c, w, l, seq, pos, s);
                 break;
-            case KVP_LAYER_RECURRENT: {
-                uint8_t *state;
-                if ((st = kvp_cache_state(c, l, seq, &state, err)) != KVP_OK)
+            case KVP_LAYER_RECURRENT:
+                if ((st = recur_layer(rm, c, w, l, seq, pos == 0, s->xb, s->o, s->st, err)) != KVP_OK)
                     return st;
-                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
                 for (uint64_t i = 0; i < H; i++)
                     s->x[i] += s->o[i];
                 break;
-            }
             default:
                 break;
             }
@@ -760,11 +749,9 @@ enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cach
 {
     struct scratch s;
     enum kvp_status st;
-    if ((st = scratch_new(rm, kvp_ref_seq_len(c, seq), &s, err)) != KVP_OK)
+    if ((st = scratch_of(rm, c, kvp_ref_seq_len(c, seq), &s, err)) != KVP_OK)
         return st;
-    st = step(rm, c, seq, token, logits, &s, err);
-    scratch_free(&s);
-    return st;
+    return step(rm, c, seq, token, logits, &s, err);
 }
 
 enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -773,23 +760,19 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
     struct scratch s;
     enum kvp_status st;
     uint64_t pos = kvp_ref_seq_len(c, seq);
-    if ((st = scratch_new(rm, 0, &s, err)) != KVP_OK)
+    if ((st = scratch_of(rm, c, 0, &s, err)) != KVP_OK)
         return st;
     for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         uint64_t nk = w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-        for (uint64_t i = 0; i < nk; i++) /* synthetic, varied, bounded entries */
-            s.pk[l][i] = (float)sin((double)(pos * 31 + i * 7 + l));
-        if (w->ra) {
-            uint8_t *state;
-            if ((st = kvp_cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
-        }
+        struct pcg r; /* synthetic, varied, bounded entries: a PCG32 stream per (position, layer) */
+        kvp_pcg_seed(&r, pos, l);
+        for (uint64_t i = 0; i < nk; i++)
+            s.pk[l][i] = kvp_pcg_float(&r);
+        if (w->ra)
+            st = recur_layer(rm, c, w, l, seq, pos == 0, rm->embed, s.o, s.st, err);
     }
-    if (st == KVP_OK)
-        st = kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err);
-    scratch_free(&s);
-    return st;
+    return st == KVP_OK ? kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err) : st;
 }
 
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)

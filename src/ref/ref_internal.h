@@ -68,6 +68,14 @@ void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t se
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
 enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
+/* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_cache_commit
+ * and kvp_ref_seq_end reach it themselves; its recurrent state is the
+ * decoder's to update. */
+struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
+/* At least `bytes` of memory the cache keeps for the decoder's step scratch
+ * (its contents are the caller's; it moves when it grows); NULL when out of
+ * memory. Freed with the cache. */
+void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
 /* ---- decoder.c: the model and its seeded weights ----------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
