@@ -81,11 +81,13 @@ $(BUILD)/%.o: %.c
 
 # The decoder's float loops (row conversions, attention's value sums, the
 # recurrence) vectorize only under GCC's dynamic cost model, which -O2's
-# very-cheap one refuses for a loop with a remainder; compilers without the
-# option (clang) vectorize them at -O2 already. No -ffast-math: every sum
-# keeps its order, so the logits do not depend on the vector width.
+# very-cheap one refuses for a loop with a remainder (compilers without the
+# option, clang, vectorize them at -O2 already), and the f16 conversions'
+# selects only when FP operations may be assumed not to trap
+# (-fno-trapping-math changes no result). No -ffast-math: every sum keeps its
+# order, so the logits do not depend on the vector width.
 REF_VECT := $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
-$(BUILD)/src/ref/%.o: ALL_CFLAGS += $(REF_VECT)
+$(BUILD)/src/ref/%.o: ALL_CFLAGS += $(REF_VECT) -fno-trapping-math
 
 $(BUILD)/src/tui/%.o: src/tui/%.c
 	@mkdir -p $(@D)

@@ -205,6 +205,72 @@ START_TEST(mutation)
 }
 END_TEST
 
+/* The codec's f16 conversions (branch-free, so that they vectorize) against
+ * the definition: every half to float (exact, from its fields) and back;
+ * and for a sweep of float bit patterns (every 65521st, NaNs and infinities
+ * included) plus the float halfway between every two neighbouring halves,
+ * the half chosen is the nearest (ties to the even code), infinity from
+ * 65520 on (65504 + half an ulp), NaN as 0x7e00 with its sign. */
+static double half_value(uint16_t h)
+{
+    unsigned e = h >> 10 & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, (int)e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void check_half_of(float f)
+{
+    uint16_t h;
+    kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&h);
+    uint16_t sign = signbit(f) ? 0x8000 : 0, mag = h & 0x7fff;
+    double a = fabs((double)f);
+    ck_assert_uint_eq(h & 0x8000, sign);
+    if (f != f) {
+        ck_assert_uint_eq(mag, 0x7e00);
+        return;
+    }
+    if (a >= 65520.0) {
+        ck_assert_msg(mag == 0x7c00, "%a -> 0x%04x, not infinity", (double)f, h);
+        return;
+    }
+    double err = fabs(half_value(mag) - a);
+    ck_assert_msg(mag < 0x7c00, "%a -> 0x%04x", (double)f, h);
+    if (mag > 0)
+        ck_assert_msg(err < fabs(half_value((uint16_t)(mag - 1)) - a) ||
+                          (err == fabs(half_value((uint16_t)(mag - 1)) - a) && mag % 2 == 0),
+                      "%a -> 0x%04x: 0x%04x is nearer", (double)f, h, mag - 1);
+    if (mag < 0x7bff)
+        ck_assert_msg(err < fabs(half_value((uint16_t)(mag + 1)) - a) ||
+                          (err == fabs(half_value((uint16_t)(mag + 1)) - a) && mag % 2 == 0),
+                      "%a -> 0x%04x: 0x%04x is nearer", (double)f, h, mag + 1);
+}
+
+START_TEST(half_conversions)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i, back;
+        float f;
+        kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h, 1, &f);
+        double want = half_value(h);
+        if (want != want) {
+            ck_assert(f != f);
+            continue;
+        }
+        ck_assert_msg((double)f == want && !signbit(f) == !signbit(want), "0x%04x -> %a, not %a", h, (double)f, want);
+        kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&back);
+        ck_assert_uint_eq(back, h);
+        if ((h & 0x7fff) < 0x7bff) /* halfway to the next half up: a float exactly */
+            check_half_of((float)((want + half_value((uint16_t)(h + 1))) / 2));
+    }
+    for (uint64_t u = 0; u < (1ull << 32); u += 65521) {
+        uint32_t x = (uint32_t)u;
+        float f;
+        memcpy(&f, &x, 4);
+        check_half_of(f);
+    }
+}
+END_TEST
+
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
 START_TEST(cached_equals_recompute)
 {
@@ -1102,6 +1168,7 @@ static Suite *suite(void)
     Suite *s = suite_create("ref");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
     tcase_set_timeout(core, 120);
+    tcase_add_test(core, half_conversions);
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);

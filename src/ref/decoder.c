@@ -345,7 +345,7 @@ static float dot(const float *a, const float *b, uint64_t n)
 }
 
 /* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,) */
-static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
+KVP_REF_HOT static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
 {
     for (uint64_t i = lo; i < hi; i++)
         out[i] = dot(W + i * d, x, d);
@@ -596,7 +596,7 @@ static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref
 /* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
  * the newest (pos) from this step's pending rows. out (hq, dv). Each cached
  * row is read (dequantized) once, for all the query heads that share it. */
-static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
+KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
                    uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
 {
     uint64_t n = pos - lo + 1, g = w->hq / w->hkv;

@@ -8,6 +8,18 @@
 
 #include "kvplan/ref.h"
 
+/* The hot loops (cache row conversions, dot products, attention) compiled
+ * twice, for AVX2 and for the baseline ISA, the one to run picked when the
+ * program loads (GCC on x86-64; elsewhere the baseline only). Every sum keeps
+ * its order and nothing is contracted into an FMA (-std=c11 sets
+ * -ffp-contract=off; the avx2 target has no FMA), so both give the same
+ * floats. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KVP_REF_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define KVP_REF_HOT
+#endif
+
 /* ---- codec.c: one format's bytes <-> float32 ------------------------- */
 /* The codec's own layout of type t (never format.h's table): whether it can
  * store t at all, whether t is an integer type with group settings, values
