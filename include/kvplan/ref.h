@@ -204,6 +204,15 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
  * logits (vocab,) may be NULL. Errors: past the context, no memory. */
 enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              uint32_t token, float *logits, struct kvp_error *err);
+/* Decode n tokens of sequence seq (prefill), one after another through the
+ * cache; logits (vocab,) of the last, may be NULL. The cache's bytes and the
+ * logits are those of n kvp_ref_step calls, bit for bit; where the cache's
+ * rows stay as written (no residual, no channel-axis groups) the tokens go
+ * through in chunks that read each cached row once per chunk instead of once
+ * per token. Errors: past the context, a token outside the vocabulary, no
+ * memory (the tokens before the failing chunk stay appended). */
+enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                const uint32_t *tokens, uint64_t n, float *logits, struct kvp_error *err);
 /* Allocation-only step: append synthetic K/V rows and state through the same
  * cache path, computing no attention. */
 enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,

@@ -77,15 +77,27 @@ static int parse_scale(const char *s, struct kvp_ref_opts *o)
     return CLI_OK;
 }
 
-/* Decode (or fill) every sequence of c to T tokens. */
+/* Decode (or fill) every sequence of c to T tokens, the sequences taking
+ * turns by chunks of DRIVE_CHUNK tokens (kvp_ref_prefill reads the cache
+ * once per chunk); the dynamic policy's turns are single tokens when there
+ * are several sequences, as its predicted peak assumes. */
+#define DRIVE_CHUNK 32
 static enum kvp_status drive(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t T, uint64_t batch,
-                             bool compute, struct kvp_error *err)
+                             bool compute, enum kvp_ref_policy policy, struct kvp_error *err)
 {
     enum kvp_status st = KVP_OK;
-    for (uint64_t t = 0; t < T && st == KVP_OK; t++)
-        for (uint32_t b = 0; b < batch && st == KVP_OK; b++)
-            st = compute ? kvp_ref_step(rm, c, b, (uint32_t)((t * 2654435761u + b) % kvp_ref_vocab(rm)), NULL, err)
-                         : kvp_ref_fill(rm, c, b, err);
+    uint64_t chunk = policy == KVP_REF_DYNAMIC && batch > 1 ? 1 : DRIVE_CHUNK;
+    uint32_t tok[DRIVE_CHUNK];
+    for (uint64_t t = 0; t < T && st == KVP_OK; t += chunk)
+        for (uint32_t b = 0; b < batch && st == KVP_OK; b++) {
+            uint64_t n = T - t < chunk ? T - t : chunk;
+            for (uint64_t i = 0; i < n && !compute && st == KVP_OK; i++)
+                st = kvp_ref_fill(rm, c, b, err);
+            for (uint64_t i = 0; i < n && compute; i++)
+                tok[i] = (uint32_t)(((t + i) * 2654435761u + b) % kvp_ref_vocab(rm));
+            if (compute)
+                st = kvp_ref_prefill(rm, c, b, tok, n, NULL, err);
+        }
     return st;
 }
 
@@ -128,7 +140,7 @@ static int run_one(const struct kvp_model *m, const struct kvp_ref_model *rm, st
         goto out;
     after = kvp_ref_rss_bytes(); /* static: every byte is allocated (and touched) up front */
     if ((st = kvp_ref_cache_new(rm, &co, &a2, &c2, err)) != KVP_OK || (st = kvp_ref_cache_mirror(c, c2, err)) ||
-        (st = drive(rm, c, r->context, r->batch, !alloc_only, err)) || (st = kvp_ref_cache_written(c, c2, r->written, err)))
+        (st = drive(rm, c, r->context, r->batch, !alloc_only, co.policy, err)) || (st = kvp_ref_cache_written(c, c2, r->written, err)))
         goto out;
     /* the other policies allocate as they go, the twin alongside: their
      * resident memory is read now, against both caches' bytes */

@@ -120,6 +120,7 @@ struct kvp_ref_cache {
     float *tmp;             /* a store's row, or a G-token group (G, n) */
     float *otmp;            /* a store's row (outliers only) */
     struct codec_okey *heap;
+    uint8_t *rowbuf;        /* one quantized row of the widest store (kvp_cache_reread) */
     struct kvp_ref_cache *twin; /* mirrors every append (kvp_ref_cache_mirror), or NULL */
     void *scratch;          /* the decoder's step scratch (kvp_cache_scratch) */
     uint64_t scratch_bytes;
@@ -570,6 +571,7 @@ void kvp_ref_cache_free(struct kvp_ref_cache *c)
     free(c->otmp);
     free(c->heap);
     free(c->scratch);
+    free(c->rowbuf);
     free(c);
 }
 
@@ -649,7 +651,11 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
                 row = c->st[i].n > row ? c->st[i].n : row;
                 k = c->st[i].ob / 8 > k ? c->st[i].ob / 8 : k;
             }
-        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)))
+        uint64_t qrow = 1;
+        for (uint64_t i = 0; i < L * B * 2; i++)
+            qrow = c->st[i].f && c->st[i].qrow > qrow ? c->st[i].qrow : qrow;
+        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)) ||
+            qrow > SIZE_MAX || !(c->rowbuf = malloc((size_t)qrow)))
             goto err;
         for (uint64_t i = 0; i < L * B * 2; i++) {
             c->st[i].otmp = c->otmp;
@@ -854,6 +860,26 @@ enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_
 enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c)
 {
     return c->m->state_dtype;
+}
+
+bool kvp_cache_rows_final(const struct kvp_ref_cache *c)
+{
+    for (uint64_t i = 0; i < (uint64_t)c->m->n_layers * c->o.batch * 2; i++)
+        if (c->st[i].f && (c->st[i].mode != ROWS || c->st[i].R))
+            return false;
+    return true;
+}
+
+void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out)
+{
+    const struct store *s = ST(c, layer, 0, kv);
+    row_encode(s, x, c->rowbuf);
+    row_decode(s, c->rowbuf, out);
+}
+
+uint64_t kvp_cache_context(const struct kvp_ref_cache *c)
+{
+    return c->o.context;
 }
 
 struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c)

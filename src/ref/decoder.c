@@ -510,117 +510,194 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
     matvec(rm, logits, rm->lm_head, xb, rm->vocab, rm->hidden);
 }
 
-/* ---- one step through the cache ------------------------------------------ */
+/* ---- tokens through the cache ---------------------------------------------- */
+
+/* Tokens of one call (a chunk) share every cached row they read: each row
+ * is read (dequantized) once and scored against every query of the chunk,
+ * so a chunk of n tokens reads the cache once where n steps read it n times.
+ * Every token's arithmetic is that of a step of its own: its scores in row
+ * order, its value sums in row order, and the rows of the chunk's earlier
+ * tokens as the cache gives them back (kvp_cache_reread), so the logits and
+ * the cache's bytes are those of n steps, bit for bit (tests/check_ref.c
+ * `prefill_equals_steps`). Only a cache whose rows never change once written
+ * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
+ * chunks; another one a token at a time. */
+#define CHUNK_MAX 32                /* tokens per chunk */
+#define CHUNK_BYTES (64ull << 20)   /* ... and at most this much of pending rows */
 
 struct scratch {
-    float *x, *xb, *q, *att, *o, *h1, *h3, *row; /* row: a cache row of the widest layer */
-    float *st;          /* (hidden,) recurrent state values being updated */
-    float **pk, **pv;   /* (layers,) pending K/V rows of this step */
+    uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
+    float *x, *xb;        /* (n, hidden) residual stream, normed input */
+    float *q, *o, *ql;    /* (n, wide) queries, mixer outputs, MLA latent queries/outputs */
+    float *row;           /* (2, wide) a cached row as read, a chunk row rotated */
+    float *h1, *h3;       /* (inter,) MLP */
+    float *st;            /* (hidden,) recurrent state values being updated */
+    float *att;           /* (n, heads, T) scores, then weights */
+    float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
+    float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back */
+    uint64_t heads;
 };
 
-/* The step's scratch, carved from the cache's scratch memory (kept by the
- * cache from step to step, so that a step allocates nothing once the
- * longest sequence's scores fit): floats for positions up to max_pos,
- * zeroed. */
-static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t max_pos,
-                                  struct scratch *s, struct kvp_error *err)
+/* Floats of one token's pending rows, all layers. */
+static uint64_t pending_floats(const struct kvp_ref_model *rm)
 {
-    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0, L = rm->m.n_layers;
-    memset(s, 0, sizeof *s);
+    uint64_t pend = 0;
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+    }
+    return pend;
+}
+
+/* Widest per-token row of the scratch (see scratch_of). */
+static uint64_t scratch_wide(const struct kvp_ref_model *rm)
+{
+    uint64_t wide = rm->hidden;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
         uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
         wide = a > wide ? a : wide;
         wide = b > wide ? b : wide;
-        heads = w->hq > heads ? w->hq : heads;
     }
-    for (uint32_t l = 0; l < L; l++) {
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-    }
-    uint64_t I = rm->inter, V = rm->vocab, nf, bytes;
-    /* x, xb+logits, q, o, row, h1, h3 + wide, st, att, pending rows */
-    if (!kvp_mul(heads, max_pos + 1, &nf) || !kvp_add(nf, 4 * H + 4 * wide + 2 * I + V + pend + 1, &nf) ||
-        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_add(bytes, 2 * L * sizeof(float *), &bytes))
+    return wide;
+}
+
+/* The chunk's scratch, carved from the cache's scratch memory (kept by the
+ * cache from call to call, so that a step allocates nothing once the
+ * longest sequence's scores fit), zeroed. */
+static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t pos0, uint64_t n,
+                                  struct scratch *s, struct kvp_error *err)
+{
+    uint64_t H = rm->hidden, wide = scratch_wide(rm), heads = 1, pend = pending_floats(rm), L = rm->m.n_layers;
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < rm->m.n_specs; i++)
+        heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
+    uint64_t I = rm->inter, per, att, nf, bytes, ptrs;
+    /* per token: x, xb, q, o, ql, pending and re-read rows; once: row (a
+     * cached row, then a rotated one), h1, h3, st */
+    if (!kvp_add(2 * H + 3 * wide, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
+        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide + 2 * I + H, &nf) ||
+        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
+        !kvp_add(bytes, ptrs, &bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
     void *mem = kvp_cache_scratch(c, bytes);
     if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
     memset(mem, 0, (size_t)bytes);
+    s->n = n, s->pos0 = pos0, s->T = pos0 + n, s->heads = heads;
     s->pk = mem;
-    s->pv = s->pk + L;
-    s->x = (float *)(s->pv + L);
-    s->xb = s->x + H;
-    s->q = s->xb + H + V; /* xb also holds logits when asked for none */
-    s->o = s->q + wide;
-    s->row = s->o + wide;
-    s->h1 = s->row + wide;
+    s->pv = s->pk + n * L;
+    s->rk = s->pv + n * L;
+    s->rv = s->rk + n * L;
+    s->x = (float *)(s->rv + n * L);
+    s->xb = s->x + n * H;
+    s->q = s->xb + n * H;
+    s->o = s->q + n * wide;
+    s->ql = s->o + n * wide;
+    s->row = s->ql + n * wide;
+    s->h1 = s->row + 2 * wide;
     s->h3 = s->h1 + I;
-    s->st = s->h3 + I + wide;
+    s->st = s->h3 + I;
     s->att = s->st + H;
-    float *p = s->att + heads * (max_pos + 1);
-    for (uint32_t l = 0; l < L; l++) {
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        if (w->wk) {
-            s->pk[l] = p;
-            s->pv[l] = p + (uint64_t)w->hkv * w->dk;
-            p += (uint64_t)w->hkv * (w->dk + w->dv);
-        } else if (w->wdkv) {
-            s->pk[l] = p;
-            p += w->rank + w->rope;
+    float *p = s->att + att;
+    for (uint64_t t = 0; t < n; t++)
+        for (uint32_t l = 0; l < L; l++) {
+            const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+            uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->rank + w->rope, nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+            if (!w->wk && !w->wdkv)
+                continue;
+            s->pk[t * L + l] = p, p += nk;
+            s->rk[t * L + l] = p, p += nk;
+            if (nv) {
+                s->pv[t * L + l] = p, p += nv;
+                s->rv[t * L + l] = p, p += nv;
+            }
         }
-    }
     return KVP_OK;
 }
 
-/* Key row j of layer src into buf (hkv, dk) as attention reads it: from the
- * cache, or this step's pending row at pos; rotated here when the cache
- * holds un-rotated keys. */
-static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
-                            uint32_t src, uint32_t seq, uint64_t j, uint64_t pos, const struct scratch *s, float *buf)
+static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
 {
-    const float *k = s->pk[src];
-    if (j < pos) {
-        kvp_cache_read_k(c, src, seq, j, buf);
-        k = buf;
-    } else if (rm->o.pre_rope_keys) {
-        memcpy(buf, k, (uint64_t)w->hkv * w->dk * sizeof *k);
-        k = buf;
-    }
-    if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
-        rope(buf, w->hkv, w->dk, w->dk, j);
-    return k;
+    return pos + 1 - attended(s, pos);
 }
 
-/* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
- * the newest (pos) from this step's pending rows. out (hq, dv). Each cached
- * row is read (dequantized) once, for all the query heads that share it. */
-KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
-                   uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
+/* Row j of layer l (K, or V with kv) as query token t of the chunk reads
+ * it: from the cache before the chunk, its own pending row, or an earlier
+ * token's row as the cache gives it back. NULL when the row is cached (the
+ * caller reads it once for all tokens). */
+static const float *chunk_row(const struct scratch *s, uint32_t L, uint32_t l, int kv, uint64_t j, uint64_t t)
 {
-    uint64_t n = pos - lo + 1, g = w->hq / w->hkv;
+    if (j < s->pos0)
+        return NULL;
+    uint64_t i = (j - s->pos0) * L + l;
+    return j - s->pos0 == t ? (kv ? s->pv : s->pk)[i] : (kv ? s->rv : s->rk)[i];
+}
+
+/* Key row j of layer src for token t into buf as attention reads it
+ * (rotated here when the cache holds un-rotated keys); cached rows come
+ * read already in `cached`. */
+static const float *key_of(const struct kvp_ref_model *rm, const struct scratch *s, uint32_t src, uint64_t nk,
+                           uint32_t rope_at, uint32_t rope_d, uint32_t rope_h, uint32_t rope_stride, uint64_t j,
+                           uint64_t t, const float *cached, float *buf)
+{
+    const float *k = j < s->pos0 ? cached : chunk_row(s, rm->m.n_layers, src, 0, j, t);
+    if (!rm->o.pre_rope_keys)
+        return k;
+    if (k != buf)
+        memcpy(buf, k, nk * sizeof *k);
+    rope(buf + rope_at, rope_h, rope_d, rope_stride, j); /* the cache holds un-rotated keys: rotate after reading */
+    return buf;
+}
+
+/* Attention of the chunk's queries q (n, hq, dk) over each one's positions
+ * of layer src (its window), out o (n, hq, dv). */
+KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
+                               uint32_t src, uint32_t seq, struct scratch *s, uint64_t wide)
+{
+    const struct kvp_layer_spec *ss = kvp_model_layer(&rm->m, src);
+    uint64_t g = w->hq / w->hkv, nk = (uint64_t)w->hkv * w->dk, T = s->T, lo = window_lo(ss, s->pos0);
+    uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    for (uint64_t j = lo; j <= pos; j++) {
-        const float *k = key_row(rm, c, w, src, seq, j, pos, s, s->row);
-        for (uint32_t h = 0; h < w->hq; h++)
-            s->att[h * n + (j - lo)] = dot(s->q + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
-    }
-    for (uint32_t h = 0; h < w->hq; h++)
-        softmax(s->att + h * n, n);
-    memset(s->o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
-    for (uint64_t j = lo; j <= pos; j++) {
-        const float *v = s->pv[src];
-        if (j < pos) {
-            kvp_cache_read_v(c, src, seq, j, s->row);
-            v = s->row;
+    float *buf = s->row + wide; /* the row's second half */
+    for (uint64_t j = lo; j < T; j++) {
+        if (j < s->pos0) {
+            kvp_cache_read_k(c, src, seq, j, s->row);
+            if (rm->o.pre_rope_keys)
+                rope(s->row, w->hkv, w->dk, w->dk, j);
         }
-        for (uint32_t h = 0; h < w->hq; h++) {
-            float p = s->att[h * n + (j - lo)];
-            const float *vh = v + (h / g) * w->dv;
-            float *oh = s->o + (uint64_t)h * w->dv;
-            for (uint32_t i = 0; i < w->dv; i++)
-                oh[i] += p * vh[i];
+        for (uint64_t t = 0; t < s->n; t++) {
+            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
+            if (j < tlo || j > pos)
+                continue;
+            const float *k = j < s->pos0 ? s->row : key_of(rm, s, src, nk, 0, w->dk, w->hkv, w->dk, j, t, NULL, buf);
+            float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++)
+                att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
+        }
+    }
+    for (uint64_t t = 0; t < s->n; t++) {
+        uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
+        for (uint32_t h = 0; h < w->hq; h++)
+            softmax(s->att + t * s->heads * T + h * T, m);
+        memset(s->o + t * wide, 0, (uint64_t)w->hq * w->dv * sizeof(float));
+    }
+    for (uint64_t j = lo; j < T; j++) {
+        if (j < s->pos0)
+            kvp_cache_read_v(c, src, seq, j, s->row);
+        for (uint64_t t = 0; t < s->n; t++) {
+            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
+            if (j < tlo || j > pos)
+                continue;
+            const float *v = j < s->pos0 ? s->row : chunk_row(s, L, src, 1, j, t);
+            const float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++) {
+                float p = att[h * T + (j - tlo)];
+                const float *vh = v + (h / g) * w->dv;
+                float *oh = s->o + t * wide + (uint64_t)h * w->dv;
+                for (uint32_t i = 0; i < w->dv; i++)
+                    oh[i] += p * vh[i];
+            }
         }
     }
 }
@@ -630,128 +707,187 @@ KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_
  * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
  * cached latent per head (what kvp_ref_recompute does). */
 static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
-                       uint32_t seq, uint64_t pos, struct scratch *s)
+                       uint32_t seq, struct scratch *s, uint64_t wide)
 {
-    uint64_t n = pos + 1, R = w->rank;
+    uint64_t R = w->rank, T = s->T, nk = R + w->rope;
+    uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *qlat = s->h3 + rm->inter; /* (hq, rank): the wide tail after h3 */
-    memset(qlat, 0, (uint64_t)w->hq * R * sizeof *qlat);
-    for (uint32_t h = 0; h < w->hq; h++) { /* qlat[r] sums U[i][r] q[i] over i in order, all r at once */
-        const float *qn = s->q + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
-        float *ql = qlat + (uint64_t)h * R;
-        for (uint32_t i = 0; i < w->nope; i++)
-            for (uint64_t r = 0; r < R; r++)
-                ql[r] += U[i * R + r] * qn[i];
-    }
-    for (uint64_t j = 0; j < n; j++) {
-        const float *lat = s->pk[l];
-        if (j < pos) {
-            kvp_cache_read_k(c, l, seq, j, s->row);
-            lat = s->row;
-        } else if (rm->o.pre_rope_keys) {
-            memcpy(s->row, lat, (R + w->rope) * sizeof *lat);
-            lat = s->row;
-        }
-        if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
-            rope(s->row + R, 1, w->rope, w->rope, j);
+    float *buf = s->row + wide; /* the row's second half */
+    for (uint64_t t = 0; t < s->n; t++) { /* qlat[r] sums U[i][r] q[i] over i in order, all r at once */
+        float *qlat = s->ql + t * wide; /* (hq, rank) */
+        memset(qlat, 0, (uint64_t)w->hq * R * sizeof *qlat);
         for (uint32_t h = 0; h < w->hq; h++) {
-            const float *qr = s->q + (uint64_t)h * w->dk + w->nope;
-            s->att[h * n + j] = (dot(qlat + h * R, lat, R) + dot(qr, lat + R, w->rope)) * scale;
+            const float *qn = s->q + t * wide + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
+            float *ql = qlat + (uint64_t)h * R;
+            for (uint32_t i = 0; i < w->nope; i++)
+                for (uint64_t r = 0; r < R; r++)
+                    ql[r] += U[i * R + r] * qn[i];
         }
     }
-    for (uint32_t h = 0; h < w->hq; h++)
-        softmax(s->att + h * n, n);
-    float *olat = qlat; /* reuse: (hq, rank) */
-    memset(olat, 0, (uint64_t)w->hq * R * sizeof(float));
-    for (uint64_t j = 0; j < n; j++) {
-        const float *lat = s->pk[l];
-        if (j < pos) {
+    for (uint64_t j = 0; j < T; j++) {
+        if (j < s->pos0) {
             kvp_cache_read_k(c, l, seq, j, s->row);
-            lat = s->row;
+            if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
+                rope(s->row + R, 1, w->rope, w->rope, j);
         }
-        for (uint32_t h = 0; h < w->hq; h++)
-            for (uint64_t r = 0; r < R; r++)
-                olat[h * R + r] += s->att[h * n + j] * lat[r];
+        for (uint64_t t = 0; t < s->n; t++) {
+            if (j > s->pos0 + t)
+                continue;
+            const float *lat = j < s->pos0 ? s->row : key_of(rm, s, l, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, NULL, buf);
+            float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++) {
+                const float *qr = s->q + t * wide + (uint64_t)h * w->dk + w->nope;
+                att[h * T + j] = (dot(s->ql + t * wide + h * R, lat, R) + dot(qr, lat + R, w->rope)) * scale;
+            }
+        }
     }
-    for (uint32_t h = 0; h < w->hq; h++)
-        matvec(rm, s->o + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, olat + h * R, w->dv, R);
+    for (uint64_t t = 0; t < s->n; t++) {
+        for (uint32_t h = 0; h < w->hq; h++)
+            softmax(s->att + t * s->heads * T + h * T, s->pos0 + t + 1);
+        memset(s->ql + t * wide, 0, (uint64_t)w->hq * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
+    }
+    for (uint64_t j = 0; j < T; j++) {
+        if (j < s->pos0)
+            kvp_cache_read_k(c, l, seq, j, s->row);
+        for (uint64_t t = 0; t < s->n; t++) {
+            if (j > s->pos0 + t)
+                continue;
+            const float *lat = j < s->pos0 ? s->row : chunk_row(s, L, l, 0, j, t);
+            const float *att = s->att + t * s->heads * T;
+            float *olat = s->ql + t * wide;
+            for (uint32_t h = 0; h < w->hq; h++)
+                for (uint64_t r = 0; r < R; r++)
+                    olat[h * R + r] += att[h * T + j] * lat[r];
+        }
+    }
+    for (uint64_t t = 0; t < s->n; t++)
+        for (uint32_t h = 0; h < w->hq; h++)
+            matvec(rm, s->o + t * wide + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, s->ql + t * wide + h * R,
+                   w->dv, R);
 }
 
-static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
+/* Layer l's pending rows of every token of the chunk, as the cache will
+ * give them back (for the chunk's later tokens). */
+static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
+                        struct scratch *s)
 {
-    return pos + 1 - attended(s, pos);
+    uint32_t L = rm->m.n_layers;
+    for (uint64_t t = 0; t + 1 < s->n; t++) { /* the last token's rows are read by no later one */
+        kvp_cache_reread(c, l, 0, s->pk[t * L + l], s->rk[t * L + l]);
+        if (w->wk)
+            kvp_cache_reread(c, l, 1, s->pv[t * L + l], s->rv[t * L + l]);
+    }
 }
 
-static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq, uint32_t token,
-                            float *logits, struct scratch *s, struct kvp_error *err)
+/* The chunk's n tokens (at positions pos0..) through every layer, the
+ * logits of the last one (when asked for), then each token's rows into the
+ * cache in order. */
+static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                               const uint32_t *tok, float *logits, struct scratch *s, uint64_t wide,
+                               struct kvp_error *err)
 {
-    uint64_t pos = kvp_ref_seq_len(c, seq), H = rm->hidden;
+    uint64_t H = rm->hidden, n = s->n;
+    uint32_t L = rm->m.n_layers;
     enum kvp_status st;
 
-    if (token >= rm->vocab)
-        return kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", token, rm->vocab);
-    memcpy(s->x, rm->embed + (uint64_t)token * H, H * sizeof(float));
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+    for (uint64_t t = 0; t < n; t++) {
+        if (tok[t] >= rm->vocab)
+            return kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", tok[t], rm->vocab);
+        memcpy(s->x + t * H, rm->embed + (uint64_t)tok[t] * H, H * sizeof(float));
+    }
+    for (uint32_t l = 0; l < L; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (sp->kind != KVP_LAYER_NONE) {
-            rmsnorm(s->xb, s->x, w->attn_norm, H);
-            switch (sp->kind) {
-            case KVP_LAYER_FULL:
-            case KVP_LAYER_SLIDING:
-            case KVP_LAYER_CHUNKED:
-                matvec(rm, s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
-                matvec(rm, s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
-                if (!rm->o.pre_rope_keys) /* else attend rotates them after reading */
-                    rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
-                /* fallthrough */
-            case KVP_LAYER_SHARED: {
-                uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
-                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
-                rope(s->q, w->hq, w->dk, w->dk, pos);
-                attend(rm, c, w, src, seq, window_lo(kvp_model_layer(&rm->m, src), pos), pos, s);
-                break;
+            for (uint64_t t = 0; t < n; t++) {
+                float *xb = s->xb + t * H, *q = s->q + t * wide, *k = s->pk[t * L + l];
+                uint64_t pos = s->pos0 + t;
+                rmsnorm(xb, s->x + t * H, w->attn_norm, H);
+                switch (sp->kind) {
+                case KVP_LAYER_FULL:
+                case KVP_LAYER_SLIDING:
+                case KVP_LAYER_CHUNKED:
+                    matvec(rm, k, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
+                    matvec(rm, s->pv[t * L + l], w->wv, xb, (uint64_t)w->hkv * w->dv, H);
+                    if (!rm->o.pre_rope_keys) /* else attention rotates them after reading */
+                        rope(k, w->hkv, w->dk, w->dk, pos);
+                    /* fallthrough */
+                case KVP_LAYER_SHARED:
+                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
+                    rope(q, w->hq, w->dk, w->dk, pos);
+                    break;
+                case KVP_LAYER_MLA:
+                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
+                    rope(q + w->nope, w->hq, w->rope, w->dk, pos);
+                    matvec(rm, k, w->wdkv, xb, w->rank, H);
+                    matvec(rm, k + w->rank, w->wkr, xb, w->rope, H);
+                    if (!rm->o.pre_rope_keys)
+                        rope(k + w->rank, 1, w->rope, w->rope, pos);
+                    break;
+                case KVP_LAYER_RECURRENT:
+                    if ((st = recur_layer(rm, c, w, l, seq, pos == 0, xb, s->o + t * wide, s->st, err)) != KVP_OK)
+                        return st;
+                    for (uint64_t i = 0; i < H; i++)
+                        s->x[t * H + i] += s->o[t * wide + i];
+                    break;
+                default:
+                    break;
+                }
             }
-            case KVP_LAYER_MLA:
-                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
-                rope(s->q + w->nope, w->hq, w->rope, w->dk, pos);
-                matvec(rm, s->pk[l], w->wdkv, s->xb, w->rank, H);
-                matvec(rm, s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
-                if (!rm->o.pre_rope_keys)
-                    rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
-                attend_mla(rm, c, w, l, seq, pos, s);
-                break;
-            case KVP_LAYER_RECURRENT:
-                if ((st = recur_layer(rm, c, w, l, seq, pos == 0, s->xb, s->o, s->st, err)) != KVP_OK)
-                    return st;
-                for (uint64_t i = 0; i < H; i++)
-                    s->x[i] += s->o[i];
-                break;
-            default:
-                break;
-            }
-            if (w->wo) {
-                matvec(rm, s->xb, w->wo, s->o, H, (uint64_t)w->hq * w->dv);
-                for (uint64_t i = 0; i < H; i++)
-                    s->x[i] += s->xb[i];
-            }
+            if (w->wk || w->wdkv)
+                reread_rows(rm, c, w, l, s);
+            if (sp->kind == KVP_LAYER_MLA)
+                attend_mla(rm, c, w, l, seq, s, wide);
+            else if (w->wq)
+                attend(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide);
+            if (w->wo)
+                for (uint64_t t = 0; t < n; t++) {
+                    float *xb = s->xb + t * H;
+                    matvec(rm, xb, w->wo, s->o + t * wide, H, (uint64_t)w->hq * w->dv);
+                    for (uint64_t i = 0; i < H; i++)
+                        s->x[t * H + i] += xb[i];
+                }
         }
         if (w->w1)
-            mlp(rm, w, s->x, s->xb, s->h1, s->h3);
+            for (uint64_t t = 0; t < n; t++)
+                mlp(rm, w, s->x + t * H, s->xb + t * H, s->h1, s->h3);
     }
     if (logits)
-        logits_of(rm, s->x, s->xb, logits);
-    return kvp_cache_commit(c, seq, (const float *const *)s->pk, (const float *const *)s->pv, err);
+        logits_of(rm, s->x + (n - 1) * H, s->xb, logits);
+    for (uint64_t t = 0; t < n; t++)
+        if ((st = kvp_cache_commit(c, seq, (const float *const *)s->pk + t * L, (const float *const *)s->pv + t * L,
+                                   err)) != KVP_OK)
+            return st;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                const uint32_t *tokens, uint64_t n, float *logits, struct kvp_error *err)
+{
+    uint64_t per = 2 * pending_floats(rm) * sizeof(float), most = CHUNK_MAX, wide = scratch_wide(rm);
+    if (per && CHUNK_BYTES / per < most)
+        most = CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    if (!kvp_cache_rows_final(c))
+        most = 1;
+    for (uint64_t i = 0; i < n;) {
+        uint64_t pos0 = kvp_ref_seq_len(c, seq), m = n - i < most ? n - i : most;
+        struct scratch s;
+        enum kvp_status st;
+        if (pos0 + m > kvp_cache_context(c))
+            return kvp_fail(err, KVP_ERR_RANGE, "sequence %u is full: the cache holds %llu tokens", seq,
+                            (unsigned long long)kvp_cache_context(c));
+        if ((st = scratch_of(rm, c, pos0, m, &s, err)) != KVP_OK ||
+            (st = forward(rm, c, seq, tokens + i, i + m == n ? logits : NULL, &s, wide, err)) != KVP_OK)
+            return st;
+        i += m;
+    }
+    return KVP_OK;
 }
 
 enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              uint32_t token, float *logits, struct kvp_error *err)
 {
-    struct scratch s;
-    enum kvp_status st;
-    if ((st = scratch_of(rm, c, kvp_ref_seq_len(c, seq), &s, err)) != KVP_OK)
-        return st;
-    return step(rm, c, seq, token, logits, &s, err);
+    return kvp_ref_prefill(rm, c, seq, &token, 1, logits, err);
 }
 
 enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -760,15 +896,18 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
     struct scratch s;
     enum kvp_status st;
     uint64_t pos = kvp_ref_seq_len(c, seq);
-    if ((st = scratch_of(rm, c, 0, &s, err)) != KVP_OK)
+    if ((st = scratch_of(rm, c, 0, 1, &s, err)) != KVP_OK) /* no scores */
         return st;
     for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        uint64_t nk = w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        uint64_t nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
         struct pcg r; /* synthetic, varied, bounded entries: a PCG32 stream per (position, layer) */
         kvp_pcg_seed(&r, pos, l);
         for (uint64_t i = 0; i < nk; i++)
             s.pk[l][i] = kvp_pcg_float(&r);
+        for (uint64_t i = 0; i < nv; i++)
+            s.pv[l][i] = kvp_pcg_float(&r);
         if (w->ra)
             st = recur_layer(rm, c, w, l, seq, pos == 0, rm->embed, s.o, s.st, err);
     }

@@ -80,6 +80,15 @@ void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t se
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
 enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
+/* Whether every store's rows stay as written (no residual, no channel-axis
+ * groups): then a row reads back the same whatever was appended after it,
+ * and the decoder may read the cache once for a chunk of tokens. */
+bool kvp_cache_rows_final(const struct kvp_ref_cache *c);
+/* x, a K (kv 0) or V (kv 1) row of layer `layer`, as the cache would give
+ * it back once appended (encoded and decoded through the store's codec;
+ * rows-final caches only). */
+void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out);
+uint64_t kvp_cache_context(const struct kvp_ref_cache *c); /* tokens a sequence may hold */
 /* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_cache_commit
  * and kvp_ref_seq_end reach it themselves; its recurrent state is the
  * decoder's to update. */
