@@ -97,7 +97,7 @@ struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
  * (its contents are the caller's; it moves when it grows); NULL when out of
  * memory. Freed with the cache. */
 void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
-/* ---- decoder.c: the model and its seeded weights ----------------------------
+/* ---- model.c: the model and its seeded weights --------------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
  * in one order. cuda_host.c (kvp_cuda_weights_new) and weights_export.c
@@ -140,21 +140,11 @@ struct kvp_ref_model {
     uint64_t arena_n, arena_used; /* floats */
 };
 
-/* ---- decoder.c, for measure.c ------------------------------------------ */
+/* ---- decoder.c, for measure.c (decoder.c needs nothing of measure.c) ----- */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
 void kvp_ref_softmax(float *x, uint64_t n);
 /* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
 void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
-
-/* ---- measure.c, for decoder.c: the fidelity model's weights -------------- */
-/* Shape the embeddings (vocab, H) and one attention spec's wq (hq*dk, H),
- * wk (hkv*dk, H), wv (hkv*dv, H) after their random fill, as o asks
- * (outlier key channels, heavy-hitter tokens, loud values); no-ops when o
- * asks for none of them. Uses its own PCG stream, so the other weights stay
- * those of the seed. */
-void kvp_ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed);
-void kvp_ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
-                         uint32_t dv, float *wq, float *wk, float *wv);
 
 #endif
