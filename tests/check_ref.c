@@ -329,6 +329,79 @@ START_TEST(prefill_equals_steps)
 }
 END_TEST
 
+/* A twin (kvp_ref_cache_mirror) receives what a second, identical run
+ * writes: its written bytes against the first cache equal those of an
+ * independent run with the same canary, per K, V and state, for every policy
+ * and kind of format, by decoding and by filling; and mirroring is refused
+ * for a cache of other options, a cache that holds tokens, or twice. */
+START_TEST(twin_equals_second_run)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    static const char *const fmts[][2] = {{"bf16", "q8_0"}, {"int2:group=8:axis=channel", "int4:group=8:residual=8"},
+                                          {"int4:outliers=0.05", "fp8"}};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 3};
+    zoo(&m, KVP_DTYPE_F16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    for (size_t p = 0; p < 3; p++)
+        for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
+            for (int fill = 0; fill < 2; fill++) {
+                if (pol[p] == KVP_REF_PAGED && f == 1) /* refused: rows of unequal bytes */
+                    continue;
+                struct kvp_ref_alloc a = {.canary = 0xA5}, b = {.canary = 0x5A}, c2 = {.canary = 0x5A};
+                struct kvp_ref_cache *ca, *cb, *cc;
+                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = 19, .batch = 2, .block = 4,
+                                                .k = fmt(fmts[f][0]), .v = fmt(fmts[f][1])};
+                uint64_t w1[KVP_REF_TAG_COUNT], w2[KVP_REF_TAG_COUNT];
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a, &ca, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &c2, &cc, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_mirror(ca, cb, &err), err);
+                ck_assert_int_eq(kvp_ref_cache_mirror(ca, cc, &err), KVP_ERR_USAGE); /* twice */
+                for (uint32_t t = 0; t < 19; t++)
+                    for (uint32_t s = 0; s < 2; s++) {
+                        if (s == 1 && t > 12)
+                            continue; /* two lengths */
+                        uint32_t tok = (t * 11 + s) % 50;
+                        ck_assert_kvp_ok(fill ? kvp_ref_fill(rm, ca, s, &err) : kvp_ref_step(rm, ca, s, tok, NULL, &err), err);
+                        ck_assert_kvp_ok(fill ? kvp_ref_fill(rm, cc, s, &err) : kvp_ref_step(rm, cc, s, tok, NULL, &err), err);
+                    }
+                ck_assert_kvp_ok(kvp_ref_cache_written(ca, cb, w1, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_written(ca, cc, w2, &err), err);
+                for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+                    ck_assert_msg(w1[i] == w2[i] && w1[i] > 0, "%s %s/%s fill %d tag %d: twin wrote %llu, a second run %llu",
+                                  kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], fill, i,
+                                  (unsigned long long)w1[i], (unsigned long long)w2[i]);
+                ck_assert_uint_eq(a.peak_total, b.peak_total);
+                kvp_ref_cache_free(ca);
+                kvp_ref_cache_free(cb);
+                kvp_ref_cache_free(cc);
+            }
+    {
+        struct kvp_ref_alloc a = {0}, b = {0};
+        struct kvp_ref_cache *ca, *cb;
+        struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a, &ca, &err), err);
+        co.context = 9;
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, cb, &err), KVP_ERR_USAGE);
+        ck_assert_str_eq(err.msg, "a twin cache needs the model and options of the cache it mirrors");
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, ca, &err), KVP_ERR_USAGE);
+        kvp_ref_cache_free(cb);
+        co.context = 8;
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+        ck_assert_kvp_ok(kvp_ref_step(rm, cb, 0, 1, NULL, &err), err);
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, cb, &err), KVP_ERR_USAGE);
+        ck_assert_str_eq(err.msg, "a twin cache must be mirrored from the first token (sequence 0 holds 1)");
+        kvp_ref_cache_free(ca);
+        kvp_ref_cache_free(cb);
+    }
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
 START_TEST(cached_equals_recompute)
 {
@@ -1228,6 +1301,7 @@ static Suite *suite(void)
     tcase_set_timeout(core, 120);
     tcase_add_test(core, half_conversions);
     tcase_add_test(core, prefill_equals_steps);
+    tcase_add_test(core, twin_equals_second_run);
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);

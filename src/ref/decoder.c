@@ -200,9 +200,11 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
  * through it before it is read; it is converted H values at a time through
  * tmp (H,), which stays in cache. fresh (the sequence's first token) starts
  * from s = 0 without reading st, so the decoder never reads a state byte it
- * has not written. y[j] sums its elements in increasing order. */
-static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
-                  const float *xb, float *y, float *tmp)
+ * has not written. y[j] sums its elements in increasing order. twin (or
+ * NULL) receives the same new values through the same codec: the twin
+ * cache's state (kvp_ref_cache_mirror), written, never read. */
+KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
+                              uint8_t *twin, bool fresh, const float *xb, float *y, float *tmp)
 {
     uint32_t H = rm->hidden, sz = kvp_codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
@@ -217,27 +219,27 @@ static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enu
         for (uint64_t j = 0; j < n; j++)
             tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
         kvp_codec_put_plain(dt, tmp, n, p);
+        if (twin)
+            kvp_codec_put_plain(dt, tmp, n, twin + base * sz);
         kvp_codec_get_plain(dt, p, n, tmp);
         for (uint64_t j = 0; j < n; j++)
             y[j] += gc[j] * tmp[j];
     }
 }
 
-/* The recurrence of layer l for sequence seq on c's state, and on its
- * twin's (kvp_ref_cache_mirror) from the same input: the twin's state holds
- * the same bytes, so y comes out the same. */
+/* The recurrence of layer l for sequence seq on c's state, writing the new
+ * state into c's twin too (kvp_ref_cache_mirror). */
 static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w,
                                    uint32_t l, uint32_t seq, bool fresh, const float *xb, float *y, float *tmp,
                                    struct kvp_error *err)
 {
-    for (struct kvp_ref_cache *t = c; t; t = t == c ? kvp_cache_twin(c) : NULL) {
-        uint8_t *state;
-        enum kvp_status st = kvp_cache_state(t, l, seq, &state, err);
-        if (st != KVP_OK)
-            return st;
-        recur(rm, w, kvp_cache_state_dtype(t), state, fresh, xb, y, tmp);
-    }
-    return KVP_OK;
+    uint8_t *state, *twin = NULL;
+    enum kvp_status st = kvp_cache_state(c, l, seq, &state, err);
+    if (st == KVP_OK && kvp_cache_twin(c))
+        st = kvp_cache_state(kvp_cache_twin(c), l, seq, &twin, err);
+    if (st == KVP_OK)
+        recur(rm, w, kvp_cache_state_dtype(c), state, twin, fresh, xb, y, tmp);
+    return st;
 }
 
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
@@ -728,7 +730,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o, stmp);
+                    recur(rm, w, rm->m.state_dtype, state, NULL, t == 0, xb, o, stmp);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
