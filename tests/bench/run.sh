@@ -55,6 +55,7 @@ cc=$(${CC:-cc} --version | head -1)
     echo
     "$bench" decode
     "$bench" scaling
+    "$bench" validate "$bin"
 } >"$out.tmp"
 mv "$out.tmp" "$out"
 echo "bench: wrote $out"
