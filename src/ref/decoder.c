@@ -59,7 +59,7 @@ double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
  * so the loop runs at memory speed instead of at the FP add latency, and the
  * order is fixed, so a result never depends on who computes it. Every dot
  * product of the cached step (projections, scores) goes through here. */
-static float dot(const float *a, const float *b, uint64_t n)
+static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
 {
     /* four groups of four lanes, written out so that the compiler keeps
      * them in four vector registers (a loop over an array of sums
@@ -444,7 +444,7 @@ KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_
  * (rank,) scores the cached latents directly, and the output latent is
  * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
  * cached latent per head (what kvp_ref_recompute does). */
-static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
+KVP_REF_HOT static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
                        uint32_t seq, struct scratch *s, uint64_t wide)
 {
     uint64_t R = w->rank, T = s->T, nk = R + w->rope;

@@ -19,6 +19,13 @@
 #else
 #define KVP_REF_HOT
 #endif
+/* A kernel the hot loops call, inlined into each clone so that it is
+ * compiled for the clone's ISA (a call would run the baseline one). */
+#if defined(__GNUC__)
+#define KVP_REF_INLINE __attribute__((always_inline)) inline
+#else
+#define KVP_REF_INLINE inline
+#endif
 
 /* ---- codec.c: one format's bytes <-> float32 ------------------------- */
 /* The codec's own layout of type t (never format.h's table): whether it can
