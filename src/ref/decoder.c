@@ -80,11 +80,15 @@ static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
     return ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
 }
 
-/* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,) */
-KVP_REF_HOT static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
+/* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
+ * a chunk: each weight row is read once for all of them (one dot per row
+ * and vector, the same floats as nt products of one vector). */
+KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const float *const *x, uint64_t nt, uint64_t lo,
+                                    uint64_t hi, uint64_t d)
 {
     for (uint64_t i = lo; i < hi; i++)
-        out[i] = dot(W + i * d, x, d);
+        for (uint64_t t = 0; t < nt; t++)
+            out[t][i] = dot(W + i * d, x[t], d);
 }
 
 #define MATVEC_MAX_THREADS 64
@@ -93,22 +97,25 @@ KVP_REF_HOT static void matvec_rows(float *out, const float *W, const float *x, 
 #define MATVEC_PAR_MIN (1ull << 20)
 
 struct mv_job {
-    float *out;
-    const float *W, *x;
-    uint64_t lo, hi, d;
+    float *const *out;
+    const float *W;
+    const float *const *x;
+    uint64_t nt, lo, hi, d;
 };
 
 static void *mv_run(void *p)
 {
     const struct mv_job *j = p;
-    matvec_rows(j->out, j->W, j->x, j->lo, j->hi, j->d);
+    matvec_rows(j->out, j->W, j->x, j->nt, j->lo, j->hi, j->d);
     return NULL;
 }
 
-/* out (n,) = W (n, d) @ x (d,), rows split among rm->o.threads threads (the
- * caller runs the first share). A thread that cannot start leaves its rows
- * to the caller, so the result is always complete. */
-static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows split among
+ * rm->o.threads threads (the caller runs the first share). A thread that
+ * cannot start leaves its rows to the caller, so the result is always
+ * complete. */
+static void matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
+                   uint64_t n, uint64_t d)
 {
     uint32_t t = rm->o.threads;
     struct mv_job job[MATVEC_MAX_THREADS];
@@ -120,11 +127,11 @@ static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, c
     if (t > n)
         t = (uint32_t)n;
     if (t <= 1 || n * d < MATVEC_PAR_MIN) {
-        matvec_rows(out, W, x, 0, n, d);
+        matvec_rows(out, W, x, nt, 0, n, d);
         return;
     }
     for (uint32_t i = 0; i < t; i++) {
-        job[i] = (struct mv_job){out, W, x, n * i / t, n * (i + 1) / t, d};
+        job[i] = (struct mv_job){out, W, x, nt, n * i / t, n * (i + 1) / t, d};
         if (i > 0)
             started[i] = pthread_create(&th[i], NULL, mv_run, &job[i]) == 0;
     }
@@ -135,6 +142,12 @@ static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, c
         else
             mv_run(&job[i]);
     }
+}
+
+/* out (n,) = W (n, d) @ x (d,) */
+static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+{
+    matmat(rm, &out, W, &x, 1, n, d);
 }
 
 static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
@@ -182,15 +195,33 @@ static void softmax(float *x, uint64_t n)
 }
 
 /* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
-static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float *x, float *xb, float *h1, float *h3)
+#define CHUNK_MAX 32 /* tokens per chunk (kvp_ref_prefill) */
+
+/* ptr[t] = base + t * stride for the nt vectors of a chunk. */
+static void rows_of(float *base, uint64_t stride, uint64_t nt, float **ptr)
 {
-    rmsnorm(xb, x, w->ffn_norm, rm->hidden);
-    matvec(rm, h1, w->w1, xb, rm->inter, rm->hidden);
-    matvec(rm, h3, w->w3, xb, rm->inter, rm->hidden);
-    for (uint32_t i = 0; i < rm->inter; i++)
+    for (uint64_t t = 0; t < nt; t++)
+        ptr[t] = base + t * stride;
+}
+
+/* For nt <= CHUNK_MAX tokens: x += W2 (silu(W1 xb) * (W3 xb)); x, xb
+ * (nt, hidden); h1, h3 (nt, inter) scratch. */
+static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float *x, float *xb, float *h1, float *h3,
+                uint64_t nt)
+{
+    uint64_t H = rm->hidden, I = rm->inter;
+    float *pb[CHUNK_MAX] = {NULL}, *p1[CHUNK_MAX] = {NULL}, *p3[CHUNK_MAX] = {NULL};
+    rows_of(xb, H, nt, pb);
+    rows_of(h1, I, nt, p1);
+    rows_of(h3, I, nt, p3);
+    for (uint64_t t = 0; t < nt; t++)
+        rmsnorm(pb[t], x + t * H, w->ffn_norm, H);
+    matmat(rm, p1, w->w1, (const float *const *)pb, nt, I, H);
+    matmat(rm, p3, w->w3, (const float *const *)pb, nt, I, H);
+    for (uint64_t i = 0; i < nt * I; i++)
         h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
-    matvec(rm, xb, w->w2, h1, rm->hidden, rm->inter);
-    for (uint32_t i = 0; i < rm->hidden; i++)
+    matmat(rm, pb, w->w2, (const float *const *)p1, nt, H, I);
+    for (uint64_t i = 0; i < nt * H; i++)
         x[i] += xb[i];
 }
 
@@ -260,15 +291,14 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
  * `prefill_equals_steps`). Only a cache whose rows never change once written
  * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
  * chunks; another one a token at a time. */
-#define CHUNK_MAX 32                /* tokens per chunk */
-#define CHUNK_BYTES (64ull << 20)   /* ... and at most this much of pending rows */
+#define CHUNK_BYTES (64ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
 struct scratch {
     uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
     float *x, *xb;        /* (n, hidden) residual stream, normed input */
     float *q, *o, *ql;    /* (n, wide) queries, mixer outputs, MLA latent queries/outputs */
     float *row;           /* (2, wide) a cached row as read, a chunk row rotated */
-    float *h1, *h3;       /* (inter,) MLP */
+    float *h1, *h3;       /* (n, inter) MLP */
     float *st;            /* (hidden,) recurrent state values being updated */
     float *att;           /* (n, heads, T) scores, then weights */
     float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
@@ -312,10 +342,10 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     for (uint32_t i = 0; i < rm->m.n_specs; i++)
         heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
     uint64_t I = rm->inter, per, att, nf, bytes, ptrs;
-    /* per token: x, xb, q, o, ql, pending and re-read rows; once: row (a
-     * cached row, then a rotated one), h1, h3, st */
-    if (!kvp_add(2 * H + 3 * wide, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
-        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide + 2 * I + H, &nf) ||
+    /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
+     * row (a cached row, then a rotated one), st */
+    if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
+        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide + H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
@@ -333,10 +363,10 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->q = s->xb + n * H;
     s->o = s->q + n * wide;
     s->ql = s->o + n * wide;
-    s->row = s->ql + n * wide;
-    s->h1 = s->row + 2 * wide;
-    s->h3 = s->h1 + I;
-    s->st = s->h3 + I;
+    s->h1 = s->ql + n * wide;
+    s->h3 = s->h1 + n * I;
+    s->row = s->h3 + n * I;
+    s->st = s->row + 2 * wide;
     s->att = s->st + H;
     float *p = s->att + att;
     for (uint64_t t = 0; t < n; t++)
@@ -537,40 +567,50 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (sp->kind != KVP_LAYER_NONE) {
+            float *xb[CHUNK_MAX] = {NULL}, *q[CHUNK_MAX] = {NULL}, *k[CHUNK_MAX] = {NULL}, *v[CHUNK_MAX] = {NULL},
+                  *kr[CHUNK_MAX] = {NULL};
+            const float *const *in = (const float *const *)xb;
+            rows_of(s->xb, H, n, xb);
+            rows_of(s->q, wide, n, q);
             for (uint64_t t = 0; t < n; t++) {
-                float *xb = s->xb + t * H, *q = s->q + t * wide, *k = s->pk[t * L + l];
-                uint64_t pos = s->pos0 + t;
-                rmsnorm(xb, s->x + t * H, w->attn_norm, H);
-                switch (sp->kind) {
-                case KVP_LAYER_FULL:
-                case KVP_LAYER_SLIDING:
-                case KVP_LAYER_CHUNKED:
-                    matvec(rm, k, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
-                    matvec(rm, s->pv[t * L + l], w->wv, xb, (uint64_t)w->hkv * w->dv, H);
-                    if (!rm->o.pre_rope_keys) /* else attention rotates them after reading */
-                        rope(k, w->hkv, w->dk, w->dk, pos);
-                    /* fallthrough */
-                case KVP_LAYER_SHARED:
-                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
-                    rope(q, w->hq, w->dk, w->dk, pos);
-                    break;
-                case KVP_LAYER_MLA:
-                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
-                    rope(q + w->nope, w->hq, w->rope, w->dk, pos);
-                    matvec(rm, k, w->wdkv, xb, w->rank, H);
-                    matvec(rm, k + w->rank, w->wkr, xb, w->rope, H);
+                rmsnorm(xb[t], s->x + t * H, w->attn_norm, H);
+                k[t] = s->pk[t * L + l], v[t] = s->pv[t * L + l];
+                kr[t] = k[t] ? k[t] + w->rank : NULL;
+            }
+            switch (sp->kind) {
+            case KVP_LAYER_FULL:
+            case KVP_LAYER_SLIDING:
+            case KVP_LAYER_CHUNKED:
+                matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
+                matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
+                for (uint64_t t = 0; t < n && !rm->o.pre_rope_keys; t++) /* else attention rotates them after reading */
+                    rope(k[t], w->hkv, w->dk, w->dk, s->pos0 + t);
+                /* fallthrough */
+            case KVP_LAYER_SHARED:
+                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                for (uint64_t t = 0; t < n; t++)
+                    rope(q[t], w->hq, w->dk, w->dk, s->pos0 + t);
+                break;
+            case KVP_LAYER_MLA:
+                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                matmat(rm, k, w->wdkv, in, n, w->rank, H);
+                matmat(rm, kr, w->wkr, in, n, w->rope, H);
+                for (uint64_t t = 0; t < n; t++) {
+                    rope(q[t] + w->nope, w->hq, w->rope, w->dk, s->pos0 + t);
                     if (!rm->o.pre_rope_keys)
-                        rope(k + w->rank, 1, w->rope, w->rope, pos);
-                    break;
-                case KVP_LAYER_RECURRENT:
-                    if ((st = recur_layer(rm, c, w, l, seq, pos == 0, xb, s->o + t * wide, s->st, err)) != KVP_OK)
+                        rope(kr[t], 1, w->rope, w->rope, s->pos0 + t);
+                }
+                break;
+            case KVP_LAYER_RECURRENT:
+                for (uint64_t t = 0; t < n; t++) {
+                    if ((st = recur_layer(rm, c, w, l, seq, s->pos0 + t == 0, xb[t], s->o + t * wide, s->st, err)) != KVP_OK)
                         return st;
                     for (uint64_t i = 0; i < H; i++)
                         s->x[t * H + i] += s->o[t * wide + i];
-                    break;
-                default:
-                    break;
                 }
+                break;
+            default:
+                break;
             }
             if (w->wk || w->wdkv)
                 reread_rows(rm, c, w, l, s);
@@ -578,17 +618,16 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
                 attend_mla(rm, c, w, l, seq, s, wide);
             else if (w->wq)
                 attend(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide);
-            if (w->wo)
-                for (uint64_t t = 0; t < n; t++) {
-                    float *xb = s->xb + t * H;
-                    matvec(rm, xb, w->wo, s->o + t * wide, H, (uint64_t)w->hq * w->dv);
-                    for (uint64_t i = 0; i < H; i++)
-                        s->x[t * H + i] += xb[i];
-                }
+            if (w->wo) {
+                float *o[CHUNK_MAX] = {NULL};
+                rows_of(s->o, wide, n, o);
+                matmat(rm, xb, w->wo, (const float *const *)o, n, H, (uint64_t)w->hq * w->dv);
+                for (uint64_t i = 0; i < n * H; i++)
+                    s->x[i] += s->xb[i];
+            }
         }
         if (w->w1)
-            for (uint64_t t = 0; t < n; t++)
-                mlp(rm, w, s->x + t * H, s->xb + t * H, s->h1, s->h3);
+            mlp(rm, w, s->x, s->xb, s->h1, s->h3, n);
     }
     if (logits)
         logits_of(rm, s->x + (n - 1) * H, s->xb, logits);
@@ -789,7 +828,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                 }
             }
             if (w->w1)
-                mlp(rm, w, x, xb, h1, h3);
+                mlp(rm, w, x, xb, h1, h3, 1);
         }
     }
     logits_of(rm, X + (n - 1) * H, xb, logits);
