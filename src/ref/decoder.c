@@ -291,7 +291,7 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
  * `prefill_equals_steps`). Only a cache whose rows never change once written
  * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
  * chunks; another one a token at a time. */
-#define CHUNK_BYTES (64ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
+#define CHUNK_BYTES (256ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
 struct scratch {
     uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
