@@ -107,8 +107,6 @@ void kvp_ref_model_free(struct kvp_ref_model *rm);
 uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
 /* The model as run: the scaled copy of the input. */
 const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
-/* Floating-point operations of one decode step at position pos (a cost estimate). */
-double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos);
 
 /* ---- the weights by llama.cpp tensor name (weights_export.c) --------- */
 

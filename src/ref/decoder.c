@@ -19,8 +19,9 @@
 #include "kvplan/num.h"
 #include "ref_internal.h"
 
-/* ---- cost ------------------------------------------------------------------- */
+/* ---- windows ----------------------------------------------------------------- */
 
+/* Positions a query at pos attends in a layer of spec s. */
 static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
 {
     if (s->kind == KVP_LAYER_SLIDING)
@@ -28,28 +29,6 @@ static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
     if (s->kind == KVP_LAYER_CHUNKED)
         return pos % s->window + 1;
     return pos + 1;
-}
-
-double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
-{
-    double H = rm->hidden, f = 2.0 * H * rm->vocab;
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(&rm->m, l);
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        const struct kvp_layer_spec *src = s->kind == KVP_LAYER_SHARED ? kvp_model_layer(&rm->m, s->shares) : s;
-        double n = (double)attended(src, pos);
-        if (w->wk)
-            f += 2.0 * H * w->hkv * (w->dk + w->dv);
-        if (w->wq)
-            f += 2.0 * H * w->hq * (w->dk + w->dv) + 2.0 * n * w->hq * (w->dk + w->dv);
-        if (w->wdkv)
-            f += 2.0 * H * (w->rank + w->rope + w->hq * (w->dk + w->dv)) + 2.0 * w->hq * w->rank * (w->nope + w->dv) +
-                 2.0 * n * w->hq * (2.0 * w->rank + w->rope);
-        f += 4.0 * (double)w->S;
-        if (w->w1)
-            f += 6.0 * H * rm->inter;
-    }
-    return f;
 }
 
 /* ---- kernels ------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <fcntl.h>
 
 #include "kvplan/catalog.h"
@@ -629,13 +630,21 @@ static void bench_validate(const char *bin)
     }
     closedir(d);
     qsort(names, n, sizeof *names, by_name);
+    double load[3] = {0, 0, 0};
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (!la || fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+        load[0] = load[1] = load[2] = -1;
+    if (la)
+        fclose(la);
     printf("## Validate\n\n");
     printf("`kvplan validate MODEL` with no options (it decodes: context 256 or the model's maximum if smaller, "
            "batch 1, static policy, the model's dtype, hidden 64 / MLP 128 / vocab 256 / 2 query heads per KV head, "
            "the real KV geometry; predicted = allocated = written per K, V and state, the twin cache of the written "
            "check filled alongside). One run per model; CPU is the child's user + system time (getrusage of the "
            "reaped child), the figure the 10 s target is judged on, since wall time depends on what else the machine "
-           "runs.\n\n");
+           "runs. Load average when the section started (/proc/loadavg, 1/5/15 min): %.2f / %.2f / %.2f on %ld "
+           "cores.\n\n",
+           load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN));
     printf("| model | CPU s | wall s | exit | under 10 s CPU |\n|---|---:|---:|---:|---|\n");
     unsigned under = 0;
     for (size_t i = 0; i < n; i++) {
