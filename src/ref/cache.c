@@ -900,11 +900,18 @@ void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes)
     return c->scratch;
 }
 
+/* Field by field: a format's padding need not be initialised. */
+static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
+{
+    return a->dtype == b->dtype && a->group == b->group && a->axis == b->axis && a->scale == b->scale &&
+           a->zero_point == b->zero_point && a->residual == b->residual && a->outliers_ppm == b->outliers_ppm;
+}
+
 enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err)
 {
     bool same = c != twin && c->rm == twin->rm && c->o.policy == twin->o.policy && c->o.context == twin->o.context &&
-                c->o.batch == twin->o.batch && c->o.block == twin->o.block &&
-                memcmp(&c->o.k, &twin->o.k, sizeof c->o.k) == 0 && memcmp(&c->o.v, &twin->o.v, sizeof c->o.v) == 0;
+                c->o.batch == twin->o.batch && c->o.block == twin->o.block && same_format(&c->o.k, &twin->o.k) &&
+                same_format(&c->o.v, &twin->o.v);
     if (!same)
         return kvp_fail(err, KVP_ERR_USAGE, "a twin cache needs the model and options of the cache it mirrors");
     if (c->twin || twin->twin)
