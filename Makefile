@@ -59,8 +59,8 @@ help:
 	@echo "make check-ref-independent  the decoder's objects call no engine pricing function (in check)"
 	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
 	@echo "make check-symbols  libkvplan exports only kvp_ names (in check)"
-	@echo "make check-includes no cycle among src/'s includes, nor among its files' calls (tests/cycles.py)"
-	@echo "make check-architecture  docs/architecture.md names every tracked file (data and generated pages aside)"
+	@echo "make check-includes no cycle among src/'s includes, nor among its files' calls (tests/cycles.py; in check)"
+	@echo "make check-architecture  docs/architecture.md names every tracked file (data and generated pages aside; in check)"
 	@echo "make check-examples the plans in docs/examples through kvplan check"
 	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
 	@echo "make tui-test       the TUI driven in tmux"
@@ -80,6 +80,16 @@ deps:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The decoder's float loops (row conversions, attention's value sums, the
+# recurrence) vectorize only under GCC's dynamic cost model, which -O2's
+# very-cheap one refuses for a loop with a remainder (compilers without the
+# option, clang, vectorize them at -O2 already), and the f16 conversions'
+# selects only when FP operations may be assumed not to trap
+# (-fno-trapping-math changes no result). No -ffast-math: every sum keeps its
+# order, so the logits do not depend on the vector width.
+REF_VECT := $(shell $(CC) -fvect-cost-model=dynamic -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
+$(BUILD)/src/ref/%.o: ALL_CFLAGS += $(REF_VECT) -fno-trapping-math
 
 $(BUILD)/src/tui/%.o: src/tui/%.c
 	@mkdir -p $(@D)
@@ -190,7 +200,7 @@ $(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(L
 check-mutation: $(MUT_BIN)
 	@for t in $(MUT_BIN); do KVPLAN_DATADIR=models CK_RUN_CASE=mutation ./$$t || exit 1; done
 
-check: check-ref-independent check-mutation check-symbols
+check: check-ref-independent check-mutation check-symbols check-includes check-architecture
 
 # libkvplan exports only kvp_ names: a program that links it keeps every other name
 # (the sanitizer build's own __asan / __odr_asan markers aside)

@@ -205,6 +205,203 @@ START_TEST(mutation)
 }
 END_TEST
 
+/* The codec's f16 conversions (branch-free, so that they vectorize) against
+ * the definition: every half to float (exact, from its fields) and back;
+ * and for a sweep of float bit patterns (every 65521st, NaNs and infinities
+ * included) plus the float halfway between every two neighbouring halves,
+ * the half chosen is the nearest (ties to the even code), infinity from
+ * 65520 on (65504 + half an ulp), NaN as 0x7e00 with its sign. */
+static double half_value(uint16_t h)
+{
+    unsigned e = h >> 10 & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, (int)e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void check_half_of(float f)
+{
+    uint16_t h;
+    kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&h);
+    uint16_t sign = signbit(f) ? 0x8000 : 0, mag = h & 0x7fff;
+    double a = fabs((double)f);
+    ck_assert_uint_eq(h & 0x8000, sign);
+    if (f != f) {
+        ck_assert_uint_eq(mag, 0x7e00);
+        return;
+    }
+    if (a >= 65520.0) {
+        ck_assert_msg(mag == 0x7c00, "%a -> 0x%04x, not infinity", (double)f, h);
+        return;
+    }
+    double err = fabs(half_value(mag) - a);
+    ck_assert_msg(mag < 0x7c00, "%a -> 0x%04x", (double)f, h);
+    if (mag > 0)
+        ck_assert_msg(err < fabs(half_value((uint16_t)(mag - 1)) - a) ||
+                          (err == fabs(half_value((uint16_t)(mag - 1)) - a) && mag % 2 == 0),
+                      "%a -> 0x%04x: 0x%04x is nearer", (double)f, h, mag - 1);
+    if (mag < 0x7bff)
+        ck_assert_msg(err < fabs(half_value((uint16_t)(mag + 1)) - a) ||
+                          (err == fabs(half_value((uint16_t)(mag + 1)) - a) && mag % 2 == 0),
+                      "%a -> 0x%04x: 0x%04x is nearer", (double)f, h, mag + 1);
+}
+
+START_TEST(half_conversions)
+{
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i, back;
+        float f;
+        kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h, 1, &f);
+        double want = half_value(h);
+        if (want != want) {
+            ck_assert(f != f);
+            continue;
+        }
+        ck_assert_msg((double)f == want && !signbit(f) == !signbit(want), "0x%04x -> %a, not %a", h, (double)f, want);
+        kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&back);
+        ck_assert_uint_eq(back, h);
+        if ((h & 0x7fff) < 0x7bff) /* halfway to the next half up: a float exactly */
+            check_half_of((float)((want + half_value((uint16_t)(h + 1))) / 2));
+    }
+    for (uint64_t u = 0; u < (1ull << 32); u += 65521) {
+        uint32_t x = (uint32_t)u;
+        float f;
+        memcpy(&f, &x, 4);
+        check_half_of(f);
+    }
+}
+END_TEST
+
+/* kvp_ref_prefill gives the logits and the cache of token-by-token steps,
+ * bit for bit: every layer kind (window 5 and chunk 4, crossed by chunks of
+ * up to 32 tokens), every policy, plain, block and per-token integer formats
+ * (with outliers) read in chunks, a residual format read a token at a time,
+ * pre- and post-RoPE keys, two sequences of different lengths. After the
+ * prefill both caches decode three more tokens (reading every cached row)
+ * and must agree again. */
+START_TEST(prefill_equals_steps)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    static const char *const fmts[][2] = {{"f32", "f32"}, {"bf16", "f16"}, {"q8_0", "q4_0"},
+                                          {"int4:group=16:outliers=0.05", "int8:group=32"},
+                                          {"int4:group=16:residual=4", "f16"}};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    zoo(&m, KVP_DTYPE_F16);
+    for (int pre = 0; pre < 2; pre++) {
+        struct kvp_ref_model *rm;
+        struct kvp_ref_opts o = {.seed = 7, .pre_rope_keys = pre == 1};
+        ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+        uint32_t V = kvp_ref_vocab(rm), tok[40];
+        float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+        for (uint32_t i = 0; i < 40; i++)
+            tok[i] = (i * 13 + 5) % V;
+        for (size_t p = 0; p < 3; p++)
+            for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+                if (pol[p] == KVP_REF_PAGED && strstr(fmts[f][0], "residual")) /* refused: rows of unequal bytes */
+                    continue;
+                struct kvp_ref_alloc al = {0}, bl = {0};
+                struct kvp_ref_cache *ca, *cb;
+                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = 43, .batch = 2, .block = 3,
+                                                .k = fmt(fmts[f][0]), .v = fmt(fmts[f][1])};
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &al, &ca, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &bl, &cb, &err), err);
+                for (uint32_t i = 0; i < 40; i++) /* sequence 1: 7 tokens, then 33 */
+                    ck_assert_kvp_ok(kvp_ref_step(rm, ca, i < 7 ? 1 : 0, tok[i], a, &err), err);
+                ck_assert_kvp_ok(kvp_ref_prefill(rm, cb, 1, tok, 7, b, &err), err);
+                ck_assert_kvp_ok(kvp_ref_prefill(rm, cb, 0, tok + 7, 33, b, &err), err);
+                ck_assert_msg(memcmp(a, b, V * sizeof *a) == 0, "%s %s/%s pre %d: prefill logits differ",
+                              kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre);
+                for (uint32_t i = 0; i < 3; i++) {
+                    ck_assert_kvp_ok(kvp_ref_step(rm, ca, i % 2, tok[i], a, &err), err);
+                    ck_assert_kvp_ok(kvp_ref_step(rm, cb, i % 2, tok[i], b, &err), err);
+                    ck_assert_msg(memcmp(a, b, V * sizeof *a) == 0, "%s %s/%s pre %d: step %u after the prefill differs",
+                                  kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, i);
+                }
+                ck_assert_uint_eq(al.cur_total, bl.cur_total);
+                ck_assert_uint_eq(al.peak_total, bl.peak_total);
+                kvp_ref_cache_free(ca);
+                kvp_ref_cache_free(cb);
+            }
+        free(a);
+        free(b);
+        kvp_ref_model_free(rm);
+    }
+}
+END_TEST
+
+/* A twin (kvp_ref_cache_mirror) receives what a second, identical run
+ * writes: its written bytes against the first cache equal those of an
+ * independent run with the same canary, per K, V and state, for every policy
+ * and kind of format, by decoding and by filling; and mirroring is refused
+ * for a cache of other options, a cache that holds tokens, or twice. */
+START_TEST(twin_equals_second_run)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    static const char *const fmts[][2] = {{"bf16", "q8_0"}, {"int2:group=8:axis=channel", "int4:group=8:residual=8"},
+                                          {"int4:outliers=0.05", "fp8"}};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    struct kvp_ref_opts o = {.seed = 3};
+    zoo(&m, KVP_DTYPE_F16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
+    for (size_t p = 0; p < 3; p++)
+        for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
+            for (int fill = 0; fill < 2; fill++) {
+                if (pol[p] == KVP_REF_PAGED && f == 1) /* refused: rows of unequal bytes */
+                    continue;
+                struct kvp_ref_alloc a = {.canary = 0xA5}, b = {.canary = 0x5A}, c2 = {.canary = 0x5A};
+                struct kvp_ref_cache *ca, *cb, *cc;
+                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = 19, .batch = 2, .block = 4,
+                                                .k = fmt(fmts[f][0]), .v = fmt(fmts[f][1])};
+                uint64_t w1[KVP_REF_TAG_COUNT], w2[KVP_REF_TAG_COUNT];
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a, &ca, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &c2, &cc, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_mirror(ca, cb, &err), err);
+                ck_assert_int_eq(kvp_ref_cache_mirror(ca, cc, &err), KVP_ERR_USAGE); /* twice */
+                for (uint32_t t = 0; t < 19; t++)
+                    for (uint32_t s = 0; s < 2; s++) {
+                        if (s == 1 && t > 12)
+                            continue; /* two lengths */
+                        uint32_t tok = (t * 11 + s) % 50;
+                        ck_assert_kvp_ok(fill ? kvp_ref_fill(rm, ca, s, &err) : kvp_ref_step(rm, ca, s, tok, NULL, &err), err);
+                        ck_assert_kvp_ok(fill ? kvp_ref_fill(rm, cc, s, &err) : kvp_ref_step(rm, cc, s, tok, NULL, &err), err);
+                    }
+                ck_assert_kvp_ok(kvp_ref_cache_written(ca, cb, w1, &err), err);
+                ck_assert_kvp_ok(kvp_ref_cache_written(ca, cc, w2, &err), err);
+                for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+                    ck_assert_msg(w1[i] == w2[i] && w1[i] > 0, "%s %s/%s fill %d tag %d: twin wrote %llu, a second run %llu",
+                                  kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], fill, i,
+                                  (unsigned long long)w1[i], (unsigned long long)w2[i]);
+                ck_assert_uint_eq(a.peak_total, b.peak_total);
+                kvp_ref_cache_free(ca);
+                kvp_ref_cache_free(cb);
+                kvp_ref_cache_free(cc);
+            }
+    {
+        struct kvp_ref_alloc a = {0}, b = {0};
+        struct kvp_ref_cache *ca, *cb;
+        struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a, &ca, &err), err);
+        co.context = 9;
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, cb, &err), KVP_ERR_USAGE);
+        ck_assert_str_eq(err.msg, "a twin cache needs the model and options of the cache it mirrors");
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, ca, &err), KVP_ERR_USAGE);
+        kvp_ref_cache_free(cb);
+        co.context = 8;
+        ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
+        ck_assert_kvp_ok(kvp_ref_step(rm, cb, 0, 1, NULL, &err), err);
+        ck_assert_int_eq(kvp_ref_cache_mirror(ca, cb, &err), KVP_ERR_USAGE);
+        ck_assert_str_eq(err.msg, "a twin cache must be mirrored from the first token (sequence 0 holds 1)");
+        kvp_ref_cache_free(ca);
+        kvp_ref_cache_free(cb);
+    }
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
 /* Cached decoding gives the logits of recomputing every step, for every policy. */
 START_TEST(cached_equals_recompute)
 {
@@ -1102,6 +1299,9 @@ static Suite *suite(void)
     Suite *s = suite_create("ref");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
     tcase_set_timeout(core, 120);
+    tcase_add_test(core, half_conversions);
+    tcase_add_test(core, prefill_equals_steps);
+    tcase_add_test(core, twin_equals_second_run);
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);

@@ -107,8 +107,6 @@ void kvp_ref_model_free(struct kvp_ref_model *rm);
 uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
 /* The model as run: the scaled copy of the input. */
 const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
-/* Floating-point operations of one decode step at position pos (a cost estimate). */
-double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos);
 
 /* ---- the weights by llama.cpp tensor name (weights_export.c) --------- */
 
@@ -185,6 +183,15 @@ uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
  * Errors: canaries not complements, caches of different layouts. */
 enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                                       uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err);
+/* Make twin mirror c: every token appended to c (kvp_ref_step,
+ * kvp_ref_fill) is appended to twin too -- the same rows through the same
+ * codecs, the same recurrent update -- and every sequence ended in c ends in
+ * twin; nothing reads twin. Built with the complementary canary, twin gives
+ * kvp_ref_cache_written what a second, identical run would, without decoding
+ * twice. c borrows twin: free c (or stop appending to it) before twin.
+ * Errors: twin is c, of another model or options, or not empty; either
+ * already mirrors. */
+enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
 /* End sequence seq: its blocks go back to the free list (paged), its state is
  * released (dynamic, paged); the slot starts again at position 0. */
 void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
@@ -195,6 +202,15 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
  * logits (vocab,) may be NULL. Errors: past the context, no memory. */
 enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              uint32_t token, float *logits, struct kvp_error *err);
+/* Decode n tokens of sequence seq (prefill), one after another through the
+ * cache; logits (vocab,) of the last, may be NULL. The cache's bytes and the
+ * logits are those of n kvp_ref_step calls, bit for bit; where the cache's
+ * rows stay as written (no residual, no channel-axis groups) the tokens go
+ * through in chunks that read each cached row once per chunk instead of once
+ * per token. Errors: past the context, a token outside the vocabulary, no
+ * memory (the tokens before the failing chunk stay appended). */
+enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                const uint32_t *tokens, uint64_t n, float *logits, struct kvp_error *err);
 /* Allocation-only step: append synthetic K/V rows and state through the same
  * cache path, computing no attention. */
 enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,

@@ -120,6 +120,10 @@ struct kvp_ref_cache {
     float *tmp;             /* a store's row, or a G-token group (G, n) */
     float *otmp;            /* a store's row (outliers only) */
     struct codec_okey *heap;
+    uint8_t *rowbuf;        /* one quantized row of the widest store (kvp_cache_reread) */
+    struct kvp_ref_cache *twin; /* mirrors every append (kvp_ref_cache_mirror), or NULL */
+    void *scratch;          /* the decoder's step scratch (kvp_cache_scratch) */
+    uint64_t scratch_bytes;
 };
 
 static uint64_t held_of(const struct store *s, uint64_t T)
@@ -566,6 +570,8 @@ void kvp_ref_cache_free(struct kvp_ref_cache *c)
     free(c->tmp);
     free(c->otmp);
     free(c->heap);
+    free(c->scratch);
+    free(c->rowbuf);
     free(c);
 }
 
@@ -645,7 +651,11 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
                 row = c->st[i].n > row ? c->st[i].n : row;
                 k = c->st[i].ob / 8 > k ? c->st[i].ob / 8 : k;
             }
-        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)))
+        uint64_t qrow = 1;
+        for (uint64_t i = 0; i < L * B * 2; i++)
+            qrow = c->st[i].f && c->st[i].qrow > qrow ? c->st[i].qrow : qrow;
+        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)) ||
+            qrow > SIZE_MAX || !(c->rowbuf = malloc((size_t)qrow)))
             goto err;
         for (uint64_t i = 0; i < L * B * 2; i++) {
             c->st[i].otmp = c->otmp;
@@ -710,6 +720,8 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
         }
     }
     c->len[seq] = 0;
+    if (c->twin)
+        kvp_ref_seq_end(c->twin, seq);
 }
 
 /* ---- bytes written ------------------------------------------------------------ */
@@ -819,6 +831,8 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     free(p);
     if (st == KVP_OK)
         c->len[seq]++;
+    if (st == KVP_OK && c->twin) /* the same rows through the same codecs */
+        st = kvp_cache_commit(c->twin, seq, k, v, err);
     return st;
 }
 
@@ -846,4 +860,66 @@ enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_
 enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c)
 {
     return c->m->state_dtype;
+}
+
+bool kvp_cache_rows_final(const struct kvp_ref_cache *c)
+{
+    for (uint64_t i = 0; i < (uint64_t)c->m->n_layers * c->o.batch * 2; i++)
+        if (c->st[i].f && (c->st[i].mode != ROWS || c->st[i].R))
+            return false;
+    return true;
+}
+
+void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out)
+{
+    const struct store *s = ST(c, layer, 0, kv);
+    row_encode(s, x, c->rowbuf);
+    row_decode(s, c->rowbuf, out);
+}
+
+uint64_t kvp_cache_context(const struct kvp_ref_cache *c)
+{
+    return c->o.context;
+}
+
+struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c)
+{
+    return c->twin;
+}
+
+void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes)
+{
+    if (bytes > c->scratch_bytes) { /* grow by half again at least: a sequence's scores grow a row per step */
+        uint64_t want = bytes + bytes / 2;
+        void *p;
+        if (want > SIZE_MAX || !(p = realloc(c->scratch, (size_t)want)))
+            return NULL;
+        c->scratch = p;
+        c->scratch_bytes = want;
+    }
+    return c->scratch;
+}
+
+/* Field by field: a format's padding need not be initialised. */
+static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
+{
+    return a->dtype == b->dtype && a->group == b->group && a->axis == b->axis && a->scale == b->scale &&
+           a->zero_point == b->zero_point && a->residual == b->residual && a->outliers_ppm == b->outliers_ppm;
+}
+
+enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err)
+{
+    bool same = c != twin && c->rm == twin->rm && c->o.policy == twin->o.policy && c->o.context == twin->o.context &&
+                c->o.batch == twin->o.batch && c->o.block == twin->o.block && same_format(&c->o.k, &twin->o.k) &&
+                same_format(&c->o.v, &twin->o.v);
+    if (!same)
+        return kvp_fail(err, KVP_ERR_USAGE, "a twin cache needs the model and options of the cache it mirrors");
+    if (c->twin || twin->twin)
+        return kvp_fail(err, KVP_ERR_USAGE, "a cache mirrors at most one twin, and a twin mirrors none");
+    for (uint32_t b = 0; b < c->o.batch; b++)
+        if (c->len[b] || twin->len[b])
+            return kvp_fail(err, KVP_ERR_USAGE, "a twin cache must be mirrored from the first token (sequence %u holds %llu)",
+                            b, (unsigned long long)(c->len[b] ? c->len[b] : twin->len[b]));
+    c->twin = twin;
+    return KVP_OK;
 }

@@ -57,45 +57,49 @@ float kvp_pcg_float(struct pcg *r)
 
 /* ---- scalar types ------------------------------------------------------ */
 
-static uint16_t f32_to_f16(float f)
+static uint32_t bits_of_float(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
-    if (e == 0xff)
-        return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
-    int32_t ne = (int32_t)e - 127 + 15;
-    if (ne >= 31)
-        return (uint16_t)(sign | 0x7c00);
-    if (ne <= 0) { /* subnormal half: round m|implicit >> (14 - ne) */
-        if (ne < -10)
-            return (uint16_t)sign;
-        m |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - ne), half = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t h = sign | ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
-        h++; /* a carry into the exponent is the right rounding */
-    return (uint16_t)h;
+    return x;
 }
 
-static float f16_to_f32(uint16_t h)
+static float float_of_bits(uint32_t x)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0) {
-        float v = ldexpf((float)m, -24);
-        return sign ? -v : v;
-    }
-    if (e == 31)
-        x = sign | 0x7f800000 | (m << 13);
-    else
-        x = sign | ((e - 15 + 127) << 23) | (m << 13);
     float f;
     memcpy(&f, &x, 4);
     return f;
+}
+
+/* Round to nearest even, without branches the vectorizer cannot turn into
+ * selects (Giesen's float_to_half_fast3_rtne): NaN -> 0x7e00 with its sign,
+ * too large -> infinity; a subnormal half by adding 0.5 (the FPU rounds the
+ * sum to the half's grid, to nearest even); a normal one by rebiasing the
+ * exponent and adding 0xfff plus the kept mantissa's last bit before the
+ * shift. tests/check_ref.c `half_conversions` runs every half and the
+ * rounding boundaries of every exponent against a plain implementation. */
+static uint16_t f32_to_f16(float f)
+{
+    const uint32_t f16max = (127u + 16) << 23, denorm = ((127u - 15) + (23 - 10) + 1) << 23;
+    uint32_t x = bits_of_float(f), sign = x & 0x80000000u;
+    x ^= sign;
+    uint32_t big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+    uint32_t sub = bits_of_float(float_of_bits(x) + float_of_bits(denorm)) - denorm;
+    uint32_t norm = (x + ((uint32_t)(15 - 127) << 23) + 0xfff + ((x >> 13) & 1)) >> 13;
+    uint32_t o = x >= f16max ? big : x < (113u << 23) ? sub : norm;
+    return (uint16_t)(o | sign >> 16);
+}
+
+/* Exact for every half, branch-free likewise (Giesen's half_to_float): the
+ * magnitude's bits shifted into place and the exponent rebiased, infinities
+ * and NaNs (exponent 31) once more to 255; a subnormal m 2^-24 as
+ * (2^-14 + m 2^-24) - 2^-14, which is exact. */
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t m = (uint32_t)(h & 0x7fff) << 13, e = m & 0x0f800000u;
+    uint32_t norm = m + ((uint32_t)(127 - 15) << 23) + (e == 0x0f800000u ? (uint32_t)(128 - 16) << 23 : 0);
+    uint32_t sub = bits_of_float(float_of_bits(m + (113u << 23)) - float_of_bits(113u << 23));
+    return float_of_bits((e == 0 ? sub : norm) | (uint32_t)(h & 0x8000) << 16);
 }
 
 static uint16_t f32_to_bf16(float f)
@@ -201,7 +205,7 @@ uint32_t kvp_codec_plain_size(enum kvp_dtype t)
 
 /* Bulk conversions: one switch per call, a plain loop per type (the
  * attention reads every cached row through here). */
-void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
+KVP_REF_HOT void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
 {
     uint16_t h;
     switch (t) {
@@ -231,7 +235,7 @@ void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *
     }
 }
 
-void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
+KVP_REF_HOT void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 {
     uint16_t h;
     switch (t) {

@@ -1,7 +1,8 @@
 /* decoder.c -- a Llama-style decoder in plain float32, every layer kind.
  *
- * Read it like llama2.c: weights, then the small kernels, then one decode
- * step through the cache, then the same model recomputed from scratch.
+ * Read it like llama2.c: the small kernels, then tokens through the cache
+ * (a chunk of them, or one step), then the same model recomputed from
+ * scratch. The model it runs and its weights are built in model.c.
  *   x = embed[token]                                   (hidden,)
  *   per layer: x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))
  *   logits = lm_head @ rmsnorm(x)                      (vocab,)
@@ -18,273 +19,9 @@
 #include "kvplan/num.h"
 #include "ref_internal.h"
 
-/* ---- weights ------------------------------------------------------------- */
+/* ---- windows ----------------------------------------------------------------- */
 
-/* a*b*c floats more from the arena (pass 1, arena NULL, only counts). An
- * overflowing count pins arena_used at UINT64_MAX, which later takes keep. */
-static float *take(struct kvp_ref_model *rm, uint64_t a, uint64_t b, uint64_t c)
-{
-    float *p = rm->arena ? rm->arena + rm->arena_used : NULL;
-    uint64_t n;
-    if (!kvp_mul3(a, b, c, &n) || !kvp_add(rm->arena_used, n, &rm->arena_used))
-        rm->arena_used = UINT64_MAX;
-    return p;
-}
-
-/* Carve every weight from the arena in ref_internal.h's order (pass 1 with
- * arena NULL counts). */
-static void carve(struct kvp_ref_model *rm)
-{
-    uint64_t H = rm->hidden, I = rm->inter;
-    rm->arena_used = 0;
-    rm->embed = take(rm, rm->vocab, H, 1);
-    rm->out_norm = take(rm, H, 1, 1);
-    rm->lm_head = take(rm, rm->vocab, H, 1);
-    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
-        const struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct ref_layer *w = &rm->w[i];
-        w->attn_norm = take(rm, H, 1, 1);
-        switch (s->kind) {
-        case KVP_LAYER_FULL:
-        case KVP_LAYER_SLIDING:
-        case KVP_LAYER_CHUNKED:
-            w->wk = take(rm, w->hkv, w->dk, H);
-            w->wv = take(rm, w->hkv, w->dv, H);
-            /* fallthrough */
-        case KVP_LAYER_SHARED:
-            w->wq = take(rm, w->hq, w->dk, H);
-            w->wo = take(rm, H, w->hq, w->dv);
-            break;
-        case KVP_LAYER_MLA:
-            w->wq = take(rm, w->hq, w->dk, H);
-            w->wdkv = take(rm, w->rank, H, 1);
-            w->wkr = take(rm, w->rope, H, 1);
-            w->wuk = take(rm, w->hq, w->nope, w->rank);
-            w->wuv = take(rm, w->hq, w->dv, w->rank);
-            w->wo = take(rm, H, w->hq, w->dv);
-            break;
-        case KVP_LAYER_RECURRENT:
-            w->ra = take(rm, w->S, 1, 1);
-            w->rb = take(rm, w->S, 1, 1);
-            w->rc = take(rm, w->S, 1, 1);
-            w->rden = take(rm, w->S, 1, 1);
-            break;
-        default:
-            break;
-        }
-        if (s->mlp != KVP_MLP_NONE) {
-            w->ffn_norm = take(rm, H, 1, 1);
-            w->w1 = take(rm, I, H, 1);
-            w->w3 = take(rm, I, H, 1);
-            w->w2 = take(rm, H, I, 1);
-        }
-    }
-}
-
-/* Uniform in [-a, a) with a = 1/sqrt(fan_in): unit-ish activations. */
-static void fill(float *p, uint64_t n, uint64_t fan_in, struct pcg *r)
-{
-    float a = 1.0f / sqrtf((float)(fan_in ? fan_in : 1));
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = a * kvp_pcg_float(r);
-}
-
-static void ones(float *p, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++)
-        p[i] = 1.0f;
-}
-
-/* The only place the reference weights are drawn: cuda_host.c and
- * weights_export.c read a kvp_ref_model's tensors (ref_internal.h). One PCG32
- * stream (seed, stream 1) in this order: embed, lm_head, then per spec wk,
- * wv, wq, wo, MLA's, recurrent's, w1, w3, w2; measure.c's shaping uses its
- * own streams, so adding it leaves the other draws alone. */
-static void init_weights(struct kvp_ref_model *rm)
-{
-    struct pcg r;
-    uint64_t H = rm->hidden, I = rm->inter;
-    kvp_pcg_seed(&r, rm->o.seed, 1);
-    for (uint64_t i = 0; i < (uint64_t)rm->vocab * H; i++)
-        rm->embed[i] = kvp_pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
-    ones(rm->out_norm, H);
-    fill(rm->lm_head, (uint64_t)rm->vocab * H, H, &r);
-    kvp_ref_shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
-    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
-        const struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct ref_layer *w = &rm->w[i];
-        ones(w->attn_norm, H);
-        if (w->wk) {
-            fill(w->wk, (uint64_t)w->hkv * w->dk * H, H, &r);
-            fill(w->wv, (uint64_t)w->hkv * w->dv * H, H, &r);
-        }
-        if (w->wq) {
-            fill(w->wq, (uint64_t)w->hq * w->dk * H, H, &r);
-            fill(w->wo, H * w->hq * w->dv, (uint64_t)w->hq * w->dv, &r);
-        }
-        if (w->wk) /* KIVI's outlier keys, heavy hitters, loud values (measure.c) */
-            kvp_ref_shape_attention(&rm->o, (uint32_t)H, w->hq, w->hkv, w->dk, w->dv, w->wq, w->wk, w->wv);
-        if (s->kind == KVP_LAYER_MLA) {
-            fill(w->wdkv, (uint64_t)w->rank * H, H, &r);
-            fill(w->wkr, (uint64_t)w->rope * H, H, &r);
-            fill(w->wuk, (uint64_t)w->hq * w->nope * w->rank, w->rank, &r);
-            fill(w->wuv, (uint64_t)w->hq * w->dv * w->rank, w->rank, &r);
-        }
-        if (w->ra)
-            for (uint64_t j = 0; j < w->S; j++) {
-                w->ra[j] = 2.0f * kvp_pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
-                w->rb[j] = kvp_pcg_float(&r);
-                w->rc[j] = kvp_pcg_float(&r) / sqrtf((float)(w->S / H + 1));
-                w->rden[j] = 1.0f + expf(-w->ra[j]);
-            }
-        if (w->w1) {
-            ones(w->ffn_norm, H);
-            fill(w->w1, I * H, H, &r);
-            fill(w->w3, I * H, H, &r);
-            fill(w->w2, H * I, I, &r);
-        }
-    }
-}
-
-/* Elements of one sequence's recurrent state, from the shapes of the mixer
- * kind (the decoder's own statement, not the engine's count, which validate
- * compares it with): a causal conv keeps its last d_conv - 1 inputs of each
- * of its channels, and the recurrence a matrix per head:
- *   mamba   conv over x (d_inner);              SSM (d_inner, d_state)
- *   mamba2  conv over x, B, C (d_inner + 2 n_groups d_state);
- *                                               SSM (n_heads, v_head_dim, d_state)
- *   gdn     conv over q, k, v (2 n_k_heads k_head_dim + n_heads v_head_dim);
- *                                               delta-rule (n_heads, k_head_dim, v_head_dim)
- * false when it overflows 64 bits. */
-static bool state_elems(const struct kvp_recurrent *r, uint64_t *out)
-{
-    uint64_t taps = r->d_conv ? r->d_conv - 1 : 0, ch, heads, rows, cols, a, b;
-    switch (r->kind) {
-    case KVP_REC_MAMBA:
-        ch = r->d_inner, heads = 1, rows = r->d_inner, cols = r->d_state;
-        break;
-    case KVP_REC_MAMBA2:
-        if (!kvp_mul3(2, r->n_groups, r->d_state, &ch) || !kvp_add(ch, r->d_inner, &ch))
-            return false;
-        heads = r->n_heads, rows = r->v_head_dim, cols = r->d_state;
-        break;
-    default: /* KVP_REC_GDN */
-        if (!kvp_mul3(2, r->n_k_heads, r->k_head_dim, &ch) || !kvp_mul(r->n_heads, r->v_head_dim, &a) ||
-            !kvp_add(ch, a, &ch))
-            return false;
-        heads = r->n_heads, rows = r->k_head_dim, cols = r->v_head_dim;
-        break;
-    }
-    return kvp_mul(taps, ch, &a) && kvp_mul3(heads, rows, cols, &b) && kvp_add(a, b, out);
-}
-
-/* Shapes as run; query heads scaled, KV geometry kept. */
-static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
-{
-    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
-        struct kvp_layer_spec *s = &rm->m.specs[i];
-        struct ref_layer *w = &rm->w[i];
-        const struct kvp_layer_spec *src = s;
-        if (s->kind == KVP_LAYER_SHARED) {
-            if (s->shares >= rm->m.n_layers)
-                return kvp_fail(err, KVP_ERR_RANGE, "shared layer reads layer %u of %u", s->shares, rm->m.n_layers);
-            src = kvp_model_layer(&rm->m, s->shares);
-            if (src->kind != KVP_LAYER_FULL && src->kind != KVP_LAYER_SLIDING && src->kind != KVP_LAYER_CHUNKED)
-                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "a shared layer must read an attention layer's cache (got '%s')",
-                                kvp_layer_kind_name(src->kind));
-        }
-        if (s->kind == KVP_LAYER_MLA) {
-            w->hq = s->n_heads;
-            if (rm->o.q_per_kv && w->hq > rm->o.q_per_kv)
-                w->hq = rm->o.q_per_kv;
-            w->rope = s->qk_rope_dim;
-            w->nope = s->head_dim_k - s->qk_rope_dim;
-            w->dk = s->head_dim_k;
-            w->dv = s->head_dim_v;
-            w->rank = s->kv_lora_rank;
-            w->hkv = 1;
-        } else if (s->kind == KVP_LAYER_RECURRENT) {
-            if (!state_elems(&s->rec, &w->S))
-                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of model '%s' overflows 64 bits", rm->m.name);
-        } else if (s->kind != KVP_LAYER_NONE) {
-            uint32_t hkv = src->n_kv_heads ? src->n_kv_heads : 1, g = s->n_heads / hkv;
-            if (g == 0)
-                g = 1;
-            if (rm->o.q_per_kv && g > rm->o.q_per_kv)
-                g = rm->o.q_per_kv;
-            w->hkv = hkv;
-            w->hq = hkv * g;
-            w->dk = src->head_dim_k;
-            w->dv = src->head_dim_v;
-        }
-        if (w->hq)
-            s->n_heads = w->hq;
-    }
-    return KVP_OK;
-}
-
-enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
-                                  struct kvp_ref_model **out, struct kvp_error *err)
-{
-    struct kvp_ref_model *rm = calloc(1, sizeof *rm);
-    enum kvp_status st;
-    *out = NULL;
-    if (!rm)
-        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
-    rm->m = *m;
-    rm->o = *o;
-    if (rm->o.outlier_gain == 0)
-        rm->o.outlier_gain = 20.0f;
-    rm->hidden = o->hidden ? o->hidden : m->hidden;
-    rm->inter = o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
-    rm->vocab = o->vocab ? o->vocab : m->vocab;
-    if (rm->hidden == 0 || rm->vocab == 0 || rm->inter == 0) {
-        free(rm);
-        return kvp_fail(err, KVP_ERR_RANGE, "model '%s' has no hidden, intermediate or vocab size", m->name);
-    }
-    rm->m.hidden = rm->hidden;
-    rm->m.intermediate = rm->inter;
-    rm->m.vocab = rm->vocab;
-    if ((st = shape(rm, err)) != KVP_OK) {
-        free(rm);
-        return st;
-    }
-    carve(rm);
-    rm->arena_n = rm->arena_used;
-    if (rm->arena_n == UINT64_MAX) {
-        free(rm);
-        return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights of model '%s' overflow 64 bits (scale it down)", m->name);
-    }
-    if (rm->arena_n > SIZE_MAX / sizeof(float) || !(rm->arena = malloc((size_t)rm->arena_n * sizeof(float)))) {
-        uint64_t n = rm->arena_n;
-        free(rm);
-        return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu weights of model '%s' (scale it down)",
-                        (unsigned long long)n, m->name);
-    }
-    carve(rm);
-    init_weights(rm);
-    *out = rm;
-    return KVP_OK;
-}
-
-void kvp_ref_model_free(struct kvp_ref_model *rm)
-{
-    if (!rm)
-        return;
-    free(rm->arena);
-    free(rm);
-}
-
-uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm)
-{
-    return rm->vocab;
-}
-
-const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm)
-{
-    return &rm->m;
-}
-
+/* Positions a query at pos attends in a layer of spec s. */
 static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
 {
     if (s->kind == KVP_LAYER_SLIDING)
@@ -294,56 +31,43 @@ static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
     return pos + 1;
 }
 
-double kvp_ref_step_flops(const struct kvp_ref_model *rm, uint64_t pos)
-{
-    double H = rm->hidden, f = 2.0 * H * rm->vocab;
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct kvp_layer_spec *s = kvp_model_layer(&rm->m, l);
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        const struct kvp_layer_spec *src = s->kind == KVP_LAYER_SHARED ? kvp_model_layer(&rm->m, s->shares) : s;
-        double n = (double)attended(src, pos);
-        if (w->wk)
-            f += 2.0 * H * w->hkv * (w->dk + w->dv);
-        if (w->wq)
-            f += 2.0 * H * w->hq * (w->dk + w->dv) + 2.0 * n * w->hq * (w->dk + w->dv);
-        if (w->wdkv)
-            f += 2.0 * H * (w->rank + w->rope + w->hq * (w->dk + w->dv)) + 2.0 * w->hq * w->rank * (w->nope + w->dv) +
-                 2.0 * n * w->hq * (2.0 * w->rank + w->rope);
-        f += 4.0 * (double)w->S;
-        if (w->w1)
-            f += 6.0 * H * rm->inter;
-    }
-    return f;
-}
-
 /* ---- kernels ------------------------------------------------------------- */
 
-/* out[lo..hi) = W[lo..hi) (rows of d) @ x (d,). Sixteen partial sums per
- * row (lanes j mod 16, folded pairwise at the end; the tail into lane 0) break the chain of dependent
- * adds, so the loop runs at memory speed instead of at the FP add latency;
- * the order is fixed, so a row's result never depends on who computes it. */
-static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo, uint64_t hi, uint64_t d)
+/* a (n,) . b (n,) in sixteen partial sums (lanes j mod 16, folded pairwise
+ * at the end; the tail into lane 0): they break the chain of dependent adds,
+ * so the loop runs at memory speed instead of at the FP add latency, and the
+ * order is fixed, so a result never depends on who computes it. Every dot
+ * product of the cached step (projections, scores) goes through here. */
+static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
 {
-    for (uint64_t i = lo; i < hi; i++) {
-        const float *row = W + i * d;
-        /* four groups of four lanes, written out so that the compiler keeps
-         * them in four vector registers (a loop over an array of sums
-         * compiled to a load-add-store chain through the stack) */
-        float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-        float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
-        uint64_t j = 0;
-        for (; j + 16 <= d; j += 16) {
-            const float *r = row + j, *v = x + j;
-            a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
-            b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
-            c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
-            e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
-        }
-        for (; j < d; j++) /* the tail, d mod 16 values, into lane 0 */
-            a0 += row[j] * x[j];
-        a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
-        out[i] = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+    /* four groups of four lanes, written out so that the compiler keeps
+     * them in four vector registers (a loop over an array of sums
+     * compiled to a load-add-store chain through the stack) */
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+    uint64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const float *r = a + j, *v = b + j;
+        a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
+        b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
+        c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
+        e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
     }
+    for (; j < n; j++) /* the tail, n mod 16 values, into lane 0 */
+        a0 += a[j] * b[j];
+    a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
+    return ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+}
+
+/* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
+ * a chunk: each weight row is read once for all of them (one dot per row
+ * and vector, the same floats as nt products of one vector). */
+KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const float *const *x, uint64_t nt, uint64_t lo,
+                                    uint64_t hi, uint64_t d)
+{
+    for (uint64_t i = lo; i < hi; i++)
+        for (uint64_t t = 0; t < nt; t++)
+            out[t][i] = dot(W + i * d, x[t], d);
 }
 
 #define MATVEC_MAX_THREADS 64
@@ -352,22 +76,25 @@ static void matvec_rows(float *out, const float *W, const float *x, uint64_t lo,
 #define MATVEC_PAR_MIN (1ull << 20)
 
 struct mv_job {
-    float *out;
-    const float *W, *x;
-    uint64_t lo, hi, d;
+    float *const *out;
+    const float *W;
+    const float *const *x;
+    uint64_t nt, lo, hi, d;
 };
 
 static void *mv_run(void *p)
 {
     const struct mv_job *j = p;
-    matvec_rows(j->out, j->W, j->x, j->lo, j->hi, j->d);
+    matvec_rows(j->out, j->W, j->x, j->nt, j->lo, j->hi, j->d);
     return NULL;
 }
 
-/* out (n,) = W (n, d) @ x (d,), rows split among rm->o.threads threads (the
- * caller runs the first share). A thread that cannot start leaves its rows
- * to the caller, so the result is always complete. */
-static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows split among
+ * rm->o.threads threads (the caller runs the first share). A thread that
+ * cannot start leaves its rows to the caller, so the result is always
+ * complete. */
+static void matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
+                   uint64_t n, uint64_t d)
 {
     uint32_t t = rm->o.threads;
     struct mv_job job[MATVEC_MAX_THREADS];
@@ -379,11 +106,11 @@ static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, c
     if (t > n)
         t = (uint32_t)n;
     if (t <= 1 || n * d < MATVEC_PAR_MIN) {
-        matvec_rows(out, W, x, 0, n, d);
+        matvec_rows(out, W, x, nt, 0, n, d);
         return;
     }
     for (uint32_t i = 0; i < t; i++) {
-        job[i] = (struct mv_job){out, W, x, n * i / t, n * (i + 1) / t, d};
+        job[i] = (struct mv_job){out, W, x, nt, n * i / t, n * (i + 1) / t, d};
         if (i > 0)
             started[i] = pthread_create(&th[i], NULL, mv_run, &job[i]) == 0;
     }
@@ -394,6 +121,12 @@ static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, c
         else
             mv_run(&job[i]);
     }
+}
+
+/* out (n,) = W (n, d) @ x (d,) */
+static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
+{
+    matmat(rm, &out, W, &x, 1, n, d);
 }
 
 static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
@@ -441,15 +174,33 @@ static void softmax(float *x, uint64_t n)
 }
 
 /* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
-static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float *x, float *xb, float *h1, float *h3)
+#define CHUNK_MAX 32 /* tokens per chunk (kvp_ref_prefill) */
+
+/* ptr[t] = base + t * stride for the nt vectors of a chunk. */
+static void rows_of(float *base, uint64_t stride, uint64_t nt, float **ptr)
 {
-    rmsnorm(xb, x, w->ffn_norm, rm->hidden);
-    matvec(rm, h1, w->w1, xb, rm->inter, rm->hidden);
-    matvec(rm, h3, w->w3, xb, rm->inter, rm->hidden);
-    for (uint32_t i = 0; i < rm->inter; i++)
+    for (uint64_t t = 0; t < nt; t++)
+        ptr[t] = base + t * stride;
+}
+
+/* For nt <= CHUNK_MAX tokens: x += W2 (silu(W1 xb) * (W3 xb)); x, xb
+ * (nt, hidden); h1, h3 (nt, inter) scratch. */
+static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float *x, float *xb, float *h1, float *h3,
+                uint64_t nt)
+{
+    uint64_t H = rm->hidden, I = rm->inter;
+    float *pb[CHUNK_MAX] = {NULL}, *p1[CHUNK_MAX] = {NULL}, *p3[CHUNK_MAX] = {NULL};
+    rows_of(xb, H, nt, pb);
+    rows_of(h1, I, nt, p1);
+    rows_of(h3, I, nt, p3);
+    for (uint64_t t = 0; t < nt; t++)
+        rmsnorm(pb[t], x + t * H, w->ffn_norm, H);
+    matmat(rm, p1, w->w1, (const float *const *)pb, nt, I, H);
+    matmat(rm, p3, w->w3, (const float *const *)pb, nt, I, H);
+    for (uint64_t i = 0; i < nt * I; i++)
         h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
-    matvec(rm, xb, w->w2, h1, rm->hidden, rm->inter);
-    for (uint32_t i = 0; i < rm->hidden; i++)
+    matmat(rm, pb, w->w2, (const float *const *)p1, nt, H, I);
+    for (uint64_t i = 0; i < nt * H; i++)
         x[i] += xb[i];
 }
 
@@ -459,9 +210,11 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
  * through it before it is read; it is converted H values at a time through
  * tmp (H,), which stays in cache. fresh (the sequence's first token) starts
  * from s = 0 without reading st, so the decoder never reads a state byte it
- * has not written. y[j] sums its elements in increasing order. */
-static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st, bool fresh,
-                  const float *xb, float *y, float *tmp)
+ * has not written. y[j] sums its elements in increasing order. twin (or
+ * NULL) receives the same new values through the same codec: the twin
+ * cache's state (kvp_ref_cache_mirror), written, never read. */
+KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
+                              uint8_t *twin, bool fresh, const float *xb, float *y, float *tmp)
 {
     uint32_t H = rm->hidden, sz = kvp_codec_plain_size(dt);
     memset(y, 0, H * sizeof *y);
@@ -476,10 +229,27 @@ static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enu
         for (uint64_t j = 0; j < n; j++)
             tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
         kvp_codec_put_plain(dt, tmp, n, p);
+        if (twin)
+            kvp_codec_put_plain(dt, tmp, n, twin + base * sz);
         kvp_codec_get_plain(dt, p, n, tmp);
         for (uint64_t j = 0; j < n; j++)
             y[j] += gc[j] * tmp[j];
     }
+}
+
+/* The recurrence of layer l for sequence seq on c's state, writing the new
+ * state into c's twin too (kvp_ref_cache_mirror). */
+static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w,
+                                   uint32_t l, uint32_t seq, bool fresh, const float *xb, float *y, float *tmp,
+                                   struct kvp_error *err)
+{
+    uint8_t *state, *twin = NULL;
+    enum kvp_status st = kvp_cache_state(c, l, seq, &state, err);
+    if (st == KVP_OK && kvp_cache_twin(c))
+        st = kvp_cache_state(kvp_cache_twin(c), l, seq, &twin, err);
+    if (st == KVP_OK)
+        recur(rm, w, kvp_cache_state_dtype(c), state, twin, fresh, xb, y, tmp);
+    return st;
 }
 
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
@@ -488,141 +258,193 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
     matvec(rm, logits, rm->lm_head, xb, rm->vocab, rm->hidden);
 }
 
-/* ---- one step through the cache ------------------------------------------ */
+/* ---- tokens through the cache ---------------------------------------------- */
 
-#define ATT_ROWS 4 /* key rows attend scores side by side */
+/* Tokens of one call (a chunk) share every cached row they read: each row
+ * is read (dequantized) once and scored against every query of the chunk,
+ * so a chunk of n tokens reads the cache once where n steps read it n times.
+ * Every token's arithmetic is that of a step of its own: its scores in row
+ * order, its value sums in row order, and the rows of the chunk's earlier
+ * tokens as the cache gives them back (kvp_cache_reread), so the logits and
+ * the cache's bytes are those of n steps, bit for bit (tests/check_ref.c
+ * `prefill_equals_steps`). Only a cache whose rows never change once written
+ * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
+ * chunks; another one a token at a time. */
+#define CHUNK_BYTES (256ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
 struct scratch {
-    float *x, *xb, *q, *att, *o, *h1, *h3, *row, *row2; /* row: a cache row of the widest layer */
-    float *st;          /* (hidden,) recurrent state values being updated */
-    float *rows;        /* (ATT_ROWS, wide) key rows scored together */
-    float **pk, **pv;   /* (layers,) pending K/V rows of this step */
-    float *pend;
+    uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
+    float *x, *xb;        /* (n, hidden) residual stream, normed input */
+    float *q, *o, *ql;    /* (n, wide) queries, mixer outputs, MLA latent queries/outputs */
+    float *row;           /* (2, wide) a cached row as read, a chunk row rotated */
+    float *h1, *h3;       /* (n, inter) MLP */
+    float *st;            /* (hidden,) recurrent state values being updated */
+    float *att;           /* (n, heads, T) scores, then weights */
+    float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
+    float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back */
+    uint64_t heads;
 };
 
-static void scratch_free(struct scratch *s)
+/* Floats of one token's pending rows, all layers. */
+static uint64_t pending_floats(const struct kvp_ref_model *rm)
 {
-    free(s->x);
-    free(s->pk);
-    free(s->pv);
-    free(s->pend);
+    uint64_t pend = 0;
+    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+    }
+    return pend;
 }
 
-static enum kvp_status scratch_new(const struct kvp_ref_model *rm, uint64_t max_pos, struct scratch *s,
-                                   struct kvp_error *err)
+/* Widest per-token row of the scratch (see scratch_of). */
+static uint64_t scratch_wide(const struct kvp_ref_model *rm)
 {
-    uint64_t H = rm->hidden, wide = H, heads = 1, pend = 0;
-    memset(s, 0, sizeof *s);
+    uint64_t wide = rm->hidden;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
         uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope;
         uint64_t b = (uint64_t)w->hkv * (w->dk > w->dv ? w->dk : w->dv) + w->rank + w->rope + (uint64_t)w->hq * w->rank;
         wide = a > wide ? a : wide;
         wide = b > wide ? b : wide;
-        heads = w->hq > heads ? w->hq : heads;
     }
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-    }
-    uint64_t I = rm->inter, V = rm->vocab;
-    uint64_t n = 4 * H + (5 + ATT_ROWS) * wide + 2 * I + V + heads * (max_pos + 1);
-    s->x = calloc(n, sizeof(float));
-    s->pk = calloc(rm->m.n_layers, sizeof *s->pk);
-    s->pv = calloc(rm->m.n_layers, sizeof *s->pv);
-    s->pend = calloc(pend + 1, sizeof(float));
-    if (!s->x || !s->pk || !s->pv || !s->pend) {
-        scratch_free(s);
+    return wide;
+}
+
+/* The chunk's scratch, carved from the cache's scratch memory (kept by the
+ * cache from call to call, so that a step allocates nothing once the
+ * longest sequence's scores fit), zeroed. */
+static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t pos0, uint64_t n,
+                                  struct scratch *s, struct kvp_error *err)
+{
+    uint64_t H = rm->hidden, wide = scratch_wide(rm), heads = 1, pend = pending_floats(rm), L = rm->m.n_layers;
+    memset(s, 0, sizeof *s);
+    for (uint32_t i = 0; i < rm->m.n_specs; i++)
+        heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
+    uint64_t I = rm->inter, per, att, nf, bytes, ptrs;
+    /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
+     * row (a cached row, then a rotated one), st */
+    if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
+        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide + H, &nf) ||
+        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
+        !kvp_add(bytes, ptrs, &bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
+    void *mem = kvp_cache_scratch(c, bytes);
+    if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
-    }
-    s->xb = s->x + H;
-    s->q = s->xb + H + V; /* xb also holds logits when asked for none */
-    s->o = s->q + wide;
-    s->row = s->o + wide;
-    s->row2 = s->row + wide;
-    s->h1 = s->row2 + wide;
-    s->h3 = s->h1 + I;
-    s->st = s->h3 + I + wide;
-    s->rows = s->st + H;
-    s->att = s->rows + ATT_ROWS * wide;
-    float *p = s->pend;
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
-        const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        if (w->wk) {
-            s->pk[l] = p;
-            s->pv[l] = p + (uint64_t)w->hkv * w->dk;
-            p += (uint64_t)w->hkv * (w->dk + w->dv);
-        } else if (w->wdkv) {
-            s->pk[l] = p;
-            p += w->rank + w->rope;
+    memset(mem, 0, (size_t)bytes);
+    s->n = n, s->pos0 = pos0, s->T = pos0 + n, s->heads = heads;
+    s->pk = mem;
+    s->pv = s->pk + n * L;
+    s->rk = s->pv + n * L;
+    s->rv = s->rk + n * L;
+    s->x = (float *)(s->rv + n * L);
+    s->xb = s->x + n * H;
+    s->q = s->xb + n * H;
+    s->o = s->q + n * wide;
+    s->ql = s->o + n * wide;
+    s->h1 = s->ql + n * wide;
+    s->h3 = s->h1 + n * I;
+    s->row = s->h3 + n * I;
+    s->st = s->row + 2 * wide;
+    s->att = s->st + H;
+    float *p = s->att + att;
+    for (uint64_t t = 0; t < n; t++)
+        for (uint32_t l = 0; l < L; l++) {
+            const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+            uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->rank + w->rope, nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+            if (!w->wk && !w->wdkv)
+                continue;
+            s->pk[t * L + l] = p, p += nk;
+            s->rk[t * L + l] = p, p += nk;
+            if (nv) {
+                s->pv[t * L + l] = p, p += nv;
+                s->rv[t * L + l] = p, p += nv;
+            }
         }
-    }
     return KVP_OK;
 }
 
-/* Key row j of layer src into buf (hkv, dk) as attention reads it: from the
- * cache, or this step's pending row at pos; rotated here when the cache
- * holds un-rotated keys. */
-static const float *key_row(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
-                            uint32_t src, uint32_t seq, uint64_t j, uint64_t pos, const struct scratch *s, float *buf)
+static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
 {
-    const float *k = s->pk[src];
-    if (j < pos) {
-        kvp_cache_read_k(c, src, seq, j, buf);
-        k = buf;
-    } else if (rm->o.pre_rope_keys) {
-        memcpy(buf, k, (uint64_t)w->hkv * w->dk * sizeof *k);
-        k = buf;
-    }
-    if (rm->o.pre_rope_keys) /* the cache holds un-rotated keys: rotate after dequantizing */
-        rope(buf, w->hkv, w->dk, w->dk, j);
-    return k;
+    return pos + 1 - attended(s, pos);
 }
 
-/* Attention of q (hq, dk) over positions [lo, pos] of layer src's cache,
- * the newest (pos) from this step's pending rows. out (hq, dv). Scores of
- * ATT_ROWS positions are summed side by side, each in its own running sum
- * in channel order (the order of a one-position loop: the same floats), so
- * the adds do not wait on each other. */
-static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t src,
-                   uint32_t seq, uint64_t lo, uint64_t pos, struct scratch *s)
+/* Row j of layer l (K, or V with kv) as query token t of the chunk reads
+ * it: from the cache before the chunk, its own pending row, or an earlier
+ * token's row as the cache gives it back. NULL when the row is cached (the
+ * caller reads it once for all tokens). */
+static const float *chunk_row(const struct scratch *s, uint32_t L, uint32_t l, int kv, uint64_t j, uint64_t t)
 {
-    uint64_t n = pos - lo + 1, g = w->hq / w->hkv, wide = (uint64_t)w->hkv * w->dk;
+    if (j < s->pos0)
+        return NULL;
+    uint64_t i = (j - s->pos0) * L + l;
+    return j - s->pos0 == t ? (kv ? s->pv : s->pk)[i] : (kv ? s->rv : s->rk)[i];
+}
+
+/* Key row j of layer src for token t into buf as attention reads it
+ * (rotated here when the cache holds un-rotated keys); cached rows come
+ * read already in `cached`. */
+static const float *key_of(const struct kvp_ref_model *rm, const struct scratch *s, uint32_t src, uint64_t nk,
+                           uint32_t rope_at, uint32_t rope_d, uint32_t rope_h, uint32_t rope_stride, uint64_t j,
+                           uint64_t t, const float *cached, float *buf)
+{
+    const float *k = j < s->pos0 ? cached : chunk_row(s, rm->m.n_layers, src, 0, j, t);
+    if (!rm->o.pre_rope_keys)
+        return k;
+    if (k != buf)
+        memcpy(buf, k, nk * sizeof *k);
+    rope(buf + rope_at, rope_h, rope_d, rope_stride, j); /* the cache holds un-rotated keys: rotate after reading */
+    return buf;
+}
+
+/* Attention of the chunk's queries q (n, hq, dk) over each one's positions
+ * of layer src (its window), out o (n, hq, dv). */
+KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
+                               uint32_t src, uint32_t seq, struct scratch *s, uint64_t wide)
+{
+    const struct kvp_layer_spec *ss = kvp_model_layer(&rm->m, src);
+    uint64_t g = w->hq / w->hkv, nk = (uint64_t)w->hkv * w->dk, T = s->T, lo = window_lo(ss, s->pos0);
+    uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    for (uint64_t j0 = lo; j0 <= pos; j0 += ATT_ROWS) {
-        const float *k[ATT_ROWS];
-        for (uint64_t b = 0; b < ATT_ROWS; b++) /* past pos: position pos again, its score not kept */
-            k[b] = key_row(rm, c, w, src, seq, j0 + b <= pos ? j0 + b : pos, pos, s, s->rows + b * wide);
-        for (uint32_t h = 0; h < w->hq; h++) {
-            const float *qh = s->q + (uint64_t)h * w->dk;
-            uint64_t off = (h / g) * w->dk;
-            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            for (uint32_t i = 0; i < w->dk; i++) {
-                a0 += qh[i] * k[0][off + i];
-                a1 += qh[i] * k[1][off + i];
-                a2 += qh[i] * k[2][off + i];
-                a3 += qh[i] * k[3][off + i];
-            }
-            const float a[ATT_ROWS] = {a0, a1, a2, a3};
-            for (uint64_t b = 0; b < ATT_ROWS && j0 + b <= pos; b++)
-                s->att[h * n + (j0 + b - lo)] = a[b] * scale;
+    float *buf = s->row + wide; /* the row's second half */
+    for (uint64_t j = lo; j < T; j++) {
+        if (j < s->pos0) {
+            kvp_cache_read_k(c, src, seq, j, s->row);
+            if (rm->o.pre_rope_keys)
+                rope(s->row, w->hkv, w->dk, w->dk, j);
+        }
+        for (uint64_t t = 0; t < s->n; t++) {
+            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
+            if (j < tlo || j > pos)
+                continue;
+            const float *k = j < s->pos0 ? s->row : key_of(rm, s, src, nk, 0, w->dk, w->hkv, w->dk, j, t, NULL, buf);
+            float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++)
+                att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
         }
     }
-    for (uint32_t h = 0; h < w->hq; h++)
-        softmax(s->att + h * n, n);
-    memset(s->o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
-    for (uint64_t j = lo; j <= pos; j++) {
-        const float *v = s->pv[src];
-        if (j < pos) {
+    for (uint64_t t = 0; t < s->n; t++) {
+        uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
+        for (uint32_t h = 0; h < w->hq; h++)
+            softmax(s->att + t * s->heads * T + h * T, m);
+        memset(s->o + t * wide, 0, (uint64_t)w->hq * w->dv * sizeof(float));
+    }
+    for (uint64_t j = lo; j < T; j++) {
+        if (j < s->pos0)
             kvp_cache_read_v(c, src, seq, j, s->row);
-            v = s->row;
-        }
-        for (uint32_t h = 0; h < w->hq; h++) {
-            float p = s->att[h * n + (j - lo)];
-            const float *vh = v + (h / g) * w->dv;
-            float *oh = s->o + (uint64_t)h * w->dv;
-            for (uint32_t i = 0; i < w->dv; i++)
-                oh[i] += p * vh[i];
+        for (uint64_t t = 0; t < s->n; t++) {
+            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
+            if (j < tlo || j > pos)
+                continue;
+            const float *v = j < s->pos0 ? s->row : chunk_row(s, L, src, 1, j, t);
+            const float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++) {
+                float p = att[h * T + (j - tlo)];
+                const float *vh = v + (h / g) * w->dv;
+                float *oh = s->o + t * wide + (uint64_t)h * w->dv;
+                for (uint32_t i = 0; i < w->dv; i++)
+                    oh[i] += p * vh[i];
+            }
         }
     }
 }
@@ -631,140 +453,197 @@ static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c
  * (rank,) scores the cached latents directly, and the output latent is
  * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
  * cached latent per head (what kvp_ref_recompute does). */
-static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
-                       uint32_t seq, uint64_t pos, struct scratch *s)
+KVP_REF_HOT static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
+                       uint32_t seq, struct scratch *s, uint64_t wide)
 {
-    uint64_t n = pos + 1, R = w->rank;
+    uint64_t R = w->rank, T = s->T, nk = R + w->rope;
+    uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *qlat = s->row2; /* (hq, rank) */
-    for (uint32_t h = 0; h < w->hq; h++) {
-        const float *qn = s->q + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
-        for (uint64_t r = 0; r < R; r++) {
-            float acc = 0;
-            for (uint32_t i = 0; i < w->nope; i++)
-                acc += U[i * R + r] * qn[i];
-            qlat[h * R + r] = acc;
-        }
-    }
-    for (uint64_t j = 0; j < n; j++) {
-        const float *lat = s->pk[l];
-        if (j < pos) {
-            kvp_cache_read_k(c, l, seq, j, s->row);
-            lat = s->row;
-        } else if (rm->o.pre_rope_keys) {
-            memcpy(s->row, lat, (R + w->rope) * sizeof *lat);
-            lat = s->row;
-        }
-        if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
-            rope(s->row + R, 1, w->rope, w->rope, j);
+    float *buf = s->row + wide; /* the row's second half */
+    for (uint64_t t = 0; t < s->n; t++) { /* qlat[r] sums U[i][r] q[i] over i in order, all r at once */
+        float *qlat = s->ql + t * wide; /* (hq, rank) */
+        memset(qlat, 0, (uint64_t)w->hq * R * sizeof *qlat);
         for (uint32_t h = 0; h < w->hq; h++) {
-            const float *qr = s->q + (uint64_t)h * w->dk + w->nope;
-            float acc = 0;
-            for (uint64_t r = 0; r < R; r++)
-                acc += qlat[h * R + r] * lat[r];
-            for (uint32_t i = 0; i < w->rope; i++)
-                acc += qr[i] * lat[R + i];
-            s->att[h * n + j] = acc * scale;
+            const float *qn = s->q + t * wide + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
+            float *ql = qlat + (uint64_t)h * R;
+            for (uint32_t i = 0; i < w->nope; i++)
+                for (uint64_t r = 0; r < R; r++)
+                    ql[r] += U[i * R + r] * qn[i];
         }
     }
-    for (uint32_t h = 0; h < w->hq; h++)
-        softmax(s->att + h * n, n);
-    float *olat = qlat; /* reuse: (hq, rank) */
-    memset(olat, 0, (uint64_t)w->hq * R * sizeof(float));
-    for (uint64_t j = 0; j < n; j++) {
-        const float *lat = s->pk[l];
-        if (j < pos) {
+    for (uint64_t j = 0; j < T; j++) {
+        if (j < s->pos0) {
             kvp_cache_read_k(c, l, seq, j, s->row);
-            lat = s->row;
+            if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
+                rope(s->row + R, 1, w->rope, w->rope, j);
         }
-        for (uint32_t h = 0; h < w->hq; h++)
-            for (uint64_t r = 0; r < R; r++)
-                olat[h * R + r] += s->att[h * n + j] * lat[r];
+        for (uint64_t t = 0; t < s->n; t++) {
+            if (j > s->pos0 + t)
+                continue;
+            const float *lat = j < s->pos0 ? s->row : key_of(rm, s, l, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, NULL, buf);
+            float *att = s->att + t * s->heads * T;
+            for (uint32_t h = 0; h < w->hq; h++) {
+                const float *qr = s->q + t * wide + (uint64_t)h * w->dk + w->nope;
+                att[h * T + j] = (dot(s->ql + t * wide + h * R, lat, R) + dot(qr, lat + R, w->rope)) * scale;
+            }
+        }
     }
-    for (uint32_t h = 0; h < w->hq; h++)
-        matvec(rm, s->o + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, olat + h * R, w->dv, R);
+    for (uint64_t t = 0; t < s->n; t++) {
+        for (uint32_t h = 0; h < w->hq; h++)
+            softmax(s->att + t * s->heads * T + h * T, s->pos0 + t + 1);
+        memset(s->ql + t * wide, 0, (uint64_t)w->hq * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
+    }
+    for (uint64_t j = 0; j < T; j++) {
+        if (j < s->pos0)
+            kvp_cache_read_k(c, l, seq, j, s->row);
+        for (uint64_t t = 0; t < s->n; t++) {
+            if (j > s->pos0 + t)
+                continue;
+            const float *lat = j < s->pos0 ? s->row : chunk_row(s, L, l, 0, j, t);
+            const float *att = s->att + t * s->heads * T;
+            float *olat = s->ql + t * wide;
+            for (uint32_t h = 0; h < w->hq; h++)
+                for (uint64_t r = 0; r < R; r++)
+                    olat[h * R + r] += att[h * T + j] * lat[r];
+        }
+    }
+    for (uint64_t t = 0; t < s->n; t++)
+        for (uint32_t h = 0; h < w->hq; h++)
+            matvec(rm, s->o + t * wide + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, s->ql + t * wide + h * R,
+                   w->dv, R);
 }
 
-static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
+/* Layer l's pending rows of every token of the chunk, as the cache will
+ * give them back (for the chunk's later tokens). */
+static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
+                        struct scratch *s)
 {
-    return pos + 1 - attended(s, pos);
+    uint32_t L = rm->m.n_layers;
+    for (uint64_t t = 0; t + 1 < s->n; t++) { /* the last token's rows are read by no later one */
+        kvp_cache_reread(c, l, 0, s->pk[t * L + l], s->rk[t * L + l]);
+        if (w->wk)
+            kvp_cache_reread(c, l, 1, s->pv[t * L + l], s->rv[t * L + l]);
+    }
 }
 
-static enum kvp_status step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq, uint32_t token,
-                            float *logits, struct scratch *s, struct kvp_error *err)
+/* The chunk's n tokens (at positions pos0..) through every layer, the
+ * logits of the last one (when asked for), then each token's rows into the
+ * cache in order. */
+static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                               const uint32_t *tok, float *logits, struct scratch *s, uint64_t wide,
+                               struct kvp_error *err)
 {
-    uint64_t pos = kvp_ref_seq_len(c, seq), H = rm->hidden;
+    uint64_t H = rm->hidden, n = s->n;
+    uint32_t L = rm->m.n_layers;
     enum kvp_status st;
 
-    if (token >= rm->vocab)
-        return kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", token, rm->vocab);
-    memcpy(s->x, rm->embed + (uint64_t)token * H, H * sizeof(float));
-    for (uint32_t l = 0; l < rm->m.n_layers; l++) {
+    for (uint64_t t = 0; t < n; t++) {
+        if (tok[t] >= rm->vocab)
+            return kvp_fail(err, KVP_ERR_RANGE, "token %u is outside the vocabulary of %u", tok[t], rm->vocab);
+        memcpy(s->x + t * H, rm->embed + (uint64_t)tok[t] * H, H * sizeof(float));
+    }
+    for (uint32_t l = 0; l < L; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(&rm->m, l);
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         if (sp->kind != KVP_LAYER_NONE) {
-            rmsnorm(s->xb, s->x, w->attn_norm, H);
+            float *xb[CHUNK_MAX] = {NULL}, *q[CHUNK_MAX] = {NULL}, *k[CHUNK_MAX] = {NULL}, *v[CHUNK_MAX] = {NULL},
+                  *kr[CHUNK_MAX] = {NULL};
+            const float *const *in = (const float *const *)xb;
+            rows_of(s->xb, H, n, xb);
+            rows_of(s->q, wide, n, q);
+            for (uint64_t t = 0; t < n; t++) {
+                rmsnorm(xb[t], s->x + t * H, w->attn_norm, H);
+                k[t] = s->pk[t * L + l], v[t] = s->pv[t * L + l];
+                kr[t] = k[t] ? k[t] + w->rank : NULL;
+            }
             switch (sp->kind) {
             case KVP_LAYER_FULL:
             case KVP_LAYER_SLIDING:
             case KVP_LAYER_CHUNKED:
-                matvec(rm, s->pk[l], w->wk, s->xb, (uint64_t)w->hkv * w->dk, H);
-                matvec(rm, s->pv[l], w->wv, s->xb, (uint64_t)w->hkv * w->dv, H);
-                if (!rm->o.pre_rope_keys) /* else attend rotates them after reading */
-                    rope(s->pk[l], w->hkv, w->dk, w->dk, pos);
+                matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
+                matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
+                for (uint64_t t = 0; t < n && !rm->o.pre_rope_keys; t++) /* else attention rotates them after reading */
+                    rope(k[t], w->hkv, w->dk, w->dk, s->pos0 + t);
                 /* fallthrough */
-            case KVP_LAYER_SHARED: {
-                uint32_t src = sp->kind == KVP_LAYER_SHARED ? sp->shares : l;
-                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
-                rope(s->q, w->hq, w->dk, w->dk, pos);
-                attend(rm, c, w, src, seq, window_lo(kvp_model_layer(&rm->m, src), pos), pos, s);
+            case KVP_LAYER_SHARED:
+                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                for (uint64_t t = 0; t < n; t++)
+                    rope(q[t], w->hq, w->dk, w->dk, s->pos0 + t);
                 break;
-            }
             case KVP_LAYER_MLA:
-                matvec(rm, s->q, w->wq, s->xb, (uint64_t)w->hq * w->dk, H);
-                rope(s->q + w->nope, w->hq, w->rope, w->dk, pos);
-                matvec(rm, s->pk[l], w->wdkv, s->xb, w->rank, H);
-                matvec(rm, s->pk[l] + w->rank, w->wkr, s->xb, w->rope, H);
-                if (!rm->o.pre_rope_keys)
-                    rope(s->pk[l] + w->rank, 1, w->rope, w->rope, pos);
-                attend_mla(rm, c, w, l, seq, pos, s);
+                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                matmat(rm, k, w->wdkv, in, n, w->rank, H);
+                matmat(rm, kr, w->wkr, in, n, w->rope, H);
+                for (uint64_t t = 0; t < n; t++) {
+                    rope(q[t] + w->nope, w->hq, w->rope, w->dk, s->pos0 + t);
+                    if (!rm->o.pre_rope_keys)
+                        rope(kr[t], 1, w->rope, w->rope, s->pos0 + t);
+                }
                 break;
-            case KVP_LAYER_RECURRENT: {
-                uint8_t *state;
-                if ((st = kvp_cache_state(c, l, seq, &state, err)) != KVP_OK)
-                    return st;
-                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, s->xb, s->o, s->st);
-                for (uint64_t i = 0; i < H; i++)
-                    s->x[i] += s->o[i];
+            case KVP_LAYER_RECURRENT:
+                for (uint64_t t = 0; t < n; t++) {
+                    if ((st = recur_layer(rm, c, w, l, seq, s->pos0 + t == 0, xb[t], s->o + t * wide, s->st, err)) != KVP_OK)
+                        return st;
+                    for (uint64_t i = 0; i < H; i++)
+                        s->x[t * H + i] += s->o[t * wide + i];
+                }
                 break;
-            }
             default:
                 break;
             }
+            if (w->wk || w->wdkv)
+                reread_rows(rm, c, w, l, s);
+            if (sp->kind == KVP_LAYER_MLA)
+                attend_mla(rm, c, w, l, seq, s, wide);
+            else if (w->wq)
+                attend(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide);
             if (w->wo) {
-                matvec(rm, s->xb, w->wo, s->o, H, (uint64_t)w->hq * w->dv);
-                for (uint64_t i = 0; i < H; i++)
+                float *o[CHUNK_MAX] = {NULL};
+                rows_of(s->o, wide, n, o);
+                matmat(rm, xb, w->wo, (const float *const *)o, n, H, (uint64_t)w->hq * w->dv);
+                for (uint64_t i = 0; i < n * H; i++)
                     s->x[i] += s->xb[i];
             }
         }
         if (w->w1)
-            mlp(rm, w, s->x, s->xb, s->h1, s->h3);
+            mlp(rm, w, s->x, s->xb, s->h1, s->h3, n);
     }
     if (logits)
-        logits_of(rm, s->x, s->xb, logits);
-    return kvp_cache_commit(c, seq, (const float *const *)s->pk, (const float *const *)s->pv, err);
+        logits_of(rm, s->x + (n - 1) * H, s->xb, logits);
+    for (uint64_t t = 0; t < n; t++)
+        if ((st = kvp_cache_commit(c, seq, (const float *const *)s->pk + t * L, (const float *const *)s->pv + t * L,
+                                   err)) != KVP_OK)
+            return st;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                const uint32_t *tokens, uint64_t n, float *logits, struct kvp_error *err)
+{
+    uint64_t per = 2 * pending_floats(rm) * sizeof(float), most = CHUNK_MAX, wide = scratch_wide(rm);
+    if (per && CHUNK_BYTES / per < most)
+        most = CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    if (!kvp_cache_rows_final(c))
+        most = 1;
+    for (uint64_t i = 0; i < n;) {
+        uint64_t pos0 = kvp_ref_seq_len(c, seq), m = n - i < most ? n - i : most;
+        struct scratch s;
+        enum kvp_status st;
+        if (pos0 + m > kvp_cache_context(c))
+            return kvp_fail(err, KVP_ERR_RANGE, "sequence %u is full: the cache holds %llu tokens", seq,
+                            (unsigned long long)kvp_cache_context(c));
+        if ((st = scratch_of(rm, c, pos0, m, &s, err)) != KVP_OK ||
+            (st = forward(rm, c, seq, tokens + i, i + m == n ? logits : NULL, &s, wide, err)) != KVP_OK)
+            return st;
+        i += m;
+    }
+    return KVP_OK;
 }
 
 enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              uint32_t token, float *logits, struct kvp_error *err)
 {
-    struct scratch s;
-    enum kvp_status st;
-    if ((st = scratch_new(rm, kvp_ref_seq_len(c, seq), &s, err)) != KVP_OK)
-        return st;
-    st = step(rm, c, seq, token, logits, &s, err);
-    scratch_free(&s);
-    return st;
+    return kvp_ref_prefill(rm, c, seq, &token, 1, logits, err);
 }
 
 enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -773,23 +652,22 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
     struct scratch s;
     enum kvp_status st;
     uint64_t pos = kvp_ref_seq_len(c, seq);
-    if ((st = scratch_new(rm, 0, &s, err)) != KVP_OK)
+    if ((st = scratch_of(rm, c, 0, 1, &s, err)) != KVP_OK) /* no scores */
         return st;
     for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        uint64_t nk = w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-        for (uint64_t i = 0; i < nk; i++) /* synthetic, varied, bounded entries */
-            s.pk[l][i] = (float)sin((double)(pos * 31 + i * 7 + l));
-        if (w->ra) {
-            uint8_t *state;
-            if ((st = kvp_cache_state(c, l, seq, &state, err)) == KVP_OK)
-                recur(rm, w, kvp_cache_state_dtype(c), state, pos == 0, rm->embed, s.o, s.st);
-        }
+        uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        uint64_t nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+        struct pcg r; /* synthetic, varied, bounded entries: a PCG32 stream per (position, layer) */
+        kvp_pcg_seed(&r, pos, l);
+        for (uint64_t i = 0; i < nk; i++)
+            s.pk[l][i] = kvp_pcg_float(&r);
+        for (uint64_t i = 0; i < nv; i++)
+            s.pv[l][i] = kvp_pcg_float(&r);
+        if (w->ra)
+            st = recur_layer(rm, c, w, l, seq, pos == 0, rm->embed, s.o, s.st, err);
     }
-    if (st == KVP_OK)
-        st = kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err);
-    scratch_free(&s);
-    return st;
+    return st == KVP_OK ? kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err) : st;
 }
 
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)
@@ -870,7 +748,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, t == 0, xb, o, stmp);
+                    recur(rm, w, rm->m.state_dtype, state, NULL, t == 0, xb, o, stmp);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
@@ -929,7 +807,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                 }
             }
             if (w->w1)
-                mlp(rm, w, x, xb, h1, h3);
+                mlp(rm, w, x, xb, h1, h3, 1);
         }
     }
     logits_of(rm, X + (n - 1) * H, xb, logits);

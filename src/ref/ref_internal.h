@@ -8,6 +8,25 @@
 
 #include "kvplan/ref.h"
 
+/* The hot loops (cache row conversions, dot products, attention) compiled
+ * twice, for AVX2 and for the baseline ISA, the one to run picked when the
+ * program loads (GCC on x86-64; elsewhere the baseline only). Every sum keeps
+ * its order and nothing is contracted into an FMA (-std=c11 sets
+ * -ffp-contract=off; the avx2 target has no FMA), so both give the same
+ * floats. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KVP_REF_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define KVP_REF_HOT
+#endif
+/* A kernel the hot loops call, inlined into each clone so that it is
+ * compiled for the clone's ISA (a call would run the baseline one). */
+#if defined(__GNUC__)
+#define KVP_REF_INLINE __attribute__((always_inline)) inline
+#else
+#define KVP_REF_INLINE inline
+#endif
+
 /* ---- codec.c: one format's bytes <-> float32 ------------------------- */
 /* The codec's own layout of type t (never format.h's table): whether it can
  * store t at all, whether t is an integer type with group settings, values
@@ -68,7 +87,24 @@ void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t se
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
 enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
-/* ---- decoder.c: the model and its seeded weights ----------------------------
+/* Whether every store's rows stay as written (no residual, no channel-axis
+ * groups): then a row reads back the same whatever was appended after it,
+ * and the decoder may read the cache once for a chunk of tokens. */
+bool kvp_cache_rows_final(const struct kvp_ref_cache *c);
+/* x, a K (kv 0) or V (kv 1) row of layer `layer`, as the cache would give
+ * it back once appended (encoded and decoded through the store's codec;
+ * rows-final caches only). */
+void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out);
+uint64_t kvp_cache_context(const struct kvp_ref_cache *c); /* tokens a sequence may hold */
+/* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_cache_commit
+ * and kvp_ref_seq_end reach it themselves; its recurrent state is the
+ * decoder's to update. */
+struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
+/* At least `bytes` of memory the cache keeps for the decoder's step scratch
+ * (its contents are the caller's; it moves when it grows); NULL when out of
+ * memory. Freed with the cache. */
+void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
+/* ---- model.c: the model and its seeded weights --------------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
  * in one order. cuda_host.c (kvp_cuda_weights_new) and weights_export.c
@@ -111,21 +147,11 @@ struct kvp_ref_model {
     uint64_t arena_n, arena_used; /* floats */
 };
 
-/* ---- decoder.c, for measure.c ------------------------------------------ */
+/* ---- decoder.c, for measure.c (decoder.c needs nothing of measure.c) ----- */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
 void kvp_ref_softmax(float *x, uint64_t n);
 /* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
 void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
-
-/* ---- measure.c, for decoder.c: the fidelity model's weights -------------- */
-/* Shape the embeddings (vocab, H) and one attention spec's wq (hq*dk, H),
- * wk (hkv*dk, H), wv (hkv*dv, H) after their random fill, as o asks
- * (outlier key channels, heavy-hitter tokens, loud values); no-ops when o
- * asks for none of them. Uses its own PCG stream, so the other weights stay
- * those of the seed. */
-void kvp_ref_shape_embed(const struct kvp_ref_opts *o, uint32_t H, uint32_t vocab, float *embed);
-void kvp_ref_shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t hq, uint32_t hkv, uint32_t dk,
-                         uint32_t dv, float *wq, float *wk, float *wv);
 
 #endif

@@ -7,11 +7,13 @@
  *     bench decode            reference decoder vs a STREAM-like copy/triad/read
  *     bench scaling           decode with the cache vs recomputing the sequence
  *     bench sim               kvplan simulate's scheduler: requests and steps per second
+ *     bench validate BIN      BIN validate MODEL (no options) per shipped model: wall and CPU
  *
  * Every figure is the median of R repeated runs with its min..max; every
  * ratio compares figures of the same run. Each timed loop feeds a checksum
  * that is printed, so no loop can be optimised away unnoticed.
  */
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 #include <fcntl.h>
 
 #include "kvplan/catalog.h"
@@ -796,6 +799,91 @@ static void bench_sim(void)
     }
     printf("\nchecksum sim: %.0f\n\n", sum);
     kvp_catalog_free(cat);
+/* ---- validate ---------------------------------------------------------------- */
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static double cpu_of(const struct rusage *r)
+{
+    return (double)r->ru_utime.tv_sec + r->ru_utime.tv_usec * 1e-6 + (double)r->ru_stime.tv_sec + r->ru_stime.tv_usec * 1e-6;
+}
+
+/* One run of argv (stdout, stderr to /dev/null): wall seconds, the child's
+ * user + system CPU seconds (the growth of RUSAGE_CHILDREN over its wait),
+ * and its exit status (-1: it did not exit). */
+static int spawn_rusage(char *const argv[], double *wall, double *cpu)
+{
+    posix_spawn_file_actions_t fa;
+    struct rusage r0, r1;
+    pid_t pid;
+    int status;
+    double t0 = now();
+    getrusage(RUSAGE_CHILDREN, &r0);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) != 0)
+        die(argv[0], NULL);
+    posix_spawn_file_actions_destroy(&fa);
+    if (waitpid(pid, &status, 0) < 0)
+        die("waitpid", NULL);
+    *wall = now() - t0;
+    getrusage(RUSAGE_CHILDREN, &r1);
+    *cpu = cpu_of(&r1) - cpu_of(&r0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* `BIN validate MODEL` with no options for every model file of the data
+ * folder (but the GPU catalog, gpus.yaml), once each: the default decodes (context 256 or the model's
+ * maximum, static, the model's dtype, scaled widths, the real KV geometry),
+ * and the written check's twin rides along. */
+static void bench_validate(const char *bin)
+{
+    DIR *d = opendir(datadir());
+    struct dirent *e;
+    char *names[256];
+    size_t n = 0;
+    if (!d)
+        die(datadir(), NULL);
+    while ((e = readdir(d)) != NULL && n < sizeof names / sizeof names[0]) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".yaml") == 0 && strcmp(e->d_name, "gpus.yaml") != 0) {
+            if (!(names[n] = strdup(e->d_name)))
+                die("strdup", NULL);
+            names[n++][len - 5] = 0;
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    double load[3] = {0, 0, 0};
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (!la || fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+        load[0] = load[1] = load[2] = -1;
+    if (la)
+        fclose(la);
+    printf("## Validate\n\n");
+    printf("`kvplan validate MODEL` with no options (it decodes: context 256 or the model's maximum if smaller, "
+           "batch 1, static policy, the model's dtype, hidden 64 / MLP 128 / vocab 256 / 2 query heads per KV head, "
+           "the real KV geometry; predicted = allocated = written per K, V and state, the twin cache of the written "
+           "check filled alongside). One run per model; CPU is the child's user + system time (getrusage of the "
+           "reaped child), the figure the 10 s target is judged on, since wall time depends on what else the machine "
+           "runs. Load average when the section started (/proc/loadavg, 1/5/15 min): %.2f / %.2f / %.2f on %ld "
+           "cores.\n\n",
+           load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN));
+    printf("| model | CPU s | wall s | exit | under 10 s CPU |\n|---|---:|---:|---:|---|\n");
+    unsigned under = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *argv[] = {(char *)bin, "validate", names[i], "--format", "json", NULL};
+        double wall, cpu;
+        int rc = spawn_rusage(argv, &wall, &cpu);
+        under += rc == 0 && cpu < 10;
+        printf("| %s | %.2f | %.2f | %d | %s |\n", names[i], cpu, wall, rc, cpu < 10 ? "yes" : "**no**");
+        free(names[i]);
+    }
+    printf("\n%u of %zu models validate (exit 0) in under 10 s of CPU.\n\n", under, n);
 }
 
 int main(int argc, char **argv)
@@ -814,6 +902,10 @@ int main(int argc, char **argv)
         bench_sim();
     else {
         fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | sim\n");
+    else if (argc >= 3 && strcmp(argv[1], "validate") == 0)
+        bench_validate(argv[2]);
+    else {
+        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | validate BIN\n");
         return 2;
     }
     return fclose(stdout) == 0 ? 0 : 1;

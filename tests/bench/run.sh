@@ -56,6 +56,7 @@ cc=$(${CC:-cc} --version | head -1)
     "$bench" decode
     "$bench" scaling
     "$bench" sim
+    "$bench" validate "$bin"
 } >"$out.tmp"
 mv "$out.tmp" "$out"
 echo "bench: wrote $out"
