@@ -38,17 +38,12 @@ static struct kvp_gpu_catalog *gpus;
 
 static void load_catalogs(void)
 {
-    struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_catalog_load("models", &cat, &err), err);
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    test_catalogs_load(&cat, &gpus);
 }
 
 static void free_catalogs(void)
 {
-    kvp_catalog_free(cat);
-    kvp_gpus_free(gpus);
-    cat = NULL;
-    gpus = NULL;
+    test_catalogs_free(&cat, &gpus);
 }
 
 /* llama.cpp splits layers over devices (--gpus); the others take tp. */

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvplan/catalog.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
+#include "kvplan/gpu.h"
 #include "kvplan/model.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -47,6 +49,22 @@ static inline struct kvp_model *test_load(const char *name)
     ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
     ck_assert_ptr_nonnull(m);
     return m;
+}
+
+/* The shipped model and GPU catalogs (must load); test_catalogs_free frees both. */
+static inline void test_catalogs_load(struct kvp_catalog **cat, struct kvp_gpu_catalog **gpus)
+{
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_catalog_load("models", cat, &err), err);
+    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", gpus, &err), err);
+}
+
+static inline void test_catalogs_free(struct kvp_catalog **cat, struct kvp_gpu_catalog **gpus)
+{
+    kvp_catalog_free(*cat);
+    kvp_gpus_free(*gpus);
+    *cat = NULL;
+    *gpus = NULL;
 }
 
 /* A format from its string (must parse). */

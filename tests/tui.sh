@@ -103,7 +103,7 @@ expect "> model" "Home selects the first field"
 # 3. bigger, smaller, tiny, and back: redrawn each time, never dead
 t resize-window -t k -x 120 -y 40
 expect "max context $mctx at batch 32" "after resizing to 120x40"
-expect "num_blocks = budget // (page * group_size)" "derivation at 120x40"
+expect "KV budget  = int(memory * gpu_memory_utilization" "derivation at 120x40"
 t resize-window -t k -x 20 -y 5
 expect "least 80x24 (now" "20x5 asks for a bigger terminal"
 t resize-window -t k -x 1 -y 1
