@@ -40,6 +40,7 @@
 #include "kvplan/error.h"
 #include "kvplan/gpu.h"
 #include "kvplan/render.h"
+#include "kvplan/sim.h"
 
 #define KVP_PLAN_VERSION 1       /* the `kvplan_plan:` this library reads */
 #define KVP_PLAN_REPORT_VERSION 1 /* the `kvplan_check:` of JSON reports and baselines */
@@ -47,6 +48,7 @@
 #define KVP_PLAN_MAX_FILES 64          /* files one kvp_plan_load reads, the same file counted each time */
 #define KVP_PLAN_MAX_DEPLOYMENTS 1024  /* in one plan */
 #define KVP_PLAN_MAX_CHECKS 2048       /* assertions in one plan (each costs a fit or a search) */
+#define KVP_PLAN_MAX_WORKLOADS 256     /* named workloads in one plan (each a trace read or a draw) */
 #define KVP_PLAN_NAME_MAX 64    /* deployment and assertion names, NUL included */
 #define KVP_PLAN_ID_MAX 160     /* "deployment/assertion", NUL included */
 #define KVP_PLAN_PATH_MAX 1024
@@ -59,6 +61,8 @@ enum kvp_check_kind {
     KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, /* KV bytes one token costs on the busiest GPU <= limit */
     KVP_CHECK_MAX_TPOT,               /* roofline decode time per output token, ms <= limit */
     KVP_CHECK_MIN_HEADROOM,           /* bytes per GPU left after weights, reserve, KV >= limit */
+    KVP_CHECK_MIN_SUSTAINED_RATE,     /* kvp_sim_max_rate of a synthetic `workload`, requests/s >= limit */
+    KVP_CHECK_MAX_PREEMPTIONS,        /* preemptions kvp_sim_run counts under `workload` <= limit */
     KVP_CHECK_KIND_COUNT
 };
 
@@ -66,6 +70,18 @@ enum kvp_check_kind {
 const char *kvp_check_kind_name(enum kvp_check_kind k);
 /* true when a bigger measured value is better (fits, min_*), false for max_*. */
 bool kvp_check_higher_is_better(enum kvp_check_kind k);
+
+/* A named workload (`workloads:` of a plan file): a trace, read when the
+ * plan loads, or a synthetic one, drawn when an assertion needs it. */
+struct kvp_plan_workload {
+    char name[KVP_PLAN_NAME_MAX];
+    char file[KVP_PLAN_PATH_MAX]; /* the plan file it is written in */
+    uint32_t line, col;
+    bool is_trace;
+    struct kvp_workload trace;    /* owned, when is_trace */
+    struct kvp_synth synth;       /* when not */
+    double max_queue_s;           /* sustained: queueing p99 at most this (default 1 s) */
+};
 
 /* One assertion as written. */
 struct kvp_plan_check {
@@ -77,6 +93,7 @@ struct kvp_plan_check {
     double limit;             /* in the kind's unit: requests, tokens, fraction, bytes, ms; fits: 1 or 0 */
     uint64_t context;         /* tokens per request for this check; 0 = the deployment's */
     uint64_t concurrency;     /* requests for this check; 0 = the deployment's */
+    int32_t workload;         /* min_sustained_rate, max_preemptions: index into kvp_plan.workloads; else -1 */
     uint32_t line, col;       /* where it is written, in its deployment's file */
 };
 
@@ -94,6 +111,8 @@ struct kvp_plan_deployment {
 struct kvp_plan {
     uint32_t n, cap;
     struct kvp_plan_deployment *deps; /* owned, in file order (includes first) */
+    uint32_t n_workloads, cap_workloads;
+    struct kvp_plan_workload *workloads; /* owned; a deployment sees those of its own file */
 };
 
 /* Load a plan file and the files it includes, appending its deployments to
@@ -127,6 +146,7 @@ struct kvp_check_result {
 };
 
 struct kvp_plan_report {
+    const struct kvp_plan *plan;      /* evaluated from (its workloads name the simulated checks) */
     uint32_t n;
     struct kvp_check_result *results; /* owned, in plan order */
     uint32_t passed, failed;          /* by assertion: held (and not regressed), did not hold */

@@ -69,6 +69,14 @@ struct kvp_synth {
 
 #define KVP_SIM_MAX_REQUESTS 10000000u
 
+/* The synthetic workload `kvplan simulate` and a plan's `workloads` start
+ * from: 1 request/s, 1024-token prompts, 256-token answers, 1000 requests, seed 1. */
+#define KVP_SYNTH_DEFAULTS {.rate = 1.0, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 1000, .seed = 1}
+
+/* "N" or "LO-HI" (counts as kvp_parse_count reads them) into r, with
+ * 1 <= LO <= HI < 2^32; KVP_ERR_USAGE otherwise. */
+enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_error *err);
+
 /* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
  * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the
  * shortest prompt, a share outside 0..1, a negative or non-finite rate. */

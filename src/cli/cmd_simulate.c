@@ -41,30 +41,12 @@ static const struct cli_cmd cmd = {
     opts,
 };
 
-/* "N" or "LO-HI" */
 static int read_range(const char *name, struct kvp_range *r)
 {
-    const char *v = cli_opt(&cmd, name), *dash;
+    const char *v = cli_opt(&cmd, name);
     struct kvp_error err = {0};
-    uint64_t lo, hi;
-    char a[32];
-    if (!v)
-        return CLI_OK;
-    dash = strchr(v, '-');
-    if (dash && (size_t)(dash - v) < sizeof a) {
-        memcpy(a, v, (size_t)(dash - v));
-        a[dash - v] = '\0';
-        if (kvp_parse_count(a, &lo, &err) != KVP_OK || kvp_parse_count(dash + 1, &hi, &err) != KVP_OK)
-            return cli_usage_error("--%s: %s", name, err.msg);
-    } else if (kvp_parse_count(v, &lo, &err) != KVP_OK) {
+    if (v && kvp_range_parse(v, r, &err) != KVP_OK)
         return cli_usage_error("--%s: %s", name, err.msg);
-    } else {
-        hi = lo;
-    }
-    if (lo == 0 || lo > hi || hi > UINT32_MAX)
-        return cli_usage_error("--%s must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '%s')", name, v);
-    r->lo = (uint32_t)lo;
-    r->hi = (uint32_t)hi;
     return CLI_OK;
 }
 
@@ -108,7 +90,7 @@ static int workload(struct kvp_synth *s, struct kvp_workload *w)
     const char *trace = cli_opt(&cmd, "trace");
     static const char *const synth_only[] = {"rate", "prompt", "output", "requests", "seed", "prefix", "prefix-share"};
 
-    *s = (struct kvp_synth){.rate = 1.0, .prompt = {1024, 1024}, .output = {256, 256}, .seed = 1};
+    *s = (struct kvp_synth)KVP_SYNTH_DEFAULTS;
     if (trace) {
         for (size_t i = 0; i < sizeof synth_only / sizeof synth_only[0]; i++)
             if (cli_opt(&cmd, synth_only[i]))

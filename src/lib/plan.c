@@ -27,7 +27,7 @@
 
 /* ---- kinds -------------------------------------------------------------- */
 
-enum { MOD_CONTEXT = 1, MOD_CONCURRENCY = 2 };
+enum { MOD_CONTEXT = 1, MOD_CONCURRENCY = 2, MOD_WORKLOAD = 4 /* required: the kind simulates a workload */ };
 
 static const struct {
     const char *name;
@@ -43,7 +43,12 @@ static const struct {
     [KVP_CHECK_MAX_KV_BYTES_PER_TOKEN] = {"max_kv_bytes_per_token", "bytes", false, true, 0},
     [KVP_CHECK_MAX_TPOT] = {"max_tpot_ms", "ms", false, false, MOD_CONTEXT | MOD_CONCURRENCY},
     [KVP_CHECK_MIN_HEADROOM] = {"min_headroom", "bytes", true, true, MOD_CONTEXT | MOD_CONCURRENCY},
+    [KVP_CHECK_MIN_SUSTAINED_RATE] = {"min_sustained_rate", "requests/s", true, false, MOD_CONTEXT | MOD_WORKLOAD},
+    [KVP_CHECK_MAX_PREEMPTIONS] = {"max_preemptions", "preemptions", false, true, MOD_CONTEXT | MOD_WORKLOAD},
 };
+
+#define KIND_LIST "fits, min_concurrency, min_context, max_kv_share, max_kv_bytes_per_token, max_tpot_ms, " \
+                  "min_headroom, min_sustained_rate, max_preemptions"
 
 const char *kvp_check_kind_name(enum kvp_check_kind k)
 {
@@ -204,6 +209,7 @@ struct loader {
     uint32_t depth; /* files open below the top one */
     uint32_t files; /* files read so far, and their bytes */
     uint64_t bytes;
+    uint32_t wl_first; /* the workloads of the file being read: p->workloads[wl_first .. n_workloads) */
     uint32_t n_models; /* the models opened so far, by the name they were opened with */
     struct opened {
         char *name;
@@ -305,8 +311,9 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
             return st;
         *out = b ? 1.0 : 0.0;
         return KVP_OK;
+    case KVP_CHECK_MAX_PREEMPTIONS:
     case KVP_CHECK_MIN_CONTEXT:
-        if ((st = count(d, n, what, 1, UINT64_MAX, &u, err)) != KVP_OK)
+        if ((st = count(d, n, what, kind == KVP_CHECK_MIN_CONTEXT, UINT64_MAX, &u, err)) != KVP_OK)
             return st;
         *out = (double)u;
         return KVP_OK;
@@ -322,7 +329,7 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
             return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must be positive (got %s)", what, kvp_ydoc_scalar(n));
         *out = (double)u;
         return KVP_OK;
-    default: /* min_concurrency, max_tpot_ms: positive numbers */
+    default: /* min_concurrency, max_tpot_ms, min_sustained_rate: positive numbers */
         if ((st = number(d, n, what, out, err)) != KVP_OK)
             return st;
         if (!(*out > 0.0))
@@ -341,8 +348,32 @@ static int kind_of(const char *k)
 
 /* One assertion: the kind's key node kn with its value vn, and (in the list
  * form) the mapping item holding its modifiers, else NULL. */
+/* The workload named by node n among wl[0..nw) (a file's own), or an error with the closest name. */
+static enum kvp_status find_workload(struct ydoc *d, yaml_node_t *n, const struct kvp_plan_workload *wl, uint32_t nw,
+                                     uint32_t *at, struct kvp_error *err)
+{
+    const char *names[KVP_PLAN_MAX_WORKLOADS], *v, *near;
+    enum kvp_status st;
+    if ((st = scalar(d, n, "workload", &v, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < nw; i++) {
+        if (strcmp(wl[i].name, v) == 0) {
+            *at = i;
+            return KVP_OK;
+        }
+        names[i] = wl[i].name;
+    }
+    if (!nw)
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "unknown workload '%.60s' (this file has no 'workloads')", v);
+    if ((near = kvp_closest(v, names, nw, 3)) != NULL)
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "unknown workload '%.60s' (did you mean '%s'?)", v, near);
+    return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "unknown workload '%.60s' (this file's 'workloads' are %s%s)", v,
+                         wl[0].name, nw > 1 ? ", ..." : "");
+}
+
 static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *vn, yaml_node_t *item,
-                                  struct kvp_plan_deployment *dep, struct kvp_plan_check *c, struct kvp_error *err)
+                                  struct kvp_plan_deployment *dep, const struct kvp_plan_workload *wl, uint32_t wl_first,
+                                  uint32_t nw, struct kvp_plan_check *c, struct kvp_error *err)
 {
     yaml_node_t *n, *first_key = kn;
     char name[KVP_PLAN_NAME_MAX] = "";
@@ -351,10 +382,9 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
 
     memset(c, 0, sizeof *c);
     if (found < 0)
-        return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA,
-                         "unknown assertion '%s' (fits, min_concurrency, min_context, max_kv_share, "
-                         "max_kv_bytes_per_token, max_tpot_ms, min_headroom)", kvp_ydoc_scalar(kn));
+        return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "unknown assertion '%s' (" KIND_LIST ")", kvp_ydoc_scalar(kn));
     c->kind = (enum kvp_check_kind)found;
+    c->workload = -1;
     c->line = (uint32_t)first_key->start_mark.line + 1;
     c->col = (uint32_t)first_key->start_mark.column + 1;
     if ((st = read_limit(d, vn, c->kind, &c->limit, err)) != KVP_OK)
@@ -372,6 +402,21 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
         if ((st = count(d, n, "concurrency", 1, UINT64_MAX, &c->concurrency, err)) != KVP_OK)
             return st;
     }
+    n = item ? kvp_ydoc_get(d, item, "workload") : NULL;
+    if (n && !(kinds[c->kind].mods & MOD_WORKLOAD))
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'workload' does not apply to '%s'", kinds[c->kind].name);
+    if ((kinds[c->kind].mods & MOD_WORKLOAD) && !n)
+        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+                             "'%s' needs a 'workload' (a name from the file's 'workloads')", kinds[c->kind].name);
+    if (n) {
+        uint32_t at;
+        if ((st = find_workload(d, n, wl, nw, &at, err)) != KVP_OK)
+            return st;
+        if (c->kind == KVP_CHECK_MIN_SUSTAINED_RATE && wl[at].is_trace)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+                                 "'min_sustained_rate' varies a synthetic workload's rate; '%s' is a trace", wl[at].name);
+        c->workload = (int32_t)(wl_first + at);
+    }
     if (item && (n = kvp_ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
         return st;
     c->named = name[0] != '\0';
@@ -380,19 +425,27 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
         snprintf(c->test, sizeof c->test, "%s/%s", dep->name, name);
     } else {
         uint32_t k = 1;
+        char under[KVP_PLAN_NAME_MAX + 10] = ""; /* the workload is a name: it stays in the test's */
         for (uint32_t i = 0; i < dep->n_checks; i++)
-            k += dep->checks[i].kind == c->kind && !dep->checks[i].named;
+            k += dep->checks[i].kind == c->kind && !dep->checks[i].named && dep->checks[i].workload == c->workload;
+        if (c->workload >= 0)
+            snprintf(under, sizeof under, ":workload=%s", wl[(uint32_t)c->workload - wl_first].name);
         if (k > 1)
-            snprintf(c->test, sizeof c->test, "%s/%s#%u", dep->name, kinds[c->kind].name, k);
+            snprintf(c->test, sizeof c->test, "%s/%s%s#%u", dep->name, kinds[c->kind].name, under, k);
         else
-            snprintf(c->test, sizeof c->test, "%s/%s", dep->name, kinds[c->kind].name);
+            snprintf(c->test, sizeof c->test, "%s/%s%s", dep->name, kinds[c->kind].name, under);
         int w = snprintf(c->id, sizeof c->id, "%s/%s", dep->name, kinds[c->kind].name);
         if (c->context)
             w += snprintf(c->id + w, sizeof c->id - (size_t)w, ":context=%llu", (unsigned long long)c->context);
         if (c->concurrency)
-            snprintf(c->id + w, sizeof c->id - (size_t)w, ":concurrency=%llu", (unsigned long long)c->concurrency);
+            w += snprintf(c->id + w, sizeof c->id - (size_t)w, ":concurrency=%llu", (unsigned long long)c->concurrency);
+        if (c->workload >= 0)
+            snprintf(c->id + w, sizeof c->id - (size_t)w, "%s", under);
     }
     /* what the check needs from the deployment */
+    if ((kinds[c->kind].mods & MOD_WORKLOAD) && !dep->gpu)
+        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+                             "'%s' needs a 'gpu' from the catalog (its roofline times the steps)", kinds[c->kind].name);
     if (c->kind == KVP_CHECK_MAX_TPOT && !dep->gpu)
         return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
                          "'max_tpot_ms' needs a 'gpu' from the catalog (its bandwidth bounds the decode)");
@@ -408,11 +461,17 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
 
 /* A list item: a mapping of one assertion key and its modifiers. */
 static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct kvp_plan_deployment *dep,
+                                       const struct kvp_plan_workload *wl, uint32_t wl_first, uint32_t nw,
                                        struct kvp_plan_check *c, struct kvp_error *err)
 {
-    static const char *const keys[] = {"fits", "min_concurrency", "min_context", "max_kv_share",
-                                       "max_kv_bytes_per_token", "max_tpot_ms", "min_headroom",
-                                       "context", "concurrency", "name", NULL};
+    const char *keys[KVP_CHECK_KIND_COUNT + 5];
+    for (int i = 0; i < KVP_CHECK_KIND_COUNT; i++)
+        keys[i] = kinds[i].name;
+    keys[KVP_CHECK_KIND_COUNT] = "context";
+    keys[KVP_CHECK_KIND_COUNT + 1] = "concurrency";
+    keys[KVP_CHECK_KIND_COUNT + 2] = "name";
+    keys[KVP_CHECK_KIND_COUNT + 3] = "workload";
+    keys[KVP_CHECK_KIND_COUNT + 4] = NULL;
     yaml_node_pair_t *found = NULL;
     enum kvp_status st;
 
@@ -429,10 +488,11 @@ static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct
         found = p;
     }
     if (!found)
-        return kvp_ydoc_fail(d, item, err, KVP_ERR_SCHEMA,
-                         "an assertion needs one of 'fits', 'min_concurrency', 'min_context', 'max_kv_share', "
-                         "'max_kv_bytes_per_token', 'max_tpot_ms', 'min_headroom'");
-    return read_check(d, kvp_ydoc_node(d, found->key), kvp_ydoc_node(d, found->value), item, dep, c, err);
+        return kvp_ydoc_fail(d, item, err, KVP_ERR_SCHEMA, "an assertion needs one of 'fits', 'min_concurrency', 'min_context', "
+                             "'max_kv_share', 'max_kv_bytes_per_token', 'max_tpot_ms', 'min_headroom', "
+                             "'min_sustained_rate', 'max_preemptions'");
+    return read_check(d, kvp_ydoc_node(d, found->key), kvp_ydoc_node(d, found->value), item, dep, wl, wl_first, nw, c,
+                      err);
 }
 
 /* ---- deployments -------------------------------------------------------- */
@@ -512,6 +572,8 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     yaml_node_t *n, *list;
     size_t want, checks = 0;
     enum kvp_status st;
+    const struct kvp_plan_workload *wl = p->workloads + L->wl_first;
+    uint32_t nw = p->n_workloads - L->wl_first;
 
     for (uint32_t i = 0; i < nk; i++)
         allowed[i] = kvp_setting_at(i)->key;
@@ -569,14 +631,15 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     }
     if (list->type == YAML_MAPPING_NODE) { /* the short form: {fits: true, min_concurrency: 64} */
         for (yaml_node_pair_t *q = list->data.mapping.pairs.start; q < list->data.mapping.pairs.top; q++) {
-            if ((st = read_check(d, kvp_ydoc_node(d, q->key), kvp_ydoc_node(d, q->value), NULL, dep,
-                                 &dep->checks[dep->n_checks], err)) != KVP_OK)
+            if ((st = read_check(d, kvp_ydoc_node(d, q->key), kvp_ydoc_node(d, q->value), NULL, dep, wl, L->wl_first,
+                                 nw, &dep->checks[dep->n_checks], err)) != KVP_OK)
                 goto fail;
             dep->n_checks++;
         }
     } else {
         for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
-            if ((st = read_check_item(d, kvp_ydoc_node(d, *it), dep, &dep->checks[dep->n_checks], err)) != KVP_OK)
+            if ((st = read_check_item(d, kvp_ydoc_node(d, *it), dep, wl, L->wl_first, nw, &dep->checks[dep->n_checks],
+                                      err)) != KVP_OK)
                 goto fail;
             dep->n_checks++;
         }
@@ -586,6 +649,134 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
 fail:
     deployment_free(dep);
     return st;
+}
+
+/* ---- workloads ---------------------------------------------------------- */
+
+static void workload_free(struct kvp_plan_workload *w)
+{
+    kvp_workload_free(&w->trace);
+    memset(w, 0, sizeof *w);
+}
+
+/* The synthetic keys of workload map m into s, checked where they are written. */
+static enum kvp_status read_synth(struct ydoc *d, yaml_node_t *m, struct kvp_synth *s, struct kvp_error *err)
+{
+    static const char *const ranges[] = {"prompt", "output"};
+    struct kvp_range *range[] = {&s->prompt, &s->output};
+    yaml_node_t *n;
+    enum kvp_status st;
+    uint64_t u;
+    const char *v;
+
+    if ((n = kvp_ydoc_get(d, m, "rate")) != NULL) {
+        if ((st = number(d, n, "rate", &s->rate, err)) != KVP_OK)
+            return st;
+        if (!(s->rate >= 0.0))
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'rate' must be >= 0 requests/s (got %s)", kvp_ydoc_scalar(n));
+    }
+    for (int i = 0; i < 2; i++)
+        if ((n = kvp_ydoc_get(d, m, ranges[i])) != NULL) {
+            if ((st = scalar(d, n, ranges[i], &v, err)) != KVP_OK)
+                return st;
+            if (kvp_range_parse(v, range[i], err) != KVP_OK)
+                return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s': %s", ranges[i], err->msg);
+        }
+    if ((n = kvp_ydoc_get(d, m, "requests")) != NULL) {
+        if ((st = count(d, n, "requests", 1, KVP_SIM_MAX_REQUESTS, &u, err)) != KVP_OK)
+            return st;
+        s->requests = (uint32_t)u;
+    }
+    if ((n = kvp_ydoc_get(d, m, "seed")) != NULL && (st = count(d, n, "seed", 0, UINT64_MAX, &s->seed, err)) != KVP_OK)
+        return st;
+    if ((n = kvp_ydoc_get(d, m, "prefix")) != NULL) {
+        if ((st = count(d, n, "prefix", 1, UINT32_MAX, &u, err)) != KVP_OK)
+            return st;
+        s->prefix = (uint32_t)u;
+        s->prefix_share = 1.0; /* as `kvplan simulate --prefix` */
+    }
+    if ((n = kvp_ydoc_get(d, m, "prefix_share")) != NULL) {
+        if (!s->prefix)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'prefix_share' needs 'prefix' (the shared tokens)");
+        if ((st = number(d, n, "prefix_share", &s->prefix_share, err)) != KVP_OK)
+            return st;
+        if (!(s->prefix_share >= 0.0 && s->prefix_share <= 1.0))
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'prefix_share' must be in [0, 1] (got %s)",
+                                 kvp_ydoc_scalar(n));
+    }
+    return KVP_OK;
+}
+
+/* One entry of `workloads:`: name node kn, mapping m. */
+static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node_t *kn, yaml_node_t *m)
+{
+    static const char *const keys[] = {"rate", "prompt", "output", "requests", "seed", "prefix", "prefix_share",
+                                       "trace", "max_queue", NULL};
+    struct kvp_error *err = L->err;
+    struct kvp_plan *p = L->p;
+    struct kvp_plan_workload *w;
+    struct kvp_workload drawn;
+    yaml_node_t *n;
+    enum kvp_status st;
+
+    if (p->n_workloads == KVP_PLAN_MAX_WORKLOADS)
+        return kvp_ydoc_fail(d, kn, err, KVP_ERR_RANGE, "more than %d workloads", KVP_PLAN_MAX_WORKLOADS);
+    if (p->n_workloads == p->cap_workloads) {
+        uint32_t cap = p->cap_workloads ? p->cap_workloads * 2 : 4;
+        struct kvp_plan_workload *grown = realloc(p->workloads, cap * sizeof *grown);
+        if (!grown)
+            return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the plan");
+        p->workloads = grown;
+        p->cap_workloads = cap;
+    }
+    w = &p->workloads[p->n_workloads];
+    memset(w, 0, sizeof *w);
+    w->synth = (struct kvp_synth)KVP_SYNTH_DEFAULTS;
+    w->max_queue_s = 1.0;
+    snprintf(w->file, sizeof w->file, "%s", d->file);
+    w->line = (uint32_t)kn->start_mark.line + 1;
+    w->col = (uint32_t)kn->start_mark.column + 1;
+    if ((st = name_value(d, kn, "workloads", w->name, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = L->wl_first; i < p->n_workloads; i++)
+        if (strcmp(p->workloads[i].name, w->name) == 0)
+            return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "workload '%s' is defined twice (line %u)", w->name,
+                                 p->workloads[i].line);
+    if ((st = kvp_ydoc_want_map(d, m, "workloads", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, m, keys, err)) != KVP_OK)
+        return st;
+    if ((n = kvp_ydoc_get(d, m, "max_queue")) != NULL) {
+        if ((st = number(d, n, "max_queue", &w->max_queue_s, err)) != KVP_OK)
+            return st;
+        if (!(w->max_queue_s >= 0.0))
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'max_queue' must be >= 0 seconds (got %s)", kvp_ydoc_scalar(n));
+    }
+    if ((n = kvp_ydoc_get(d, m, "trace")) != NULL) {
+        char path[KVP_PLAN_PATH_MAX];
+        const char *v;
+        for (int i = 0; i < 7; i++)
+            if (kvp_ydoc_get(d, m, keys[i]))
+                return kvp_ydoc_fail(d, kvp_ydoc_get(d, m, keys[i]), err, KVP_ERR_SCHEMA,
+                                     "'%s' describes a synthetic workload; 'trace' gives its own", keys[i]);
+        if ((st = scalar(d, n, "trace", &v, err)) != KVP_OK)
+            return st;
+        if (!join_path(d->file, v, path, sizeof path))
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "the trace path is too long (got '%.60s...')", v);
+        if ((st = kvp_workload_load(path, &w->trace, err)) != KVP_OK) {
+            if (!err->line) /* cannot be read: point at where it is named */
+                return kvp_ydoc_fail(d, n, err, st, "'trace' '%s': %s", path, err->msg);
+            return st;
+        }
+        w->is_trace = true;
+    } else {
+        if ((st = read_synth(d, m, &w->synth, err)) != KVP_OK)
+            return st;
+        /* drawn once here for its errors (a prefix longer than the prompts) */
+        if ((st = kvp_workload_synth(&w->synth, &drawn, err)) != KVP_OK)
+            return kvp_ydoc_fail(d, m, err, st, "workload '%s': %s", w->name, err->msg);
+        kvp_workload_free(&drawn);
+    }
+    p->n_workloads++;
+    return KVP_OK;
 }
 
 /* ---- files and includes ------------------------------------------------- */
@@ -628,7 +819,7 @@ static enum kvp_status read_include(struct loader *L, struct ydoc *d, yaml_node_
  * passes on to a file that includes it. */
 static enum kvp_status load_file(struct loader *L, const char *path, struct settings *defaults_out)
 {
-    static const char *const top_keys[] = {"kvplan_plan", "include", "defaults", "deployments", NULL};
+    static const char *const top_keys[] = {"kvplan_plan", "include", "defaults", "workloads", "deployments", NULL};
     struct kvp_error *err = L->err;
     struct settings *eff = calloc(1, sizeof *eff);
     struct ydoc d;
@@ -689,6 +880,14 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
             goto done;
         overlay(eff, &own);
     }
+    L->wl_first = L->p->n_workloads; /* after the includes': a file sees its own workloads only */
+    if ((n = kvp_ydoc_get(&d, root, "workloads")) != NULL && !kvp_ydoc_is_null(n)) {
+        if ((st = kvp_ydoc_want_map(&d, n, "workloads", err)) != KVP_OK)
+            goto done;
+        for (yaml_node_pair_t *q = n->data.mapping.pairs.start; q < n->data.mapping.pairs.top; q++)
+            if ((st = read_workload(L, &d, kvp_ydoc_node(&d, q->key), kvp_ydoc_node(&d, q->value))) != KVP_OK)
+                goto done;
+    }
     if ((n = kvp_ydoc_get(&d, root, "deployments")) != NULL && !kvp_ydoc_is_null(n)) {
         if ((st = kvp_ydoc_want_seq(&d, n, "deployments", err)) != KVP_OK)
             goto done;
@@ -710,7 +909,7 @@ enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct
     struct loader *L = calloc(1, sizeof *L);
     struct settings *top = calloc(1, sizeof *top);
     struct stat sb;
-    uint32_t before = p->n;
+    uint32_t before = p->n, wl_before = p->n_workloads;
     enum kvp_status st;
 
     if (!L || !top) {
@@ -731,9 +930,12 @@ enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct
         if (st == KVP_OK && p->n == before)
             st = kvp_fail_at(err, KVP_ERR_SCHEMA, path, 1, 1, "the plan has no deployments");
     }
-    if (st != KVP_OK)
+    if (st != KVP_OK) {
         while (p->n > before)
             deployment_free(&p->deps[--p->n]);
+        while (p->n_workloads > wl_before)
+            workload_free(&p->workloads[--p->n_workloads]);
+    }
     for (uint32_t i = 0; i < L->n_models; i++)
         free(L->models_opened[i].name);
     free(L->models_opened);
@@ -746,17 +948,88 @@ void kvp_plan_release(struct kvp_plan *p)
 {
     for (uint32_t i = 0; i < p->n; i++)
         deployment_free(&p->deps[i]);
+    for (uint32_t i = 0; i < p->n_workloads; i++)
+        workload_free(&p->workloads[i]);
     free(p->deps);
+    free(p->workloads);
     memset(p, 0, sizeof *p);
 }
 
 /* ---- evaluation --------------------------------------------------------- */
 
+/* What a simulated assertion ran: the workload, the pool it ran in, the
+ * result (max_preemptions), or why the workload could not run. */
+struct sim_out {
+    const struct kvp_plan_workload *w;
+    struct kvp_sim_config c;
+    struct kvp_sim_result r;
+    char cannot[KVP_ERROR_TEXT_MAX]; /* "" when it ran */
+};
+
+/* "workload 'chat' (1000 requests at 5 requests/s, prompts 2,048 tokens, answers 500, prefix 1,024 on 50%)" */
+static void workload_text(const struct kvp_plan_workload *w, bool rate, struct kvp_buf *b)
+{
+    const struct kvp_synth *s = &w->synth;
+    char x[4][32];
+    if (w->is_trace) {
+        kvp_buf_printf(b, "workload '%s' (the trace %s, %u requests)", w->name, w->trace.name, w->trace.n);
+        return;
+    }
+    kvp_buf_printf(b, "workload '%s' (%u requests", w->name, s->requests);
+    if (rate && s->rate > 0)
+        kvp_buf_printf(b, " at %g requests/s", s->rate);
+    else if (rate)
+        kvp_buf_printf(b, " all arriving at once");
+    kvp_buf_printf(b, ", prompts %s", kvp_count_text(s->prompt.lo, x[0], sizeof x[0]));
+    if (s->prompt.hi != s->prompt.lo)
+        kvp_buf_printf(b, "-%s", kvp_count_text(s->prompt.hi, x[1], sizeof x[1]));
+    kvp_buf_printf(b, " tokens, answers %s", kvp_count_text(s->output.lo, x[2], sizeof x[2]));
+    if (s->output.hi != s->output.lo)
+        kvp_buf_printf(b, "-%s", kvp_count_text(s->output.hi, x[3], sizeof x[3]));
+    if (s->prefix)
+        kvp_buf_printf(b, ", a %u-token prefix on %g%%", s->prefix, 100.0 * s->prefix_share);
+    kvp_buf_printf(b, ", seed %llu)", (unsigned long long)s->seed);
+}
+
+static void derive_sim(const struct kvp_check_result *res, const struct kvp_fit *f, const struct sim_out *so,
+                       struct kvp_buf *b)
+{
+    char x[4][32];
+    const bool rate = res->check->kind == KVP_CHECK_MIN_SUSTAINED_RATE;
+    if (f->refused[0]) {
+        kvp_buf_printf(b, "the deployment does not start (%s): no workload runs on it\n", f->refused);
+        return;
+    }
+    if (so->cannot[0]) {
+        kvp_buf_printf(b, "the workload cannot run on this deployment: %s\n", so->cannot);
+        return;
+    }
+    if (rate)
+        kvp_buf_printf(b, "highest sustained rate = %.4g requests/s (no preemption, queueing p99 <= %g s) under ",
+                       res->measured, so->w->max_queue_s);
+    else
+        kvp_buf_printf(b, "%s preemption%s (peak KV %s of %s %s, %s steps) under ",
+                       kvp_count_text(so->r.preemptions, x[0], sizeof x[0]), so->r.preemptions == 1 ? "" : "s",
+                       kvp_count_text(so->r.peak_blocks, x[1], sizeof x[1]),
+                       kvp_count_text(so->r.pool_blocks, x[2], sizeof x[2]),
+                       so->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks",
+                       kvp_count_text(so->r.steps, x[3], sizeof x[3]));
+    workload_text(so->w, !rate, b);
+    kvp_buf_printf(b, "\n%s, %s %s of %u tokens, max_num_seqs %s, max_num_batched_tokens %s; "
+                      "step times are roofline lower bounds (kvplan simulate, docs/simulate.md)\n",
+                   so->c.engine == KVP_SIM_LLAMACPP ? "llama.cpp slots" : "vLLM V1 scheduler",
+                   kvp_count_text(so->c.engine == KVP_SIM_LLAMACPP ? so->c.num_blocks : so->c.num_blocks - 1, x[0],
+                                  sizeof x[0]),
+                   so->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks", so->c.block_size, kvp_count_text(so->c.max_num_seqs, x[1], sizeof x[1]),
+                   kvp_count_text(so->c.max_batched_tokens, x[2], sizeof x[2]));
+}
+
 /* How the measured value came about: one line for the assertion, then,
  * with `explain` (the deployment's first failure only: it is the same for
  * all), the engine's own formulas with the values substituted. */
 static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_deploy *d, const struct kvp_fit *f,
-                    const struct kvp_roofline *r, const struct kvp_check_result *res, bool explain)
+                    const struct kvp_roofline *r, const struct sim_out *so, const struct kvp_check_result *res,
+                    bool explain)
 {
     struct kvp_buf b = {0};
     char x[4][48];
@@ -812,10 +1085,16 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
                        kvp_count_text(dep->gpu->bandwidth_bytes_per_s, x[2], sizeof x[2]), r->tpot_s * 1e3, want,
                        kvp_count_text(res->context, x[3], sizeof x[3]));
         break;
+    case KVP_CHECK_MIN_SUSTAINED_RATE:
+    case KVP_CHECK_MAX_PREEMPTIONS:
+        derive_sim(res, f, so, &b);
+        break;
     default:
         break;
     }
-    if (explain && (res->check->kind != KVP_CHECK_MAX_TPOT || !f->fits))
+    /* the fit's formulas explain a fit; a simulation's only when the engine would not start */
+    if (explain && (kinds[res->check->kind].mods & MOD_WORKLOAD ? f->refused[0] != '\0'
+                                                                 : res->check->kind != KVP_CHECK_MAX_TPOT || !f->fits))
         kvp_explain_fit(dep->model, d, f, false, &b);
     if (b.nomem || !b.data) {
         kvp_buf_release(&b);
@@ -824,15 +1103,50 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
     return b.data; /* the buffer's storage becomes the caller's */
 }
 
-static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const struct kvp_plan_check *c,
-                                    struct kvp_check_result *res, bool *explained, struct kvp_error *err)
+/* Run workload so->w on deployment d (fit f) for check kind k into *measured:
+ * the highest sustained rate, or the preemptions. A workload the deployment
+ * cannot run (a request longer than max_model_len or the pool) is recorded
+ * in so->cannot, not an error: the assertion fails. */
+static enum kvp_status simulate(const struct kvp_plan_deployment *dep, const struct kvp_deploy *d,
+                                const struct kvp_fit *f, enum kvp_check_kind k, struct sim_out *so, double *measured,
+                                struct kvp_error *err)
+{
+    const struct kvp_plan_workload *w = so->w;
+    struct kvp_workload drawn = {0};
+    enum kvp_status st;
+
+    if ((st = kvp_sim_config_from_fit(dep->model, d, f, (double)dep->gpu->bandwidth_bytes_per_s,
+                                      kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&d->w, dep->model)), &so->c,
+                                      err)) != KVP_OK)
+        return st;
+    if (k == KVP_CHECK_MIN_SUSTAINED_RATE) {
+        st = kvp_sim_max_rate(&so->c, &w->synth, w->max_queue_s, measured, err);
+    } else {
+        if (w->is_trace || (st = kvp_workload_synth(&w->synth, &drawn, err)) == KVP_OK)
+            st = kvp_sim_run(&so->c, w->is_trace ? &w->trace : &drawn, false, &so->r, err);
+        kvp_workload_free(&drawn);
+        *measured = (double)so->r.preemptions;
+    }
+    if (st == KVP_ERR_RANGE) {
+        kvp_error_text(err, so->cannot, sizeof so->cannot);
+        *measured = 0;
+        return KVP_OK;
+    }
+    return st;
+}
+
+static enum kvp_status evaluate_one(const struct kvp_plan *p, const struct kvp_plan_deployment *dep,
+                                    const struct kvp_plan_check *c, struct kvp_check_result *res, bool *explained,
+                                    struct kvp_error *err)
 {
     struct kvp_deploy d = dep->d;
     struct kvp_fit f;
     struct kvp_roofline r;
+    struct sim_out so;
     enum kvp_status st;
 
     memset(&r, 0, sizeof r);
+    memset(&so, 0, sizeof so);
     if (c->context)
         d.context = c->context;
     if (c->concurrency)
@@ -858,17 +1172,29 @@ static enum kvp_status evaluate_one(const struct kvp_plan_deployment *dep, const
             return st;
         res->measured = r.tpot_s * 1e3;
         break;
+    case KVP_CHECK_MIN_SUSTAINED_RATE:
+    case KVP_CHECK_MAX_PREEMPTIONS:
+        so.w = &p->workloads[c->workload];
+        if (!f.refused[0] && (st = simulate(dep, &d, &f, c->kind, &so, &res->measured, err)) != KVP_OK) {
+            kvp_sim_result_free(&so.r);
+            return st;
+        }
+        break;
     default: break;
     }
     if ((c->kind == KVP_CHECK_MAX_TPOT || c->kind == KVP_CHECK_MIN_HEADROOM) && !f.fits)
         res->pass = false; /* not evaluated on requests that do not fit: failed, never passed */
+    else if ((kinds[c->kind].mods & MOD_WORKLOAD) && (f.refused[0] || so.cannot[0]))
+        res->pass = false; /* a deployment that does not start, or cannot run the workload, serves nothing */
     else if (c->kind == KVP_CHECK_FITS)
         res->pass = res->measured == c->limit;
     else if (kinds[c->kind].higher_better)
         res->pass = res->measured + 1e-9 >= c->limit; /* 1e-9: concurrency is a quotient */
     else
         res->pass = res->measured <= c->limit + 1e-9;
-    if (!res->pass && !(res->derivation = derive(dep, &d, &f, &r, res, !*explained)))
+    res->derivation = res->pass ? NULL : derive(dep, &d, &f, &r, &so, res, !*explained);
+    kvp_sim_result_free(&so.r);
+    if (!res->pass && !res->derivation)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory explaining '%s'", c->id);
     *explained |= !res->pass;
     return KVP_OK;
@@ -880,6 +1206,7 @@ enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_repo
     enum kvp_status st;
 
     memset(r, 0, sizeof *r);
+    r->plan = p;
     for (uint32_t i = 0; i < p->n; i++)
         total += p->deps[i].n_checks;
     if (total && !(r->results = calloc(total, sizeof *r->results)))
@@ -889,7 +1216,7 @@ enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_repo
         bool explained = false;
         for (uint32_t j = 0; j < dep->n_checks; j++) {
             struct kvp_check_result *res = &r->results[r->n++];
-            if ((st = evaluate_one(dep, &dep->checks[j], res, &explained, err)) != KVP_OK) {
+            if ((st = evaluate_one(p, dep, &dep->checks[j], res, &explained, err)) != KVP_OK) {
                 kvp_error_place(err, dep->file, dep->checks[j].line, dep->checks[j].col);
                 kvp_plan_report_release(r);
                 return st;
@@ -1023,13 +1350,21 @@ static const char *human(enum kvp_check_kind k, double v, bool si, char *buf, ui
     case KVP_CHECK_MIN_CONTEXT: snprintf(buf, n, "%s tokens", kvp_count_text((uint64_t)v, g, sizeof g)); break;
     case KVP_CHECK_MAX_KV_SHARE: snprintf(buf, n, "%.3f", v); break;
     case KVP_CHECK_MAX_TPOT: snprintf(buf, n, "%.2f ms", v); break;
+    case KVP_CHECK_MIN_SUSTAINED_RATE: snprintf(buf, n, "%.3g requests/s", v); break;
+    case KVP_CHECK_MAX_PREEMPTIONS: snprintf(buf, n, "%s", kvp_count_text((uint64_t)v, g, sizeof g)); break;
     default: kvp_bytes_text((uint64_t)v, si, buf, n); break;
     }
     return buf;
 }
 
-/* "min_concurrency at 8,192 tokens", "min_context with 64 requests", ... */
-static const char *label(const struct kvp_check_result *res, char *buf, uint32_t n)
+/* The workload a check runs, or NULL. */
+static const struct kvp_plan_workload *workload_of(const struct kvp_plan *p, const struct kvp_plan_check *c)
+{
+    return c->workload >= 0 ? &p->workloads[c->workload] : NULL;
+}
+
+/* "min_concurrency at 8,192 tokens", "min_context with 64 requests", "max_preemptions under chat", ... */
+static const char *label(const struct kvp_plan_report *r, const struct kvp_check_result *res, char *buf, uint32_t n)
 {
     char a[32], b[32];
     const char *kn = kinds[res->check->kind].name;
@@ -1042,6 +1377,10 @@ static const char *label(const struct kvp_check_result *res, char *buf, uint32_t
                  res->concurrency == 1 ? "" : "s");
         break;
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: snprintf(buf, n, "%s", kn); break;
+    case KVP_CHECK_MIN_SUSTAINED_RATE:
+    case KVP_CHECK_MAX_PREEMPTIONS:
+        snprintf(buf, n, "%s under %s", kn, workload_of(r->plan, res->check)->name);
+        break;
     default:
         snprintf(buf, n, "%s at %llu x %s tokens", kn, (unsigned long long)res->concurrency,
                  kvp_count_text(res->context, b, sizeof b));
@@ -1094,7 +1433,7 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
             last = dep;
         }
         baseline_note(res, si, note, sizeof note);
-        kvp_buf_printf(b, "  %-9s %s: %s (want %s %s%s)\n", status_word(res), label(res, lab, sizeof lab),
+        kvp_buf_printf(b, "  %-9s %s: %s (want %s %s%s)\n", status_word(res), label(r, res, lab, sizeof lab),
                        human(res->check->kind, res->measured, si, m, sizeof m), op(res->check->kind),
                        human(res->check->kind, res->check->limit, si, l, sizeof l), note);
         if (res->derivation) {
@@ -1202,6 +1541,10 @@ static void render_json(const struct kvp_plan_report *r, struct kvp_buf *b)
         kvp_json_u64(&j, "column", res->check->col);
         kvp_json_u64(&j, "context", res->context);
         kvp_json_u64(&j, "concurrency", res->concurrency);
+        if (res->check->workload >= 0)
+            kvp_json_str(&j, "workload", workload_of(r->plan, res->check)->name);
+        else
+            kvp_json_null(&j, "workload");
         json_value(&j, "measured", k, res->measured);
         json_value(&j, "limit", k, res->check->limit);
         kvp_json_str(&j, "op", op(k));
@@ -1282,6 +1625,11 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
             kvp_buf_printf(b, ">\n      <properties>\n");
             junit_property_u64(b, "context", res->context);
             junit_property_u64(b, "concurrency", res->concurrency);
+            if (res->check->workload >= 0) {
+                kvp_buf_printf(b, "        <property name=\"workload\" value=\"");
+                kvp_buf_xml(b, workload_of(r->plan, res->check)->name);
+                kvp_buf_printf(b, "\"/>\n");
+            }
             kvp_buf_printf(b, "        <property name=\"measured\" value=\"%.17g\"/>\n", res->measured);
             kvp_buf_printf(b, "        <property name=\"limit\" value=\"%.17g\"/>\n", res->check->limit);
             kvp_buf_printf(b, "        <property name=\"id\" value=\"");

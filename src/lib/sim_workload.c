@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "io.h"
+#include "kvplan/num.h"
 #include "kvplan/sim.h"
 
 /* ---- a deterministic generator: SplitMix64 (Steele, Lea, Flood 2014) ----
@@ -35,6 +36,28 @@ static enum kvp_status alloc_requests(struct kvp_workload *w, uint64_t n, struct
     w->req = calloc(n ? n : 1, sizeof *w->req);
     if (!w->req)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for %llu requests", (unsigned long long)n);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_error *err)
+{
+    const char *dash = strchr(v, '-');
+    uint64_t lo, hi;
+    char a[32];
+    if (dash && (size_t)(dash - v) < sizeof a) {
+        memcpy(a, v, (size_t)(dash - v));
+        a[dash - v] = '\0';
+        if (kvp_parse_count(a, &lo, err) != KVP_OK || kvp_parse_count(dash + 1, &hi, err) != KVP_OK)
+            return KVP_ERR_USAGE;
+    } else if (kvp_parse_count(v, &lo, err) != KVP_OK) {
+        return KVP_ERR_USAGE;
+    } else {
+        hi = lo;
+    }
+    if (lo == 0 || lo > hi || hi > UINT32_MAX)
+        return kvp_fail(err, KVP_ERR_USAGE, "must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '%.40s')", v);
+    r->lo = (uint32_t)lo;
+    r->hi = (uint32_t)hi;
     return KVP_OK;
 }
 
