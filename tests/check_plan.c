@@ -10,6 +10,7 @@
 
 #include "kvplan/plan.h"
 #include "kvplan/settings.h"
+#include "kvplan/sim.h"
 #include "testutil.h"
 
 #define BAD_DIR TEST_BAD_DIR
@@ -304,6 +305,209 @@ static enum kvp_status load_plan(const char *path, struct kvp_error *err)
     return st;
 }
 
+/* ---- simulated traffic: min_sustained_rate and max_preemptions ---- */
+
+/* Llama-3.1-8B on one H100, vLLM, 16K context: the pool kvplan fit computes. */
+#define SIM_PLAN_HEAD                                                                                   \
+    "kvplan_plan: 1\n"                                                                                   \
+    "workloads:\n"                                                                                       \
+    "  chat: {rate: 5, prompt: 2k, output: 500, requests: 300, seed: 3, prefix: 1k, prefix_share: 0.5}\n" \
+    "  burst: {rate: 0, prompt: 8k, output: 1k, requests: 200}\n"                                        \
+    "  one: {rate: 0, prompt: 8k, output: 1k, requests: 1}\n"                                            \
+    "  replay: {trace: traces/t.csv}\n"                                                                  \
+    "deployments:\n"                                                                                     \
+    "  - name: l8\n"                                                                                     \
+    "    model: llama-3.1-8b\n"                                                                          \
+    "    gpu: h100\n"                                                                                    \
+    "    context: 16k\n"                                                                                 \
+    "    assert:\n"
+
+/* The same deployment and workload through kvp_sim directly (as kvplan simulate runs them). */
+static void sim_direct(const struct kvp_plan *p, const struct kvp_synth *s, const struct kvp_workload *trace,
+                       double *rate, uint64_t *preemptions)
+{
+    const struct kvp_plan_deployment *dep = &p->deps[0];
+    struct kvp_error err = {0};
+    struct kvp_fit f;
+    struct kvp_sim_config c;
+    struct kvp_workload w = {0};
+    struct kvp_sim_result r = {0};
+    ck_assert_kvp_ok(kvp_fit_compute(dep->model, &dep->d, &f, &err), err);
+    ck_assert_kvp_ok(kvp_sim_config_from_fit(dep->model, &dep->d, &f, (double)dep->gpu->bandwidth_bytes_per_s,
+                                             kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&dep->d.w, dep->model)),
+                                             &c, &err), err);
+    if (!trace) {
+        ck_assert_kvp_ok(kvp_sim_max_rate(&c, s, 1.0, rate, &err), err);
+        ck_assert_kvp_ok(kvp_workload_synth(s, &w, &err), err);
+    }
+    ck_assert_kvp_ok(kvp_sim_run(&c, trace ? trace : &w, false, &r, &err), err);
+    *preemptions = r.preemptions;
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+
+START_TEST(simulated_assertions)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    struct kvp_buf b = {0};
+    struct kvp_synth chat = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500}, .requests = 300, .seed = 3,
+                             .prefix = 1024, .prefix_share = 0.5};
+    struct kvp_synth burst = {.rate = 0, .prompt = {8192, 8192}, .output = {1024, 1024}, .requests = 200, .seed = 1};
+    double rate, unused;
+    uint64_t pre_chat, pre_burst, pre_trace;
+    char text[4096];
+
+    {
+        char dir[128];
+        snprintf(dir, sizeof dir, "%s/traces", tmpdir);
+        ck_assert_int_eq(mkdir(dir, 0700), 0);
+    }
+    /* 30 requests of 8K at once: more than the pool holds at a time */
+    {
+        char trace[2048] = "arrival_s,prompt_tokens,output_tokens\n";
+        for (int i = 0; i < 30; i++)
+            strcat(trace, "0,8192,2048\n");
+        put("traces/t.csv", trace);
+    }
+    snprintf(text, sizeof text, "%s%s", SIM_PLAN_HEAD,
+             "      - min_sustained_rate: 1\n        workload: chat\n"
+             "      - max_preemptions: 0\n        workload: chat\n"
+             "      - max_preemptions: 0\n        workload: burst\n"
+             "      - max_preemptions: 0\n        workload: one\n"
+             "      - max_preemptions: 1000\n        workload: replay\n"
+             "      - min_sustained_rate: 1000000\n        workload: chat\n        name: too-fast\n");
+    evaluate_text(text, &p, &r);
+    ck_assert_uint_eq(r.n, 6);
+    sim_direct(&p, &chat, NULL, &rate, &pre_chat);
+    sim_direct(&p, &burst, NULL, &unused, &pre_burst);
+    sim_direct(&p, NULL, &p.workloads[3].trace, &unused, &pre_trace);
+    /* what the plan measures is what kvp_sim gives for the same pool and workload */
+    ck_assert_double_eq(r.results[0].measured, rate);
+    ck_assert(rate > 1.0 && r.results[0].pass);
+    ck_assert_double_eq(r.results[1].measured, (double)pre_chat);
+    ck_assert_uint_eq(pre_chat, 0);
+    ck_assert(r.results[1].pass);
+    /* 200 x (8K + 1K) tokens at once is 115,200 blocks of 16, four times the pool: it preempts */
+    ck_assert_double_eq(r.results[2].measured, (double)pre_burst);
+    ck_assert_uint_gt(pre_burst, 0);
+    ck_assert(!r.results[2].pass && r.results[2].derivation);
+    ck_assert_ptr_nonnull(strstr(r.results[2].derivation, "under workload 'burst'"));
+    /* one request alone never runs out of blocks */
+    ck_assert_double_eq(r.results[3].measured, 0.0);
+    ck_assert(r.results[3].pass && !r.results[3].derivation);
+    /* the trace is read relative to the plan, at load */
+    ck_assert(p.workloads[3].is_trace);
+    ck_assert_uint_eq(p.workloads[3].trace.n, 30);
+    ck_assert_double_eq(r.results[4].measured, (double)pre_trace);
+    ck_assert(r.results[4].pass);
+    ck_assert(!r.results[5].pass);
+    ck_assert_double_eq(r.results[5].measured, rate);
+    ck_assert_uint_eq(r.passed, 4);
+    ck_assert_uint_eq(r.failed, 2);
+    /* ids and test names carry the workload, never a number */
+    ck_assert_str_eq(r.results[2].check->id, "l8/max_preemptions:workload=burst");
+    ck_assert_str_eq(r.results[2].check->test, "l8/max_preemptions:workload=burst");
+    ck_assert_str_eq(r.results[5].check->test, "l8/too-fast");
+    kvp_plan_render(&r, KVP_OUT_JSON, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "\"workload\": \"burst\""));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"unit\": \"preemptions\""));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"unit\": \"requests/s\""));
+    kvp_buf_release(&b);
+    kvp_plan_render(&r, KVP_OUT_JUNIT, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "<property name=\"workload\" value=\"chat\"/>"));
+    ck_assert_ptr_nonnull(strstr(b.data, "name=\"l8/max_preemptions:workload=burst\""));
+    kvp_buf_release(&b);
+    kvp_plan_render(&r, KVP_OUT_TEXT, false, &b);
+    ck_assert_ptr_nonnull(strstr(b.data, "FAIL      max_preemptions under burst:"));
+    kvp_buf_release(&b);
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+/* An assertion on a deployment that does not start fails (70B bf16 weights exceed one H100). */
+START_TEST(simulated_on_a_deployment_that_does_not_start)
+{
+    struct kvp_plan p = {0};
+    struct kvp_plan_report r = {0};
+    evaluate_text("kvplan_plan: 1\n"
+                  "workloads:\n  chat: {rate: 5, prompt: 2k, output: 500, requests: 50}\n"
+                  "deployments:\n  - name: big\n    model: llama-3.1-70b\n    gpu: h100\n    assert:\n"
+                  "      - max_preemptions: 0\n        workload: chat\n"
+                  "      - min_sustained_rate: 0.001\n        workload: chat\n",
+                  &p, &r);
+    ck_assert_uint_eq(r.failed, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert(!r.results[i].pass);
+        ck_assert_ptr_nonnull(strstr(r.results[i].derivation, "the deployment does not start"));
+    }
+    /* the fit's formulas once, on the first failure */
+    ck_assert_ptr_nonnull(strstr(r.results[0].derivation, "KV budget"));
+    ck_assert_ptr_null(strstr(r.results[1].derivation, "KV budget"));
+    kvp_plan_report_release(&r);
+    kvp_plan_release(&p);
+}
+END_TEST
+
+START_TEST(workload_errors)
+{
+#define WL_DEP "deployments:\n  - name: l8\n    model: llama-3.1-8b\n    gpu: h100\n    assert:\n"
+#define WL_CHAT "kvplan_plan: 1\nworkloads:\n  chat: {rate: 5, prompt: 2k, output: 500, requests: 50}\n"
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"kvplan_plan: 1\nworkloads:\n  chat: {rate: 5, promt: 2k}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:19: unknown key 'promt' (did you mean 'prompt'?)"},
+        {WL_CHAT WL_DEP "      - max_preemptions: 0\n        workload: chats\n",
+         "plan.yaml:10:19: unknown workload 'chats' (did you mean 'chat'?)"},
+        {WL_CHAT WL_DEP "      - max_preemptions: 0\n",
+         "plan.yaml:9:9: 'max_preemptions' needs a 'workload' (a name from the file's 'workloads')"},
+        {WL_CHAT WL_DEP "      - fits: true\n        workload: chat\n", "plan.yaml:10:19: 'workload' does not apply to 'fits'"},
+        {WL_CHAT WL_DEP "      - max_preemptions: -1\n        workload: chat\n", "plan.yaml:9:26: 'max_preemptions': "},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 100, prefix: 200}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:9: workload 'chat': the shared prefix (200 tokens) is longer than the shortest prompt (100)"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {trace: nope.csv, rate: 2}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:33: 'rate' describes a synthetic workload; 'trace' gives its own"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 0-5}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:18: 'prompt': must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '0-5')"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prefix_share: 0.5}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:24: 'prefix_share' needs 'prefix' (the shared tokens)"},
+        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP "      - min_sustained_rate: 1\n        workload: t\n",
+         "plan.yaml:10:19: 'min_sustained_rate' varies a synthetic workload's rate; 't' is a trace"},
+        {WL_CHAT "deployments:\n  - name: l8\n    model: llama-3.1-8b\n    gpu_memory: 80GiB\n    assert:\n"
+                 "      - max_preemptions: 0\n        workload: chat\n",
+         "plan.yaml:9:9: 'max_preemptions' needs a 'gpu' from the catalog (its roofline times the steps)"},
+    };
+    put("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,10,10\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct kvp_plan p = {0};
+        struct kvp_error err = {0};
+        char got[KVP_ERROR_TEXT_MAX];
+        const char *path = put("plan.yaml", cases[i].text);
+        ck_assert_int_ne(kvp_plan_load(&p, path, models, gpus, &err), KVP_OK);
+        kvp_error_text(&err, got, sizeof got);
+        ck_assert_msg(strstr(got, cases[i].msg) != NULL, "case %zu: got '%s', want '%s'", i, got, cases[i].msg);
+        ck_assert_uint_eq(p.n, 0);
+        ck_assert_uint_eq(p.n_workloads, 0);
+        kvp_plan_release(&p);
+    }
+    /* a file sees its own workloads only, not an included file's */
+    put("inc.yaml", WL_CHAT);
+    {
+        struct kvp_plan p = {0};
+        struct kvp_error err = {0};
+        const char *path = put("plan.yaml", "kvplan_plan: 1\ninclude: [inc.yaml]\n" WL_DEP
+                                            "      - max_preemptions: 0\n        workload: chat\n");
+        ck_assert_int_ne(kvp_plan_load(&p, path, models, gpus, &err), KVP_OK);
+        ck_assert_ptr_nonnull(strstr(err.msg, "unknown workload 'chat' (this file has no 'workloads')"));
+        kvp_plan_release(&p);
+    }
+#undef WL_DEP
+#undef WL_CHAT
+}
+END_TEST
+
 START_TEST(bad_files)
 {
     test_bad_files("plan-", ".yaml", load_plan);
@@ -438,9 +642,12 @@ static Suite *suite(void)
     tcase_add_test(core, includes_defaults_and_relative_paths);
     tcase_add_test(core, render_formats);
     tcase_add_test(core, baseline_both_ways);
+    tcase_add_test(core, simulated_assertions);
+    tcase_add_test(core, simulated_on_a_deployment_that_does_not_start);
     suite_add_tcase(s, core);
 
     tcase_add_test(limits, bad_files);
+    tcase_add_test(limits, workload_errors);
     tcase_add_test(limits, failed_load_keeps_earlier_plans);
     tcase_add_test(limits, baseline_errors);
     tcase_add_test(limits, kind_names);
