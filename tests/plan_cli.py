@@ -75,7 +75,7 @@ def main():
         expect(doc["kvplan_check"] == 1 and doc["passed"] is True, "json header")
         expect(doc["summary"] == {"deployments": 1, "assertions": 8, "passed": 8, "failed": 0, "regressed": 0},
                "json summary %r" % doc["summary"])
-        keys = {"id", "test", "deployment", "kind", "file", "line", "column", "context", "concurrency", "measured", "limit",
+        keys = {"id", "test", "deployment", "kind", "file", "line", "column", "context", "concurrency", "workload", "measured", "limit",
                 "op", "unit", "pass", "status", "baseline", "change", "regressed", "derivation"}
         for r in doc["results"]:
             expect(set(r) == keys, "result keys %r" % sorted(set(r) ^ keys))
