@@ -1363,10 +1363,11 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("ref");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
+    TCase *threads = tcase_create("threads"); /* its own case: short enough for valgrind (CK_RUN_CASE=threads) */
     tcase_set_timeout(core, 120);
+    tcase_set_timeout(threads, 120);
     tcase_add_test(core, half_conversions);
     tcase_add_test(core, prefill_equals_steps);
-    tcase_add_test(core, threads_equal_one);
     tcase_add_test(core, twin_equals_second_run);
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
@@ -1388,9 +1389,11 @@ static Suite *suite(void)
     tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
     tcase_add_test(limits, written_sees_unwritten);
+    tcase_add_test(threads, threads_equal_one);
     tcase_add_test(mut, mutation);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
+    suite_add_tcase(s, threads);
     suite_add_tcase(s, mut);
     return s;
 }
