@@ -11,7 +11,6 @@
  * layer runs one dense SwiGLU (the cache does not see experts).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,11 +296,12 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++)
         heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
-    uint64_t I = rm->inter, per, att, nf, bytes, ptrs;
+    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs;
     /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
      * row (a cached row, then a rotated one; one per thread), st */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
-        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide * parts + H, &nf) ||
+        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
+        !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
