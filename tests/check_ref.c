@@ -329,6 +329,71 @@ START_TEST(prefill_equals_steps)
 }
 END_TEST
 
+/* The decoder's threads change nothing: models of 1, 2 and 3 threads (rows
+ * and heads split unevenly; the zoo widened so that the chunk's products
+ * and attention are split) give the same logits, bit for bit, and caches
+ * whose every byte is the same, for every policy and kind of format, every
+ * layer kind (recurrent and MLA among them), pre- and post-RoPE keys,
+ * prefilled in chunks and then stepped. */
+START_TEST(threads_equal_one)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    static const char *const fmts[][2] = {{"f32", "bf16"}, {"q8_0", "q4_0"}, {"int4:group=16:outliers=0.05", "fp8"},
+                                          {"int2:group=8:axis=channel", "int4:group=8:residual=8"}};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    zoo(&m, KVP_DTYPE_F16);
+    for (int pre = 0; pre < 2; pre++) {
+        struct kvp_ref_model *rm[3];
+        for (uint32_t t = 0; t < 3; t++) {
+            struct kvp_ref_opts o = {.seed = 5, .hidden = 256, .intermediate = 256, .pre_rope_keys = pre == 1,
+                                     .threads = t + 1};
+            ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm[t], &err), err);
+            ck_assert_uint_eq(kvp_ref_pool_parts(rm[t]->pool), t + 1); /* the threads did start */
+        }
+        uint32_t V = kvp_ref_vocab(rm[0]), tok[30];
+        float *a = malloc(6 * V * sizeof *a), *b = malloc(6 * V * sizeof *b); /* the logits of each call */
+        for (uint32_t i = 0; i < 30; i++)
+            tok[i] = (i * 11 + 3) % V;
+        for (size_t p = 0; p < 3; p++)
+            for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+                if (pol[p] == KVP_REF_PAGED && f == 3) /* refused: rows of unequal bytes */
+                    continue;
+                struct kvp_ref_alloc al[3] = {{0}};
+                struct kvp_ref_cache *c[3];
+                struct kvp_ref_cache_opts co = {.policy = pol[p], .context = 32, .batch = 2, .block = 4,
+                                                .k = fmt(fmts[f][0]), .v = fmt(fmts[f][1])};
+                for (uint32_t t = 0; t < 3; t++) {
+                    float *l = t ? b : a;
+                    ck_assert_kvp_ok(kvp_ref_cache_new(rm[t], &co, &al[t], &c[t], &err), err);
+                    ck_assert_kvp_ok(kvp_ref_prefill(rm[t], c[t], 0, tok, 24, l, &err), err);
+                    ck_assert_kvp_ok(kvp_ref_prefill(rm[t], c[t], 1, tok + 24, 3, l + V, &err), err);
+                    for (uint32_t i = 0; i < 4; i++)
+                        ck_assert_kvp_ok(kvp_ref_step(rm[t], c[t], i % 2, tok[i], l + (2 + i) * V, &err), err);
+                    if (t)
+                        ck_assert_msg(memcmp(a, b, 6 * V * sizeof *a) == 0, "%s %s/%s pre %d: %u threads' logits differ",
+                                      kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, t + 1);
+                }
+                for (uint32_t t = 1; t < 3; t++) {
+                    uint64_t d[KVP_REF_TAG_COUNT];
+                    ck_assert(kvp_cache_differing(c[0], c[t], d));
+                    for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
+                        ck_assert_msg(d[i] == 0, "%s %s/%s pre %d: %u threads' cache differs in %llu bytes of tag %d",
+                                      kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, t + 1,
+                                      (unsigned long long)d[i], i);
+                    ck_assert_uint_eq(al[0].peak_total, al[t].peak_total);
+                }
+                for (uint32_t t = 0; t < 3; t++)
+                    kvp_ref_cache_free(c[t]);
+            }
+        free(a);
+        free(b);
+        for (uint32_t t = 0; t < 3; t++)
+            kvp_ref_model_free(rm[t]);
+    }
+}
+END_TEST
+
 /* A twin (kvp_ref_cache_mirror) receives what a second, identical run
  * writes: its written bytes against the first cache equal those of an
  * independent run with the same canary, per K, V and state, for every policy
@@ -1298,7 +1363,9 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("ref");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
+    TCase *threads = tcase_create("threads"); /* its own case: short enough for valgrind (CK_RUN_CASE=threads) */
     tcase_set_timeout(core, 120);
+    tcase_set_timeout(threads, 120);
     tcase_add_test(core, half_conversions);
     tcase_add_test(core, prefill_equals_steps);
     tcase_add_test(core, twin_equals_second_run);
@@ -1322,9 +1389,11 @@ static Suite *suite(void)
     tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
     tcase_add_test(limits, written_sees_unwritten);
+    tcase_add_test(threads, threads_equal_one);
     tcase_add_test(mut, mutation);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
+    suite_add_tcase(s, threads);
     suite_add_tcase(s, mut);
     return s;
 }

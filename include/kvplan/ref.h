@@ -91,10 +91,15 @@ struct kvp_ref_opts {
                             * keys, which attention rotates by their position after reading
                             * (dequantizing) them; the same bytes as post-RoPE keys. MLA:
                             * the latent's decoupled RoPE part likewise. */
-    uint32_t threads;      /* threads sharing each matrix-vector product's rows; 0 or 1 = the
-                            * calling thread only. Results do not depend on it: every row
-                            * is summed in the same order by whichever thread owns it. */
+    uint32_t threads;      /* threads of the decoder (a persistent pool started with the model,
+                            * joined at kvp_ref_model_free; at most KVP_REF_MAX_THREADS):
+                            * they split each large matrix product by rows and attention
+                            * by heads; 0 or 1 = the calling thread only. Results do not
+                            * depend on it: every row and every head is summed in the same
+                            * order by whichever thread owns it. A model runs one call at
+                            * a time (concurrent calls on one model are serialized). */
 };
+#define KVP_REF_MAX_THREADS 64
 
 struct kvp_ref_model;
 

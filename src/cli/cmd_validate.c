@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "kvplan/engine.h"
@@ -21,6 +22,7 @@ static struct cli_opt opts[] = {
     {"sweep", NULL, "also validate at 1, at each window and block boundary -1/0/+1, and powers of two", NULL},
     {"scale", "S", "auto (default: hidden 64, MLP 128, vocab 256, 2 query heads per KV head), none, "
                    "or HIDDEN,MLP,VOCAB,QPERKV", NULL},
+    {"threads", "N", "decoder threads (default: the online CPUs, at most 64; 1 = the calling thread only)", NULL},
     {"alloc-only", NULL, "fill the cache with synthetic entries through the same path instead of decoding", NULL},
     {"compute", NULL, "decode (the default; kept for scripts that ask for it)", NULL},
     {"fidelity", NULL, "quantization fidelity grid (KIVI) on a synthesized model: K/V axis x bits x residual; KVQuant: pre-RoPE keys, outliers", NULL},
@@ -532,7 +534,9 @@ int cmd_validate(int argc, char **argv)
     enum kvp_out fmt = KVP_OUT_TEXT;
     struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .block = 16};
     struct kvp_ref_opts o = {.seed = 1};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t context = 256, batch = 1, block = 16, pts[64];
+    uint64_t threads = cpus < 1 ? 1 : cpus > KVP_REF_MAX_THREADS ? KVP_REF_MAX_THREADS : (uint64_t)cpus;
     uint32_t npts = 1;
     struct kvp_buf b = {0};
     struct kvp_json j;
@@ -575,6 +579,13 @@ int cmd_validate(int argc, char **argv)
         rc = cli_usage_error("--batch must be at most 4096 and --block-size at most 1M");
         goto out;
     }
+    if ((rc = cli_count(&cmd, "threads", 1, &threads)))
+        goto out;
+    if (threads > KVP_REF_MAX_THREADS) {
+        rc = cli_usage_error("--threads must be at most %d (got %llu)", KVP_REF_MAX_THREADS, (unsigned long long)threads);
+        goto out;
+    }
+    o.threads = (uint32_t)threads;
     co.block = (uint32_t)block;
     {
         struct cli_cuda_args ca = {cli_opt(&cmd, "device"), cli_opt(&cmd, "bench") != NULL, cli_opt(&cmd, "gpu"),

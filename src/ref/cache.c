@@ -726,6 +726,9 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
 
 /* ---- bytes written ------------------------------------------------------------ */
 
+/* Counts n bytes at x and y of caches with canaries cx, cy. */
+typedef uint64_t count_fn(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy);
+
 /* Bytes i of n where x[i] != cx or y[i] != cy. */
 static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
 {
@@ -735,48 +738,73 @@ static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8
     return w;
 }
 
-/* Scan a's and b's allocation of n bytes at each pair; false when the two
- * differ in shape (one is missing). */
+/* Bytes i of n where x[i] != y[i]. */
+static uint64_t differing_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
+{
+    uint64_t w = 0;
+    (void)cx, (void)cy;
+    for (uint64_t i = 0; i < n; i++)
+        w += x[i] != y[i];
+    return w;
+}
+
+/* Count a's and b's allocation of n bytes at each pair into *w; false when
+ * the two differ in shape (one is missing). */
 static bool scan(const uint8_t *x, const uint8_t *y, uint64_t n, const struct kvp_ref_cache *a,
-                 const struct kvp_ref_cache *b, uint64_t *w)
+                 const struct kvp_ref_cache *b, count_fn *f, uint64_t *w)
 {
     if (!x != !y)
         return false;
     if (x)
-        *w += written_of(x, y, n, a->a->canary, b->a->canary);
+        *w += f(x, y, n, a->a->canary, b->a->canary);
     return true;
+}
+
+/* Every allocated byte of a and b (free blocks too) counted by f, by tag;
+ * false when the two differ in layout. */
+static bool walk(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b, count_fn *f,
+                 uint64_t out[KVP_REF_TAG_COUNT])
+{
+    uint64_t L = a->m->n_layers, B = a->o.batch;
+    bool same = L == b->m->n_layers && B == b->o.batch && a->o.policy == b->o.policy && a->o.block == b->o.block;
+    memset(out, 0, KVP_REF_TAG_COUNT * sizeof *out);
+    for (uint64_t i = 0; same && i < L * B * 2; i++) {
+        const struct store *s = &a->st[i], *t = &b->st[i];
+        uint64_t *w = &out[s->tag], blk = (uint64_t)a->o.block * s->qrow;
+        if (!s->f)
+            continue;
+        if (a->o.policy != KVP_REF_PAGED) {
+            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, f, w);
+            continue;
+        }
+        same = s->table.n == t->table.n;
+        for (uint64_t j = 0; same && j < s->table.n; j++)
+            same = scan(s->table.p[j], t->table.p[j], blk, a, b, f, w);
+        if (i / 2 % B == 0) /* the layer's free list (K or V), once */
+            for (uint64_t j = 0; same && j < s->free->n; j++)
+                same = s->free->n == t->free->n && scan(s->free->p[j], t->free->p[j], blk, a, b, f, w);
+    }
+    for (uint64_t i = 0; same && i < L * B; i++)
+        same = a->state_bytes[i / B] == b->state_bytes[i / B] &&
+               scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, f, &out[KVP_REF_STATE]);
+    return same;
 }
 
 enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                                       uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err)
 {
-    uint64_t L = a->m->n_layers, B = a->o.batch;
-    bool same = a->rm == b->rm && B == b->o.batch && a->o.policy == b->o.policy && a->o.block == b->o.block;
     if ((a->a->canary ^ b->a->canary) != 0xFF)
         return kvp_fail(err, KVP_ERR_USAGE, "written bytes need canaries that are bitwise complements (got 0x%02X and 0x%02X)",
                         a->a->canary, b->a->canary);
-    memset(written, 0, KVP_REF_TAG_COUNT * sizeof *written);
-    for (uint64_t i = 0; same && i < L * B * 2; i++) {
-        const struct store *s = &a->st[i], *t = &b->st[i];
-        uint64_t *w = &written[s->tag], blk = (uint64_t)a->o.block * s->qrow;
-        if (!s->f)
-            continue;
-        if (a->o.policy != KVP_REF_PAGED) {
-            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, w);
-            continue;
-        }
-        same = s->table.n == t->table.n;
-        for (uint64_t j = 0; same && j < s->table.n; j++)
-            same = scan(s->table.p[j], t->table.p[j], blk, a, b, w);
-        if (i / 2 % B == 0) /* the layer's free list (K or V), once */
-            for (uint64_t j = 0; same && j < s->free->n; j++)
-                same = s->free->n == t->free->n && scan(s->free->p[j], t->free->p[j], blk, a, b, w);
-    }
-    for (uint64_t i = 0; same && i < L * B; i++)
-        same = scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, &written[KVP_REF_STATE]);
-    if (!same)
+    if (a->rm != b->rm || !walk(a, b, written_of, written))
         return kvp_fail(err, KVP_ERR_USAGE, "written bytes need two caches of one layout driven through the same steps");
     return KVP_OK;
+}
+
+bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+                         uint64_t differ[KVP_REF_TAG_COUNT])
+{
+    return walk(a, b, differing_of, differ);
 }
 
 /* ---- what the decoder calls ------------------------------------------------- */

@@ -11,7 +11,6 @@
  * layer runs one dense SwiGLU (the cache does not see experts).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,57 +69,33 @@ KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const flo
             out[t][i] = dot(W + i * d, x[t], d);
 }
 
-#define MATVEC_MAX_THREADS 64
-/* Below this many weights (floats) a product is too short for a thread to
- * pay off its start (~tens of us): 1 Mi floats is 4 MiB, ~0.3 ms from DRAM. */
-#define MATVEC_PAR_MIN (1ull << 20)
+/* Below this many multiply-adds (rows x columns x vectors) a product is too
+ * short to pay for waking the pool (~10 us): 256 Ki is ~0.05 ms. */
+#define MATVEC_PAR_MIN (1ull << 18)
 
 struct mv_job {
     float *const *out;
     const float *W;
     const float *const *x;
-    uint64_t nt, lo, hi, d;
+    uint64_t nt, n, d;
 };
 
-static void *mv_run(void *p)
+static void mv_part(void *arg, uint32_t part, uint32_t parts)
 {
-    const struct mv_job *j = p;
-    matvec_rows(j->out, j->W, j->x, j->nt, j->lo, j->hi, j->d);
-    return NULL;
+    const struct mv_job *j = arg;
+    matvec_rows(j->out, j->W, j->x, j->nt, j->n * part / parts, j->n * (part + 1) / parts, j->d);
 }
 
-/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows split among
- * rm->o.threads threads (the caller runs the first share). A thread that
- * cannot start leaves its rows to the caller, so the result is always
- * complete. */
+/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows split among the
+ * model's threads (kvp_ref_pool_run). */
 static void matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
                    uint64_t n, uint64_t d)
 {
-    uint32_t t = rm->o.threads;
-    struct mv_job job[MATVEC_MAX_THREADS];
-    pthread_t th[MATVEC_MAX_THREADS];
-    bool started[MATVEC_MAX_THREADS] = {false};
-
-    if (t > MATVEC_MAX_THREADS)
-        t = MATVEC_MAX_THREADS;
-    if (t > n)
-        t = (uint32_t)n;
-    if (t <= 1 || n * d < MATVEC_PAR_MIN) {
-        matvec_rows(out, W, x, nt, 0, n, d);
-        return;
-    }
-    for (uint32_t i = 0; i < t; i++) {
-        job[i] = (struct mv_job){out, W, x, nt, n * i / t, n * (i + 1) / t, d};
-        if (i > 0)
-            started[i] = pthread_create(&th[i], NULL, mv_run, &job[i]) == 0;
-    }
-    mv_run(&job[0]);
-    for (uint32_t i = 1; i < t; i++) {
-        if (started[i])
-            pthread_join(th[i], NULL);
-        else
-            mv_run(&job[i]);
-    }
+    struct mv_job job = {out, W, x, nt, n, d};
+    if (n < kvp_ref_pool_parts(rm->pool) || nt * n * d < MATVEC_PAR_MIN)
+        mv_part(&job, 0, 1);
+    else
+        kvp_ref_pool_run(rm->pool, mv_part, &job);
 }
 
 /* out (n,) = W (n, d) @ x (d,) */
@@ -276,7 +251,7 @@ struct scratch {
     uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
     float *x, *xb;        /* (n, hidden) residual stream, normed input */
     float *q, *o, *ql;    /* (n, wide) queries, mixer outputs, MLA latent queries/outputs */
-    float *row;           /* (2, wide) a cached row as read, a chunk row rotated */
+    float *row;           /* (threads, 2, wide) per thread: a cached row as read, a chunk row rotated */
     float *h1, *h3;       /* (n, inter) MLP */
     float *st;            /* (hidden,) recurrent state values being updated */
     float *att;           /* (n, heads, T) scores, then weights */
@@ -316,15 +291,17 @@ static uint64_t scratch_wide(const struct kvp_ref_model *rm)
 static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t pos0, uint64_t n,
                                   struct scratch *s, struct kvp_error *err)
 {
-    uint64_t H = rm->hidden, wide = scratch_wide(rm), heads = 1, pend = pending_floats(rm), L = rm->m.n_layers;
+    uint64_t H = rm->hidden, wide = scratch_wide(rm), heads = 1, pend = pending_floats(rm), L = rm->m.n_layers,
+             parts = kvp_ref_pool_parts(rm->pool);
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++)
         heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
-    uint64_t I = rm->inter, per, att, nf, bytes, ptrs;
+    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs;
     /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
-     * row (a cached row, then a rotated one), st */
+     * row (a cached row, then a rotated one; one per thread), st */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
-        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_add(nf, 2 * wide + H, &nf) ||
+        !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
+        !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
@@ -345,7 +322,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->h1 = s->ql + n * wide;
     s->h3 = s->h1 + n * I;
     s->row = s->h3 + n * I;
-    s->st = s->row + 2 * wide;
+    s->st = s->row + 2 * wide * parts;
     s->att = s->st + H;
     float *p = s->att + att;
     for (uint64_t t = 0; t < n; t++)
@@ -397,48 +374,67 @@ static const float *key_of(const struct kvp_ref_model *rm, const struct scratch 
     return buf;
 }
 
-/* Attention of the chunk's queries q (n, hq, dk) over each one's positions
- * of layer src (its window), out o (n, hq, dv). */
-KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
-                               uint32_t src, uint32_t seq, struct scratch *s, uint64_t wide)
+/* Attention of a chunk in parts by query heads: part i of k runs heads
+ * [hq i / k, hq (i + 1) / k) of every token through every phase (scores,
+ * softmax, value sums), in the order one thread runs them, reading each
+ * row into a buffer of its own (row + 2 wide i). */
+struct att_job {
+    const struct kvp_ref_model *rm;
+    const struct kvp_ref_cache *c;
+    const struct ref_layer *w;
+    uint32_t l, seq; /* the layer whose rows are read (shared: its source) */
+    struct scratch *s;
+    uint64_t wide;
+    bool mla;
+};
+
+/* Attention of the chunk's queries q (n, hq, dk), heads h0..h1, over each
+ * one's positions of layer src (its window), out o (n, hq, dv). */
+KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h1, float *row)
 {
+    const struct kvp_ref_model *rm = jb->rm;
+    const struct kvp_ref_cache *c = jb->c;
+    const struct ref_layer *w = jb->w;
+    uint32_t src = jb->l, seq = jb->seq;
+    struct scratch *s = jb->s;
+    uint64_t wide = jb->wide;
     const struct kvp_layer_spec *ss = kvp_model_layer(&rm->m, src);
     uint64_t g = w->hq / w->hkv, nk = (uint64_t)w->hkv * w->dk, T = s->T, lo = window_lo(ss, s->pos0);
     uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *buf = s->row + wide; /* the row's second half */
+    float *buf = row + wide; /* the row's second half */
     for (uint64_t j = lo; j < T; j++) {
         if (j < s->pos0) {
-            kvp_cache_read_k(c, src, seq, j, s->row);
+            kvp_cache_read_k(c, src, seq, j, row);
             if (rm->o.pre_rope_keys)
-                rope(s->row, w->hkv, w->dk, w->dk, j);
+                rope(row, w->hkv, w->dk, w->dk, j);
         }
         for (uint64_t t = 0; t < s->n; t++) {
             uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
             if (j < tlo || j > pos)
                 continue;
-            const float *k = j < s->pos0 ? s->row : key_of(rm, s, src, nk, 0, w->dk, w->hkv, w->dk, j, t, NULL, buf);
+            const float *k = j < s->pos0 ? row : key_of(rm, s, src, nk, 0, w->dk, w->hkv, w->dk, j, t, NULL, buf);
             float *att = s->att + t * s->heads * T;
-            for (uint32_t h = 0; h < w->hq; h++)
+            for (uint32_t h = h0; h < h1; h++)
                 att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
         }
     }
     for (uint64_t t = 0; t < s->n; t++) {
         uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
-        for (uint32_t h = 0; h < w->hq; h++)
+        for (uint32_t h = h0; h < h1; h++)
             softmax(s->att + t * s->heads * T + h * T, m);
-        memset(s->o + t * wide, 0, (uint64_t)w->hq * w->dv * sizeof(float));
+        memset(s->o + t * wide + (uint64_t)h0 * w->dv, 0, (uint64_t)(h1 - h0) * w->dv * sizeof(float));
     }
     for (uint64_t j = lo; j < T; j++) {
         if (j < s->pos0)
-            kvp_cache_read_v(c, src, seq, j, s->row);
+            kvp_cache_read_v(c, src, seq, j, row);
         for (uint64_t t = 0; t < s->n; t++) {
             uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
             if (j < tlo || j > pos)
                 continue;
-            const float *v = j < s->pos0 ? s->row : chunk_row(s, L, src, 1, j, t);
+            const float *v = j < s->pos0 ? row : chunk_row(s, L, src, 1, j, t);
             const float *att = s->att + t * s->heads * T;
-            for (uint32_t h = 0; h < w->hq; h++) {
+            for (uint32_t h = h0; h < h1; h++) {
                 float p = att[h * T + (j - tlo)];
                 const float *vh = v + (h / g) * w->dv;
                 float *oh = s->o + t * wide + (uint64_t)h * w->dv;
@@ -453,17 +449,22 @@ KVP_REF_HOT static void attend(const struct kvp_ref_model *rm, const struct kvp_
  * (rank,) scores the cached latents directly, and the output latent is
  * decompressed once by W_uv. Equal in exact arithmetic to decompressing every
  * cached latent per head (what kvp_ref_recompute does). */
-KVP_REF_HOT static void attend_mla(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
-                       uint32_t seq, struct scratch *s, uint64_t wide)
+KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32_t h1, float *row)
 {
+    const struct kvp_ref_model *rm = jb->rm;
+    const struct kvp_ref_cache *c = jb->c;
+    const struct ref_layer *w = jb->w;
+    uint32_t l = jb->l, seq = jb->seq;
+    struct scratch *s = jb->s;
+    uint64_t wide = jb->wide;
     uint64_t R = w->rank, T = s->T, nk = R + w->rope;
     uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *buf = s->row + wide; /* the row's second half */
+    float *buf = row + wide; /* the row's second half */
     for (uint64_t t = 0; t < s->n; t++) { /* qlat[r] sums U[i][r] q[i] over i in order, all r at once */
         float *qlat = s->ql + t * wide; /* (hq, rank) */
-        memset(qlat, 0, (uint64_t)w->hq * R * sizeof *qlat);
-        for (uint32_t h = 0; h < w->hq; h++) {
+        memset(qlat + (uint64_t)h0 * R, 0, (uint64_t)(h1 - h0) * R * sizeof *qlat);
+        for (uint32_t h = h0; h < h1; h++) {
             const float *qn = s->q + t * wide + (uint64_t)h * w->dk, *U = w->wuk + (uint64_t)h * w->nope * R;
             float *ql = qlat + (uint64_t)h * R;
             for (uint32_t i = 0; i < w->nope; i++)
@@ -473,45 +474,80 @@ KVP_REF_HOT static void attend_mla(const struct kvp_ref_model *rm, const struct 
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0) {
-            kvp_cache_read_k(c, l, seq, j, s->row);
+            kvp_cache_read_k(c, l, seq, j, row);
             if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
-                rope(s->row + R, 1, w->rope, w->rope, j);
+                rope(row + R, 1, w->rope, w->rope, j);
         }
         for (uint64_t t = 0; t < s->n; t++) {
             if (j > s->pos0 + t)
                 continue;
-            const float *lat = j < s->pos0 ? s->row : key_of(rm, s, l, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, NULL, buf);
+            const float *lat = j < s->pos0 ? row : key_of(rm, s, l, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, NULL, buf);
             float *att = s->att + t * s->heads * T;
-            for (uint32_t h = 0; h < w->hq; h++) {
+            for (uint32_t h = h0; h < h1; h++) {
                 const float *qr = s->q + t * wide + (uint64_t)h * w->dk + w->nope;
                 att[h * T + j] = (dot(s->ql + t * wide + h * R, lat, R) + dot(qr, lat + R, w->rope)) * scale;
             }
         }
     }
     for (uint64_t t = 0; t < s->n; t++) {
-        for (uint32_t h = 0; h < w->hq; h++)
+        for (uint32_t h = h0; h < h1; h++)
             softmax(s->att + t * s->heads * T + h * T, s->pos0 + t + 1);
-        memset(s->ql + t * wide, 0, (uint64_t)w->hq * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
+        memset(s->ql + t * wide + (uint64_t)h0 * R, 0, (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0)
-            kvp_cache_read_k(c, l, seq, j, s->row);
+            kvp_cache_read_k(c, l, seq, j, row);
         for (uint64_t t = 0; t < s->n; t++) {
             if (j > s->pos0 + t)
                 continue;
-            const float *lat = j < s->pos0 ? s->row : chunk_row(s, L, l, 0, j, t);
+            const float *lat = j < s->pos0 ? row : chunk_row(s, L, l, 0, j, t);
             const float *att = s->att + t * s->heads * T;
             float *olat = s->ql + t * wide;
-            for (uint32_t h = 0; h < w->hq; h++)
+            for (uint32_t h = h0; h < h1; h++)
                 for (uint64_t r = 0; r < R; r++)
                     olat[h * R + r] += att[h * T + j] * lat[r];
         }
     }
     for (uint64_t t = 0; t < s->n; t++)
-        for (uint32_t h = 0; h < w->hq; h++)
-            matvec(rm, s->o + t * wide + (uint64_t)h * w->dv, w->wuv + (uint64_t)h * w->dv * R, s->ql + t * wide + h * R,
-                   w->dv, R);
+        for (uint32_t h = h0; h < h1; h++) {
+            float *oh = s->o + t * wide + (uint64_t)h * w->dv;
+            const float *lh = s->ql + t * wide + h * R;
+            matvec_rows(&oh, w->wuv + (uint64_t)h * w->dv * R, &lh, 1, 0, w->dv, R);
+        }
 }
+
+/* Below this many multiply-adds (scores and value sums of all heads) a
+ * chunk's attention runs on the calling thread. */
+#define ATTEND_PAR_MIN (1ull << 16)
+
+static void att_part(void *arg, uint32_t part, uint32_t parts)
+{
+    const struct att_job *jb = arg;
+    uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts), h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
+    float *row = jb->s->row + 2 * jb->wide * part;
+    if (h0 == h1)
+        return;
+    if (jb->mla)
+        attend_mla(jb, h0, h1, row);
+    else
+        attend(jb, h0, h1, row);
+}
+
+/* The chunk's attention over layer l's rows (MLA, or attention over layer
+ * src's: itself, or the layer a shared one reads), its heads split among
+ * the model's threads. */
+static void attention(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c, const struct ref_layer *w,
+                      uint32_t l, uint32_t seq, struct scratch *s, uint64_t wide, bool mla)
+{
+    struct att_job jb = {rm, c, w, l, seq, s, wide, mla};
+    uint64_t work = s->n * s->T * w->hq * ((uint64_t)w->dk + w->dv + w->rank);
+    if (w->hq < 2 || work < ATTEND_PAR_MIN)
+        att_part(&jb, 0, 1);
+    else
+        kvp_ref_pool_run(rm->pool, att_part, &jb);
+}
+
+
 
 /* Layer l's pending rows of every token of the chunk, as the cache will
  * give them back (for the chunk's later tokens). */
@@ -593,10 +629,9 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             }
             if (w->wk || w->wdkv)
                 reread_rows(rm, c, w, l, s);
-            if (sp->kind == KVP_LAYER_MLA)
-                attend_mla(rm, c, w, l, seq, s, wide);
-            else if (w->wq)
-                attend(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide);
+            if (w->wq)
+                attention(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide,
+                          sp->kind == KVP_LAYER_MLA);
             if (w->wo) {
                 float *o[CHUNK_MAX] = {NULL};
                 rows_of(s->o, wide, n, o);

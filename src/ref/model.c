@@ -5,6 +5,7 @@
  * model's shaping included. decoder.c runs it; cache.c sizes its stores
  * from its shapes. */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,123 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
     return KVP_OK;
 }
 
+/* ---- the persistent threads ------------------------------------------------ */
+
+struct pool_worker {
+    struct kvp_ref_pool *p;
+    uint32_t part;
+    pthread_t th;
+};
+
+struct kvp_ref_pool {
+    pthread_mutex_t call;    /* one job at a time */
+    pthread_mutex_t mu;      /* guards the fields below */
+    pthread_cond_t go, done; /* a new job (or quit); the last part finished */
+    kvp_ref_part_fn *fn;
+    void *arg;
+    uint64_t job;            /* jobs posted so far */
+    uint32_t busy;           /* workers still running the current job */
+    uint32_t n;              /* workers started */
+    bool quit;
+    struct pool_worker w[];
+};
+
+static void *pool_main(void *arg)
+{
+    struct pool_worker *w = arg;
+    struct kvp_ref_pool *p = w->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->job == seen && !p->quit)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->quit)
+            break;
+        seen = p->job;
+        kvp_ref_part_fn *fn = p->fn;
+        void *a = p->arg;
+        pthread_mutex_unlock(&p->mu);
+        fn(a, w->part, p->n + 1);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void pool_free(struct kvp_ref_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (uint32_t i = 0; i < p->n; i++)
+        pthread_join(p->w[i].th, NULL);
+    pthread_cond_destroy(&p->go);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call);
+    free(p);
+}
+
+/* threads - 1 workers; fewer where a thread cannot start (results do not
+ * depend on their number), NULL where none can or threads <= 1. */
+static struct kvp_ref_pool *pool_new(uint32_t threads)
+{
+    if (threads <= 1)
+        return NULL;
+    if (threads > KVP_REF_MAX_THREADS)
+        threads = KVP_REF_MAX_THREADS;
+    struct kvp_ref_pool *p = calloc(1, sizeof *p + (threads - 1) * sizeof p->w[0]);
+    if (!p)
+        return NULL;
+    pthread_mutex_init(&p->call, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    pthread_mutex_lock(&p->mu); /* workers read n only once a job is posted */
+    for (uint32_t i = 0; i + 1 < threads; i++) {
+        p->w[p->n] = (struct pool_worker){.p = p, .part = p->n + 1};
+        if (pthread_create(&p->w[p->n].th, NULL, pool_main, &p->w[p->n]) != 0)
+            break;
+        p->n++;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (p->n == 0) {
+        pool_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+uint32_t kvp_ref_pool_parts(const struct kvp_ref_pool *pool)
+{
+    return pool ? pool->n + 1 : 1;
+}
+
+void kvp_ref_pool_run(struct kvp_ref_pool *pool, kvp_ref_part_fn *fn, void *arg)
+{
+    if (!pool) {
+        fn(arg, 0, 1);
+        return;
+    }
+    pthread_mutex_lock(&pool->call);
+    pthread_mutex_lock(&pool->mu);
+    pool->fn = fn, pool->arg = arg, pool->busy = pool->n;
+    pool->job++;
+    pthread_cond_broadcast(&pool->go);
+    pthread_mutex_unlock(&pool->mu);
+    fn(arg, 0, pool->n + 1);
+    pthread_mutex_lock(&pool->mu);
+    while (pool->busy)
+        pthread_cond_wait(&pool->done, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+    pthread_mutex_unlock(&pool->call);
+}
+
 enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
                                   struct kvp_ref_model **out, struct kvp_error *err)
 {
@@ -382,6 +500,7 @@ enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_re
     }
     carve(rm);
     init_weights(rm);
+    rm->pool = pool_new(rm->o.threads);
     *out = rm;
     return KVP_OK;
 }
@@ -390,6 +509,7 @@ void kvp_ref_model_free(struct kvp_ref_model *rm)
 {
     if (!rm)
         return;
+    pool_free(rm->pool);
     free(rm->arena);
     free(rm);
 }

@@ -104,6 +104,11 @@ struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
  * (its contents are the caller's; it moves when it grows); NULL when out of
  * memory. Freed with the cache. */
 void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
+/* Bytes that differ between a and b, by tag, over every allocated byte
+ * (free blocks too): caches of one layout (models of one shape, one
+ * policy, batch and block); false when their layouts differ. */
+bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+                         uint64_t differ[KVP_REF_TAG_COUNT]);
 /* ---- model.c: the model and its seeded weights --------------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
@@ -145,7 +150,20 @@ struct kvp_ref_model {
     struct ref_layer w[KVP_MAX_SPECS]; /* indexed like m.specs */
     float *arena;
     uint64_t arena_n, arena_used; /* floats */
+    struct kvp_ref_pool *pool; /* o.threads - 1 workers (NULL: the calling thread only) */
 };
+
+/* ---- model.c: the model's persistent threads ---------------------------- */
+/* A job in parts: fn(arg, i, parts) for every i < parts, part 0 on the
+ * calling thread, the others each on one of the pool's workers, which are
+ * started once with the model and wait on a condition variable between
+ * jobs. Returns when every part is done. With pool NULL, fn(arg, 0, 1).
+ * One job at a time per pool (callers are serialized). A job's parts must
+ * not run a job of their own. */
+typedef void kvp_ref_part_fn(void *arg, uint32_t part, uint32_t parts);
+void kvp_ref_pool_run(struct kvp_ref_pool *pool, kvp_ref_part_fn *fn, void *arg);
+/* Parts of every job of pool: its workers + 1 (1 for NULL). */
+uint32_t kvp_ref_pool_parts(const struct kvp_ref_pool *pool);
 
 /* ---- decoder.c, for measure.c (decoder.c needs nothing of measure.c) ----- */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */

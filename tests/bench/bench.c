@@ -7,7 +7,7 @@
  *     bench decode            reference decoder vs a STREAM-like copy/triad/read
  *     bench scaling           decode with the cache vs recomputing the sequence
  *     bench sim               kvplan simulate's scheduler: requests and steps per second
- *     bench validate BIN      BIN validate MODEL (no options) per shipped model: wall and CPU
+ *     bench validate BIN      BIN validate MODEL (no options, then --threads 1) per shipped model: wall and CPU
  *
  * Every figure is the median of R repeated runs with its min..max; every
  * ratio compares figures of the same run. Each timed loop feeds a checksum
@@ -799,6 +799,8 @@ static void bench_sim(void)
     }
     printf("\nchecksum sim: %.0f\n\n", sum);
     kvp_catalog_free(cat);
+}
+
 /* ---- validate ---------------------------------------------------------------- */
 
 static int by_name(const void *a, const void *b)
@@ -873,16 +875,25 @@ static void bench_validate(const char *bin)
            "runs. Load average when the section started (/proc/loadavg, 1/5/15 min): %.2f / %.2f / %.2f on %ld "
            "cores.\n\n",
            load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN));
-    printf("| model | CPU s | wall s | exit | under 10 s CPU |\n|---|---:|---:|---:|---|\n");
+    printf("Each model runs twice: with no options (the decoder's threads default to the online CPUs, %ld here) "
+           "and with --threads 1 (the calling thread only); the logits and every count are the same (tests/check_ref.c "
+           "`threads_equal_one`), only the time differs.\n\n", sysconf(_SC_NPROCESSORS_ONLN));
+    printf("| model | CPU s | wall s | exit | under 10 s CPU | --threads 1: CPU s | wall s | wall speed-up |\n"
+           "|---|---:|---:|---:|---|---:|---:|---:|\n");
     unsigned under = 0;
+    double tw = 0, tw1 = 0;
     for (size_t i = 0; i < n; i++) {
         char *argv[] = {(char *)bin, "validate", names[i], "--format", "json", NULL};
-        double wall, cpu;
-        int rc = spawn_rusage(argv, &wall, &cpu);
+        char *argv1[] = {(char *)bin, "validate", names[i], "--format", "json", "--threads", "1", NULL};
+        double wall, cpu, wall1, cpu1;
+        int rc = spawn_rusage(argv, &wall, &cpu), rc1 = spawn_rusage(argv1, &wall1, &cpu1);
         under += rc == 0 && cpu < 10;
-        printf("| %s | %.2f | %.2f | %d | %s |\n", names[i], cpu, wall, rc, cpu < 10 ? "yes" : "**no**");
+        tw += wall, tw1 += wall1;
+        printf("| %s | %.2f | %.2f | %d | %s | %.2f | %.2f | %.2fx%s |\n", names[i], cpu, wall, rc,
+               cpu < 10 ? "yes" : "**no**", cpu1, wall1, wall1 / wall, rc1 == rc ? "" : " (exit differs)");
         free(names[i]);
     }
+    printf("\nAll models: wall %.1f s by default, %.1f s with --threads 1 (%.2fx).\n", tw, tw1, tw1 / tw);
     printf("\n%u of %zu models validate (exit 0) in under 10 s of CPU.\n\n", under, n);
 }
 
@@ -900,12 +911,10 @@ int main(int argc, char **argv)
         bench_scaling();
     else if (argc >= 2 && strcmp(argv[1], "sim") == 0)
         bench_sim();
-    else {
-        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | sim\n");
     else if (argc >= 3 && strcmp(argv[1], "validate") == 0)
         bench_validate(argv[2]);
     else {
-        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | validate BIN\n");
+        fprintf(stderr, "usage: bench engine | cli BIN | decode | scaling | sim | validate BIN\n");
         return 2;
     }
     return fclose(stdout) == 0 ? 0 : 1;
