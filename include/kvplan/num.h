@@ -20,6 +20,15 @@
 
 #include "kvplan/error.h"
 
+/* Marks a function whose unsigned arithmetic wraps on purpose (hashes and
+ * random generators, never byte counts), so that the fuzz build's
+ * -fsanitize=unsigned-integer-overflow leaves it alone. */
+#if defined(__clang__)
+#define KVP_WRAPS __attribute__((no_sanitize("unsigned-integer-overflow")))
+#else
+#define KVP_WRAPS
+#endif
+
 /* *out = a*b (a+b); false, and *out untouched, if the result does not fit. */
 static inline bool kvp_mul(uint64_t a, uint64_t b, uint64_t *out)
 {

@@ -572,7 +572,7 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     yaml_node_t *n, *list;
     size_t want, checks = 0;
     enum kvp_status st;
-    const struct kvp_plan_workload *wl = p->workloads + L->wl_first;
+    const struct kvp_plan_workload *wl = p->workloads ? p->workloads + L->wl_first : NULL;
     uint32_t nw = p->n_workloads - L->wl_first;
 
     for (uint32_t i = 0; i < nk; i++)

@@ -158,7 +158,7 @@ struct pool {
     uint64_t used[KVP_SIM_MAX_GROUPS];
 };
 
-static uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
+KVP_WRAPS static uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
 {
     uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ ((uint64_t)index << 8 | g);
     h ^= h >> 29;

@@ -13,7 +13,7 @@
  * src/ref has a PCG of its own, internal to the decoder; the simulator keeps
  * its stream independent of it so either can change without the other's
  * results moving. */
-static uint64_t splitmix(uint64_t *s)
+KVP_WRAPS static uint64_t splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

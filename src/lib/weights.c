@@ -53,7 +53,7 @@ static void add_part(struct tally *t, const struct kvp_wq *q, uint32_t src, enum
 {
     struct kvp_weights *w = t->w;
     char name[KVP_WPART_NAME];
-    uint32_t i = t->part_of[src] - 1; /* UINT32_MAX when this source is new */
+    uint32_t i = t->part_of[src] ? t->part_of[src] - 1 : 0; /* a new source is looked up by name below */
 
     if (!t->part_of[src]) {
         kvp_wq_name(q, name, sizeof name);
