@@ -113,6 +113,10 @@ START_TEST(find_names)
         {"4090", "rtx-4090"},       /* alias */
         {"rtx-30", "rtx-3090"},     /* unique prefix */
         {"a100-sxm4-4", "a100-40gb"}, /* prefix of an alias */
+        {"rtx3090", "rtx-3090"},    /* '-' does not count */
+        {"RTX 3090", "rtx-3090"},   /* nor ' ' or case */
+        {"H100_SXM", "h100-sxm"},   /* nor '_' */
+        {"h100p", "h100-pcie"},     /* a unique prefix, spelt without '-' */
     };
     struct kvp_gpu_catalog *c = load_shipped();
     for (size_t i = 0; i < N_ELEMS(cases); i++) {

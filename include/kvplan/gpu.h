@@ -9,7 +9,7 @@
  *     struct kvp_error err = {0};
  *     if (kvp_gpus_load("models/gpus.yaml", &gc, &err) != KVP_OK) ...;
  *     const struct kvp_gpu *g;
- *     if (kvp_gpu_find(gc, "H100", &g, &err) == KVP_OK)     // id, alias or unique prefix
+ *     if (kvp_gpu_find(gc, "H100", &g, &err) == KVP_OK)     // id, alias or unique prefix; case, -, _ and space ignored
  *         printf("%s: %llu bytes\n", g->id, (unsigned long long)g->memory_bytes);
  *     kvp_gpus_free(gc);
  *
@@ -64,7 +64,8 @@ enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, st
 enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
                                   struct kvp_error *err);
 
-/* Resolve name, ignoring case: an exact id or alias, else the one GPU with an
+/* Resolve name, ignoring case and the separators -, _ and space ("rtx3090" is
+ * rtx-3090): an exact id or alias, else the one GPU with an
  * id or alias that starts with name ("mi300" -> mi300x). An unknown or
  * ambiguous name is KVP_ERR_NOTFOUND, with the choices in the message:
  * "unknown GPU 'h300' (h100-sxm, h100-pcie, ...)" or

@@ -53,6 +53,25 @@ static enum kvp_status read_name(struct ydoc *d, yaml_node_t *n, const char *wha
     return KVP_OK;
 }
 
+/* A GPU name as the user may type it: case, '-', '_' and ' ' do not count
+ * ("RTX 3090", "rtx3090" and "rtx-3090" are one name). True when name is s,
+ * or with prefix set, when name is the start of s. */
+static bool name_matches(const char *s, const char *name, bool prefix)
+{
+    for (;;) {
+        while (*s == '-' || *s == '_' || *s == ' ')
+            s++;
+        while (*name == '-' || *name == '_' || *name == ' ')
+            name++;
+        if (!*name)
+            return prefix || !*s;
+        if (tolower((unsigned char)*s) != tolower((unsigned char)*name))
+            return false;
+        s++;
+        name++;
+    }
+}
+
 /* Fail if name (at node n) is already an id or alias of gpus[0..count), or
  * of g itself (its id and first `own` aliases). */
 static enum kvp_status check_unique(struct ydoc *d, yaml_node_t *n, const char *name, const struct kvp_gpu *gpus,
@@ -61,9 +80,9 @@ static enum kvp_status check_unique(struct ydoc *d, yaml_node_t *n, const char *
     for (uint32_t i = 0; i <= count; i++) {
         const struct kvp_gpu *o = i < count ? &gpus[i] : g;
         uint32_t na = i < count ? o->n_aliases : own;
-        bool dup = (i < count || name != o->id) && strcasecmp(o->id, name) == 0;
+        bool dup = (i < count || name != o->id) && name_matches(o->id, name, false);
         for (uint32_t a = 0; !dup && a < na; a++)
-            dup = strcasecmp(o->aliases[a], name) == 0;
+            dup = name_matches(o->aliases[a], name, false);
         if (dup)
             return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "GPU name '%s' is already used by '%s'", name, o->id);
     }
@@ -169,10 +188,10 @@ static const struct kvp_gpu *find_exact(const struct kvp_gpu_catalog *c, const c
 {
     for (uint32_t i = 0; c && i < c->n; i++) {
         const struct kvp_gpu *g = &c->gpus[i];
-        if (strcasecmp(g->id, name) == 0)
+        if (name_matches(g->id, name, false))
             return g;
         for (uint32_t a = 0; a < g->n_aliases; a++)
-            if (strcasecmp(g->aliases[a], name) == 0)
+            if (name_matches(g->aliases[a], name, false))
                 return g;
     }
     return NULL;
@@ -290,11 +309,6 @@ enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp
 
 /* ---- finding ------------------------------------------------------------ */
 
-static bool has_prefix(const char *s, const char *prefix)
-{
-    return strncasecmp(s, prefix, strlen(prefix)) == 0;
-}
-
 /* Append ", id" (or "id" first) to msg; "..." once it would not fit. */
 static void list_add(char *msg, size_t size, const char *id)
 {
@@ -321,9 +335,9 @@ enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, 
     }
     for (uint32_t i = 0; name[0] && i < n; i++) {
         const struct kvp_gpu *g = &c->gpus[i];
-        bool match = has_prefix(g->id, name);
+        bool match = name_matches(g->id, name, true);
         for (uint32_t a = 0; !match && a < g->n_aliases; a++)
-            match = has_prefix(g->aliases[a], name);
+            match = name_matches(g->aliases[a], name, true);
         if (match) {
             hit = g;
             nhits++;
