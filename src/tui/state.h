@@ -1,6 +1,7 @@
 /* state.h -- the TUI's state and key handling, without curses.
  *
- * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c) and views
+ * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c,
+ * state_sim.c: the simulate view's workload and run) and views
  * (view.c, tui.c: the only curses code). The state holds the setup a user
  * edits -- the model and every setting of settings.h's table, kept as
  * `kvplan fit` takes them (struct kvp_settings) -- and after each change
