@@ -1084,7 +1084,10 @@ START_TEST(plan_workloads_round_trip)
                                "  burst: {rate: 0, requests: 300}\n"
                                "deployments:\n"
                                "  - name: a\n    model: llama-3.1-8b\n    gpu: h100\n    context: 16k\n"
-                               "    assert:\n      - max_preemptions: 0\n        workload: batch\n";
+                               "    assert:\n      - max_preemptions: 0\n        workload: batch\n"
+                               "      - min_headroom: 1GiB\n      - max_kv_share: 0.5\n        name: share\n"
+                               "      - min_concurrency: 2\n        context: 8k\n"
+                               "      - max_preemptions: 5\n        workload: chat\n";
     char dir[] = "/tmp/kvplan-tui-XXXXXX", in[256], out[256], csv[256];
     struct tui_state *s;
     struct kvp_plan p = {0}, q = {0};
@@ -1135,6 +1138,19 @@ START_TEST(plan_workloads_round_trip)
                        a->synth.prefix_share == b->synth.prefix_share));
         }
     }
+    /* and the same assertions, after the `fits: true` every saved plan states */
+    ck_assert_uint_eq(q.deps[0].n_checks, p.deps[0].n_checks + 1);
+    ck_assert_int_eq(q.deps[0].checks[0].kind, KVP_CHECK_FITS);
+    for (uint32_t i = 0; i < p.deps[0].n_checks; i++) {
+        const struct kvp_plan_check *a = &p.deps[0].checks[i], *b = &q.deps[0].checks[i + 1];
+        ck_assert_int_eq(a->kind, b->kind);
+        ck_assert(a->limit == b->limit);
+        ck_assert_uint_eq(a->context, b->context);
+        ck_assert_uint_eq(a->concurrency, b->concurrency);
+        ck_assert_int_eq(a->named, b->named);
+        ck_assert_int_eq(a->workload, b->workload);
+    }
+    ck_assert_str_eq(q.deps[0].checks[3].test + strlen(q.deps[0].name), "/share");
     kvp_plan_release(&q);
     /* the view's workload edited and run: written over 'chat', with what the view measured */
     script(s, "'w @requests =200 @prefix_share =0.75");
@@ -1147,15 +1163,17 @@ START_TEST(plan_workloads_round_trip)
     ck_assert_str_eq(q.workloads[1].name, "chat");
     ck_assert_uint_eq(q.workloads[1].synth.requests, 200);
     ck_assert(q.workloads[1].synth.prefix_share == 0.75);
-    ck_assert_uint_eq(q.deps[0].n_checks, 3); /* fits, max_preemptions, min_sustained_rate */
-    ck_assert_int_eq(q.deps[0].checks[1].kind, KVP_CHECK_MAX_PREEMPTIONS);
-    ck_assert(q.deps[0].checks[1].limit == (double)s->sim.preemptions);
-    ck_assert_int_eq(q.deps[0].checks[2].kind, KVP_CHECK_MIN_SUSTAINED_RATE);
-    ck_assert(q.deps[0].checks[2].limit <= s->max_rate && q.deps[0].checks[2].limit > 0.99 * s->max_rate);
+    /* fits, the four kept, the view's max_preemptions (in place of the plan's on chat), min_sustained_rate */
+    ck_assert_uint_eq(q.deps[0].n_checks, 7);
+    ck_assert_int_eq(q.deps[0].checks[5].kind, KVP_CHECK_MAX_PREEMPTIONS);
+    ck_assert_int_eq(q.deps[0].checks[5].workload, 1);
+    ck_assert(q.deps[0].checks[5].limit == (double)s->sim.preemptions);
+    ck_assert_int_eq(q.deps[0].checks[6].kind, KVP_CHECK_MIN_SUSTAINED_RATE);
+    ck_assert(q.deps[0].checks[6].limit <= s->max_rate && q.deps[0].checks[6].limit > 0.99 * s->max_rate);
     ck_assert_kvp_ok(kvp_plan_evaluate(&q, &rep, &err), err);
     ck_assert_uint_eq(rep.failed, 0);
-    ck_assert_uint_eq(rep.passed, 3);
-    ck_assert(rep.results[1].measured == (double)s->sim.preemptions);
+    ck_assert_uint_eq(rep.passed, 7);
+    ck_assert(rep.results[5].measured == (double)s->sim.preemptions);
     kvp_plan_report_release(&rep);
     kvp_plan_release(&q);
     kvp_plan_release(&p);

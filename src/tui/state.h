@@ -96,6 +96,15 @@ enum tui_explain { TUI_EXPLAIN_FIT, TUI_EXPLAIN_KV, TUI_EXPLAIN_COUNT };
  * step. `kvplan simulate` runs longer workloads. */
 #define TUI_SIM_MAX_OUTPUT_TOKENS 2000000u
 
+/* An assertion of the opened plan's first deployment, kept to be written back. */
+struct tui_check {
+    enum kvp_check_kind kind;
+    double limit;                        /* in the kind's unit (plan.h) */
+    uint64_t context, concurrency;       /* the modifiers; 0: not given */
+    char workload[KVP_PLAN_NAME_MAX];    /* the workload it names; "" for none */
+    char name[KVP_PLAN_NAME_MAX];        /* its 'name'; "" for none */
+};
+
 /* A named workload of a plan: a trace (kept by its path) or a synthetic one. */
 struct tui_workload {
     char name[KVP_PLAN_NAME_MAX];
@@ -165,6 +174,8 @@ struct tui_state {
     int32_t work_at;           /* its place in plan_wl (it came from the plan), or -1 */
     struct tui_workload *plan_wl; /* owned: the opened plan's workloads (of its first deployment's file) */
     uint32_t n_plan_wl;
+    struct tui_check *plan_checks; /* owned: the assertions of its first deployment */
+    uint32_t n_plan_checks;
     bool sim_stale;            /* an input changed since the last run: tui_sim_update runs again */
     bool sim_ok;               /* sim, sim_cfg hold the run of work on the deployment */
     struct kvp_error sim_err;  /* why not sim_ok */
@@ -265,10 +276,11 @@ void tui_sim_free(struct tui_state *s);
  * read one back into the setup: its model, and its deployment as settings
  * (s->set), which tui_init then applies. A plan's workloads (those its
  * first deployment can name) are kept and written back; its first
- * synthetic one becomes the simulate view's. The view's workload, once
- * used, is written with assertions on what the view shows: max_preemptions
- * (the run's count) and min_sustained_rate (the rate 'r' found, rounded
- * down to three digits). */
+ * synthetic one becomes the simulate view's; so are the first deployment's
+ * assertions. The view's workload, once used, is written with assertions on
+ * what the view shows, in place of the plan's unnamed ones of the same kind
+ * on it: max_preemptions (the run's count) and min_sustained_rate (the rate
+ * 'r' found, rounded down to three digits). */
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err);
 

@@ -15,7 +15,9 @@
  * state_sim.c's workload table) and written back under `workloads:`; the
  * simulate view's workload replaces the one it came from, or is added once
  * the view was used, with `max_preemptions` and `min_sustained_rate`
- * asserting what the view shows.
+ * asserting what the view shows. The first deployment's assertions are kept
+ * too (but `fits: true`, which every saved plan states, and those the view's
+ * replace).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -122,22 +124,92 @@ static void write_workloads(const struct tui_state *s, FILE *f)
         write_workload(&s->work, f);
 }
 
-/* The assertions: that it fits, and where the view has run the workload
- * on this setup, what it measured -- the preemptions, and the highest
- * sustained rate rounded down to three digits ('r'). */
+/* Whether the view states kind k on its workload: where it has run it on
+ * this setup, the preemptions, and the highest sustained rate ('r'). */
+static bool view_states(const struct tui_state *s, enum kvp_check_kind k)
+{
+    if (!writes_work(s) || !s->gpu || s->sim_stale || !s->sim_ok)
+        return false;
+    return k == KVP_CHECK_MAX_PREEMPTIONS || (k == KVP_CHECK_MIN_SUSTAINED_RATE && s->have_max_rate && s->max_rate > 0);
+}
+
+/* Whether the plan's assertion c is written back: not an unnamed `fits`
+ * (every saved plan states `fits: true`, under the same id), nor one the
+ * view's replace (the same id). */
+static bool kept(const struct tui_state *s, const struct tui_check *c)
+{
+    if (c->name[0] || c->context || c->concurrency)
+        return true;
+    if (c->kind == KVP_CHECK_FITS)
+        return false;
+    return !(view_states(s, c->kind) && strcmp(c->workload, s->work.name) == 0);
+}
+
+/* An assertion's limit as its kind reads it (plan.c's read_limit). */
+static void limit_text(const struct tui_check *c, char *buf, size_t n)
+{
+    switch (c->kind) {
+    case KVP_CHECK_FITS:
+        snprintf(buf, n, "%s", c->limit != 0.0 ? "true" : "false");
+        break;
+    case KVP_CHECK_MAX_PREEMPTIONS:
+    case KVP_CHECK_MIN_CONTEXT:
+        snprintf(buf, n, "%.0f", c->limit);
+        break;
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
+    case KVP_CHECK_MIN_HEADROOM:
+        snprintf(buf, n, "%.0fB", c->limit);
+        break;
+    default:
+        snprintf(buf, n, "%.15g", c->limit);
+        if (strtod(buf, NULL) != c->limit)
+            snprintf(buf, n, "%.17g", c->limit);
+        break;
+    }
+}
+
+static void write_check(const struct tui_check *c, FILE *f)
+{
+    char v[64];
+    limit_text(c, v, sizeof v);
+    fprintf(f, "      - %s: %s\n", kvp_check_kind_name(c->kind), v);
+    if (c->context)
+        fprintf(f, "        context: %" PRIu64 "\n", c->context);
+    if (c->concurrency)
+        fprintf(f, "        concurrency: %" PRIu64 "\n", c->concurrency);
+    if (c->workload[0])
+        fprintf(f, "        workload: %s\n", c->workload);
+    if (c->name[0])
+        fprintf(f, "        name: %s\n", c->name);
+}
+
+/* The assertions: that it fits, the plan's kept ones, and the view's. */
 static void write_asserts(const struct tui_state *s, FILE *f)
 {
-    if (!writes_work(s) || !s->gpu || s->sim_stale || !s->sim_ok) {
+    struct tui_check v = {.kind = KVP_CHECK_MAX_PREEMPTIONS};
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < s->n_plan_checks; i++)
+        n += kept(s, &s->plan_checks[i]);
+    if (!n && !view_states(s, KVP_CHECK_MAX_PREEMPTIONS)) {
         fprintf(f, "    assert: {fits: true}\n");
         return;
     }
     fprintf(f, "    assert:\n");
     fprintf(f, "      - fits: true\n");
-    fprintf(f, "      - max_preemptions: %" PRIu64 "\n        workload: %s\n", s->sim.preemptions, s->work.name);
-    if (s->have_max_rate && s->max_rate > 0) {
+    for (uint32_t i = 0; i < s->n_plan_checks; i++)
+        if (kept(s, &s->plan_checks[i]))
+            write_check(&s->plan_checks[i], f);
+    snprintf(v.workload, sizeof v.workload, "%s", s->work.name);
+    if (view_states(s, KVP_CHECK_MAX_PREEMPTIONS)) {
+        v.limit = (double)s->sim.preemptions;
+        write_check(&v, f);
+    }
+    if (view_states(s, KVP_CHECK_MIN_SUSTAINED_RATE)) { /* three digits, rounded down: it still holds */
         double unit = pow(10, floor(log10(s->max_rate)) - 2);
-        fprintf(f, "      - min_sustained_rate: %.3g\n        workload: %s\n", floor(s->max_rate / unit) * unit,
-                s->work.name);
+        v.kind = KVP_CHECK_MIN_SUSTAINED_RATE;
+        v.limit = floor(s->max_rate / unit) * unit;
+        write_check(&v, f);
     }
 }
 
@@ -257,6 +329,31 @@ static enum kvp_status keep_workloads(struct tui_state *s, const struct kvp_plan
     return KVP_OK;
 }
 
+/* The first deployment's assertions into s->plan_checks, as written. */
+static enum kvp_status keep_checks(struct tui_state *s, const struct kvp_plan *p, struct kvp_error *err)
+{
+    const struct kvp_plan_deployment *dep = &p->deps[0];
+    struct tui_check *c = dep->n_checks ? calloc(dep->n_checks, sizeof *c) : NULL;
+
+    if (dep->n_checks && !c)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < dep->n_checks; i++) {
+        const struct kvp_plan_check *k = &dep->checks[i];
+        c[i].kind = k->kind;
+        c[i].limit = k->limit;
+        c[i].context = k->context;
+        c[i].concurrency = k->concurrency;
+        if (k->workload >= 0)
+            snprintf(c[i].workload, sizeof c[i].workload, "%s", p->workloads[k->workload].name);
+        if (k->named) /* the id is "deployment/name" */
+            snprintf(c[i].name, sizeof c[i].name, "%s", k->id + strlen(dep->name) + 1);
+    }
+    free(s->plan_checks);
+    s->plan_checks = c;
+    s->n_plan_checks = dep->n_checks;
+    return KVP_OK;
+}
+
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err)
 {
     struct kvp_plan plan = {0};
@@ -279,7 +376,7 @@ enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_
     s->model = m;
     /* the deployment as the settings that give it, so edits go on from them */
     tui_settings_of(&plan.deps[0].d, plan.deps[0].gpu, m, &s->set);
-    if ((st = keep_workloads(s, &plan, err)) != KVP_OK)
+    if ((st = keep_workloads(s, &plan, err)) != KVP_OK || (st = keep_checks(s, &plan, err)) != KVP_OK)
         goto out;
     if (plan.n > 1)
         snprintf(s->status, sizeof s->status, "opened %s: the first of its %u deployments, '%s'", path, plan.n,

@@ -376,6 +376,8 @@ void tui_sim_free(struct tui_state *s)
 {
     kvp_sim_result_free(&s->sim);
     free(s->plan_wl);
+    free(s->plan_checks);
     s->plan_wl = NULL;
-    s->n_plan_wl = 0;
+    s->plan_checks = NULL;
+    s->n_plan_wl = s->n_plan_checks = 0;
 }
