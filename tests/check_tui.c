@@ -901,9 +901,11 @@ static const struct sim_case {
 } sim_cases[] = {
     {"llama-3.1-8b", "", "", {NULL}, KVP_SYNTH_DEFAULTS, false},
     /* every field typed: all at once, a shared prefix on half the prompts */
-    {"llama-3.1-8b", "", "@rate =0 @prompt =2048 @output =100-300 @requests =500 @seed =7 @prefix =1024 @prefix_share =0.5",
-     {NULL}, {.rate = 0, .prompt = {2048, 2048}, .output = {100, 300}, .requests = 500, .seed = 7, .prefix = 1024,
-              .prefix_share = 0.5}, true},
+    {"llama-3.1-8b", "",
+     "@rate =0 @prompt =2048 @output =100-300 @requests =500 @seed =7 @prefix =1024 @prefix_share =0.5", {NULL},
+     {.rate = 0, .prompt = {2048, 2048}, .output = {100, 300}, .requests = 500, .seed = 7, .prefix = 1024,
+      .prefix_share = 0.5},
+     true},
     /* the arrows: rate doubled twice, requests halved, seed + 1, a prefix from none (16, on every request) */
     {"llama-3.1-8b", "", "@rate RT RT @requests LT @seed + @prefix RT",
      {NULL}, {.rate = 4, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 500, .seed = 2, .prefix = 16,
@@ -912,7 +914,8 @@ static const struct sim_case {
     {"gemma-3-27b", "", "@rate =0", {NULL},
      {.rate = 0, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 1000, .seed = 1}, true},
     /* a deployment edited in the fit view: 4k context, 8 GiB less memory */
-    {"qwen3-8b", "@context =4096 @gpu_memory =72GiB", "@rate =0 @prompt =1000-3000", {"context=4096", "gpu_memory=72GiB", NULL},
+    {"qwen3-8b", "@context =4096 @gpu_memory =72GiB", "@rate =0 @prompt =1000-3000",
+     {"context=4096", "gpu_memory=72GiB", NULL},
      {.rate = 0, .prompt = {1000, 3000}, .output = {256, 256}, .requests = 1000, .seed = 1}, true},
 };
 
@@ -1042,7 +1045,9 @@ static const struct bad_edit bad_workload_edits[] = {
     {"prompt", "abc", "prompt: ..."},
     {"prompt", "300-200", "prompt: ..."},
     {"requests", "0", "requests: must be 1 to 10000000 requests (got '0')"},
-    {"requests", "100000", "requests: the view simulates at most 2000000 output tokens (requests x output: 100000 x 256); kvplan simulate runs more"},
+    {"requests", "100000",
+     "requests: the view simulates at most 2000000 output tokens (requests x output: 100000 x 256); kvplan simulate "
+     "runs more"},
     {"prefix", "2048", "prefix: ..."},
     {"prefix_share", "0.5", "prefix_share: needs a prefix (the shared tokens) first"},
     {"max_queue", "soon", "max_queue: must be a number of seconds >= 0 (got 'soon')"},

@@ -136,7 +136,8 @@ bool tui_field_given(const struct tui_state *s, uint32_t f)
         struct tui_workload def;
         char a[64], b[64];
         tui_wl_default(s, &def);
-        return strcmp(tui_wl_text(&s->work, (uint32_t)wl, a, sizeof a), tui_wl_text(&def, (uint32_t)wl, b, sizeof b)) != 0;
+        return strcmp(tui_wl_text(&s->work, (uint32_t)wl, a, sizeof a),
+                      tui_wl_text(&def, (uint32_t)wl, b, sizeof b)) != 0;
     }
     return row < 0 || row_given(&s->set, row);
 }

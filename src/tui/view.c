@@ -378,7 +378,8 @@ static int draw_sim_figures(const struct ctx *c, int y, int x, int w, int max_ro
 
     if (!s->sim_ok)
         return draw_error(c, y, x, w, max_rows, "simulate", &s->sim_err);
-    put(c, y + n++, x, w, A_BOLD | color(c, P_HEAD), "Simulated %s requests (%s)", grouped(s->work.synth.requests, g[0], sizeof g[0]),
+    put(c, y + n++, x, w, A_BOLD | color(c, P_HEAD), "Simulated %s requests (%s)",
+        grouped(s->work.synth.requests, g[0], sizeof g[0]),
         k->engine == KVP_SIM_LLAMACPP ? "llama.cpp slots" : "vLLM V1");
     if (k->engine == KVP_SIM_LLAMACPP)
         put(c, y + n++, x, w, A_NORMAL, " %s slots of %s cells", grouped(k->max_num_seqs, g[0], sizeof g[0]),
@@ -486,7 +487,8 @@ static void draw_sim_chart(const struct ctx *c, int y, int x, int w, int h)
         else if (j - i > 1)
             snprintf(label, sizeof label, " %s (%u groups)  ", kvp_layer_kind_name(k->group[i].kind), j - i);
         else
-            snprintf(label, sizeof label, " %s%s  ", k->n_groups > 1 ? "" : "used, ", kvp_layer_kind_name(k->group[i].kind));
+            snprintf(label, sizeof label, " %s%s  ", k->n_groups > 1 ? "" : "used, ",
+                     kvp_layer_kind_name(k->group[i].kind));
         put(c, y + plot_h + 2, lx, x + w - lx, A_NORMAL, "%s", label);
         lx += (int)strlen(label);
     }
