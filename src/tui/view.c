@@ -471,6 +471,12 @@ static void draw_sim_chart(const struct ctx *c, int y, int x, int w, int h)
             glyph(c, y + plot_h - r, x0 + col, a, gl);
         }
     }
+    /* the peak as a marker on the axis, as the fit's chart marks the budget */
+    {
+        int r = (int)((long double)s->sim.peak_blocks / (long double)pool * plot_h + 0.5L);
+        if (r >= 1 && r <= plot_h)
+            put(c, y + plot_h - r + 1, x0 - 1, 1, A_BOLD | color(c, P_ERROR), "%s", "<");
+    }
     snprintf(t0, sizeof t0, "%.1f s", s->sim.series[s->sim.steps - 1].time_s);
     put(c, y + plot_h + 1, x0, cols, A_NORMAL, "0 s%*s", cols - 3, t0);
     /* the legend: the glyphs of each run of groups of one kind, then its name */
@@ -492,6 +498,7 @@ static void draw_sim_chart(const struct ctx *c, int y, int x, int w, int h)
         put(c, y + plot_h + 2, lx, x + w - lx, A_NORMAL, "%s", label);
         lx += (int)strlen(label);
     }
+    put(c, y + plot_h + 2, lx, x + w - lx, A_NORMAL, "< peak");
 }
 
 /* ---- the derivation ---- */
