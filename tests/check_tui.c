@@ -13,10 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
 #include "kvplan/gpu.h"
+#include "kvplan/plan.h"
 #include "kvplan/settings.h"
+#include "kvplan/sim.h"
 #include "../src/tui/state.h"
 #include "testutil.h"
 
@@ -848,6 +852,379 @@ START_TEST(weights_as_stored)
 }
 END_TEST
 
+/* ---- the simulate view ---------------------------------------------------- */
+
+/* kvp_sim_run of workload syn on `kvplan fit MODEL --KEY VALUE ...`'s
+ * deployment, as `kvplan simulate` sets it up (the GPU's roofline). */
+static void cli_simulate(const struct kvp_model *m, const char *const *kv, const struct kvp_synth *syn,
+                         struct kvp_sim_result *r)
+{
+    struct kvp_deploy d;
+    const struct kvp_gpu *g;
+    struct kvp_fit f;
+    struct kvp_sim_config c;
+    struct kvp_workload w = {0};
+    struct kvp_error err = {0};
+    cli_deploy(m, kv, &d, &g);
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)g->bandwidth_bytes_per_s,
+                                             kvp_gpu_peak_flops(g, kvp_wstore_code_dtype(&d.w, m)), &c, &err),
+                     err);
+    ck_assert_kvp_ok(kvp_workload_synth(syn, &w, &err), err);
+    ck_assert_kvp_ok(kvp_sim_run(&c, &w, false, r, &err), err);
+    kvp_workload_free(&w);
+}
+
+static void assert_same_run(const struct kvp_sim_result *got, const struct kvp_sim_result *want, const char *what)
+{
+    ck_assert_msg(got->steps == want->steps && got->peak_blocks == want->peak_blocks &&
+                      got->pool_blocks == want->pool_blocks && got->preemptions == want->preemptions &&
+                      got->prefix_hit_tokens == want->prefix_hit_tokens && got->prompt_tokens == want->prompt_tokens &&
+                      got->output_tokens == want->output_tokens,
+                  "%s: steps %llu/%llu peak %llu/%llu preemptions %llu/%llu hits %llu/%llu", what,
+                  (unsigned long long)got->steps, (unsigned long long)want->steps,
+                  (unsigned long long)got->peak_blocks, (unsigned long long)want->peak_blocks,
+                  (unsigned long long)got->preemptions, (unsigned long long)want->preemptions,
+                  (unsigned long long)got->prefix_hit_tokens, (unsigned long long)want->prefix_hit_tokens);
+    ck_assert(got->duration_s == want->duration_s && got->throughput == want->throughput);
+    ck_assert(got->ttft.p50 == want->ttft.p50 && got->ttft.p99 == want->ttft.p99);
+    ck_assert(got->tpot.p50 == want->tpot.p50 && got->tpot.p99 == want->tpot.p99);
+}
+
+static const struct sim_case {
+    const char *model;
+    const char *settings;    /* script() in the fit view first */
+    const char *keys;        /* script() in the simulate view */
+    const char *want[4];     /* the deployment as `kvplan fit` options */
+    struct kvp_synth synth;  /* the workload the keys give */
+    bool preempts;           /* the run preempts */
+} sim_cases[] = {
+    {"llama-3.1-8b", "", "", {NULL}, KVP_SYNTH_DEFAULTS, false},
+    /* every field typed: all at once, a shared prefix on half the prompts */
+    {"llama-3.1-8b", "",
+     "@rate =0 @prompt =2048 @output =100-300 @requests =500 @seed =7 @prefix =1024 @prefix_share =0.5", {NULL},
+     {.rate = 0, .prompt = {2048, 2048}, .output = {100, 300}, .requests = 500, .seed = 7, .prefix = 1024,
+      .prefix_share = 0.5},
+     true},
+    /* the arrows: rate doubled twice, requests halved, seed + 1, a prefix from none (16, on every request) */
+    {"llama-3.1-8b", "", "@rate RT RT @requests LT @seed + @prefix RT",
+     {NULL}, {.rate = 4, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 500, .seed = 2, .prefix = 16,
+              .prefix_share = 1}, false},
+    /* seven KV-cache groups, a pool too small for a thousand requests at once */
+    {"gemma-3-27b", "", "@rate =0", {NULL},
+     {.rate = 0, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 1000, .seed = 1}, true},
+    /* a deployment edited in the fit view: 4k context, 8 GiB less memory */
+    {"qwen3-8b", "@context =4096 @gpu_memory =72GiB", "@rate =0 @prompt =1000-3000",
+     {"context=4096", "gpu_memory=72GiB", NULL},
+     {.rate = 0, .prompt = {1000, 3000}, .output = {256, 256}, .requests = 1000, .seed = 1}, true},
+};
+
+START_TEST(sim_view_is_the_library)
+{
+    const struct sim_case *c = &sim_cases[_i];
+    struct kvp_sim_result want = {0};
+    struct tui_state *s;
+    load_catalogs();
+    s = start(c->model);
+    script(s, c->settings);
+    ck_assert_int_eq(tui_handle(s, 'w'), TUI_REDRAW);
+    ck_assert_int_eq(s->view, TUI_VIEW_SIM);
+    script(s, c->keys);
+    ck_assert_msg(s->sim_ok, "%s: %s", c->model, s->sim_err.msg);
+    ck_assert(s->work.synth.rate == c->synth.rate && s->work.synth.prompt.lo == c->synth.prompt.lo &&
+              s->work.synth.prompt.hi == c->synth.prompt.hi && s->work.synth.output.lo == c->synth.output.lo &&
+              s->work.synth.output.hi == c->synth.output.hi && s->work.synth.requests == c->synth.requests &&
+              s->work.synth.seed == c->synth.seed && s->work.synth.prefix == c->synth.prefix &&
+              s->work.synth.prefix_share == c->synth.prefix_share);
+    cli_simulate(s->model, c->want, &c->synth, &want);
+    assert_same_run(&s->sim, &want, c->model);
+    ck_assert_int_eq(s->sim.preemptions > 0, c->preempts);
+    ck_assert_msg(strncmp(s->status, "simulated ", 10) == 0, "%s", s->status);
+    kvp_sim_result_free(&want);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+START_TEST(sim_runs_on_change_only)
+{
+    struct tui_state *s;
+    uint64_t ctx;
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    ck_assert_uint_eq(s->sim_runs, 0); /* not before the view opens */
+    tui_handle(s, 'w');
+    ck_assert_uint_eq(s->sim_runs, 1);
+    script(s, "DN DN UP");
+    tui_handle(s, TUI_KEY_RESIZE);
+    tui_handle(s, '?');
+    tui_handle(s, 'x');
+    ck_assert_uint_eq(s->sim_runs, 1);
+    tui_handle(s, 'w'); /* back and in again: nothing changed */
+    ck_assert_int_eq(s->view, TUI_VIEW_FIT);
+    tui_handle(s, 'w');
+    ck_assert_uint_eq(s->sim_runs, 1);
+    script(s, "@seed =5");
+    ck_assert_uint_eq(s->sim_runs, 2);
+    script(s, "@seed =x"); /* refused: no run */
+    ck_assert_uint_eq(s->sim_runs, 2);
+    ck_assert_uint_eq(s->work.synth.seed, 5);
+    /* a deployment change in the fit view runs when the view shows again */
+    tui_handle(s, ESC);
+    ck_assert_int_eq(s->view, TUI_VIEW_FIT);
+    ctx = s->d.context;
+    script(s, "@context LT");
+    ck_assert_uint_eq(s->d.context, ctx / 2);
+    ck_assert_uint_eq(s->sim_runs, 2);
+    tui_handle(s, 'w');
+    ck_assert_uint_eq(s->sim_runs, 3);
+    ck_assert_uint_eq(s->sim_cfg.max_model_len, ctx / 2);
+    /* the highest sustained rate only on request, and gone after a change */
+    ck_assert(!s->have_max_rate);
+    tui_handle(s, 'r');
+    ck_assert_msg(s->have_max_rate && s->max_rate > 0, "%s", s->status);
+    ck_assert_uint_eq(s->sim_runs, 3);
+    script(s, "@requests =800");
+    ck_assert(!s->have_max_rate);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+START_TEST(sim_chart_columns)
+{
+    struct tui_state *s;
+    struct kvp_sim_step st;
+    const uint32_t widths[] = {1, 69, 150, 100000};
+    load_catalogs();
+    s = start("gemma-3-27b");
+    ck_assert(!tui_sim_column(s, 0, 10, &st)); /* no run yet */
+    script(s, "'w @rate =0");
+    ck_assert_msg(s->sim_ok && s->sim.preemptions > 0, "%s", s->sim_err.msg);
+    for (size_t k = 0; k < N_ELEMS(widths); k++) {
+        uint64_t top = 0;
+        for (uint32_t col = 0; col < widths[k]; col++) {
+            uint64_t used = 0;
+            ck_assert(tui_sim_column(s, col, widths[k], &st));
+            for (uint32_t g = 0; g < s->sim_cfg.n_groups; g++)
+                used += st.used[g];
+            /* every block is in use, cached or free */
+            ck_assert_uint_eq(used + st.cached + st.free, s->sim.pool_blocks);
+            top = used > top ? used : top;
+        }
+        ck_assert_uint_eq(top, s->sim.peak_blocks); /* the busiest step shows in its column */
+        ck_assert(!tui_sim_column(s, widths[k], widths[k], &st));
+    }
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+START_TEST(sim_engine_not_simulated)
+{
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    script(s, "@engine =sglang 'w");
+    ck_assert(s->ok); /* the fit computes ... */
+    ck_assert(!s->sim_ok); /* ... the simulation says why not */
+    ck_assert_msg(strstr(s->sim_err.msg, "sglang is not simulated yet") != NULL, "%s", s->sim_err.msg);
+    ck_assert(s->status_error);
+    ck_assert_ptr_nonnull(strstr(s->status, "not simulated"));
+    tui_handle(s, 'r');
+    ck_assert(!s->have_max_rate && s->status_error);
+    script(s, "@rate =3"); /* fields still edit */
+    ck_assert(s->work.synth.rate == 3 && !s->sim_ok);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+static const struct bad_edit bad_workload_edits[] = {
+    {"rate", "-1", "rate: must be a number of requests/s >= 0 (got '-1')"},
+    {"prompt", "abc", "prompt: ..."},
+    {"prompt", "300-200", "prompt: ..."},
+    {"requests", "0", "requests: must be 1 to 10000000 requests (got '0')"},
+    {"requests", "100000",
+     "requests: the view simulates at most 2000000 output tokens (requests x output: 100000 x 256); kvplan simulate "
+     "runs more"},
+    {"prefix", "2048", "prefix: ..."},
+    {"prefix_share", "0.5", "prefix_share: needs a prefix (the shared tokens) first"},
+    {"max_queue", "soon", "max_queue: must be a number of seconds >= 0 (got 'soon')"},
+};
+
+START_TEST(bad_workload_edit_keeps_workload)
+{
+    const struct bad_edit *c = &bad_workload_edits[_i];
+    struct tui_state *s;
+    struct tui_workload before;
+    char w[128];
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    tui_handle(s, 'w');
+    before = s->work;
+    snprintf(w, sizeof w, "@%s =%s", c->key, c->text);
+    script(s, w);
+    if (strstr(c->status, "..."))
+        ck_assert_msg(strncmp(s->status, c->status, strlen(c->status) - 3) == 0, "%s", s->status);
+    else
+        ck_assert_str_eq(s->status, c->status);
+    ck_assert(s->status_error);
+    ck_assert(memcmp(&before, &s->work, sizeof before) == 0);
+    ck_assert_uint_eq(s->sim_runs, 1);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* A plan's workloads survive a load and a save; the view's workload comes
+ * from the plan's first synthetic one, and its assertions hold. */
+START_TEST(plan_workloads_round_trip)
+{
+    static const char text[] = "kvplan_plan: 1\n"
+                               "workloads:\n"
+                               "  batch: {trace: batch.csv, max_queue: 3}\n"
+                               "  chat: {rate: 5, prompt: 1k-3k, output: 200-800, requests: 400, seed: 9, prefix: 1k, "
+                               "prefix_share: 0.25, max_queue: 2.5}\n"
+                               "  burst: {rate: 0, requests: 300}\n"
+                               "deployments:\n"
+                               "  - name: a\n    model: llama-3.1-8b\n    gpu: h100\n    context: 16k\n"
+                               "    assert:\n      - max_preemptions: 0\n        workload: batch\n"
+                               "      - min_headroom: 1GiB\n      - max_kv_share: 0.5\n        name: share\n"
+                               "      - min_concurrency: 2\n        context: 8k\n"
+                               "      - max_preemptions: 5\n        workload: chat\n";
+    char dir[] = "/tmp/kvplan-tui-XXXXXX", in[256], out[256], csv[256];
+    struct tui_state *s;
+    struct kvp_plan p = {0}, q = {0};
+    struct kvp_plan_report rep = {0};
+    struct kvp_error err = {0};
+    FILE *f;
+
+    load_catalogs();
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(in, sizeof in, "%s/in.yaml", dir);
+    snprintf(out, sizeof out, "%s/out/plan.yaml", dir); /* elsewhere: the trace's path must still resolve */
+    snprintf(csv, sizeof csv, "%s/batch.csv", dir);
+    ck_assert_ptr_nonnull(f = fopen(csv, "w"));
+    fputs("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,2000,50\n1,300,20\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_ptr_nonnull(f = fopen(in, "w"));
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(out, sizeof out, "%s/out", dir);
+    ck_assert_int_eq(mkdir(out, 0700), 0);
+    snprintf(out, sizeof out, "%s/out/plan.yaml", dir);
+
+    ck_assert_kvp_ok(tui_init(&s, cat, gpus, in, NULL, NULL, &err), err);
+    ck_assert_uint_eq(s->n_plan_wl, 3);
+    ck_assert_int_eq(s->work_at, 1); /* chat: the first synthetic one */
+    ck_assert_str_eq(s->work.name, "chat");
+    ck_assert(s->work.synth.rate == 5 && s->work.synth.prompt.lo == 1024 && s->work.synth.prompt.hi == 3072 &&
+              s->work.synth.prefix == 1024 && s->work.synth.prefix_share == 0.25 && s->work.max_queue_s == 2.5);
+    /* saved as loaded: the same workloads, read by the library */
+    ck_assert_kvp_ok(tui_plan_save(s, out, &err), err);
+    ck_assert_kvp_ok(kvp_plan_load(&p, in, cat, gpus, &err), err);
+    ck_assert_kvp_ok(kvp_plan_load(&q, out, cat, gpus, &err), err);
+    ck_assert_uint_eq(q.n_workloads, p.n_workloads);
+    for (uint32_t i = 0; i < p.n_workloads; i++) {
+        const struct kvp_plan_workload *a = &p.workloads[i], *b = &q.workloads[i];
+        ck_assert_str_eq(a->name, b->name);
+        ck_assert_int_eq(a->is_trace, b->is_trace);
+        ck_assert(a->max_queue_s == b->max_queue_s);
+        if (a->is_trace) {
+            ck_assert_uint_eq(a->trace.n, b->trace.n);
+            ck_assert_uint_eq(b->trace.req[1].prompt, 2000);
+        } else {
+            ck_assert(memcmp(&a->synth, &b->synth, sizeof a->synth) == 0 || /* padding aside: */
+                      (a->synth.rate == b->synth.rate && a->synth.prompt.lo == b->synth.prompt.lo &&
+                       a->synth.prompt.hi == b->synth.prompt.hi && a->synth.output.lo == b->synth.output.lo &&
+                       a->synth.output.hi == b->synth.output.hi && a->synth.requests == b->synth.requests &&
+                       a->synth.seed == b->synth.seed && a->synth.prefix == b->synth.prefix &&
+                       a->synth.prefix_share == b->synth.prefix_share));
+        }
+    }
+    /* and the same assertions, after the `fits: true` every saved plan states */
+    ck_assert_uint_eq(q.deps[0].n_checks, p.deps[0].n_checks + 1);
+    ck_assert_int_eq(q.deps[0].checks[0].kind, KVP_CHECK_FITS);
+    for (uint32_t i = 0; i < p.deps[0].n_checks; i++) {
+        const struct kvp_plan_check *a = &p.deps[0].checks[i], *b = &q.deps[0].checks[i + 1];
+        ck_assert_int_eq(a->kind, b->kind);
+        ck_assert(a->limit == b->limit);
+        ck_assert_uint_eq(a->context, b->context);
+        ck_assert_uint_eq(a->concurrency, b->concurrency);
+        ck_assert_int_eq(a->named, b->named);
+        ck_assert_int_eq(a->workload, b->workload);
+    }
+    ck_assert_str_eq(q.deps[0].checks[3].test + strlen(q.deps[0].name), "/share");
+    kvp_plan_release(&q);
+    /* the view's workload edited and run: written over 'chat', with what the view measured */
+    script(s, "'w @requests =200 @prefix_share =0.75");
+    ck_assert_msg(s->sim_ok, "%s", s->sim_err.msg);
+    tui_handle(s, 'r');
+    ck_assert(s->have_max_rate);
+    ck_assert_kvp_ok(tui_plan_save(s, out, &err), err);
+    ck_assert_kvp_ok(kvp_plan_load(&q, out, cat, gpus, &err), err);
+    ck_assert_uint_eq(q.n_workloads, 3);
+    ck_assert_str_eq(q.workloads[1].name, "chat");
+    ck_assert_uint_eq(q.workloads[1].synth.requests, 200);
+    ck_assert(q.workloads[1].synth.prefix_share == 0.75);
+    /* fits, the four kept, the view's max_preemptions (in place of the plan's on chat), min_sustained_rate */
+    ck_assert_uint_eq(q.deps[0].n_checks, 7);
+    ck_assert_int_eq(q.deps[0].checks[5].kind, KVP_CHECK_MAX_PREEMPTIONS);
+    ck_assert_int_eq(q.deps[0].checks[5].workload, 1);
+    ck_assert(q.deps[0].checks[5].limit == (double)s->sim.preemptions);
+    ck_assert_int_eq(q.deps[0].checks[6].kind, KVP_CHECK_MIN_SUSTAINED_RATE);
+    ck_assert(q.deps[0].checks[6].limit <= s->max_rate && q.deps[0].checks[6].limit > 0.99 * s->max_rate);
+    ck_assert_kvp_ok(kvp_plan_evaluate(&q, &rep, &err), err);
+    ck_assert_uint_eq(rep.failed, 0);
+    ck_assert_uint_eq(rep.passed, 7);
+    ck_assert(rep.results[5].measured == (double)s->sim.preemptions);
+    kvp_plan_report_release(&rep);
+    kvp_plan_release(&q);
+    kvp_plan_release(&p);
+    tui_free(s);
+    unlink(in);
+    unlink(out);
+    unlink(csv);
+    snprintf(out, sizeof out, "%s/out", dir);
+    rmdir(out);
+    rmdir(dir);
+    free_catalogs();
+}
+END_TEST
+
+/* A setup with no plan: the view's workload, once used, is added as 'tui'. */
+START_TEST(plan_gets_view_workload)
+{
+    char dir[] = "/tmp/kvplan-tui-XXXXXX", out[256];
+    struct tui_state *s;
+    struct kvp_plan q = {0};
+    struct kvp_error err = {0};
+    load_catalogs();
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/p.yaml", dir);
+    s = start("llama-3.1-8b");
+    ck_assert_kvp_ok(tui_plan_save(s, out, &err), err); /* the view unused: no workloads */
+    ck_assert_kvp_ok(kvp_plan_load(&q, out, cat, gpus, &err), err);
+    ck_assert_uint_eq(q.n_workloads, 0);
+    ck_assert_uint_eq(q.deps[0].n_checks, 1);
+    kvp_plan_release(&q);
+    script(s, "'w @rate =2.5 @prefix =512");
+    ck_assert_kvp_ok(tui_plan_save(s, out, &err), err);
+    ck_assert_kvp_ok(kvp_plan_load(&q, out, cat, gpus, &err), err);
+    ck_assert_uint_eq(q.n_workloads, 1);
+    ck_assert_str_eq(q.workloads[0].name, "tui");
+    ck_assert(q.workloads[0].synth.rate == 2.5 && q.workloads[0].synth.prefix == 512 &&
+              q.workloads[0].synth.prefix_share == 1.0);
+    ck_assert_uint_eq(q.deps[0].n_checks, 2); /* no 'r': no min_sustained_rate */
+    kvp_plan_release(&q);
+    tui_free(s);
+    unlink(out);
+    rmdir(dir);
+    free_catalogs();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tui");
@@ -867,11 +1244,18 @@ static Suite *suite(void)
     tcase_add_test(core, engine_change_keeps_settings);
     tcase_add_test(core, weights_as_stored);
     tcase_add_test(core, plan_without_gpu);
+    tcase_add_loop_test(core, sim_view_is_the_library, 0, (int)N_ELEMS(sim_cases));
+    tcase_add_test(core, sim_runs_on_change_only);
+    tcase_add_test(core, sim_chart_columns);
+    tcase_add_test(core, sim_engine_not_simulated);
+    tcase_add_test(core, plan_workloads_round_trip);
+    tcase_add_test(core, plan_gets_view_workload);
     tcase_add_loop_test(limits, bad_edit_keeps_setup, 0, (int)N_ELEMS(bad_edits));
     tcase_add_test(limits, quit_help_resize_escape);
     tcase_add_test(limits, arrows_stop_at_bounds);
     tcase_add_test(limits, unknown_model_and_gpu);
     tcase_add_test(limits, save_errors);
+    tcase_add_loop_test(limits, bad_workload_edit_keeps_workload, 0, (int)N_ELEMS(bad_workload_edits));
     tcase_add_test(limits, bad_plan_files);
     tcase_add_test(limits, recompute_is_fast);
     suite_add_tcase(s, core);

@@ -3,7 +3,8 @@
 # user: reads the screen at 80x24, types settings, resizes to 120x40, 20x5
 # and 1x1, opens help, picks a model, saves a plan that `kvplan check`
 # accepts, reopens it, and quits. Figures on screen are compared with what
-# `kvplan fit` prints for the same settings.
+# `kvplan fit` prints for the same settings, and the simulate view's with
+# what `kvplan simulate` prints.
 bin=${KVPLAN_BIN:-build/rel/kvplan}
 if ! command -v tmux >/dev/null 2>&1; then
     # CI installs tmux; elsewhere say so rather than pass silently
@@ -160,6 +161,64 @@ fresh
 t new-session -d -s k -x 80 -y 24 "env NO_COLOR=1 LANG=C.UTF-8 KVPLAN_DATADIR=models $bin tui llama-3.1-8b; sleep 30"
 expect "max concurrency" "NO_COLOR start"
 t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && bad "colours despite NO_COLOR" || ok
+t send-keys -t k q
+
+# 10. the simulate view (w): the figures `kvplan simulate` prints for the same
+# deployment and workload, a chart of the blocks over time, the highest
+# sustained rate on r, a saved plan that `kvplan check` passes, and an engine
+# not simulated shown as the library's message
+sim_value() { # the text after row $1 of `kvplan simulate` (e.g. "preemptions")
+    row=$1
+    shift
+    KVPLAN_DATADIR=models "$bin" simulate "$@" | awk -v r="$row" 'index($0, r) == 1 { sub(r " *", ""); print; exit }'
+}
+start 80x24 C.UTF-8 llama-3.1-8b
+expect "w simulate" "the title names the key"
+t send-keys -t k w
+expect "simulate: llama-3.1-8b on 1 x h100-sxm" "w opens the simulate view"
+peak=$(sim_value "peak KV" llama-3.1-8b --gpu h100)
+expect "peak KV $peak" "kvplan simulate: peak KV $peak"
+ttft=$(sim_value "TTFT p50/p90/p99" llama-3.1-8b --gpu h100 | awk '{ print "TTFT p50 " $1 " ms, p99 " $5 " ms" }')
+expect "$ttft" "kvplan simulate: $ttft"
+expect "KV blocks over time" "the chart"
+expect "used, full" "the chart's legend"
+# all at once, 2k prompts sharing a 1k prefix on half of them: preemptions
+t send-keys -t k Enter 0 Enter Down Enter 2 k Enter Down Down Enter 5 0 0 Enter Down Down Enter 1 k Enter Down Enter 0 . 5 Enter
+opts="--gpu h100 --rate 0 --prompt 2k --requests 500 --prefix 1k --prefix-share 0.5"
+# shellcheck disable=SC2086
+pre=$(sim_value "preemptions" llama-3.1-8b $opts)
+# shellcheck disable=SC2086
+hits=$(sim_value "prefix cache hits" llama-3.1-8b $opts | awk '{ print $1 " of " $3 " tokens" }')
+expect "prefix_share   0.5" "typed fields"
+expect "preemptions $pre" "kvplan simulate $opts: $pre preemptions"
+expect "prefix hits $hits" "kvplan simulate: $hits"
+t send-keys -t k r
+# shellcheck disable=SC2086
+rate=$(sim_value "max sustained rate" llama-3.1-8b $opts --find-max-rate | awk '{ print $1 }')
+expect "highest sustained rate $rate requests/s" "kvplan simulate --find-max-rate: $rate"
+t send-keys -t k s
+expect "save plan to:" "save prompt in the simulate view"
+i=0
+while [ $i -lt 40 ]; do t send-keys -t k BSpace; i=$((i + 1)); done
+t send-keys -t k -l "$tmp/sim.yaml"
+t send-keys -t k Enter
+expect "saved $tmp/sim.yaml" "saved with the workload"
+KVPLAN_DATADIR=models "$bin" check "$tmp/sim.yaml" >"$tmp/check.out" 2>&1 && grep -q "PASS      max_preemptions under tui: $pre" "$tmp/check.out" &&
+    grep -q "PASS      min_sustained_rate under tui" "$tmp/check.out" && ok ||
+    { bad "kvplan check of the plan with the view's workload"; cat "$tmp/sim.yaml" "$tmp/check.out"; }
+t send-keys -t k Escape
+expect "kvplan tui: llama-3.1-8b on 1 x h100-sxm" "Esc goes back to the fit view"
+t send-keys -t k Down Enter s g l a n g Enter w
+expect "Cannot simulate this setup:" "an engine not simulated"
+expect "sglang is not simulated yet" "the library's message"
+t send-keys -t k q
+expect_gone "simulate:" "q quits from the simulate view"
+
+# 11. the plan reopened: the view starts from its workload
+start 80x24 C "$tmp/sim.yaml"
+t send-keys -t k w
+expect "requests       500" "the plan's workload in the view"
+expect "preemptions $pre" "and its run"
 t send-keys -t k q
 
 echo "tui: $pass passed, $fail failed"

@@ -58,6 +58,12 @@ static void set_note(struct tui_state *s, const char *fmt, ...)
 
 uint32_t tui_field_count(void)
 {
+    return 1 + kvp_settings_count() + tui_wl_count();
+}
+
+/* The first workload field: after the model and the settings. */
+static uint32_t first_wl_field(void)
+{
     return 1 + kvp_settings_count();
 }
 
@@ -67,13 +73,30 @@ int tui_field_find(const char *key)
     if (strcmp(key, "model") == 0)
         return (int)TUI_FIELD_MODEL;
     row = kvp_setting_find(key);
-    return row < 0 ? -1 : row + 1;
+    if (row >= 0)
+        return row + 1;
+    for (uint32_t i = 0; i < tui_wl_count(); i++)
+        if (strcmp(tui_wl_key(i), key) == 0)
+            return (int)(first_wl_field() + i);
+    return -1;
 }
 
-/* The settings row of field f; -1 for the model. */
+/* The settings row of field f; -1 for the model and the workload's fields. */
 static int row_of(uint32_t f)
 {
-    return f == TUI_FIELD_MODEL || f >= tui_field_count() ? -1 : (int)f - 1;
+    return f == TUI_FIELD_MODEL || f >= first_wl_field() ? -1 : (int)f - 1;
+}
+
+/* The workload row of field f; -1 for the others. */
+static int wl_of(uint32_t f)
+{
+    return f >= first_wl_field() && f < tui_field_count() ? (int)(f - first_wl_field()) : -1;
+}
+
+void tui_view_fields(const struct tui_state *s, uint32_t *first, uint32_t *n)
+{
+    *first = s->view == TUI_VIEW_SIM ? first_wl_field() : 0;
+    *n = s->view == TUI_VIEW_SIM ? tui_wl_count() : first_wl_field();
 }
 
 static bool row_given(const struct kvp_settings *set, int row)
@@ -90,20 +113,32 @@ static void row_unset(struct kvp_settings *set, int row)
 const char *tui_field_label(uint32_t f)
 {
     int row = row_of(f);
+    if (wl_of(f) >= 0)
+        return tui_wl_key((uint32_t)wl_of(f));
     return f == TUI_FIELD_MODEL ? "model" : row >= 0 ? kvp_setting_at((uint32_t)row)->key : "?";
 }
 
 const char *tui_field_help(uint32_t f)
 {
     int row = row_of(f);
+    if (wl_of(f) >= 0)
+        return tui_wl_help((uint32_t)wl_of(f));
     if (row < 0)
         return "a built-in model, its Hugging Face id, or a path to a config.json, GGUF or kvplan YAML";
     return kvp_setting_at((uint32_t)row)->help;
 }
 
+/* A workload field counts as given where it differs from the default workload. */
 bool tui_field_given(const struct tui_state *s, uint32_t f)
 {
-    int row = row_of(f);
+    int row = row_of(f), wl = wl_of(f);
+    if (wl >= 0) {
+        struct tui_workload def;
+        char a[64], b[64];
+        tui_wl_default(s, &def);
+        return strcmp(tui_wl_text(&s->work, (uint32_t)wl, a, sizeof a),
+                      tui_wl_text(&def, (uint32_t)wl, b, sizeof b)) != 0;
+    }
     return row < 0 || row_given(&s->set, row);
 }
 
@@ -384,6 +419,7 @@ void tui_recompute(struct tui_state *s)
     enum kvp_status st;
 
     memset(&s->err, 0, sizeof s->err);
+    s->sim_stale = true; /* the deployment may have changed: the view runs again when shown */
     s->have_roofline = false;
     s->ok = false;
     s->n_kinds = s->n_chart = 0;
@@ -458,6 +494,8 @@ enum kvp_status tui_init(struct tui_state **out, const struct kvp_catalog *cat, 
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
     s->cat = cat;
     s->gpus = gpus;
+    s->work_at = -1;
+    tui_wl_default(s, &s->work);
     kvp_settings_clear(&s->set);
     if (arg && is_plan_file(arg)) {
         if ((st = tui_plan_load(s, arg, err)) != KVP_OK)
@@ -498,6 +536,7 @@ void tui_free(struct tui_state *s)
     if (!s)
         return;
     kvp_model_free(s->model);
+    tui_sim_free(s);
     free(s);
 }
 
@@ -545,6 +584,11 @@ const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, ui
     buf[0] = '\0';
     if (f == TUI_FIELD_MODEL) {
         snprintf(buf, n, "%s", s->model->name);
+        return buf;
+    }
+    if (wl_of(f) >= 0) { /* left out: no prefix, and no share of one */
+        if (!tui_wl_text(&s->work, (uint32_t)wl_of(f), buf, n)[0])
+            snprintf(buf, n, "none");
         return buf;
     }
     if (row < 0)
@@ -710,6 +754,23 @@ static void pick_commit(struct tui_state *s)
 
 /* ---- changing fields ---- */
 
+/* The view's workload row takes the text v (NULL, "" or "default": back to
+ * its default) if the workload then draws; else it stays and the status
+ * says why. */
+static bool edit_workload(struct tui_state *s, uint32_t row, const char *v)
+{
+    struct tui_workload n = s->work;
+    struct kvp_error e = {0};
+    if (v && (!*v || strcmp(v, "default") == 0))
+        v = NULL;
+    if (tui_wl_put(&n, row, v, &e) != KVP_OK || tui_wl_check(&n, &e) != KVP_OK) {
+        set_status(s, true, "%s: %s", tui_wl_key(row), e.msg);
+        return false;
+    }
+    s->work = n;
+    return true;
+}
+
 /* The choice after (dir > 0) or before `cur` in a list of canonical names;
  * from a name not in the list, the first or the last. */
 static const char *step_choice(const char *const *choices, size_t n, const char *cur, int dir)
@@ -772,6 +833,9 @@ static bool adjust(struct tui_state *s, int dir, bool add)
         set_model(s, m);
         return true;
     }
+    if (wl_of(s->field) >= 0)
+        return edit_workload(s, (uint32_t)wl_of(s->field),
+                             tui_wl_step(&s->work, (uint32_t)wl_of(s->field), dir, add, t, sizeof t));
     if (row < 0)
         return false;
     r = kvp_setting_at((uint32_t)row);
@@ -836,13 +900,17 @@ static bool adjust(struct tui_state *s, int dir, bool add)
 static bool commit_edit(struct tui_state *s)
 {
     int row = row_of(s->field);
+    if (wl_of(s->field) >= 0)
+        return edit_workload(s, (uint32_t)wl_of(s->field), s->input);
     return row >= 0 && edit_row(s, row, s->input);
 }
 
-/* Typing a digit on these starts editing them. */
+/* Typing a digit on these starts editing them: every workload field is a number. */
 static bool numeric_field(uint32_t f)
 {
     int row = row_of(f);
+    if (wl_of(f) >= 0)
+        return true;
     enum kvp_setting_type t = row >= 0 ? kvp_setting_at((uint32_t)row)->type : KVP_SET_GPU;
     return t == KVP_SET_U32 || t == KVP_SET_COUNT || t == KVP_SET_BYTES || t == KVP_SET_FRACTION ||
            t == KVP_SET_SPLIT;
@@ -880,10 +948,21 @@ static void default_plan_path(struct tui_state *s)
 /* After a change: recompute and say whether it fits, after the edit's note. */
 static enum tui_result changed(struct tui_state *s)
 {
-    char g[32], msg[TUI_STATUS_MAX];
+    char g[32], pool[32], msg[TUI_STATUS_MAX];
     bool bad = true;
     tui_recompute(s);
-    if (!s->ok) {
+    if (s->view == TUI_VIEW_SIM) {
+        tui_sim_update(s);
+        if (s->sim_ok)
+            snprintf(msg, sizeof msg, "simulated %" PRIu32 " requests: peak %s of %s %s, %" PRIu64
+                     " preemption%s", s->work.synth.requests, kvp_count_text(s->sim.peak_blocks, g, sizeof g),
+                     kvp_count_text(s->sim.pool_blocks, pool, sizeof pool),
+                     s->sim_cfg.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks",
+                     s->sim.preemptions, s->sim.preemptions == 1 ? "" : "s");
+        else
+            snprintf(msg, sizeof msg, "%s", s->sim_err.msg);
+        bad = !s->sim_ok;
+    } else if (!s->ok) {
         snprintf(msg, sizeof msg, "%s", s->err.msg);
     } else if (s->fit.fits) {
         snprintf(msg, sizeof msg, "fits: %.2f requests of %s tokens", s->fit.max_concurrency,
@@ -911,8 +990,33 @@ static bool printable(int key)
     return key >= 0x20 && key < 0x7f;
 }
 
+/* Into the simulate view (its first field) or back to the fit's (the field
+ * it left); the run is made on the way in only if an input changed. */
+static enum tui_result switch_view(struct tui_state *s)
+{
+    uint32_t first, n;
+    if (s->view == TUI_VIEW_FIT) {
+        s->fit_field = s->field;
+        s->view = TUI_VIEW_SIM;
+        s->work_used = true;
+        tui_view_fields(s, &first, &n);
+        s->field = first;
+        if (s->sim_stale)
+            return changed(s);
+        return TUI_REDRAW;
+    }
+    s->view = TUI_VIEW_FIT;
+    s->field = s->fit_field;
+    s->status[0] = '\0';
+    return TUI_REDRAW;
+}
+
 static enum tui_result handle_main(struct tui_state *s, int key)
 {
+    uint32_t first, n;
+    struct kvp_error e = {0};
+
+    tui_view_fields(s, &first, &n);
     switch (key) {
     case 'q':
     case 'Q':
@@ -924,18 +1028,29 @@ static enum tui_result handle_main(struct tui_state *s, int key)
     case TUI_KEY_UP:
     case TUI_KEY_BTAB:
     case 'k':
-        s->field = (s->field + tui_field_count() - 1) % tui_field_count();
+        s->field = first + (s->field - first + n - 1) % n;
         return TUI_REDRAW;
     case TUI_KEY_DOWN:
     case TUI_KEY_TAB:
     case 'j':
-        s->field = (s->field + 1) % tui_field_count();
+        s->field = first + (s->field - first + 1) % n;
         return TUI_REDRAW;
     case TUI_KEY_HOME:
-        s->field = TUI_FIELD_MODEL;
+        s->field = first;
         return TUI_REDRAW;
     case TUI_KEY_END:
-        s->field = tui_field_count() - 1;
+        s->field = first + n - 1;
+        return TUI_REDRAW;
+    case 'w':
+        return switch_view(s);
+    case 'r':
+        if (s->view != TUI_VIEW_SIM)
+            return TUI_HANDLED;
+        if (tui_sim_find_max_rate(s, &e))
+            set_status(s, false, "highest sustained rate %.3g requests/s (no preemption, queueing p99 <= %g s)",
+                       s->max_rate, s->work.max_queue_s);
+        else
+            set_status(s, true, "%s", e.msg);
         return TUI_REDRAW;
     case TUI_KEY_LEFT:
     case TUI_KEY_RIGHT:
@@ -980,6 +1095,8 @@ static enum tui_result handle_main(struct tui_state *s, int key)
     case TUI_KEY_RESIZE:
         return TUI_REDRAW;
     case TUI_KEY_ESC:
+        if (s->view == TUI_VIEW_SIM)
+            return switch_view(s);
         s->status[0] = '\0';
         return TUI_REDRAW;
     default:
@@ -1034,6 +1151,8 @@ enum tui_result tui_handle(struct tui_state *s, int key)
             enum tui_mode was = s->mode;
             s->mode = TUI_MODE_MAIN;
             if (was == TUI_MODE_SAVE) {
+                if (s->work_used) /* the workload's assertions state the current run */
+                    tui_sim_update(s);
                 if (tui_plan_save(s, s->input, &e) != KVP_OK) {
                     set_status(s, true, "%s", kvp_error_text(&e, t, sizeof t));
                 } else {

@@ -1,6 +1,7 @@
 /* state.h -- the TUI's state and key handling, without curses.
  *
- * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c) and views
+ * `kvplan tui` is a curses-free state (this file, state.c, state_plan.c,
+ * state_sim.c: the simulate view's workload and run) and views
  * (view.c, tui.c: the only curses code). The state holds the setup a user
  * edits -- the model and every setting of settings.h's table, kept as
  * `kvplan fit` takes them (struct kvp_settings) -- and after each change
@@ -30,8 +31,10 @@
 #include "kvplan/engine.h"
 #include "kvplan/error.h"
 #include "kvplan/gpu.h"
+#include "kvplan/plan.h"
 #include "kvplan/render.h"
 #include "kvplan/settings.h"
+#include "kvplan/sim.h"
 
 /* Keys the model understands: printable ASCII as itself, the rest below.
  * The view maps curses key codes onto these, so the model needs no curses. */
@@ -57,11 +60,19 @@ enum tui_result { TUI_HANDLED, TUI_REDRAW, TUI_QUIT };
 
 /* The fields, in screen order: the model (field 0), then one field per row
  * of settings.h's table, in the table's order -- every setting `kvplan fit`
- * takes, parsed and printed by the table (kvp_settings_put, kvp_setting_text). */
+ * takes, parsed and printed by the table (kvp_settings_put, kvp_setting_text)
+ * -- then one per row of the workload table (state_sim.c: the keys of a
+ * plan's `workloads`, as `kvplan simulate`'s options name them). The fit view
+ * shows and edits the first two kinds, the simulate view the workload's. */
 #define TUI_FIELD_MODEL 0u
 uint32_t tui_field_count(void);
-/* The field of key ("model", or a setting's key such as "tp"), or -1. */
+/* The field of key ("model", a setting's key such as "tp", a workload's
+ * such as "rate"), or -1. */
 int tui_field_find(const char *key);
+
+/* The screens: the fit (memory, capacity, the derivation) and the
+ * simulate view (kvp_sim_run of a synthetic workload on the deployment). */
+enum tui_view { TUI_VIEW_FIT, TUI_VIEW_SIM };
 
 enum tui_mode {
     TUI_MODE_MAIN,       /* arrows move between fields and change them */
@@ -80,6 +91,27 @@ enum tui_explain { TUI_EXPLAIN_FIT, TUI_EXPLAIN_KV, TUI_EXPLAIN_COUNT };
 #define TUI_PICK_MAX 512
 #define TUI_CHART_POINTS 12
 #define TUI_STATUS_MAX 600
+/* The simulate view draws at most this many output tokens (requests x the
+ * longest answer): a run keeps its time series for the chart, one entry per
+ * step. `kvplan simulate` runs longer workloads. */
+#define TUI_SIM_MAX_OUTPUT_TOKENS 2000000u
+
+/* An assertion of the opened plan's first deployment, kept to be written back. */
+struct tui_check {
+    enum kvp_check_kind kind;
+    double limit;                        /* in the kind's unit (plan.h) */
+    uint64_t context, concurrency;       /* the modifiers; 0: not given */
+    char workload[KVP_PLAN_NAME_MAX];    /* the workload it names; "" for none */
+    char name[KVP_PLAN_NAME_MAX];        /* its 'name'; "" for none */
+};
+
+/* A named workload of a plan: a trace (kept by its path) or a synthetic one. */
+struct tui_workload {
+    char name[KVP_PLAN_NAME_MAX];
+    char trace[KVP_PLAN_PATH_MAX]; /* the trace file, absolute; "" for a synthetic workload */
+    struct kvp_synth synth;        /* synthetic: what kvp_workload_synth draws */
+    double max_queue_s;            /* sustained: queueing p99 at most this */
+};
 
 /* One GPU's memory, split into what the stacked bar shows (bytes). */
 struct tui_bar {
@@ -134,6 +166,24 @@ struct tui_state {
     uint32_t n_chart;
     uint64_t chart_context[TUI_CHART_POINTS]; /* tokens per request */
     uint64_t chart_kv[TUI_CHART_POINTS];      /* KV required per GPU at that context, 0 = error */
+    /* the simulate view (state_sim.c) */
+    enum tui_view view;
+    uint32_t fit_field;        /* the fit view's field while the simulate view is shown */
+    struct tui_workload work;  /* the view's workload: its fields edit it */
+    bool work_used;            /* the view was opened or the plan gave the workload: a saved plan holds it */
+    int32_t work_at;           /* its place in plan_wl (it came from the plan), or -1 */
+    struct tui_workload *plan_wl; /* owned: the opened plan's workloads (of its first deployment's file) */
+    uint32_t n_plan_wl;
+    struct tui_check *plan_checks; /* owned: the assertions of its first deployment */
+    uint32_t n_plan_checks;
+    bool sim_stale;            /* an input changed since the last run: tui_sim_update runs again */
+    bool sim_ok;               /* sim, sim_cfg hold the run of work on the deployment */
+    struct kvp_error sim_err;  /* why not sim_ok */
+    struct kvp_sim_config sim_cfg;
+    struct kvp_sim_result sim; /* owned, with its series */
+    uint64_t sim_runs;         /* kvp_sim_run calls so far */
+    bool have_max_rate;        /* max_rate holds kvp_sim_max_rate for the current inputs ('r') */
+    double max_rate;
 };
 
 /* Set up for MODEL (a catalog name, HF id or path), or for the first
@@ -181,10 +231,56 @@ uint64_t tui_batch(const struct tui_state *s);
  * (for `make bench`: one keypress must cost well under a 16 ms frame). */
 double tui_bench(struct tui_state *s, uint32_t n);
 
+/* The fields the current view shows and moves between: [*first, *first + *n). */
+void tui_view_fields(const struct tui_state *s, uint32_t *first, uint32_t *n);
+
+/* ---- the simulate view (state_sim.c) ----
+ * The workload table: one row per key of a plan's synthetic workload,
+ * parsed and printed here for the fields and the plan writer alike. */
+uint32_t tui_wl_count(void);
+const char *tui_wl_key(uint32_t row);
+const char *tui_wl_help(uint32_t row);
+/* Row's value in w as text that tui_wl_put reads back ("5", "1024-2048");
+ * "" where w leaves it out (no prefix: no prefix, no share). Returns buf. */
+const char *tui_wl_text(const struct tui_workload *w, uint32_t row, char *buf, uint32_t n);
+/* Give row the text v (NULL: back to its default) in w, checked for its
+ * type. A prefix from none brings a share of 1, none takes the share away
+ * (as `kvplan simulate --prefix` and a plan read them). */
+enum kvp_status tui_wl_put(struct tui_workload *w, uint32_t row, const char *v, struct kvp_error *err);
+/* The text of row's next value up (dir > 0) or down from w: doubled and
+ * halved (add false: the arrows) or by one step (add: + and -). */
+const char *tui_wl_step(const struct tui_workload *w, uint32_t row, int dir, bool add, char *buf, uint32_t n);
+/* The workload the view starts from, named "tui" (or "tui-2" ... beside the plan's). */
+void tui_wl_default(const struct tui_state *s, struct tui_workload *w);
+/* Whether w can be simulated by the view: it draws (kvp_workload_synth's
+ * checks) and holds at most TUI_SIM_MAX_OUTPUT_TOKENS; else err says why. */
+enum kvp_status tui_wl_check(const struct tui_workload *w, struct kvp_error *err);
+
+/* Run the view's workload on the deployment when an input changed since the
+ * last run (sim_stale): the pool and limits kvplan simulate uses
+ * (kvp_sim_config_from_fit with the GPU's roofline), the series kept.
+ * Errors (no fit, an engine not simulated, a request too long) go to sim_err. */
+void tui_sim_update(struct tui_state *s);
+/* kvp_sim_max_rate of the view's workload into max_rate ('r'; it runs the
+ * workload some twenty times). False, with err, when it cannot run. */
+bool tui_sim_find_max_rate(struct tui_state *s, struct kvp_error *err);
+/* Column col of ncols over the run's duration: the step in that stretch of
+ * time with the most blocks in use (the state carried over where no step
+ * ends in it). False when there is no series. */
+bool tui_sim_column(const struct tui_state *s, uint32_t col, uint32_t ncols, struct kvp_sim_step *out);
+/* Free what the simulate view owns (tui_free does). */
+void tui_sim_free(struct tui_state *s);
+
 /* Plan files (state_plan.c): write the setup as a `kvplan check` plan,
  * atomically (a temporary file in the same directory, then rename), and
  * read one back into the setup: its model, and its deployment as settings
- * (s->set), which tui_init then applies. */
+ * (s->set), which tui_init then applies. A plan's workloads (those its
+ * first deployment can name) are kept and written back; its first
+ * synthetic one becomes the simulate view's; so are the first deployment's
+ * assertions. The view's workload, once used, is written with assertions on
+ * what the view shows, in place of the plan's unnamed ones of the same kind
+ * on it: max_preemptions (the run's count) and min_sustained_rate (the rate
+ * 'r' found, rounded down to three digits). */
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err);
 

@@ -9,8 +9,19 @@
  * Read: the library's plan parser (kvplan/plan.h) loads the file; its first
  * deployment becomes the setup, as the settings that give it
  * (tui_settings_of), so every setting is kept and written back on save.
+ *
+ * Workloads: those of the plan the first deployment can name are kept
+ * (a trace by its absolute path, a synthetic one by its keys, printed by
+ * state_sim.c's workload table) and written back under `workloads:`; the
+ * simulate view's workload replaces the one it came from, or is added once
+ * the view was used, with `max_preemptions` and `min_sustained_rate`
+ * asserting what the view shows. The first deployment's assertions are kept
+ * too (but `fits: true`, which every saved plan states, and those the view's
+ * replace).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +86,133 @@ static bool written(const struct tui_state *s, const struct kvp_settings *of, ui
     return ((s->set.given | of->given) >> i) & 1u;
 }
 
+/* One workload under `workloads:`, each key printed by the workload table. */
+static void write_workload(const struct tui_workload *w, FILE *f)
+{
+    char v[64];
+    const char *sep = "";
+    fprintf(f, "  %s: {", w->name);
+    if (w->trace[0]) {
+        fprintf(f, "trace: \"%s\"", w->trace);
+        sep = ", ";
+    }
+    for (uint32_t i = 0; i < tui_wl_count(); i++) {
+        /* a trace gives its own requests; its max_queue, like a synthetic one's, only when not the default */
+        bool queue = strcmp(tui_wl_key(i), "max_queue") == 0;
+        if ((w->trace[0] && !queue) || (queue && w->max_queue_s == 1.0) || !tui_wl_text(w, i, v, sizeof v)[0])
+            continue;
+        fprintf(f, "%s%s: %s", sep, tui_wl_key(i), v);
+        sep = ", ";
+    }
+    fprintf(f, "}\n");
+}
+
+/* Whether the view's workload goes into the plan. */
+static bool writes_work(const struct tui_state *s)
+{
+    return s->work_used || s->work_at >= 0;
+}
+
+static void write_workloads(const struct tui_state *s, FILE *f)
+{
+    if (!s->n_plan_wl && !writes_work(s))
+        return;
+    fprintf(f, "workloads:\n");
+    for (uint32_t i = 0; i < s->n_plan_wl; i++)
+        write_workload((int32_t)i == s->work_at ? &s->work : &s->plan_wl[i], f);
+    if (s->work_at < 0 && s->work_used)
+        write_workload(&s->work, f);
+}
+
+/* Whether the view states kind k on its workload: where it has run it on
+ * this setup, the preemptions, and the highest sustained rate ('r'). */
+static bool view_states(const struct tui_state *s, enum kvp_check_kind k)
+{
+    if (!writes_work(s) || !s->gpu || s->sim_stale || !s->sim_ok)
+        return false;
+    return k == KVP_CHECK_MAX_PREEMPTIONS || (k == KVP_CHECK_MIN_SUSTAINED_RATE && s->have_max_rate && s->max_rate > 0);
+}
+
+/* Whether the plan's assertion c is written back: not an unnamed `fits`
+ * (every saved plan states `fits: true`, under the same id), nor one the
+ * view's replace (the same id). */
+static bool kept(const struct tui_state *s, const struct tui_check *c)
+{
+    if (c->name[0] || c->context || c->concurrency)
+        return true;
+    if (c->kind == KVP_CHECK_FITS)
+        return false;
+    return !(view_states(s, c->kind) && strcmp(c->workload, s->work.name) == 0);
+}
+
+/* An assertion's limit as its kind reads it (plan.c's read_limit). */
+static void limit_text(const struct tui_check *c, char *buf, size_t n)
+{
+    switch (c->kind) {
+    case KVP_CHECK_FITS:
+        snprintf(buf, n, "%s", c->limit != 0.0 ? "true" : "false");
+        break;
+    case KVP_CHECK_MAX_PREEMPTIONS:
+    case KVP_CHECK_MIN_CONTEXT:
+        snprintf(buf, n, "%.0f", c->limit);
+        break;
+    case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
+    case KVP_CHECK_MIN_HEADROOM:
+        snprintf(buf, n, "%.0fB", c->limit);
+        break;
+    default:
+        snprintf(buf, n, "%.15g", c->limit);
+        if (strtod(buf, NULL) != c->limit)
+            snprintf(buf, n, "%.17g", c->limit);
+        break;
+    }
+}
+
+static void write_check(const struct tui_check *c, FILE *f)
+{
+    char v[64];
+    limit_text(c, v, sizeof v);
+    fprintf(f, "      - %s: %s\n", kvp_check_kind_name(c->kind), v);
+    if (c->context)
+        fprintf(f, "        context: %" PRIu64 "\n", c->context);
+    if (c->concurrency)
+        fprintf(f, "        concurrency: %" PRIu64 "\n", c->concurrency);
+    if (c->workload[0])
+        fprintf(f, "        workload: %s\n", c->workload);
+    if (c->name[0])
+        fprintf(f, "        name: %s\n", c->name);
+}
+
+/* The assertions: that it fits, the plan's kept ones, and the view's. */
+static void write_asserts(const struct tui_state *s, FILE *f)
+{
+    struct tui_check v = {.kind = KVP_CHECK_MAX_PREEMPTIONS};
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < s->n_plan_checks; i++)
+        n += kept(s, &s->plan_checks[i]);
+    if (!n && !view_states(s, KVP_CHECK_MAX_PREEMPTIONS)) {
+        fprintf(f, "    assert: {fits: true}\n");
+        return;
+    }
+    fprintf(f, "    assert:\n");
+    fprintf(f, "      - fits: true\n");
+    for (uint32_t i = 0; i < s->n_plan_checks; i++)
+        if (kept(s, &s->plan_checks[i]))
+            write_check(&s->plan_checks[i], f);
+    snprintf(v.workload, sizeof v.workload, "%s", s->work.name);
+    if (view_states(s, KVP_CHECK_MAX_PREEMPTIONS)) {
+        v.limit = (double)s->sim.preemptions;
+        write_check(&v, f);
+    }
+    if (view_states(s, KVP_CHECK_MIN_SUSTAINED_RATE)) { /* three digits, rounded down: it still holds */
+        double unit = pow(10, floor(log10(s->max_rate)) - 2);
+        v.kind = KVP_CHECK_MIN_SUSTAINED_RATE;
+        v.limit = floor(s->max_rate / unit) * unit;
+        write_check(&v, f);
+    }
+}
+
 /* The deployment as plan keys, each printed by settings.h's table. */
 static void write_plan(const struct tui_state *s, FILE *f)
 {
@@ -86,6 +224,7 @@ static void write_plan(const struct tui_state *s, FILE *f)
     tui_settings_of(d, s->gpu, s->model, &of);
     fprintf(f, "# written by kvplan tui; check it with: kvplan check FILE\n");
     fprintf(f, "kvplan_plan: 1\n");
+    write_workloads(s, f);
     fprintf(f, "deployments:\n");
     fprintf(f, "  - name: \"%s-%s\"\n", s->model->name, s->gpu ? s->gpu->id : "gpu");
     fprintf(f, "    model: \"%s\"\n", model_ref(s, path, sizeof path));
@@ -100,7 +239,7 @@ static void write_plan(const struct tui_state *s, FILE *f)
     }
     if (d->util <= 0)
         fprintf(f, "    # util: the release's default%s\n", s->ok ? "" : " (not computed)");
-    fprintf(f, "    assert: {fits: true}\n");
+    write_asserts(s, f);
 }
 
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err)
@@ -152,6 +291,69 @@ enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struc
     return KVP_OK;
 }
 
+/* The workloads of p its first deployment can name (those of its file) into
+ * s->plan_wl; the first synthetic one becomes the view's. */
+static enum kvp_status keep_workloads(struct tui_state *s, const struct kvp_plan *p, struct kvp_error *err)
+{
+    struct tui_workload *kept = p->n_workloads ? calloc(p->n_workloads, sizeof *kept) : NULL;
+    uint32_t n = 0;
+
+    if (p->n_workloads && !kept)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    s->work_at = -1;
+    for (uint32_t i = 0; i < p->n_workloads; i++) {
+        const struct kvp_plan_workload *w = &p->workloads[i];
+        struct tui_workload *k = &kept[n];
+        if (strcmp(w->file, p->deps[0].file) != 0)
+            continue;
+        snprintf(k->name, sizeof k->name, "%s", w->name);
+        k->max_queue_s = w->max_queue_s;
+        k->synth = w->synth;
+        if (w->is_trace) { /* absolute, so the plan can be saved anywhere */
+            char abs[4096];
+            snprintf(k->trace, sizeof k->trace, "%s",
+                     realpath(w->trace.name, abs) && strlen(abs) < sizeof k->trace ? abs : w->trace.name);
+        }
+        if (!w->is_trace && s->work_at < 0) {
+            s->work_at = (int32_t)n;
+            s->work = *k;
+        }
+        n++;
+    }
+    free(s->plan_wl);
+    s->plan_wl = kept;
+    s->n_plan_wl = n;
+    if (s->work_at < 0)
+        tui_wl_default(s, &s->work); /* a name none of the plan's has */
+    s->sim_stale = true;
+    return KVP_OK;
+}
+
+/* The first deployment's assertions into s->plan_checks, as written. */
+static enum kvp_status keep_checks(struct tui_state *s, const struct kvp_plan *p, struct kvp_error *err)
+{
+    const struct kvp_plan_deployment *dep = &p->deps[0];
+    struct tui_check *c = dep->n_checks ? calloc(dep->n_checks, sizeof *c) : NULL;
+
+    if (dep->n_checks && !c)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < dep->n_checks; i++) {
+        const struct kvp_plan_check *k = &dep->checks[i];
+        c[i].kind = k->kind;
+        c[i].limit = k->limit;
+        c[i].context = k->context;
+        c[i].concurrency = k->concurrency;
+        if (k->workload >= 0)
+            snprintf(c[i].workload, sizeof c[i].workload, "%s", p->workloads[k->workload].name);
+        if (k->named) /* the id is "deployment/name" */
+            snprintf(c[i].name, sizeof c[i].name, "%s", k->id + strlen(dep->name) + 1);
+    }
+    free(s->plan_checks);
+    s->plan_checks = c;
+    s->n_plan_checks = dep->n_checks;
+    return KVP_OK;
+}
+
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err)
 {
     struct kvp_plan plan = {0};
@@ -174,6 +376,8 @@ enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_
     s->model = m;
     /* the deployment as the settings that give it, so edits go on from them */
     tui_settings_of(&plan.deps[0].d, plan.deps[0].gpu, m, &s->set);
+    if ((st = keep_workloads(s, &plan, err)) != KVP_OK || (st = keep_checks(s, &plan, err)) != KVP_OK)
+        goto out;
     if (plan.n > 1)
         snprintf(s->status, sizeof s->status, "opened %s: the first of its %u deployments, '%s'", path, plan.n,
                  plan.deps[0].name);

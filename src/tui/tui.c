@@ -29,8 +29,9 @@ static const struct cli_cmd cmd = {
     "tui", "[MODEL | PLAN.yaml] [options]",
     "Size a deployment interactively: every setting of 'kvplan fit' is a field (the options\n"
     "below set where it starts; the GPU defaults to the catalog's first). Change them with the\n"
-    "keyboard and watch memory and capacity follow; 's' saves the setup as a plan for\n"
-    "'kvplan check'. Press ? inside for keys.",
+    "keyboard and watch memory and capacity follow; 'w' simulates a workload on it (the\n"
+    "figures of 'kvplan simulate'); 's' saves the setup as a plan for 'kvplan check'.\n"
+    "Press ? inside for keys.",
     opts,
 };
 

@@ -9,6 +9,9 @@
  *   KV vs context chart       | the derivation of the figures (x: which)
  *   status line
  *
+ * The simulate view ('w') has the same frame: the workload's fields on the
+ * left, the run's figures on the right, the blocks over time below them.
+ *
  * Every write is clipped to the screen, so no size (even 1x1) can make a
  * draw fail; below 80x24 only a request for a bigger terminal is shown.
  */
@@ -101,15 +104,18 @@ static const char *grouped(uint64_t v, char *buf, uint32_t n)
 static void draw_fields(const struct ctx *c, int y0, int h)
 {
     const struct tui_state *s = c->s;
-    uint32_t n = tui_field_count(), first = 0;
+    uint32_t base, n, first = 0, sel_at;
     char v[128];
 
     if (h < 1)
         return;
-    if (n > (uint32_t)h && s->field >= (uint32_t)h / 2)
-        first = s->field - (uint32_t)h / 2 < n - (uint32_t)h ? s->field - (uint32_t)h / 2 : n - (uint32_t)h;
-    for (uint32_t f = first; f < n && f < first + (uint32_t)h; f++) {
-        int y = y0 + (int)(f - first);
+    tui_view_fields(s, &base, &n);
+    sel_at = s->field - base;
+    if (n > (uint32_t)h && sel_at >= (uint32_t)h / 2)
+        first = sel_at - (uint32_t)h / 2 < n - (uint32_t)h ? sel_at - (uint32_t)h / 2 : n - (uint32_t)h;
+    for (uint32_t i = first; i < n && i < first + (uint32_t)h; i++) {
+        uint32_t f = base + i;
+        int y = y0 + (int)(i - first);
         bool sel = s->field == f;
         tui_field_value(s, f, v, sizeof v);
         if (sel && s->mode == TUI_MODE_EDIT)
@@ -215,6 +221,22 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     return used;
 }
 
+/* "Cannot ... this setup:" and the error's text wrapped over the rows there are. */
+static int draw_error(const struct ctx *c, int y, int x, int w, int max_rows, const char *what,
+                      const struct kvp_error *e)
+{
+    char t[KVP_ERROR_TEXT_MAX];
+    const char *p = kvp_error_text(e, t, sizeof t);
+    int r = 0;
+    put(c, y + r++, x, w, A_BOLD | color(c, P_ERROR), "Cannot %s this setup:", what);
+    while (*p && r < max_rows) {
+        int n = (int)strlen(p) < w ? (int)strlen(p) : w;
+        put(c, y + r++, x, n, color(c, P_ERROR), "%s", p);
+        p += n;
+    }
+    return r;
+}
+
 static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
 {
     const struct tui_state *s = c->s;
@@ -222,18 +244,8 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
     char g[4][32];
     int r = 0;
 
-    if (!s->ok) {
-        char t[KVP_ERROR_TEXT_MAX];
-        const char *p = kvp_error_text(&s->err, t, sizeof t);
-        put(c, y + r++, x, w, A_BOLD | color(c, P_ERROR), "Cannot compute this setup:");
-        /* wrap the message over the rows there are */
-        while (*p && r < max_rows) {
-            int n = (int)strlen(p) < w ? (int)strlen(p) : w;
-            put(c, y + r++, x, n, color(c, P_ERROR), "%s", p);
-            p += n;
-        }
-        return r;
-    }
+    if (!s->ok)
+        return draw_error(c, y, x, w, max_rows, "compute", &s->err);
     r += draw_memory(c, y, x, w, max_rows - 7 > 4 ? max_rows - 7 : 4);
     if (r >= max_rows)
         return r;
@@ -343,6 +355,152 @@ static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
             c->look->color ? ", red: over" : c->look->utf8 ? "" : ", !: over");
 }
 
+/* ---- the simulate view ---- */
+
+/* Seconds as ms below 10 s ("4.95 ms", "18.3 ms"), else as seconds. */
+static const char *duration(double sec, char *buf, size_t n)
+{
+    if (sec >= 10)
+        snprintf(buf, n, "%.1f s", sec);
+    else
+        snprintf(buf, n, sec * 1e3 < 10 ? "%.2f ms" : "%.1f ms", sec * 1e3);
+    return buf;
+}
+
+static int draw_sim_figures(const struct ctx *c, int y, int x, int w, int max_rows)
+{
+    const struct tui_state *s = c->s;
+    const struct kvp_sim_result *r = &s->sim;
+    const struct kvp_sim_config *k = &s->sim_cfg;
+    const char *unit = k->engine == KVP_SIM_LLAMACPP ? "cells" : "blocks";
+    char g[4][32];
+    int n = 0;
+
+    if (!s->sim_ok)
+        return draw_error(c, y, x, w, max_rows, "simulate", &s->sim_err);
+    put(c, y + n++, x, w, A_BOLD | color(c, P_HEAD), "Simulated %s requests (%s)",
+        grouped(s->work.synth.requests, g[0], sizeof g[0]),
+        k->engine == KVP_SIM_LLAMACPP ? "llama.cpp slots" : "vLLM V1");
+    if (k->engine == KVP_SIM_LLAMACPP)
+        put(c, y + n++, x, w, A_NORMAL, " %s slots of %s cells", grouped(k->max_num_seqs, g[0], sizeof g[0]),
+            grouped(k->max_model_len, g[1], sizeof g[1]));
+    else
+        put(c, y + n++, x, w, A_NORMAL, " pool %s blocks of %u, prefix cache %s",
+            grouped(r->pool_blocks, g[0], sizeof g[0]), k->block_size, k->prefix_caching ? "on" : "off");
+    put(c, y + n++, x, w, r->peak_blocks * 10 >= r->pool_blocks * 9 ? A_BOLD : A_NORMAL,
+        " peak KV %s of %s %s (%.1f%%)", grouped(r->peak_blocks, g[0], sizeof g[0]),
+        grouped(r->pool_blocks, g[1], sizeof g[1]), unit, 100.0 * (double)r->peak_blocks / (double)r->pool_blocks);
+    put(c, y + n++, x, w, r->preemptions ? A_BOLD | color(c, P_ERROR) : color(c, P_OK), " preemptions %s",
+        grouped(r->preemptions, g[0], sizeof g[0]));
+    put(c, y + n++, x, w, A_NORMAL, " prefix hits %s of %s tokens", grouped(r->prefix_hit_tokens, g[0], sizeof g[0]),
+        grouped(r->prompt_tokens, g[1], sizeof g[1]));
+    put(c, y + n++, x, w, A_NORMAL, " TTFT p50 %s, p99 %s", duration(r->ttft.p50, g[0], sizeof g[0]),
+        duration(r->ttft.p99, g[1], sizeof g[1]));
+    put(c, y + n++, x, w, A_NORMAL, " TPOT p50 %s, p99 %s", duration(r->tpot.p50, g[0], sizeof g[0]),
+        duration(r->tpot.p99, g[1], sizeof g[1]));
+    put(c, y + n++, x, w, A_NORMAL, " %.1f tok/s over %.1f s, %s steps", r->throughput, r->duration_s,
+        grouped(r->steps, g[0], sizeof g[0]));
+    if (s->have_max_rate)
+        put(c, y + n++, x, w, A_BOLD, " highest sustained rate %.3g requests/s", s->max_rate);
+    else
+        put(c, y + n++, x, w, A_NORMAL, " %s; r: highest sustained rate",
+            kvp_sim_sustained(r, s->work.max_queue_s) ? "sustained" : "NOT sustained");
+    if (n < max_rows)
+        put(c, y + n++, x, w, A_DIM, " times: roofline lower bounds, not measured");
+    return n;
+}
+
+/* Segment seg's cell: a group in use -- a glyph per run of groups of one
+ * kind (the 6 sliding groups of a hybrid model alike, its full group
+ * apart), a colour per group -- then cached and free. */
+static const char *sim_glyph(const struct ctx *c, uint32_t seg, const struct kvp_sim_config *k, attr_t *a)
+{
+    static const char *const used_u[] = {"\xe2\x96\x88", "\xe2\x96\x93", "\xe2\x96\x92", "\xe2\x96\x86"};
+    static const char *const used_a[] = {"#", "=", "%", "@"};
+    static const enum pair used_p[] = {P_KV, P_WEIGHTS, P_RESERVE, P_HEAD};
+    if (seg < k->n_groups) {
+        uint32_t run = 0;
+        for (uint32_t g = 1; g <= seg; g++)
+            run += k->group[g].kind != k->group[g - 1].kind;
+        *a = color(c, used_p[seg % 4]);
+        return c->look->utf8 ? used_u[run % 4] : used_a[run % 4];
+    }
+    *a = seg == k->n_groups ? color(c, P_HEAD) : A_DIM;
+    if (seg == k->n_groups)
+        return c->look->utf8 ? "\xe2\x96\x91" : "-"; /* cached */
+    return c->look->utf8 ? "\xc2\xb7" : ".";          /* free */
+}
+
+/* The blocks over time: a column per stretch of time (tui_sim_column), its
+ * cells stacked from the bottom as used per group, cached, free, the pool at the top. */
+static void draw_sim_chart(const struct ctx *c, int y, int x, int w, int h)
+{
+    const struct tui_state *s = c->s;
+    const struct kvp_sim_config *k = &s->sim_cfg;
+    const uint32_t segs = k->n_groups + 2;
+    int plot_h = h - 3, x0 = x + 10, cols = w - 11;
+    uint64_t pool = s->sim.pool_blocks ? s->sim.pool_blocks : 1;
+    struct kvp_sim_step st;
+    char g[32], t0[32];
+    int lx;
+
+    if (!s->sim_ok || plot_h < 2 || cols < 10)
+        return;
+    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "KV %s over time (the busiest step of each column)",
+        k->engine == KVP_SIM_LLAMACPP ? "cells" : "blocks");
+    put(c, y + 1, x, 9, A_NORMAL, "%9s", grouped(pool, g, sizeof g));
+    put(c, y + plot_h, x, 9, A_NORMAL, "%9s", "0");
+    for (int col = 0; col < cols; col++) {
+        uint64_t edge[KVP_SIM_MAX_GROUPS + 2], sum = 0;
+        if (!tui_sim_column(s, (uint32_t)col, (uint32_t)cols, &st))
+            return;
+        for (uint32_t i = 0; i < segs; i++) {
+            sum += i < k->n_groups ? st.used[i] : i == k->n_groups ? st.cached : st.free;
+            edge[i] = sum;
+        }
+        for (int r = 0; r < plot_h; r++) {
+            /* the cell's midpoint, in blocks, decides its segment */
+            long double mid = ((long double)r + 0.5L) * (long double)pool / plot_h;
+            uint32_t seg = 0;
+            attr_t a;
+            while (seg + 1 < segs && mid >= (long double)edge[seg])
+                seg++;
+            if (mid >= (long double)edge[segs - 1])
+                continue;
+            const char *gl = sim_glyph(c, seg, k, &a);
+            glyph(c, y + plot_h - r, x0 + col, a, gl);
+        }
+    }
+    /* the peak as a marker on the axis, as the fit's chart marks the budget */
+    {
+        int r = (int)((long double)s->sim.peak_blocks / (long double)pool * plot_h + 0.5L);
+        if (r >= 1 && r <= plot_h)
+            put(c, y + plot_h - r + 1, x0 - 1, 1, A_BOLD | color(c, P_ERROR), "%s", "<");
+    }
+    snprintf(t0, sizeof t0, "%.1f s", s->sim.series[s->sim.steps - 1].time_s);
+    put(c, y + plot_h + 1, x0, cols, A_NORMAL, "0 s%*s", cols - 3, t0);
+    /* the legend: the glyphs of each run of groups of one kind, then its name */
+    lx = x;
+    for (uint32_t i = 0, j; i < segs && lx < x + w; i = j) {
+        char label[48];
+        for (j = i; j < segs && (j == i || (j < k->n_groups && k->group[j].kind == k->group[i].kind)); j++) {
+            attr_t a;
+            const char *gl = sim_glyph(c, j, k, &a);
+            glyph(c, y + plot_h + 2, lx++, a, gl);
+        }
+        if (i >= k->n_groups)
+            snprintf(label, sizeof label, " %s  ", i == k->n_groups ? "cached" : "free");
+        else if (j - i > 1)
+            snprintf(label, sizeof label, " %s (%u groups)  ", kvp_layer_kind_name(k->group[i].kind), j - i);
+        else
+            snprintf(label, sizeof label, " %s%s  ", k->n_groups > 1 ? "" : "used, ",
+                     kvp_layer_kind_name(k->group[i].kind));
+        put(c, y + plot_h + 2, lx, x + w - lx, A_NORMAL, "%s", label);
+        lx += (int)strlen(label);
+    }
+    put(c, y + plot_h + 2, lx, x + w - lx, A_NORMAL, "< peak");
+}
+
 /* ---- the derivation ---- */
 
 static void draw_explain(const struct ctx *c, int y, int x, int w, int h)
@@ -449,6 +607,8 @@ static void draw_help(const struct ctx *c)
         "x                derivation: capacity <-> KV size",
         "[ ] PgUp PgDn    scroll the derivation",
         "s                save the setup as a plan for `kvplan check`",
+        "w                simulate a workload on it (w, Esc: back);",
+        "                 its fields are the workload's; r: max rate",
         "Esc              cancel typing; q quit",
         "",
         "Figures are per GPU, as `kvplan fit` computes them.",
@@ -492,6 +652,8 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
 {
     struct ctx c = {s, look, LINES, COLS};
     int right_x = LEFT_W + 1, right_w, top_h, bottom_y, bottom_h;
+    bool sim = s->view == TUI_VIEW_SIM;
+    uint32_t first, n;
 
     erase();
     if (c.cols < TUI_MIN_COLS || c.rows < TUI_MIN_ROWS) {
@@ -515,17 +677,28 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
 
     attron(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
     mvhline(0, 0, ' ', c.cols);
-    put(&c, 0, 1, c.cols - 18, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE),
-        "kvplan tui: %s on %u x %s, %s", s->model->name, s->d.n_gpus, s->gpu ? s->gpu->id : "?",
-        kvp_engine_info(s->d.engine)->name);
-    put(&c, 0, c.cols - 16, 16, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE), "? help  q quit");
+    put(&c, 0, 1, c.cols - 28, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE),
+        "%s: %s on %u x %s, %s", sim ? "simulate" : "kvplan tui", s->model->name, s->d.n_gpus,
+        s->gpu ? s->gpu->id : "?", kvp_engine_info(s->d.engine)->name);
+    put(&c, 0, c.cols - 27, 27, A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE), "%s  ? help  q quit",
+        sim ? "    w back" : "w simulate");
     attroff(A_BOLD | color(&c, P_TITLE) | (look->color ? 0 : A_REVERSE));
 
-    draw_fields(&c, 1, top_h - 1);
-    put(&c, top_h, 0, LEFT_W, A_DIM, "%u/%u Up/Dn, Lt/Rt, Enter: edit", s->field + 1, tui_field_count());
-    draw_figures(&c, 1, right_x, right_w, top_h);
-    draw_chart(&c, bottom_y, 0, LEFT_W, bottom_h);
-    draw_explain(&c, bottom_y, right_x, right_w, bottom_h);
+    tui_view_fields(s, &first, &n);
+    if (sim) {
+        /* the workload's fields and the run's figures, the chart under both */
+        top_h = (int)n + 2 > 11 ? (int)n + 2 : 11;
+        draw_fields(&c, 1, (int)n);
+        put(&c, 1 + (int)n, 0, LEFT_W, A_DIM, "%u/%u Up/Dn, Lt/Rt, Enter: edit", s->field - first + 1, n);
+        draw_sim_figures(&c, 1, right_x, right_w, top_h - 1);
+        draw_sim_chart(&c, top_h, 0, c.cols, c.rows - 1 - top_h);
+    } else {
+        draw_fields(&c, 1, top_h - 1);
+        put(&c, top_h, 0, LEFT_W, A_DIM, "%u/%u Up/Dn, Lt/Rt, Enter: edit", s->field - first + 1, n);
+        draw_figures(&c, 1, right_x, right_w, top_h);
+        draw_chart(&c, bottom_y, 0, LEFT_W, bottom_h);
+        draw_explain(&c, bottom_y, right_x, right_w, bottom_h);
+    }
 
     if (s->mode == TUI_MODE_SAVE)
         put(&c, c.rows - 1, 0, c.cols, A_BOLD, "save plan to: %s_   (Enter save, Esc cancel)", s->input);
