@@ -382,7 +382,11 @@ void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const st
     } else if (d->engine == KVP_ENGINE_SGLANG) {
         sglang_log(f, b);
     } else if (d->engine == KVP_ENGINE_TRTLLM) {
-        kvp_buf_printf(b, "Number of blocks in KV cache primary pool: %llu\n", (unsigned long long)f->num_blocks);
+        /* _torch/pyexecutor/_util.py, then kvCacheManager.cpp (GiB of the pool, its tokens) */
+        kvp_buf_printf(b, "Estimated max memory in KV cache : %.2f GiB\n"
+                       "[MemUsageChange] Allocated %.2f GiB for max tokens in paged KV cache (%llu).\n",
+                       (double)f->kv_budget_bytes / 1073741824.0, (double)f->kv_pool_bytes / 1073741824.0,
+                       (unsigned long long)kvp_sat_mul(f->num_blocks, f->block_size));
     }
 }
 
@@ -444,6 +448,12 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
                        "             = max(%s * %s, %s (%s seqs) + ...) = %s B (estimated)\n",
                        grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
                        grp(c, r->activation));
+    else if (r->activation_est && d->engine == KVP_ENGINE_TRTLLM)
+        kvp_buf_printf(b, "  activations = max(max_num_tokens * (widest MLP + q,k,v) * dtype / tp,\n"
+                       "                   requests * vocab * (dtype + 4) (last-token logits, fp32 copy) + held hidden states)\n"
+                       "             = max(%s * %s, %s (%s requests of min(max_num_tokens, max_seq_len - 1)) + ...) = %s B"
+                       " (estimated)\n", grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits),
+                       grp(c, r->profile_seqs), grp(c, r->activation));
     else if (r->activation_est)
         kvp_buf_printf(b, "  activations = profiling tokens * (widest MLP + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
                        "             = %s * %s + %s (%s seqs, fp32 logits and probs) = %s B (estimated)\n",
@@ -453,8 +463,9 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
         kvp_buf_printf(b, "  CUDA graphs = capture sizes * largest size * (4 * hidden + MoE workspace) * dtype\n"
                        "             = %s B (estimated; this release subtracts them)\n", grp(c, r->cuda_graph));
     if (r->non_torch_est)
-        kvp_buf_printf(b, "  non-torch  = %s B (estimated: CUDA context, cuBLAS workspaces%s)\n", grp(c, r->non_torch),
-                       d->tp > 1 ? ", NCCL" : "");
+        kvp_buf_printf(b, "  non-torch  = %s B (estimated: CUDA context, %s%s)\n", grp(c, r->non_torch),
+                       d->engine == KVP_ENGINE_TRTLLM ? "the pool of CUDA graphs of min(max_batch_size, 128) sequences"
+                                                      : "cuBLAS workspaces", d->tp > 1 ? ", NCCL" : "");
     if (r->uncertainty)
         kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
                        grp(c, r->uncertainty));

@@ -20,6 +20,16 @@
 /* vLLM V0 (0.7.3): the sampler's fp32 logits and probabilities (softmax)
  * alive together. Chosen on the V0 training logs. */
 #define LOGIT_COPIES_V0 2
+/* TensorRT-LLM measures its free memory with its CUDA context (and the
+ * kernel modules it loads) already taken, so the context is part of its
+ * "Memory used outside torch" figure: 550 MiB on an H100 for the context
+ * `import tensorrt_llm` created (TensorRT-LLM PR #15985). */
+#define TRTLLM_CONTEXT (550 * MiB)
+/* The LLM API's CUDA-graph batch sizes stop at 128 (CudaGraphConfig's
+ * default: 1, 2, 4, 8, then every 8 up to 128), or at max_batch_size when
+ * that is smaller ("cuda_graph_max_batch_size=128" and 11 graphs up to 64 at
+ * max_batch_size 64 in the 1.1.0rc3 DGX Spark log of tests/check_deploy.c). */
+#define TRTLLM_GRAPH_BATCH 128
 /* vLLM V1 (0.11 ... 0.19) samples max_num_seqs dummy requests after the
  * forward pass (gpu_model_runner.py _dummy_sampler_run -> v1/sample/sampler.py):
  * the bf16 logits (2 B), their fp32 copy (4 B), the softmax probabilities
@@ -122,6 +132,8 @@ static uint64_t max_seqs(const struct kvp_deploy *d)
         return d->max_num_seqs;
     if (d->engine == KVP_ENGINE_VLLM && !(kvp_deploy_release(d)->rules & KVP_REL_VLLM_V0))
         return large_gpu(d) ? 1024 : 256;
+    if (d->engine == KVP_ENGINE_TRTLLM)
+        return 2048; /* the LLM API's (and trtllm-serve's) max_batch_size */
     return 256;
 }
 
@@ -159,6 +171,39 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
         r->cuda_graph = kvp_sat_mul(kvp_sat_mul(per, largest), n);
         r->cuda_graph_est = true;
     }
+}
+
+/* TensorRT-LLM's profiling run (_torch/pyexecutor/_util.py KvCacheCreator,
+ * the same from 0.20 to 1.x): max_num_tokens tokens of dummy context
+ * requests, each min(max_num_tokens, max_seq_len - 1) tokens long with one
+ * token to generate, run through the executor with the peak statistics reset
+ * after the weights (and the small estimation KV cache, added back) are in:
+ *   - the forward pass over the batch, as vLLM's (the widest MLP and q, k, v
+ *     per token); the attention workspace was grown in the warm-up before
+ *     the reset, so it is not in this peak;
+ *   - the LM head sees only each request's last token: the logits of one row
+ *     a request in the model dtype and an fp32 copy for the sampler (an
+ *     assumption: TRT-LLM's LogitsProcessor was not read), with the batch's
+ *     hidden states still held; the two phases do not overlap.
+ * What TRT-LLM then counts outside torch ("e.g., NCCL and CUDA graphs") is
+ * its CUDA context and the generation-only CUDA graphs it captured before
+ * the run: one memory pool, as large as the largest graph's -- min(max
+ * batch size, 128) sequences of one token, the forward pass and their
+ * logits. An estimate from the source, not fitted: docs/engines.md gives its
+ * error on the start-ups tests/check_deploy.c replays (trtllm_log_cases). */
+static void trtllm_reserve(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt, struct kvp_reserve *r,
+                           uint64_t *non_torch)
+{
+    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = max_seqs(d), fwd, held;
+    len = len < r->profile_tokens ? len : r->profile_tokens;
+    r->profile_seqs = kvp_cdiv(r->profile_tokens, len ? len : 1);
+    r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), logit_bytes);
+    fwd = kvp_sat_mul(r->per_token, r->profile_tokens);
+    held = kvp_sat_mul(kvp_sat_mul(r->profile_tokens, m->hidden), dt);
+    r->activation = fwd > kvp_sat_add(r->logits, held) ? fwd : kvp_sat_add(r->logits, held);
+    graph_seqs = graph_seqs < TRTLLM_GRAPH_BATCH ? graph_seqs : TRTLLM_GRAPH_BATCH;
+    *non_torch = kvp_sat_add(TRTLLM_CONTEXT, kvp_sat_mul(graph_seqs, kvp_sat_add(r->per_token,
+                                                                                 kvp_sat_mul(m->vocab, logit_bytes))));
 }
 
 /* llama.cpp's builds before llama-graph.cpp project q, k, v with one fused
@@ -266,14 +311,17 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
         if (r->profile_seqs > r->profile_tokens)
             r->profile_seqs = r->profile_tokens;
         r->per_token = token_bytes(m, d->tp, dt);
-        if (d->engine == KVP_ENGINE_VLLM && !v0) {
+        if (d->engine == KVP_ENGINE_TRTLLM) {
+            trtllm_reserve(m, d, dt, r, &nt);
+            act = r->activation;
+        } else if (!v0) {
             vllm_v1_activation(m, d, dt, r);
             act = r->activation;
             nt = NON_TORCH_V1;
         } else {
-            /* V0 and TRT-LLM: the fp32 logits of every sampled sequence
-             * over the whole vocabulary (gathered before sampling) on top
-             * of the forward pass */
+            /* V0: the fp32 logits of every sampled sequence over the whole
+             * vocabulary (gathered before sampling) on top of the forward
+             * pass */
             r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), 4 * LOGIT_COPIES_V0);
             act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
             nt = NON_TORCH_V0;
