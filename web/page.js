@@ -109,6 +109,9 @@ function run(argv, file) {
     const rc = mod.callMain(argv.slice());
     let svg = null;
     try {
+      /* under emscripten's libc kvplan plot's fchmod(0666 & ~umask) leaves the chart mode 0 (its
+       * umask stub), and MEMFS enforces modes: make it readable */
+      mod.FS.chmod(CHART, 0o644);
       svg = mod.FS.readFile(CHART, {encoding: 'utf8'});
     } catch (e) {
       svg = null;
@@ -154,33 +157,36 @@ function showError(text) {
   $('kvplan-error').textContent = text || '';
 }
 
-/* the memory bar: weights, reserve, KV required, free, from the JSON's fields */
+/* the memory bar: weights, reserve, a hybrid's recurrent-state pool, KV required, free, from the JSON's fields */
 function renderBar(j) {
-  const reserve = j.activation_bytes + j.non_torch_bytes + j.cuda_graph_bytes;
   const parts = [
-    ['weights', j.weights_bytes_per_gpu, 'weights_bytes_per_gpu'],
-    ['reserve (activations, non-torch, CUDA graphs)', reserve, 'activation_bytes + non_torch_bytes + cuda_graph_bytes'],
-    ['KV the requests need', j.kv_bytes_required, 'kv_bytes_required'],
-    ['free in the KV budget', j.fits ? j.free_bytes : 0, 'free_bytes'],
+    ['weights', 'weights', j.weights_bytes_per_gpu, 'weights_bytes_per_gpu'],
+    ['reserve', 'reserve (activations, non-torch, CUDA graphs)', j.activation_bytes + j.non_torch_bytes + j.cuda_graph_bytes,
+     'activation_bytes + non_torch_bytes + cuda_graph_bytes'],
   ];
-  const used = parts.reduce((s, p) => s + p[1], 0);
+  if (j.mamba_bytes !== undefined)
+    parts.push(['state', `recurrent-state pool (${j.mamba_slots} slots)`, j.mamba_bytes, 'mamba_bytes']);
+  parts.push(['kv', 'KV the requests need', j.kv_bytes_required, 'kv_bytes_required'],
+             ['free', 'free in the KV budget', j.fits ? j.free_bytes : 0, 'free_bytes']);
+  const used = parts.reduce((s, p) => s + p[2], 0);
   if (used < j.gpu_memory_bytes)
-    parts.push(['outside the engine\'s memory fraction', j.gpu_memory_bytes - used, 'gpu_memory_bytes - the rest']);
+    parts.push(['rest', 'the rest of the GPU (outside the engine\'s memory fraction)', j.gpu_memory_bytes - used,
+                'gpu_memory_bytes - the others']);
   const total = Math.max(used, j.gpu_memory_bytes);
   const bar = $('bar'), legend = $('legend');
   bar.replaceChildren();
   legend.replaceChildren();
-  parts.forEach(([name, bytes, field], i) => {
+  for (const [cls, name, bytes, field] of parts) {
     const seg = document.createElement('span');
-    seg.className = `seg seg${i}`;
+    seg.className = `seg ${cls}`;
     seg.style.width = (100 * bytes / total).toFixed(3) + '%';
     seg.title = `${name}: ${bytes} B`;
     bar.appendChild(seg);
-    const li = document.createElement('li');
-    li.innerHTML = `<span class="key seg${i}"></span>`;
-    li.appendChild(document.createTextNode(`${name}: ${gib(bytes)} (${field})`));
+    const li = document.createElement('li'), key = document.createElement('span');
+    key.className = `key ${cls}`;
+    li.append(key, `${name}: ${gib(bytes)} (${field})`);
     legend.appendChild(li);
-  });
+  }
   if (!j.fits) {
     const li = document.createElement('li');
     li.className = 'short';

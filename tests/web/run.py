@@ -78,19 +78,22 @@ class Browser:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
 
-    def load(self, url, timeout=60):
-        """Open url in a new tab and wait for the page's answer; (session, status)."""
+    def load(self, url):
+        """Open url in a new tab and wait for the page's answer; (target, session, status)."""
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
         session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         self.call("Page.navigate", session, url=url)
+        return target, session, self.wait(session)
+
+    def wait(self, session, timeout=60):
+        """The page's status once it has answered: ok or error (#status's data-done)."""
         end = time.time() + timeout
-        status = ""
         while time.time() < end:
             status = self.eval(session, "(document.getElementById('status') || {dataset: {}}).dataset.done || ''")
             if status:
-                break
+                return status
             time.sleep(0.05)
-        return target, session, status or "(the page did not finish in %d s)" % timeout
+        return "(the page did not finish in %d s)" % timeout
 
     def eval(self, session, expr):
         r = self.call("Runtime.evaluate", session, expression=expr, returnByValue=True)
@@ -133,9 +136,9 @@ def fragment(path):
     return "#file=%s:%s" % (urllib.parse.quote(os.path.basename(path)), data)
 
 
-def native(argv, file):
-    """The native kvplan on argv: in the dropped file's folder when there is one, as the page is in its."""
-    cwd = os.path.join(ROOT, os.path.dirname(file)) if file else ROOT
+def native(argv, folder=None):
+    """The native kvplan on argv, in folder (a dropped file's, as the page runs in the one it writes the file to)."""
+    cwd = os.path.join(ROOT, folder or "")
     env = dict(os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models"))
     return subprocess.run([KVPLAN] + argv, capture_output=True, text=True, cwd=cwd, env=env)
 
@@ -157,7 +160,7 @@ def check_row(browser, row, base):
     ran = shlex.split(page_argv)
     if ran[1:] != argv:
         fails.append(f"the page ran {ran!r}, the table says kvplan {row['expect']}")
-    nat = native(argv, row["file"])
+    nat = native(argv, os.path.dirname(row["file"]) if row["file"] else None)
     if row["kind"] == "json":
         if status != "ok" or nat.returncode not in (0, 1):
             fails.append(f"status {status}, native exit {nat.returncode}: {page_err or nat.stderr.strip()}")
@@ -168,6 +171,41 @@ def check_row(browser, row, base):
         if nat.returncode != 2 or status != "error" or page_err != nat.stderr.strip():
             fails.append(f"native exit {nat.returncode} stderr {nat.stderr.strip()!r}; page status {status} "
                          f"error {page_err!r}")
+    return fails
+
+
+def check_form(browser, base):
+    """The form: an edit and a dropped file each update the URL, the answer is the native one
+    for the new argv, and the URL opened afresh (a shared link) gives the same JSON."""
+    fails = []
+    with open(os.path.join(ROOT, "tests/data/hf/llama-3.1-8b.json"), encoding="utf-8") as f:
+        config = f.read()
+    edits = [  # (what the user does, in JS; the argv it must lead to; the dropped file's folder)
+        ("(e => { e.value = '2'; e.dispatchEvent(new Event('input', {bubbles: true})); })(document.getElementById('f-tp'))",
+         "fit llama-3.1-8b --gpu h100 --tp 2 --context 32k --concurrency 8 --format json", None),
+        ("dropFile(new File([%s], 'llama-3.1-8b.json'))" % json.dumps(config),
+         "fit llama-3.1-8b.json --gpu h100 --context 32k --concurrency 8 --format json", "tests/data/hf"),
+    ]
+    for action, expect, file in edits:
+        target, session, status = browser.load(base + "/index.html?model=llama-3.1-8b&gpu=h100&context=32k&concurrency=8")
+        browser.eval(session, "document.getElementById('status').dataset.done = ''; " + action)
+        status = browser.wait(session)
+        url = browser.eval(session, "location.href")
+        got = text(browser, session, "kvplan-json")
+        ran = shlex.split(text(browser, session, "kvplan-argv") or "")[1:]
+        browser.close_tab(target)
+        nat = native(shlex.split(expect), file)
+        if status != "ok" or ran != shlex.split(expect) or (got or "").strip() != nat.stdout.strip():
+            fails.append(f"after the edit {action[:60]}...: status {status}, ran {ran}, JSON equal to "
+                         f"kvplan {expect}: {(got or '').strip() == nat.stdout.strip()}")
+            continue
+        target, session, status = browser.load(url)
+        again = text(browser, session, "kvplan-json")
+        browser.close_tab(target)
+        if status != "ok" or again != got:
+            fails.append(f"the URL the form wrote ({url[:120]}) does not give the same answer (status {status})")
+        print("check-web: %-4s form  %-4s %s -> %s" % ("ok" if not fails else "FAIL", base.split(":")[0],
+                                                      action.split("(")[0] or "edit tp", url[len(base):][:90]))
     return fails
 
 
@@ -198,7 +236,7 @@ def serve(webdir):
 
 def screenshot(webdir, png):
     """docs/web.png: the page at a phone-and-a-half width, the answer for a hybrid model under SGLang."""
-    query = "model=qwen3-next-80b-a3b&gpu=h100&tp=2&engine=sglang&context=128k&concurrency=4"
+    query = "model=qwen3-next-80b-a3b&gpu=h100&tp=4&engine=sglang&context=256k&concurrency=4"
     browser = Browser(size="1100,1500")
     try:
         target, session, status = browser.load("file://" + os.path.abspath(webdir) + "/index.html?" + query)
@@ -240,12 +278,13 @@ def main():
             for f in fails:
                 print(f"tests/web/deployments.txt:{row['line']}:1: {f}")
             failed += fails
+        failed += check_form(browser, base)
     finally:
         browser.quit()
         srv.shutdown()
     n_json = sum(r["kind"] == "json" for r in rows)
-    print("check-web: %d URLs (%d deployments compared with kvplan fit --format json, %d input errors), "
-          "%d failed, %.1f s" % (len(jobs), n_json, len(rows) - n_json, len(failed), time.time() - start))
+    print("check-web: %d URLs (%d deployments compared with kvplan fit --format json, %d input errors) and 2 form "
+          "edits, %d failed, %.1f s" % (len(jobs), n_json, len(rows) - n_json, len(failed), time.time() - start))
     return 1 if failed else 0
 
 
