@@ -70,6 +70,7 @@ help:
 	@echo "make fuzz           libFuzzer harnesses (clang); fuzz-smoke: a short run of each, as CI does"
 	@echo "make bench          benchmarks into docs/performance.md; tui-bench: the TUI's redraw"
 	@echo "make cuda-build     the reference decoder's CUDA backend (nvcc)"
+	@echo "make web            the page: the CLI in WebAssembly (emscripten) in build/web/index.html; check-web: in chromium"
 	@echo "make install        PREFIX=/usr/local: binary, headers, man page, pkg-config, models"
 	@echo "make clean          remove build/ and ./kvplan"
 
@@ -436,7 +437,8 @@ web: $(WEB)/kvplan.js $(WEB_PAGE)
 # apt-get source unpacks libyaml-VERSION/; its version macros come from that name
 $(WEB_YAML)/libyaml.a:
 	rm -rf $(WEB_YAML) $(WEB)/yaml-src && mkdir -p $(WEB)/yaml-src
-	cd $(WEB)/yaml-src && apt-get source -qq libyaml
+	cd $(WEB)/yaml-src && apt-get source -qq libyaml || \
+	    { echo "make web: apt-get source libyaml failed: it needs deb-src and dpkg-dev (sh .ci/deps.sh --ci)"; exit 1; }
 	mv $(WEB)/yaml-src/libyaml-*/ $(WEB_YAML)
 	@set -e; v=$$(basename $$(ls -d $(WEB)/yaml-src/libyaml_*.orig.tar.* | head -n 1) | sed 's/^libyaml_\([0-9.]*\)\.orig.*/\1/'); \
 	ver="-DYAML_VERSION_MAJOR=$${v%%.*} -DYAML_VERSION_MINOR=$$(echo $$v | cut -d. -f2) -DYAML_VERSION_PATCH=$${v##*.}"; \

@@ -47,6 +47,8 @@ const MAIN_FIELDS = ['model', 'gpu', 'gpus', 'tp', 'pp', 'engine', 'weight_dtype
 const DEFAULT_QUERY = 'model=llama-3.1-8b&gpu=h100&context=32k&concurrency=8';
 const CHART = '/chart.svg'; /* where kvplan plot writes, in each instance's MEMFS */
 const WORKDIR = '/work';    /* the CLI's working directory: a dropped file lies here under its own name */
+const READ_MAX = 64 << 20;  /* model_load.c reads at most 64 MiB of a file (a GGUF's header), so the page too */
+const FRAGMENT_MAX = 64 << 10; /* a dropped file larger than this stays out of the link (URLs have limits) */
 
 const $ = id => document.getElementById(id);
 const keyRow = key => KEYS.find(r => r.key === key);
@@ -310,13 +312,17 @@ function formChanged() {
   timer = setTimeout(() => {
     const state = readForm();
     const file = dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
-    history.replaceState(null, '', '?' + queryOf(state.settings) + (file ? fragmentOf(file) : ''));
-    answer(state, file);
+    const carried = file && file.bytes.length <= FRAGMENT_MAX;
+    history.replaceState(null, '', '?' + queryOf(state.settings) + (carried ? fragmentOf(file) : ''));
+    answer(state, file).then(() => {
+      if (file && !carried)
+        $('status').textContent += ` (${file.name} is too large to travel in the link: a shared link needs the file dropped again)`;
+    });
   }, 250);
 }
 
 function dropFile(f) {
-  f.arrayBuffer().then(buf => {
+  f.slice(0, READ_MAX).arrayBuffer().then(buf => {
     dropped = {name: f.name.replace(/[^A-Za-z0-9._-]/g, '_'), bytes: new Uint8Array(buf)};
     $('f-model').value = dropped.name;
     formChanged();

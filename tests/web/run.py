@@ -7,7 +7,9 @@ DevTools protocol on a pipe; the first one also from file://) and compares what 
 kvplan ($KVPLAN_BIN) run on the argv the table gives: the page must have run
 that argv, its #kvplan-json must equal the native stdout byte for byte, and an
 input error must show the native stderr. Also checks that page.js's table of
-URL keys is `kvplan fit`'s deployment options. Exit 0 when all agree.
+URL keys is `kvplan fit`'s deployment options, and that a form edit and a
+dropped file rewrite the URL to a link that gives the same answer. Exit 0 when
+all agree.
 
     run.py [--screenshot PNG] WEBDIR   (--screenshot: only write docs/web.png)
 """
