@@ -110,13 +110,11 @@ function run(argv, file) {
       mod.FS.writeFile(file.name, file.bytes);
     const rc = mod.callMain(argv.slice());
     let svg = null;
-    try {
+    if (argv[0] === 'plot' && rc === 0) {
       /* under emscripten's libc kvplan plot's fchmod(0666 & ~umask) leaves the chart mode 0 (its
        * umask stub), and MEMFS enforces modes: make it readable */
       mod.FS.chmod(CHART, 0o644);
       svg = mod.FS.readFile(CHART, {encoding: 'utf8'});
-    } catch (e) {
-      svg = null;
     }
     const text = a => new TextDecoder().decode(new Uint8Array(a));
     return {rc, out: text(out), err: text(err), svg};
@@ -209,16 +207,26 @@ function renderSummary(j) {
 
 let serial = 0; /* the answer being computed; an older one that finishes late is dropped */
 
+function finish(done) {
+  $('status').textContent = done === 'ok' ? 'done' : 'error';
+  $('status').dataset.done = done;
+}
+
+/* no answer: the message (the CLI's stderr, or the page's own) instead */
+function refuse(text) {
+  $('answer').hidden = true;
+  $('kvplan-json').textContent = '';
+  showError(text);
+  finish('error');
+}
+
 function answer(state, file) {
   const mine = ++serial;
   $('status').textContent = 'computing ...';
   $('status').dataset.done = '';
   if (state.errors.length) {
-    $('answer').hidden = true;
     $('kvplan-argv').textContent = '';
-    showError(state.errors.join('\n'));
-    $('status').textContent = 'error';
-    $('status').dataset.done = 'error';
+    refuse(state.errors.join('\n'));
     return Promise.resolve();
   }
   const argv = fitArgv(state.settings, ['--format', 'json']);
@@ -227,26 +235,24 @@ function answer(state, file) {
                       run(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
     if (mine !== serial)
       return;
-    showError(fit.err);
-    if (fit.rc !== 0 && fit.rc !== 1) {
-      $('answer').hidden = true;
-      $('status').textContent = 'error';
-      $('status').dataset.done = 'error';
-      return;
-    }
+    if (fit.rc !== 0 && fit.rc !== 1)
+      return refuse(fit.err);
+    showError(fit.err); /* a model's warnings */
     const j = JSON.parse(fit.out);
     $('kvplan-json').textContent = fit.out;
     $('explain').textContent = explain.out + explain.err;
     $('log').textContent = j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
-    if (plot.svg && plot.rc === 0)
+    if (plot.svg)
       $('chart').innerHTML = plot.svg;
     else
       $('chart').textContent = plot.err;
     renderSummary(j);
     renderBar(j);
     $('answer').hidden = false;
-    $('status').textContent = 'done';
-    $('status').dataset.done = 'ok';
+    finish('ok');
+  }).catch(e => {
+    if (mine === serial)
+      refuse('the page failed: ' + e);
   });
 }
 
@@ -306,12 +312,17 @@ function readForm() {
   return {settings, errors: settings.some(([k]) => k === 'model') ? [] : ['which model? (type its name or drop a file)']};
 }
 
+/* the dropped file when the model names it */
+function fileFor(state) {
+  return dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
+}
+
 let timer = 0;
 function formChanged() {
   clearTimeout(timer);
   timer = setTimeout(() => {
     const state = readForm();
-    const file = dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
+    const file = fileFor(state);
     const carried = file && file.bytes.length <= FRAGMENT_MAX;
     history.replaceState(null, '', '?' + queryOf(state.settings) + (carried ? fragmentOf(file) : ''));
     answer(state, file).then(() => {
@@ -387,15 +398,10 @@ function start() {
     const state = parseQuery(location.search || '?' + DEFAULT_QUERY);
     dropped = parseFragment(location.hash);
     fillForm(state);
-    const file = dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
-    return answer(state, file);
+    return answer(state, fileFor(state));
   }).then(() => {
     $('status').title = `${Math.round(performance.now() - t0)} ms from load`;
-  }).catch(e => {
-    showError('the page failed: ' + e);
-    $('status').textContent = 'error';
-    $('status').dataset.done = 'error';
-  });
+  }).catch(e => refuse('the page failed: ' + e));
 }
 
 start();

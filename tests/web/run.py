@@ -152,6 +152,7 @@ def check_row(browser, row, base):
     page_err = (text(browser, session, "kvplan-error") or "").strip()
     page_json = text(browser, session, "kvplan-json")
     page_argv = text(browser, session, "kvplan-argv") or ""
+    chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     browser.close_tab(target)
     fails = []
     if row["kind"] == "page":
@@ -169,6 +170,8 @@ def check_row(browser, row, base):
         elif page_json is None or page_json.strip() != nat.stdout.strip():
             fails.append("#kvplan-json differs from the native stdout:\n--- page\n%s\n--- native\n%s"
                          % (page_json, nat.stdout))
+        if chart != "<svg>":  # kvplan plot's chart of the same deployment
+            fails.append(f"no chart: {chart!r}")
     else:
         if nat.returncode != 2 or status != "error" or page_err != nat.stderr.strip():
             fails.append(f"native exit {nat.returncode} stderr {nat.stderr.strip()!r}; page status {status} "
