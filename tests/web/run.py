@@ -132,6 +132,22 @@ def read_table():
     return rows
 
 
+GGUF_DIR = "build/web/test"  # GGUF headers made for the table: the first 64 KiB of kvplan export-gguf NAME --sparse
+GGUF_HEADER = 64 << 10
+
+
+def make_gguf(path):
+    """tests/web's GGUF files: a header alone, as a user drops one (no weights: the page reads 64 MiB at most)."""
+    name = os.path.basename(path)[:-len(".gguf")]
+    os.makedirs(os.path.join(ROOT, GGUF_DIR), exist_ok=True)
+    full = os.path.join(ROOT, GGUF_DIR, name + ".full.gguf")
+    subprocess.run([KVPLAN, "export-gguf", name, full, "--sparse"], check=True, capture_output=True,
+                   env=dict(os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models")))
+    with open(full, "rb") as f, open(os.path.join(ROOT, path), "wb") as out:
+        out.write(f.read(GGUF_HEADER))
+    os.remove(full)
+
+
 def fragment(path):
     with open(os.path.join(ROOT, path), "rb") as f:
         data = base64.urlsafe_b64encode(f.read()).decode().rstrip("=")
@@ -267,6 +283,9 @@ def main():
         sys.exit("check-web: no chromium (apt-get install chromium; .ci/deps.sh --ci installs it)")
     start = time.time()
     rows = read_table()
+    for r in rows:
+        if r["file"] and r["file"].startswith(GGUF_DIR + "/"):
+            make_gguf(r["file"])
     srv = serve(webdir)
     base = "http://127.0.0.1:%d" % srv.server_address[1]
     # the first deployment once more from file://: the page works without a server
