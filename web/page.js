@@ -240,7 +240,7 @@ function answer(state, file) {
     showError(fit.err); /* a model's warnings */
     const j = JSON.parse(fit.out);
     $('kvplan-json').textContent = fit.out;
-    $('explain').textContent = explain.out + explain.err;
+    $('explain').textContent = explain.out; /* its stderr is fit's, shown above */
     $('log').textContent = j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
     if (plot.svg)
       $('chart').innerHTML = plot.svg;

@@ -44,7 +44,8 @@ class Browser:
         to_chrome_r, self.to_chrome = os.pipe()
         self.from_chrome, from_chrome_w = os.pipe()
         cmd = [CHROMIUM, "--headless=new", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-               "--remote-debugging-pipe", f"--user-data-dir={self.prof.name}", f"--window-size={size}", "about:blank"]
+               "--disable-dev-shm-usage", "--remote-debugging-pipe", f"--user-data-dir={self.prof.name}",
+               f"--window-size={size}", "about:blank"]
         if os.geteuid() == 0:
             cmd.insert(1, "--no-sandbox")  # chromium refuses to run as root with its sandbox
 
@@ -127,6 +128,8 @@ def read_table():
             cols = [c.strip() for c in line.split(" | ")]
             if cols[0] not in ("json", "error", "page") or len(cols) not in (3, 4):
                 sys.exit(f"tests/web/deployments.txt:{n}:1: expected KIND | QUERY | ARGV [| FILE]")
+            if cols[0] == "json" and not cols[2].endswith(" --format json"):
+                sys.exit(f"tests/web/deployments.txt:{n}:1: a json line's argv ends in --format json")
             rows.append({"line": n, "kind": cols[0], "query": cols[1], "expect": cols[2],
                          "file": cols[3] if len(cols) == 4 else None})
     return rows
@@ -167,6 +170,7 @@ def check_row(browser, row, base):
     target, session, status = browser.load(url)
     page_err = (text(browser, session, "kvplan-error") or "").strip()
     page_json = text(browser, session, "kvplan-json")
+    page_explain = text(browser, session, "explain")
     page_argv = text(browser, session, "kvplan-argv") or ""
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     browser.close_tab(target)
@@ -186,6 +190,9 @@ def check_row(browser, row, base):
         elif page_json is None or page_json.strip() != nat.stdout.strip():
             fails.append("#kvplan-json differs from the native stdout:\n--- page\n%s\n--- native\n%s"
                          % (page_json, nat.stdout))
+        explain = native(argv[:-2] + ["--explain"], os.path.dirname(row["file"]) if row["file"] else None)
+        if page_explain != explain.stdout:
+            fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
         if chart != "<svg>":  # kvplan plot's chart of the same deployment
             fails.append(f"no chart: {chart!r}")
     else:
