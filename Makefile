@@ -70,6 +70,7 @@ help:
 	@echo "make fuzz           libFuzzer harnesses (clang); fuzz-smoke: a short run of each, as CI does"
 	@echo "make bench          benchmarks into docs/performance.md; tui-bench: the TUI's redraw"
 	@echo "make cuda-build     the reference decoder's CUDA backend (nvcc)"
+	@echo "make web            the page: the CLI in WebAssembly (emscripten) in build/web/index.html; check-web: in chromium"
 	@echo "make install        PREFIX=/usr/local: binary, headers, man page, pkg-config, models"
 	@echo "make clean          remove build/ and ./kvplan"
 
@@ -410,3 +411,59 @@ $(BUILD)/%.o: %.cu
 	    -MMD -MP -c $< -o $@
 -include $(CUDA_OBJ:.o=.d)
 endif
+
+# ---- kvplan in the browser (issue #22): make web, make check-web ----
+# The CLI itself compiled to WebAssembly (Debian's emscripten) with the shipped
+# models and GPUs embedded, and the page of web/ around it, into build/web/
+# (docs/web.md). libyaml is built from its Debian source (apt-get source, deb-src
+# enabled) with emcc. Plain `make` never needs emscripten.
+EMCC      ?= emcc
+EMAR      ?= emar
+# emcc's JS optimizer loads acorn; Debian's node finds it itself, another node needs the path
+WEB_ENV   := NODE_PATH=/usr/share/nodejs
+WEB       := build/web
+WEB_YAML  := $(WEB)/libyaml
+WEB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O2 -Iinclude -Isrc/lib -I$(WEB_YAML)/include \
+              -DYAML_DECLARE_STATIC -DKVP_NO_TUI -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"/share/kvplan"' \
+              -MMD -MP $(if $(WERROR),-Werror)
+WEB_OBJ   := $(patsubst %.c,$(WEB)/obj/%.o,$(LIB_SRC) $(wildcard src/cli/*.c))
+WEB_PAGE  := $(WEB)/index.html $(WEB)/kvplan.css $(WEB)/page.js
+WEB_LINK  := -O2 -sMODULARIZE=1 -sEXPORT_NAME=kvplanModule -sINVOKE_RUN=0 -sEXIT_RUNTIME=0 \
+             -sALLOW_MEMORY_GROWTH=1 -sEXPORTED_RUNTIME_METHODS=callMain,FS -sSINGLE_FILE=1 \
+             -sENVIRONMENT=web,node --embed-file models@/share/kvplan/models
+.PHONY: web check-web web-screenshot
+web: $(WEB)/kvplan.js $(WEB_PAGE)
+
+# apt-get source unpacks libyaml-VERSION/; its version macros come from that name
+$(WEB_YAML)/libyaml.a:
+	rm -rf $(WEB_YAML) $(WEB)/yaml-src && mkdir -p $(WEB)/yaml-src
+	cd $(WEB)/yaml-src && apt-get source -qq libyaml || \
+	    { echo "make web: apt-get source libyaml failed: it needs deb-src and dpkg-dev (sh .ci/deps.sh --ci)"; exit 1; }
+	mv $(WEB)/yaml-src/libyaml-*/ $(WEB_YAML)
+	@set -e; v=$$(basename $$(ls -d $(WEB)/yaml-src/libyaml_*.orig.tar.* | head -n 1) | sed 's/^libyaml_\([0-9.]*\)\.orig.*/\1/'); \
+	ver="-DYAML_VERSION_MAJOR=$${v%%.*} -DYAML_VERSION_MINOR=$$(echo $$v | cut -d. -f2) -DYAML_VERSION_PATCH=$${v##*.}"; \
+	for f in $(WEB_YAML)/src/*.c; do echo "$(EMCC) -O2 $$f"; \
+	    $(WEB_ENV) $(EMCC) -O2 -I$(WEB_YAML)/include $$ver -DYAML_VERSION_STRING="\"$$v\"" -c $$f -o $${f%.c}.o; done
+	$(EMAR) rcs $@ $(WEB_YAML)/src/*.o
+
+$(WEB)/obj/%.o: %.c $(WEB_YAML)/libyaml.a
+	@mkdir -p $(@D)
+	$(WEB_ENV) $(EMCC) $(WEB_CFLAGS) -c $< -o $@
+
+$(WEB)/kvplan.js: $(WEB_OBJ) $(WEB_YAML)/libyaml.a $(wildcard models/*.yaml)
+	$(WEB_ENV) $(EMCC) $(WEB_LINK) $(WEB_OBJ) $(WEB_YAML)/libyaml.a -lm -o $@
+
+$(WEB)/%: web/%
+	@mkdir -p $(@D)
+	cp $< $@
+
+# the page in Debian's chromium (headless) over tests/web/deployments.txt, each
+# JSON against the native kvplan's for the same argv (tests/web/run.py)
+check-web: web $(BIN)
+	KVPLAN_BIN=$(BIN) python3 tests/web/run.py $(WEB)
+
+# docs/web.png: an illustration, not checked by docs-check (docs/web.md)
+web-screenshot: web
+	python3 tests/web/run.py --screenshot docs/web.png $(WEB)
+
+-include $(WEB_OBJ:.o=.d)

@@ -3,7 +3,7 @@
 # them: libyaml-dev, libncurses-dev, check (and pkg-config itself), and libc6-dev's libc.a.
 # make check needs python3 (it reads reports with real JSON/XML parsers).
 # With --ci, also the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, and npm, git and g++ (the
-# llama.cpp oracle).
+# llama.cpp oracle), emscripten, chromium and dpkg-dev with deb-src (make check-web).
 missing=""
 if [ "${1:-}" = "--ci" ]; then
     for pair in tmux:tmux valgrind:valgrind clang:clang npm:npm git:git g++:g++; do
@@ -13,6 +13,14 @@ if [ "${1:-}" = "--ci" ]; then
     # libFuzzer's runtime ships apart from clang on Debian
     [ -n "$(find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer*' 2>/dev/null | head -n 1)" ] ||
         missing="$missing libclang-rt-14-dev"
+    # make check-web: emcc and chromium; make web builds libyaml from its Debian source
+    # (apt-get source: dpkg-dev, and deb-src in the APT sources)
+    for pair in emcc:emscripten chromium:chromium dpkg-source:dpkg-dev; do
+        cmd=${pair%%:*} pkg=${pair#*:}
+        command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
+    done
+    debsrc=/etc/apt/sources.list.d/debian.sources
+    { [ -f "$debsrc" ] && ! grep -q '^Types:.*deb-src' "$debsrc"; } || debsrc=""
 fi
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc make"
@@ -23,9 +31,13 @@ for pair in yaml-0.1:libyaml-dev ncursesw:libncurses-dev check:check; do
     mod=${pair%%:*} pkg=${pair#*:}
     pkg-config --exists "$mod" 2>/dev/null || missing="$missing $pkg"
 done
-[ -z "$missing" ] && exit 0
+[ -z "$missing${debsrc:-}" ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
-echo "deps: installing Debian packages:$missing (apt-get, ${sudo:-as root})"
+if [ -n "${debsrc:-}" ]; then
+    echo "deps: enabling deb-src in $debsrc (make web: apt-get source libyaml)"
+    $sudo sed -i 's/^Types: deb$/Types: deb deb-src/' "$debsrc" || exit 1
+fi
+echo "deps: installing Debian packages:${missing:- none (the deb-src package lists only)} (apt-get, ${sudo:-as root})"
 $sudo apt-get update -qq && $sudo apt-get install -y -qq $missing >/dev/null || {
     echo "deps: could not install:$missing -- install them and run make again" >&2
     exit 1

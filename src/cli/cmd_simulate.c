@@ -254,8 +254,11 @@ static int write_svg(const struct run *x, const char *path)
         rc = cli_usage_error("out of memory rendering the chart");
     else if (!(f = fopen(path, "w")))
         rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
-    else if ((fwrite(b.data, 1, b.len, f) != b.len) | (fclose(f) != 0))
-        rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
+    else {
+        bool short_write = fwrite(b.data, 1, b.len, f) != b.len; /* the file is closed either way */
+        if (fclose(f) != 0 || short_write)
+            rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
+    }
     kvp_buf_release(&b);
     return rc;
 }

@@ -23,7 +23,9 @@ static const struct {
     {"validate", cmd_validate, "run the reference decoder and check predicted bytes against measured ones"},
     {"import", cmd_import, "read a config.json or GGUF and print it as kvplan YAML"},
     {"check", cmd_check, "evaluate the capacity assertions of plan files (CI gate)"},
+#ifndef KVP_NO_TUI /* the web build (make web) has no terminal */
     {"tui", cmd_tui, "size a deployment interactively (ncurses)"},
+#endif
     {"export-gguf", cmd_export_gguf, "write a model's shape as GGUF (random or sparse weights) for llama.cpp"},
 };
 

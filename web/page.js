@@ -1,0 +1,407 @@
+/* page.js -- the kvplan page: the URL query (plan keys) becomes the argv a user
+ * would type, and the kvplan command line compiled to WebAssembly (kvplan.js,
+ * make web) answers it. Every figure on the page is read from what the CLI
+ * printed; the page computes none. docs/web.md describes it. */
+'use strict';
+
+/* The one table of URL keys: each plan key (docs/plan-format.md, settings.c's
+ * table) and the `kvplan fit` option it becomes. model is fit's MODEL. bool:
+ * an option without a value (the key's value must be true). noplot: `kvplan
+ * plot` takes no such option (context is its x axis, a line holds K and V in
+ * one format). check-web checks the table against `kvplan fit --help`. */
+const KEYS = [
+  {key: 'model'},
+  {key: 'engine', flag: '--engine'},
+  {key: 'gpu', flag: '--gpu'},
+  {key: 'tp', flag: '--tp'},
+  {key: 'pp', flag: '--pp'},
+  {key: 'gpus', flag: '--gpus'},
+  {key: 'util', flag: '--util'},
+  {key: 'context', flag: '--context', noplot: true},
+  {key: 'concurrency', flag: '--concurrency'},
+  {key: 'kv_dtype', flag: '--kv-dtype'},
+  {key: 'k_dtype', flag: '--k-dtype', noplot: true},
+  {key: 'v_dtype', flag: '--v-dtype', noplot: true},
+  {key: 'weight_dtype', flag: '--weight-dtype'},
+  {key: 'gpu_memory', flag: '--gpu-memory'},
+  {key: 'weights_memory', flag: '--weights-memory'},
+  {key: 'activation_memory', flag: '--activation-memory'},
+  {key: 'non_torch_memory', flag: '--non-torch-memory'},
+  {key: 'cuda_graph_memory', flag: '--cuda-graph-memory'},
+  {key: 'kv_cache_memory', flag: '--kv-cache-memory'},
+  {key: 'cpu_offload', flag: '--cpu-offload'},
+  {key: 'block_size', flag: '--block-size'},
+  {key: 'max_num_batched_tokens', flag: '--max-num-batched-tokens'},
+  {key: 'max_num_seqs', flag: '--max-num-seqs'},
+  {key: 'n_ubatch', flag: '--n-ubatch'},
+  {key: 'n_batch', flag: '--n-batch'},
+  {key: 'n_seq', flag: '--n-seq'},
+  {key: 'kv_unified', flag: '--kv-unified', bool: true},
+  {key: 'swa_full', flag: '--swa-full', bool: true},
+  {key: 'mla_v', flag: '--mla-v', bool: true},
+  {key: 'flash_attn', flag: '--flash-attn'},
+  {key: 'split', flag: '--split'},
+];
+/* the fields the form shows at the top; the others go under "every other setting" */
+const MAIN_FIELDS = ['model', 'gpu', 'gpus', 'tp', 'pp', 'engine', 'weight_dtype', 'kv_dtype', 'context', 'concurrency'];
+const DEFAULT_QUERY = 'model=llama-3.1-8b&gpu=h100&context=32k&concurrency=8';
+const CHART = '/chart.svg'; /* where kvplan plot writes, in each instance's MEMFS */
+const WORKDIR = '/work';    /* the CLI's working directory: a dropped file lies here under its own name */
+const READ_MAX = 64 << 20;  /* model_load.c reads at most 64 MiB of a file (a GGUF's header), so the page too */
+const FRAGMENT_MAX = 64 << 10; /* a dropped file larger than this stays out of the link (URLs have limits) */
+
+const $ = id => document.getElementById(id);
+const keyRow = key => KEYS.find(r => r.key === key);
+
+/* ---- the URL: query = plan keys; fragment = a dropped file (name, base64) ---- */
+
+/* The state a query gives: {settings: [[key, value]...] in table order, errors: [...]} */
+function parseQuery(search) {
+  const given = new URLSearchParams(search), settings = [], errors = [];
+  for (const [key, value] of given) {
+    const row = keyRow(key);
+    if (!row)
+      errors.push(`unknown key '${key}' in the URL (the keys are the plan keys: ${KEYS.map(r => r.key).join(', ')})`);
+    else if (given.getAll(key).length > 1 && settings.some(([k]) => k === key))
+      errors.push(`'${key}' is given twice in the URL`);
+    else if (row.bool && value !== 'true')
+      errors.push(`${key}: the command line sets it only to true (--${key.replace(/_/g, '-')}); leave it out otherwise`);
+    else
+      settings.push([key, value]);
+  }
+  settings.sort((a, b) => KEYS.indexOf(keyRow(a[0])) - KEYS.indexOf(keyRow(b[0])));
+  if (!errors.length && !settings.some(([k]) => k === 'model'))
+    errors.push("the URL names no model (?model=llama-3.1-8b&gpu=h100 ...)");
+  return {settings, errors};
+}
+
+function queryOf(settings) {
+  return settings.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+}
+
+/* "#file=NAME:BASE64URL" -> {name, bytes} or null */
+function parseFragment(hash) {
+  const m = /^#file=([^:]+):([A-Za-z0-9_-]*)$/.exec(hash);
+  if (!m)
+    return null;
+  const bin = atob(m[2].replace(/-/g, '+').replace(/_/g, '/'));
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++)
+    bytes[i] = bin.charCodeAt(i);
+  return {name: decodeURIComponent(m[1]), bytes};
+}
+
+function fragmentOf(file) {
+  let bin = '';
+  for (const b of file.bytes)
+    bin += String.fromCharCode(b);
+  return `#file=${encodeURIComponent(file.name)}:` + btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+/* ---- the CLI: a fresh module instance per command (its options are static) ---- */
+
+function run(argv, file) {
+  const out = [], err = [];
+  const options = {stdout: c => out.push(c), stderr: c => err.push(c)};
+  return kvplanModule(options).then(mod => {
+    mod.FS.mkdir(WORKDIR);
+    mod.FS.chdir(WORKDIR);
+    if (file)
+      mod.FS.writeFile(file.name, file.bytes);
+    const rc = mod.callMain(argv.slice());
+    let svg = null;
+    if (argv[0] === 'plot' && rc === 0) {
+      /* under emscripten's libc kvplan plot's fchmod(0666 & ~umask) leaves the chart mode 0 (its
+       * umask stub), and MEMFS enforces modes: make it readable */
+      mod.FS.chmod(CHART, 0o644);
+      svg = mod.FS.readFile(CHART, {encoding: 'utf8'});
+    }
+    const text = a => new TextDecoder().decode(new Uint8Array(a));
+    return {rc, out: text(out), err: text(err), svg};
+  });
+}
+
+/* The argv of `kvplan fit` for the settings (the model first), as a user would type it. */
+function fitArgv(settings, extra) {
+  const argv = ['fit'];
+  for (const [k, v] of settings) {
+    const row = keyRow(k);
+    if (k === 'model')
+      argv.splice(1, 0, v);
+    else if (row.bool)
+      argv.push(row.flag);
+    else
+      argv.push(row.flag, v);
+  }
+  return argv.concat(extra);
+}
+
+function plotArgv(settings) {
+  const argv = fitArgv(settings.filter(([k]) => !keyRow(k).noplot), ['--svg', CHART]);
+  argv[0] = 'plot';
+  return argv;
+}
+
+function shellWord(s) {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`;
+}
+
+/* ---- rendering ---- */
+
+function gib(b) {
+  return (b / 1073741824).toFixed(2) + ' GiB';
+}
+
+function showError(text) {
+  $('error').hidden = !text;
+  $('kvplan-error').textContent = text || '';
+}
+
+/* the memory bar: weights, reserve, a hybrid's recurrent-state pool, KV required, free, from the JSON's fields */
+function renderBar(j) {
+  const parts = [
+    ['weights', 'weights', j.weights_bytes_per_gpu, 'weights_bytes_per_gpu'],
+    ['reserve', 'reserve (activations, non-torch, CUDA graphs)', j.activation_bytes + j.non_torch_bytes + j.cuda_graph_bytes,
+     'activation_bytes + non_torch_bytes + cuda_graph_bytes'],
+  ];
+  if (j.mamba_bytes !== undefined)
+    parts.push(['state', `recurrent-state pool (${j.mamba_slots} slots)`, j.mamba_bytes, 'mamba_bytes']);
+  parts.push(['kv', 'KV the requests need', j.kv_bytes_required, 'kv_bytes_required'],
+             ['free', 'free in the KV budget', j.fits ? j.free_bytes : 0, 'free_bytes']);
+  const used = parts.reduce((s, p) => s + p[2], 0);
+  if (used < j.gpu_memory_bytes)
+    parts.push(['rest', 'the rest of the GPU (outside the engine\'s memory fraction)', j.gpu_memory_bytes - used,
+                'gpu_memory_bytes - the others']);
+  const total = Math.max(used, j.gpu_memory_bytes);
+  const bar = $('bar'), legend = $('legend');
+  bar.replaceChildren();
+  legend.replaceChildren();
+  for (const [cls, name, bytes, field] of parts) {
+    const seg = document.createElement('span');
+    seg.className = `seg ${cls}`;
+    seg.style.width = (100 * bytes / total).toFixed(3) + '%';
+    seg.title = `${name}: ${bytes} B`;
+    bar.appendChild(seg);
+    const li = document.createElement('li'), key = document.createElement('span');
+    key.className = `key ${cls}`;
+    li.append(key, `${name}: ${gib(bytes)} (${field})`);
+    legend.appendChild(li);
+  }
+  if (!j.fits) {
+    const li = document.createElement('li');
+    li.className = 'short';
+    li.textContent = j.refused ? `the engine would not start: ${j.refused}` : `does not fit: ${gib(j.short_bytes)} short`;
+    legend.appendChild(li);
+  }
+  bar.setAttribute('aria-label', `memory per GPU: ${gib(j.gpu_memory_bytes)}`);
+}
+
+function renderSummary(j) {
+  const s = $('summary');
+  s.className = j.fits ? 'fits' : 'nofit';
+  s.textContent = `${j.model} on ${j.gpus} x ${j.gpu || 'GPU'} (${gib(j.gpu_memory_bytes)} each), ${j.engine} ` +
+    `${j.engine_version}, tp ${j.tp} pp ${j.pp}: ${j.fits ? 'fits' : 'does NOT fit'} ${j.concurrency} x ` +
+    `${j.context} tokens. Capacity: ${j.kv_tokens} KV tokens, ${j.max_concurrency.toFixed(2)} requests of ` +
+    `${j.context} tokens; max context ${j.max_context} tokens at concurrency ${j.concurrency}.`;
+}
+
+let serial = 0; /* the answer being computed; an older one that finishes late is dropped */
+
+function finish(done) {
+  $('status').textContent = done === 'ok' ? 'done' : 'error';
+  $('status').dataset.done = done;
+}
+
+/* no answer: the message (the CLI's stderr, or the page's own) instead */
+function refuse(text) {
+  $('answer').hidden = true;
+  $('kvplan-json').textContent = '';
+  showError(text);
+  finish('error');
+}
+
+function answer(state, file) {
+  const mine = ++serial;
+  $('status').textContent = 'computing ...';
+  $('status').dataset.done = '';
+  if (state.errors.length) {
+    $('kvplan-argv').textContent = '';
+    refuse(state.errors.join('\n'));
+    return Promise.resolve();
+  }
+  const argv = fitArgv(state.settings, ['--format', 'json']);
+  $('kvplan-argv').textContent = 'kvplan ' + argv.map(shellWord).join(' ');
+  return Promise.all([run(argv, file), run(fitArgv(state.settings, ['--explain']), file),
+                      run(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
+    if (mine !== serial)
+      return;
+    if (fit.rc !== 0 && fit.rc !== 1)
+      return refuse(fit.err);
+    showError(fit.err); /* a model's warnings */
+    const j = JSON.parse(fit.out);
+    $('kvplan-json').textContent = fit.out;
+    $('explain').textContent = explain.out; /* its stderr is fit's, shown above */
+    $('log').textContent = j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
+    if (plot.svg)
+      $('chart').innerHTML = plot.svg;
+    else
+      $('chart').textContent = plot.err;
+    renderSummary(j);
+    renderBar(j);
+    $('answer').hidden = false;
+    finish('ok');
+  }).catch(e => {
+    if (mine === serial)
+      refuse('the page failed: ' + e);
+  });
+}
+
+/* ---- the form ---- */
+
+let engines = [];     /* kvplan engines --format json */
+let dropped = null;   /* {name, bytes}: the dropped file, also in the URL's fragment */
+
+function option(select, value, text) {
+  const o = document.createElement('option');
+  o.value = value;
+  o.textContent = text;
+  select.appendChild(o);
+}
+
+function fillReleases(engine, release) {
+  const sel = $('f-release'), e = engines.find(x => x.engine === engine);
+  sel.replaceChildren();
+  option(sel, '', e ? `default (${e.default})` : 'default');
+  for (const r of e ? e.releases : [])
+    option(sel, r.version, r.version);
+  sel.value = release || '';
+}
+
+/* the form's fields from the state (unknown values are kept as typed) */
+function fillForm(state) {
+  const get = k => (state.settings.find(([key]) => key === k) || [k, ''])[1];
+  for (const row of KEYS) {
+    const el = $('f-' + row.key);
+    if (el && row.key !== 'engine') {
+      if (el.tagName === 'SELECT' && get(row.key) && ![...el.options].some(o => o.value === get(row.key)))
+        option(el, get(row.key), get(row.key));
+      el.value = get(row.key);
+    }
+  }
+  const [engine, release] = get('engine').split('@');
+  if (engine && ![...$('f-engine').options].some(o => o.value === engine))
+    option($('f-engine'), engine, engine);
+  $('f-engine').value = engine || '';
+  fillReleases(engine || 'vllm', release);
+}
+
+function readForm() {
+  const settings = [];
+  for (const row of KEYS) {
+    let v;
+    if (row.key === 'engine') {
+      v = $('f-engine').value;
+      if (v && $('f-release').value)
+        v += '@' + $('f-release').value;
+    } else {
+      v = $('f-' + row.key).value.trim();
+    }
+    if (v)
+      settings.push([row.key, v]);
+  }
+  return {settings, errors: settings.some(([k]) => k === 'model') ? [] : ['which model? (type its name or drop a file)']};
+}
+
+/* the dropped file when the model names it */
+function fileFor(state) {
+  return dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
+}
+
+let timer = 0;
+function formChanged() {
+  clearTimeout(timer);
+  timer = setTimeout(() => {
+    const state = readForm();
+    const file = fileFor(state);
+    const carried = file && file.bytes.length <= FRAGMENT_MAX;
+    history.replaceState(null, '', '?' + queryOf(state.settings) + (carried ? fragmentOf(file) : ''));
+    answer(state, file).then(() => {
+      if (file && !carried)
+        $('status').textContent += ` (${file.name} is too large to travel in the link: a shared link needs the file dropped again)`;
+    });
+  }, 250);
+}
+
+function dropFile(f) {
+  f.slice(0, READ_MAX).arrayBuffer().then(buf => {
+    dropped = {name: f.name.replace(/[^A-Za-z0-9._-]/g, '_'), bytes: new Uint8Array(buf)};
+    $('f-model').value = dropped.name;
+    formChanged();
+  });
+}
+
+function buildForm() {
+  const more = $('more-fields');
+  for (const row of KEYS) {
+    if (MAIN_FIELDS.includes(row.key))
+      continue;
+    const label = document.createElement('label'), input = document.createElement('input');
+    label.textContent = row.key + ' ';
+    input.id = 'f-' + row.key;
+    input.placeholder = row.bool ? 'true, or leave empty' : 'the default';
+    label.appendChild(input);
+    more.appendChild(label);
+  }
+  $('form').addEventListener('input', formChanged);
+  $('form').addEventListener('change', e => {
+    if (e.target.id === 'f-engine')
+      fillReleases(e.target.value, '');
+    formChanged();
+  });
+  $('form').addEventListener('submit', e => e.preventDefault());
+  const drop = $('drop');
+  drop.addEventListener('dragover', e => { e.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', e => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    if (e.dataTransfer.files.length)
+      dropFile(e.dataTransfer.files[0]);
+  });
+  $('f-file').addEventListener('change', e => { if (e.target.files.length) dropFile(e.target.files[0]); });
+}
+
+/* the pickers' contents come from the CLI too: kvplan models, gpus, engines */
+function loadCatalogs() {
+  return Promise.all([run(['models', '--format', 'json']), run(['gpus', '--format', 'json']),
+                      run(['engines', '--format', 'json'])]).then(([models, gpus, eng]) => {
+    for (const m of JSON.parse(models.out)) {
+      const o = document.createElement('option');
+      o.value = m.name;
+      o.textContent = m.hf_id || m.name;
+      $('models').appendChild(o);
+    }
+    option($('f-gpu'), '', '(none: give gpu_memory)');
+    for (const g of JSON.parse(gpus.out))
+      option($('f-gpu'), g.id, `${g.id}: ${g.name}`);
+    engines = JSON.parse(eng.out);
+    option($('f-engine'), '', 'vllm (default)');
+    for (const e of engines)
+      option($('f-engine'), e.engine, e.engine);
+  });
+}
+
+function start() {
+  const t0 = performance.now();
+  buildForm();
+  return loadCatalogs().then(() => {
+    const state = parseQuery(location.search || '?' + DEFAULT_QUERY);
+    dropped = parseFragment(location.hash);
+    fillForm(state);
+    return answer(state, fileFor(state));
+  }).then(() => {
+    $('status').title = `${Math.round(performance.now() - t0)} ms from load`;
+  }).catch(e => refuse('the page failed: ' + e));
+}
+
+start();
