@@ -239,7 +239,16 @@ START_TEST(test_golden_svg)
     ck_assert_kvp_ok(kvp_chart_add(c, m, &f, "weights + KV in bf16", &err), err);
     ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
     ck_assert_ptr_nonnull(strstr(b.data, ">0 GiB</text>"));
+    ck_assert_ptr_nonnull(strstr(b.data, "<text x=\"512.0\"")); /* two legend columns: the second at 96 + 380 + 36 */
     golden("chart-one.svg", &b);
+    kvp_buf_release(&b);
+    /* a label wider than its legend column: one column, none at the second's x */
+    kvp_chart_init(c, "llama-3.1-8b", "one model, a long label");
+    ck_assert_kvp_ok(kvp_chart_set_x(c, ctx, 3, &err), err);
+    ck_assert_kvp_ok(kvp_chart_add(c, m, &f, "weights + reserve + KV in bf16; longest context 262144 at concurrency 4", &err), err);
+    ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
+    ck_assert_ptr_null(strstr(b.data, "<text x=\"512.0\""));
+    ck_assert_ptr_nonnull(strstr(b.data, "<text x=\"132.0\" y=\"538.0\" class=\"legend\">weights ("));
     kvp_buf_release(&b);
     /* per GPU under vLLM's default release on one H100, 8 requests: fit's longest context drawn */
     {

@@ -1,8 +1,8 @@
 /* chart.c -- memory-vs-context charts written as SVG text.
  *
  * Layout, in SVG user units (px): a title block, the plot area, axis titles,
- * then a legend under the plot (two columns), so no label ever sits on a
- * curve. Both axes are log2: context doubles per step, bytes double per step.
+ * then a legend under the plot (two columns, one when a label would not fit
+ * its column), so no label ever sits on a curve or on another label. Both axes are log2: context doubles per step, bytes double per step.
  * Coordinates are printed with one decimal, so output is byte-stable. */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +19,8 @@
 #define PLOT_T 72.0
 #define PLOT_H 380.0
 #define LEGEND_ROW 22.0
+#define LEGEND_COL 380.0  /* the second column's offset */
+#define LEGEND_CHAR 7.5   /* an upper bound of a 13 px DejaVu Sans character's advance */
 #define MAX_TICKS 10
 
 /* Tableau 10: distinct at a glance, and in greyscale mostly */
@@ -255,12 +257,28 @@ static void polyline(struct kvp_buf *b, const struct kvp_chart *c, const struct 
                        py(f, sat_add(s->weights, s->kv[i])), color);
 }
 
+/* Legend entry e's label into lab: the series, then the weights (a band or
+ * dotted lines), then the capacity. */
+static void legend_label(const struct kvp_chart *c, uint32_t e, bool band, char *lab, size_t size)
+{
+    char mem[32];
+
+    if (e < c->n_series)
+        snprintf(lab, size, "%s", c->series[e].label);
+    else if (e > c->n_series)
+        snprintf(lab, size, "GPU memory: %s", c->capacity_label);
+    else if (band)
+        snprintf(lab, size, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
+    else
+        snprintf(lab, size, "weights alone (dotted, in the model's colour)");
+}
+
 enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, struct kvp_error *err)
 {
     struct frame f;
     double lo = INFINITY, hi = 0, right = W - PLOT_R, bottom = PLOT_T + PLOT_H, h, ly;
     bool band = one_group(c);
-    uint32_t n_legend, rows;
+    uint32_t n_legend, rows, cols = 2;
     char lab[256], mem[32];
 
     if (c->n_x == 0 || c->n_series == 0)
@@ -300,9 +318,15 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
         axis(lo - 0.5, hi + 0.25, &f.y0, &f.y1, &f.ystep);
     }
     axis(log2((double)c->x[0]), log2((double)c->x[c->n_x - 1]), &f.x0, &f.x1, &f.xstep);
-    /* legend entries: series, weights (band or lines), capacity; two columns */
+    /* legend entries: series, weights (band or lines), capacity; two columns
+     * unless a label is wider than its column */
     n_legend = c->n_series + 1 + (c->capacity ? 1 : 0);
-    rows = (n_legend + 1) / 2;
+    for (uint32_t e = 0; e < n_legend; e++) {
+        legend_label(c, e, band, lab, sizeof lab);
+        if (36 + LEGEND_CHAR * (double)strlen(lab) > LEGEND_COL)
+            cols = 1;
+    }
+    rows = (n_legend + cols - 1) / cols;
     h = bottom + 64 + rows * LEGEND_ROW + 8;
 
     kvp_buf_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -366,27 +390,22 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
     /* legend */
     ly = bottom + 64;
     for (uint32_t e = 0; e < n_legend; e++) {
-        double x = PLOT_L + (e % 2) * 380.0, y = ly + (e / 2) * LEGEND_ROW;
+        double x = PLOT_L + (e % cols) * LEGEND_COL, y = ly + (e / cols) * LEGEND_ROW;
         if (e < c->n_series) {
             const char *dash = dashes[(e / N_COLORS) % 3];
             kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
                            x, y - 4, x + 28, y - 4, palette[e % N_COLORS], *dash ? " stroke-dasharray=\"" : "", dash,
                            *dash ? "\"" : "");
-            snprintf(lab, sizeof lab, "%s", c->series[e].label);
+        } else if (e == c->n_series && band) {
+            kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x, y - 10);
         } else if (e == c->n_series) {
-            if (band) {
-                kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x, y - 10);
-                snprintf(lab, sizeof lab, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
-            } else {
-                kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
-                                  "stroke-width=\"1.5\" stroke-dasharray=\"2 4\"/>\n", x, y - 4, x + 28, y - 4);
-                snprintf(lab, sizeof lab, "weights alone (dotted, in the model's colour)");
-            }
+            kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+                              "stroke-width=\"1.5\" stroke-dasharray=\"2 4\"/>\n", x, y - 4, x + 28, y - 4);
         } else {
             kvp_buf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#b00\" stroke-width=\"2\" "
                               "stroke-dasharray=\"8 4\"/>\n", x, y - 4, x + 28, y - 4);
-            snprintf(lab, sizeof lab, "GPU memory: %s", c->capacity_label);
         }
+        legend_label(c, e, band, lab, sizeof lab);
         text(b, x + 36, y, "class=\"legend\"", lab);
     }
     kvp_buf_printf(b, "</svg>\n");
