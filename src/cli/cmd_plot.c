@@ -141,11 +141,9 @@ static int add_series(struct kvp_chart *c, const struct kvp_model *m, const stru
                  s->max_context ? kvp_count_text(s->max_context, ctx, sizeof ctx) : "none");
     }
     snprintf(engine, en, "%s %s", kvp_engine_info(d.engine)->name, kvp_deploy_release(&d)->version);
-    if (!c->capacity) {
-        char mem[32];
+    if (!c->capacity) { /* the chart prints the bytes beside the label */
         c->capacity = d.gpu_memory;
-        snprintf(c->capacity_label, sizeof c->capacity_label, "%s (%s), one of %u", gpu ? gpu->id : "GPU",
-                 kvp_bytes_text(d.gpu_memory, false, mem, sizeof mem), d.n_gpus);
+        snprintf(c->capacity_label, sizeof c->capacity_label, "%s, one of %u", gpu ? gpu->id : "GPU", d.n_gpus);
     }
     return CLI_OK;
 }

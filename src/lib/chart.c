@@ -266,7 +266,7 @@ static void legend_label(const struct kvp_chart *c, uint32_t e, bool band, char 
     if (e < c->n_series)
         snprintf(lab, size, "%s", c->series[e].label);
     else if (e > c->n_series)
-        snprintf(lab, size, "GPU memory: %s", c->capacity_label);
+        snprintf(lab, size, "GPU memory: %s (%s)", c->capacity_label, kvp_bytes_text(c->capacity, false, mem, sizeof mem));
     else if (band)
         snprintf(lab, size, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
     else
