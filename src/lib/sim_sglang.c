@@ -623,7 +623,7 @@ static enum kvp_status retract_decode(struct sim *s, struct kvp_error *err)
 
 /* ---- the iteration (managers/scheduler.py get_next_batch_to_run) ---- */
 
-enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
+static enum kvp_status iteration(struct sim *s, struct kvp_error *err)
 {
     struct sg *g = s->sg;
     bool shrunk = g->nfinished > 0, any;
@@ -654,9 +654,11 @@ enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
         return st;
     if (any) {
         g->last_extend = true;
-    } else if (s->nrun > 0) { /* update_running_batch */
-        if (shrunk)
-            g->batch_is_full = false;
+        return KVP_OK;
+    }
+    if (shrunk) /* update_running_batch's filter_batch dropped finished requests */
+        g->batch_is_full = false;
+    if (s->nrun > 0) {
         if (g->available < s->nrun) /* check_decode_mem */
             evict(s, s->nrun);
         if (g->available < s->nrun) {
@@ -676,8 +678,19 @@ enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
     } else {
         g->ratio = INIT_NEW_TOKEN_RATIO; /* idle: new_token_ratio back to its start */
     }
+    return KVP_OK;
+}
+
+/* An iteration that runs nothing but leaves the batch no longer full (its
+ * last requests finished) is followed at once by another, which may prefill. */
+enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
+{
+    enum kvp_status st;
+    for (int pass = 0; pass < 2 && s->nsched == 0; pass++)
+        if ((st = iteration(s, err)) != KVP_OK)
+            return st;
     sync(s);
-    return reserve(g, 2 * s->nsched + 2, err);
+    return reserve(s->sg, 2 * s->nsched + 2, err);
 }
 
 /* ---- life cycle ---- */
