@@ -625,7 +625,8 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
                                (unsigned long long)request_peak(c, q), (unsigned long long)pool);
         if (c->engine == KVP_SIM_TRTLLM && (st = kvp_sim_trtllm_check(c, w, i, err)) != KVP_OK)
             return st;
-        r->cap = (uint32_t)kvp_cdiv(len, c->block_size);
+        /* SGLang keeps no block table: the radix tree and the counts in sim_sglang.c hold its slots */
+        r->cap = c->engine == KVP_SIM_SGLANG ? 1 : (uint32_t)kvp_cdiv(len, c->block_size);
     }
     return KVP_OK;
 }
