@@ -718,6 +718,8 @@ START_TEST(engines_config_from_fit)
     ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
     ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err), err);
     ck_assert_int_eq(c.engine, KVP_SIM_SGLANG);
+    ck_assert_str_eq(kvp_sim_unit(c.engine), "tokens");
+    ck_assert_str_eq(kvp_sim_scheduler(c.engine), "SGLang scheduler");
     ck_assert_uint_eq(c.num_blocks, f.kv_tokens + 1);
     ck_assert_uint_eq(c.block_size, 1);
     ck_assert_uint_eq(c.max_num_seqs, f.max_running);

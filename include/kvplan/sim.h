@@ -104,6 +104,11 @@ enum kvp_sim_engine {
 
 #define KVP_SIM_MAX_GROUPS 16
 
+/* What the engine's pool counts in ("blocks", "tokens" for SGLang, "cells"
+ * for llama.cpp) and its scheduler's name ("vLLM V1 scheduler" ...). */
+const char *kvp_sim_unit(enum kvp_sim_engine e);
+const char *kvp_sim_scheduler(enum kvp_sim_engine e);
+
 /* One vLLM KV-cache group: the layers of one spec type that share block tables. */
 struct kvp_sim_group {
     enum kvp_layer_kind kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */

@@ -207,7 +207,7 @@ static void render_text(const struct run *x, struct kvp_buf *b)
 {
     const struct kvp_sim_result *r = &x->r;
     char g[8][48], p[3][64];
-    const char *unit = x->c.engine == KVP_SIM_LLAMACPP ? "cells" : x->c.engine == KVP_SIM_SGLANG ? "tokens" : "blocks";
+    const char *unit = kvp_sim_unit(x->c.engine);
 
     kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU",
                    kvp_engine_info(x->d.engine)->name, x->f.release->version, x->w.n);

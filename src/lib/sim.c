@@ -701,6 +701,19 @@ out:
     return st;
 }
 
+const char *kvp_sim_unit(enum kvp_sim_engine e)
+{
+    return e == KVP_SIM_LLAMACPP ? "cells" : e == KVP_SIM_SGLANG ? "tokens" : "blocks";
+}
+
+const char *kvp_sim_scheduler(enum kvp_sim_engine e)
+{
+    return e == KVP_SIM_LLAMACPP ? "llama.cpp slots"
+           : e == KVP_SIM_SGLANG ? "SGLang scheduler"
+           : e == KVP_SIM_TRTLLM ? "TensorRT-LLM scheduler"
+                                 : "vLLM V1 scheduler";
+}
+
 void kvp_sim_result_free(struct kvp_sim_result *r)
 {
     if (!r)
