@@ -778,6 +778,62 @@ START_TEST(trtllm_run_errors)
 }
 END_TEST
 
+/* vLLM V0 (sim_vllm0.c): two requests of 16 + 60 tokens in 8 blocks of 16
+ * prefill together (step 1), then decode, each taking a block as its tokens
+ * cross 16, 32, 48 and 64; at step 50 both need a fifth: the first preempts
+ * the last running request (recompute) and goes on alone; the second's 65
+ * tokens (prompt + 49 generated) need 5 blocks, free only once the first
+ * has finished (step 60); step 61 prefills them alone (a prefill step
+ * decodes nothing) and it ends at step 71. */
+START_TEST(vllm0_prefill_first_and_recompute)
+{
+    struct kvp_sim_config c = pool_of(8);
+    struct kvp_workload w = burst(2, 16, 60, 0);
+    struct kvp_sim_result r;
+    c.engine = KVP_SIM_VLLM0;
+    c.prefix_caching = false;
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.series[0].scheduled_tokens, 32);
+    ck_assert_uint_eq(r.series[48].used[0], 8);
+    ck_assert_uint_eq(r.preemptions, 1);
+    ck_assert_uint_eq(r.series[49].used[0], 5);
+    ck_assert_uint_eq(r.series[49].running, 1);
+    ck_assert_uint_eq(r.series[49].waiting, 1);
+    ck_assert_uint_eq(r.series[50].scheduled_tokens, 1); /* 3 blocks free: too few for 65 tokens */
+    ck_assert_uint_eq(r.series[60].scheduled_tokens, 65);
+    ck_assert_uint_eq(r.series[60].running, 1);
+    ck_assert_uint_eq(r.steps, 71);
+    ck_assert_uint_eq(r.peak_blocks, 8);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 0);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+START_TEST(vllm0_run_errors)
+{
+    struct kvp_sim_config c = pool_of(100);
+    struct kvp_workload w = burst(1, 1500, 100, 0);
+    struct kvp_sim_result r;
+    struct kvp_error err = {0};
+    char buf[KVP_ERROR_TEXT_MAX];
+    c.engine = KVP_SIM_VLLM0;
+    /* 1599 tokens: all 100 blocks, and the watermark (1% of them) must stay free */
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1 needs 100 blocks, more than the pool's 100 "
+                     "less the watermark");
+    w.req[0].output = 84; /* 1583 tokens: 99 blocks */
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.peak_blocks, 99);
+    kvp_sim_result_free(&r);
+    c.max_batched_tokens = 1000;
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1: 1583 tokens (prompt + output - 1, as a "
+                     "recomputed prompt) are more than the prompt limit 1000");
+    kvp_workload_free(&w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sim");
@@ -805,6 +861,8 @@ static Suite *suite(void)
     tcase_add_test(engines, engines_repeat_and_differ);
     tcase_add_test(engines, engines_config_from_fit);
     tcase_add_test(engines, trtllm_run_errors);
+    tcase_add_test(engines, vllm0_prefill_first_and_recompute);
+    tcase_add_test(engines, vllm0_run_errors);
     suite_add_tcase(s, engines);
     return s;
 }

@@ -3,9 +3,9 @@
  * `kvplan fit` says how many requests of the full context fit; this module
  * says what a stream of requests does to the same pool: blocks allocated as
  * tokens are added, prefix blocks shared by hash, sliding-window blocks freed,
- * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0),
- * SGLang's (0.5.2; 0.4.6), TensorRT-LLM's (1.0.0) and llama.cpp's fixed
- * slots; docs/simulate.md gives each with its source.
+ * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0)
+ * and V0's (0.7.3), SGLang's (0.5.2; 0.4.6), TensorRT-LLM's (1.0.0) and
+ * llama.cpp's fixed slots; docs/simulate.md gives each with its source.
  *
  *     struct kvp_workload w;
  *     struct kvp_synth s = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500},
@@ -100,6 +100,7 @@ enum kvp_sim_engine {
     KVP_SIM_LLAMACPP, /* llama.cpp server: n_seq slots of context / n_seq cells each */
     KVP_SIM_SGLANG,   /* SGLang: a token pool (blocks of 1 token) and the radix cache */
     KVP_SIM_TRTLLM,   /* TensorRT-LLM: blocks of tokens_per_block, GUARANTEED_NO_EVICT, block reuse */
+    KVP_SIM_VLLM0,    /* vLLM V0 (0.7.3): prefill-first steps, recompute preemption, no prefix caching */
 };
 
 #define KVP_SIM_MAX_GROUPS 16
@@ -130,7 +131,7 @@ struct kvp_step_model {
 struct kvp_sim_config {
     enum kvp_sim_engine engine;
     uint64_t num_blocks;        /* vLLM: the pool (fit.num_blocks; block 0 is the null block); SGLang: the
-                                 * token pool + 1 (slot 0 is its padding); TRT-LLM: fit.num_blocks + 1 */
+                                 * token pool + 1 (slot 0 is its padding); TRT-LLM, vLLM V0: fit.num_blocks + 1 */
     uint32_t block_size;        /* tokens per block */
     uint32_t n_groups;
     struct kvp_sim_group group[KVP_SIM_MAX_GROUPS];

@@ -211,7 +211,7 @@ static void render_text(const struct run *x, struct kvp_buf *b)
 
     kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU",
                    kvp_engine_info(x->d.engine)->name, x->f.release->version, x->w.n);
-    if (x->c.engine == KVP_SIM_VLLM)
+    if (x->c.engine == KVP_SIM_VLLM || x->c.engine == KVP_SIM_VLLM0)
         kvp_buf_printf(b, "pool %s blocks of %u tokens, %u KV-cache group%s; max_num_batched_tokens %s, "
                           "max_num_seqs %s; prefix caching %s\n\n",
                        kvp_count_text(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size, x->c.n_groups,

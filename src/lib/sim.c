@@ -126,13 +126,11 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         if ((st = kvp_sim_trtllm_config(m, d, f, c, err)) != KVP_OK)
             return st;
     } else if (d->engine == KVP_ENGINE_VLLM) {
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: vllm@0.7.3 (V0) is not simulated yet: its scheduler "
-                        "(core/scheduler.py: prefill-first steps, swap preemption for multi-sequence groups) and "
-                        "block manager (core/block_manager.py) differ from V1's; vllm, vllm@0.21.0, sglang, trtllm and "
-                        "llamacpp are");
+        if ((st = kvp_sim_vllm0_config(m, d, f, c, err)) != KVP_OK)
+            return st;
     } else {
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.21.0, sglang, "
-                        "sglang@0.4.6, trtllm, llamacpp are)", kvp_engine_info(d->engine)->name);
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.21.0, "
+                        "vllm@0.7.3, sglang, sglang@0.4.6, trtllm, llamacpp are)", kvp_engine_info(d->engine)->name);
     }
     if (bandwidth > 0 && peak_flops > 0) {
         struct kvp_roofline one;
@@ -142,7 +140,7 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
             return st;
         c->step.weight_bytes = (double)one.weight_bytes;
         c->step.flops_per_token = one.prefill_flops / d->tp; /* 2 x active params (+ one token's attention) */
-        c->step.block_bytes = c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM
+        c->step.block_bytes = c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0
                                   ? (double)f->kv_pool_bytes / (double)f->num_blocks
                                   : (double)f->kv_bytes_per_token_per_gpu; /* SGLang, llama.cpp: a token */
         c->step.bandwidth = bandwidth;
@@ -581,7 +579,7 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     s->out = out;
     s->c = c;
     s->n = w->n;
-    if (c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM) {
+    if (c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0) {
         if ((st = pool_init(&s->pool, c->num_blocks, err)) != KVP_OK)
             return st;
     } else if (c->engine == KVP_SIM_SGLANG) {
@@ -624,6 +622,8 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
                                "request %u needs %llu blocks, more than the pool's %llu: it could never run", i + 1,
                                (unsigned long long)request_peak(c, q), (unsigned long long)pool);
         if (c->engine == KVP_SIM_TRTLLM && (st = kvp_sim_trtllm_check(c, w, i, err)) != KVP_OK)
+            return st;
+        if (c->engine == KVP_SIM_VLLM0 && (st = kvp_sim_vllm0_check(c, w, i, err)) != KVP_OK)
             return st;
         /* SGLang keeps no block table: the radix tree and the counts in sim_sglang.c hold its slots */
         r->cap = c->engine == KVP_SIM_SGLANG ? 1 : (uint32_t)kvp_cdiv(len, c->block_size);
@@ -669,6 +669,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
             goto out;
         else if (c->engine == KVP_SIM_TRTLLM)
             kvp_sim_trtllm_step(&s);
+        else if (c->engine == KVP_SIM_VLLM0)
+            kvp_sim_vllm0_step(&s);
         else if (c->engine == KVP_SIM_LLAMACPP)
             llamacpp_step(&s);
         if (s.nsched == 0) {
@@ -711,6 +713,7 @@ const char *kvp_sim_scheduler(enum kvp_sim_engine e)
     return e == KVP_SIM_LLAMACPP ? "llama.cpp slots"
            : e == KVP_SIM_SGLANG ? "SGLang scheduler"
            : e == KVP_SIM_TRTLLM ? "TensorRT-LLM scheduler"
+           : e == KVP_SIM_VLLM0  ? "vLLM V0 scheduler"
                                  : "vLLM V1 scheduler";
 }
 

@@ -1,7 +1,7 @@
 /* sim_int.h -- the simulator's state shared by its engines (sim.c: vLLM V1
- * and llama.cpp, and the run; sim_sglang.c; sim_trtllm.c): vLLM's block pool
+ * and llama.cpp, and the run; sim_sglang.c; sim_trtllm.c; sim_vllm0.c): vLLM's block pool
  * (ref counts, an LRU free queue, blocks cached by identity), which
- * TensorRT-LLM's reuse pool follows too, and the per-request state the run
+ * TensorRT-LLM's reuse pool and vLLM V0 follow too, and the per-request state the run
  * steps. Internal to src/lib; docs/simulate.md gives the rules. */
 #ifndef KVPLAN_SIM_INT_H
 #define KVPLAN_SIM_INT_H
@@ -291,5 +291,14 @@ enum kvp_status kvp_sim_trtllm_check(const struct kvp_sim_config *c, const struc
                                      struct kvp_error *err);
 /* One executor iteration: the capacity scheduler, the micro-batch scheduler, the blocks. */
 void kvp_sim_trtllm_step(struct sim *s);
+
+/* sim_vllm0.c: vLLM V0's pool and limits (full attention only, no chunked prefill). */
+enum kvp_status kvp_sim_vllm0_config(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                                     struct kvp_sim_config *c, struct kvp_error *err);
+/* Whether request q (1-based `i` in w) can ever run under c (KVP_ERR_RANGE at its line if not). */
+enum kvp_status kvp_sim_vllm0_check(const struct kvp_sim_config *c, const struct kvp_workload *w, uint32_t i,
+                                    struct kvp_error *err);
+/* One Scheduler._schedule_default step. */
+void kvp_sim_vllm0_step(struct sim *s);
 
 #endif
