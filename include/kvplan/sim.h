@@ -98,8 +98,8 @@ void kvp_workload_free(struct kvp_workload *w);
 enum kvp_sim_engine {
     KVP_SIM_VLLM,     /* vLLM V1: paged blocks per KV-cache group, one shared pool */
     KVP_SIM_LLAMACPP, /* llama.cpp server: n_seq slots of context / n_seq cells each */
-    KVP_SIM_SGLANG,   /* SGLang: a token pool (blocks of 1 token) and the radix cache */
-    KVP_SIM_TRTLLM,   /* TensorRT-LLM: blocks of tokens_per_block, GUARANTEED_NO_EVICT, block reuse */
+    KVP_SIM_SGLANG,   /* SGLang: a token pool (blocks of 1 token) and the radix cache (prefix_caching) */
+    KVP_SIM_TRTLLM,   /* TensorRT-LLM: blocks of tokens_per_block, GUARANTEED_NO_EVICT, block reuse (prefix_caching) */
     KVP_SIM_VLLM0,    /* vLLM V0 (0.7.3): prefill-first steps, recompute preemption, no prefix caching */
 };
 
@@ -141,8 +141,7 @@ struct kvp_sim_config {
                                  * TRT-LLM max_batch_size) */
     uint64_t max_prefill_tokens; /* SGLang: prompt tokens one prefill batch takes (--max-prefill-tokens) */
     uint64_t max_model_len;     /* longest request (prompt + output); llama.cpp: cells per slot */
-    bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot);
-                                 * SGLang: the radix cache; TRT-LLM: enable_block_reuse */
+    bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
     struct kvp_step_model step;
 };
 
