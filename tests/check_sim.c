@@ -451,10 +451,393 @@ START_TEST(max_rate_brackets)
 }
 END_TEST
 
+/* ---- SGLang and TensorRT-LLM (sim_sglang.c, sim_trtllm.c) ---- */
+
+/* SGLang's token pool of `tokens` slots (blocks of one token), 1 ms a step. */
+static struct kvp_sim_config sglang_pool(uint64_t tokens)
+{
+    struct kvp_sim_config c = pool_of(tokens);
+    c.engine = KVP_SIM_SGLANG;
+    c.block_size = 1;
+    c.max_batched_tokens = 8192; /* chunked_prefill_size */
+    c.max_prefill_tokens = 16384;
+    return c;
+}
+
+/* TensorRT-LLM's pool of `blocks` blocks of 32 tokens. */
+static struct kvp_sim_config trtllm_pool(uint64_t blocks)
+{
+    struct kvp_sim_config c = pool_of(blocks);
+    c.engine = KVP_SIM_TRTLLM;
+    c.block_size = 32;
+    return c;
+}
+
+/* The radix cache shares at token granularity, but only what was inserted
+ * before a request's admission: three requests of 64 + 10 tokens arriving
+ * together are prefilled with their own copies of the shared 32 tokens
+ * (3 x 64 = 192 slots at step 1, nothing hit); after the step their inserts
+ * free the 2 x 32 duplicates, so at the end they hold 3 x 73 - 64 = 155, not
+ * 219. When the second and third arrive after the first was inserted, each
+ * hits 32 tokens; step 3 prefills them (the first does not decode then), so
+ * at step 11 the first holds 64 + 9 and the others 64 + 8 each, 217 tokens
+ * less the 2 x 32 shared = 153, the peak. */
+START_TEST(sglang_radix_cache_shares_tokens)
+{
+    struct kvp_sim_config c = sglang_pool(1000);
+    struct kvp_workload a = burst(3, 64, 10, 32), b = burst(3, 64, 10, 0);
+    struct kvp_sim_result ra = run(&c, &a), rb = run(&c, &b);
+    ck_assert_uint_eq(ra.peak_blocks, 192);
+    ck_assert_uint_eq(ra.series[0].used[0], 192);
+    ck_assert_uint_eq(ra.series[9].used[0], 155);
+    ck_assert_uint_eq(rb.series[9].used[0], 219);
+    ck_assert_uint_eq(rb.peak_blocks, 219);
+    ck_assert_uint_eq(ra.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(ra.steps, 10); /* one prefill step, 9 decode steps */
+    /* the last step: the finishes that cache everything come after it */
+    ck_assert_uint_eq(ra.series[9].cached, 0);
+    kvp_sim_result_free(&ra);
+    kvp_sim_result_free(&rb);
+    /* the second and third arrive at step 3, after the first's prompt was inserted at step 2 */
+    for (uint32_t i = 1; i < 3; i++)
+        a.req[i].arrival_s = b.req[i].arrival_s = 0.0015;
+    ra = run(&c, &a);
+    rb = run(&c, &b);
+    ck_assert_uint_eq(ra.prefix_hit_tokens, 64);
+    ck_assert_uint_eq(ra.series[2].used[0], 129); /* 65 + two prompts' 32 unshared tokens */
+    ck_assert_uint_eq(ra.series[9].used[0], 150);
+    ck_assert_uint_eq(ra.series[10].used[0], 153);
+    ck_assert_uint_eq(ra.peak_blocks, 153);
+    ck_assert_uint_eq(rb.peak_blocks, 217);
+    ck_assert_uint_eq(rb.prefix_hit_tokens, 0);
+    /* after the first finished (step 11) its 32 private prompt tokens and 9 decoded ones are cached */
+    ck_assert_uint_eq(ra.series[11].used[0], 114);
+    ck_assert_uint_eq(ra.series[11].cached, 41);
+    ck_assert_uint_eq(ra.steps, 12);
+    /* with the radix cache off (--disable-radix-cache) sharing changes nothing */
+    c.prefix_caching = false;
+    kvp_sim_result_free(&ra);
+    ra = run(&c, &a);
+    ck_assert_uint_eq(ra.peak_blocks, 217);
+    ck_assert_uint_eq(ra.prefix_hit_tokens, 0);
+    kvp_sim_result_free(&ra);
+    kvp_sim_result_free(&rb);
+    kvp_workload_free(&a);
+    kvp_workload_free(&b);
+}
+END_TEST
+
+/* Admission reserves a running request's remaining output at
+ * new_token_ratio (0.7, decaying), so a pool of 100 tokens admits a second
+ * request (10 + 40) beside a first (16 + 40) although both would need
+ * 55 + 49 = 104 slots: at step 3, 83 free less 38 x 0.699 = 56.4 > 50.
+ * Steps 1 and 3 prefill, the others decode both: before step k (k >= 5) they
+ * hold 2k + 19, so step 39 fills 99 and step 40 has 1 free slot for 2
+ * tokens: retract_decode takes the one with fewer tokens generated (the
+ * second, 37 against 38), freeing its 36 decoded slots (its 10-token prompt
+ * stays cached) and the ratio goes to min(1, (38 + 20) / 40). The first
+ * finishes at step 41; the second, readmitted at step 42 (the batch is no
+ * longer full), finds its own prompt cached (10 tokens hit), recomputes its
+ * 37 other tokens and finishes at step 44. */
+START_TEST(sglang_retracts_when_decode_runs_out)
+{
+    struct kvp_sim_config c = sglang_pool(100);
+    struct kvp_workload w = burst(2, 16, 40, 0);
+    struct kvp_sim_result r;
+    w.req[1] = (struct kvp_sim_request){0.0015, 10, 40, 0, 0, 0};
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.preemptions, 1);
+    ck_assert_uint_eq(r.peak_blocks, 99);
+    ck_assert_uint_eq(r.series[38].used[0], 99);
+    ck_assert_uint_eq(r.series[39].used[0], 54); /* the first alone: 16 + 38 */
+    ck_assert_uint_eq(r.series[39].cached, 10);   /* the second's prompt */
+    ck_assert_uint_eq(r.series[39].running, 1);
+    ck_assert_uint_eq(r.series[39].waiting, 1);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 10);
+    ck_assert_uint_eq(r.series[41].scheduled_tokens, 37);
+    ck_assert_uint_eq(r.steps, 44);
+    ck_assert_uint_eq(r.output_tokens, 80);
+    kvp_sim_result_free(&r);
+    /* with 110 slots nothing runs out */
+    c = sglang_pool(110);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.preemptions, 0);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* chunked_prefill_size 64: a 200-token prompt takes chunks of 64, 64, 64
+ * and 8, its first token at the fourth step. max_prefill_tokens 100: a
+ * second 60-token prompt does not join a batch with 40 left (it is
+ * prefilled a step later); a 120-token prompt alone still runs. */
+START_TEST(sglang_chunked_prefill)
+{
+    struct kvp_sim_config c = sglang_pool(1000);
+    struct kvp_workload w = burst(1, 200, 2, 0);
+    struct kvp_sim_result r;
+    c.max_batched_tokens = 64;
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.steps, 5);
+    for (int k = 0; k < 3; k++)
+        ck_assert_uint_eq(r.series[k].scheduled_tokens, 64);
+    ck_assert_uint_eq(r.series[3].scheduled_tokens, 8);
+    ck_assert_double_eq_tol(r.ttft.p50, 0.004, 1e-9);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+    c = sglang_pool(1000);
+    c.max_prefill_tokens = 100;
+    w = burst(2, 60, 2, 0);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.series[0].scheduled_tokens, 60); /* 60 <= 100 left, then 60 > 40 left */
+    ck_assert_uint_eq(r.series[1].scheduled_tokens, 60);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+    w = burst(2, 120, 2, 0);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.series[0].scheduled_tokens, 120); /* the first alone: 120 > -20 left */
+    ck_assert_uint_eq(r.series[1].scheduled_tokens, 120);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* GUARANTEED_NO_EVICT admits a request only when its blocks to completion,
+ * cdiv(prompt + output, 32), fit beside the running requests': two requests
+ * of 100 + 70 tokens need 6 blocks each and the pool has 10, so the second
+ * waits until the first has finished (step 70) and runs at steps 71-140;
+ * nothing is ever preempted. With 12 blocks both run at once. */
+START_TEST(trtllm_no_evict_admission_waits)
+{
+    struct kvp_sim_config c = trtllm_pool(10);
+    struct kvp_workload w = burst(2, 100, 70, 0);
+    struct kvp_sim_result r = run(&c, &w);
+    ck_assert_uint_eq(r.steps, 140);
+    ck_assert_uint_eq(r.peak_blocks, 6); /* cdiv(169, 32) */
+    ck_assert_uint_eq(r.preemptions, 0);
+    ck_assert_uint_eq(r.series[0].waiting, 1);
+    ck_assert_uint_eq(r.series[69].waiting, 1);
+    ck_assert_uint_eq(r.series[70].running, 1);
+    ck_assert_uint_eq(r.series[70].scheduled_tokens, 100);
+    ck_assert_double_eq_tol(r.queue.p90, 0.070, 1e-9); /* nearest rank of 2: the second's wait */
+    kvp_sim_result_free(&r);
+    c = trtllm_pool(12);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.steps, 70);
+    ck_assert_uint_eq(r.peak_blocks, 12);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* Block reuse: three requests of 64 + 10 tokens sharing their first block
+ * (32 tokens). At step 1 only the first is scheduled: the others' first new
+ * context block is the one it contributes (beneficialToSkip). At step 2
+ * they reuse it (2 x 32 tokens hit) and allocate their second block; each
+ * grows to cdiv(73, 32) = 3 blocks, so the peak is 3 x 3 - 2 = 7 where
+ * private prompts need 9 (and run in 10 steps, not 11). */
+START_TEST(trtllm_block_reuse)
+{
+    struct kvp_sim_config c = trtllm_pool(100);
+    struct kvp_workload a = burst(3, 64, 10, 32), b = burst(3, 64, 10, 0);
+    struct kvp_sim_result ra = run(&c, &a), rb = run(&c, &b);
+    ck_assert_uint_eq(ra.series[0].scheduled_tokens, 64);
+    ck_assert_uint_eq(ra.series[0].waiting, 2);
+    ck_assert_uint_eq(ra.series[1].scheduled_tokens, 1 + 2 * 32);
+    ck_assert_uint_eq(ra.prefix_hit_tokens, 64);
+    ck_assert_uint_eq(ra.peak_blocks, 7);
+    ck_assert_uint_eq(ra.steps, 11);
+    ck_assert_uint_eq(rb.peak_blocks, 9);
+    ck_assert_uint_eq(rb.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(rb.steps, 10);
+    kvp_sim_result_free(&ra);
+    /* without block reuse: no skipping, no sharing */
+    c.prefix_caching = false;
+    ra = run(&c, &a);
+    ck_assert_uint_eq(ra.peak_blocks, 9);
+    ck_assert_uint_eq(ra.steps, 10);
+    kvp_sim_result_free(&ra);
+    kvp_sim_result_free(&rb);
+    kvp_workload_free(&a);
+    kvp_workload_free(&b);
+}
+END_TEST
+
+/* A seeded workload repeats step for step under both engines, and under
+ * pressure SGLang retracts where TRT-LLM only queues. */
+START_TEST(engines_repeat_and_differ)
+{
+    struct kvp_synth s = {.rate = 20, .prompt = {500, 3000}, .output = {50, 400}, .requests = 2000, .seed = 42,
+                          .prefix = 400, .prefix_share = 0.5};
+    struct kvp_workload w;
+    struct kvp_error err = {0};
+    struct kvp_sim_config cs = sglang_pool(3000 * 16), ct = trtllm_pool(3000 / 2);
+    uint64_t output = 0;
+    ck_assert_kvp_ok(kvp_workload_synth(&s, &w, &err), err);
+    for (uint32_t i = 0; i < w.n; i++)
+        output += w.req[i].output;
+    cs.step = ct.step = (struct kvp_step_model){.fixed_s = 0.005, .per_token_s = 2e-6};
+    for (int e = 0; e < 2; e++) {
+        const struct kvp_sim_config *c = e ? &ct : &cs;
+        struct kvp_sim_result ra = run(c, &w), rb = run(c, &w);
+        ck_assert_uint_eq(ra.steps, rb.steps);
+        ck_assert(memcmp(ra.series, rb.series, ra.steps * sizeof *ra.series) == 0);
+        ck_assert_uint_eq(ra.prefix_hit_tokens, rb.prefix_hit_tokens);
+        ck_assert_uint_gt(ra.prefix_hit_tokens, 0);
+        ck_assert_uint_le(ra.peak_blocks, ra.pool_blocks);
+        ck_assert_uint_eq(ra.output_tokens, output);
+        if (e)
+            ck_assert_uint_eq(ra.preemptions, 0);
+        else
+            ck_assert_uint_gt(ra.preemptions, 0);
+        kvp_sim_result_free(&ra);
+        kvp_sim_result_free(&rb);
+    }
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* The pools come from kvplan fit: SGLang's max_total_num_tokens and
+ * max_running_requests, chunked_prefill_size by the card (8192 on an H100;
+ * 0.4.6: 8192 too), TRT-LLM's blocks of 32; what is not simulated is refused. */
+START_TEST(engines_config_from_fit)
+{
+    struct kvp_gpu_catalog *gc;
+    struct kvp_error err = {0};
+    const struct kvp_gpu *h100;
+    struct kvp_model *m = test_load("llama-3.1-8b"), *g = test_load("gpt-oss-20b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_sim_config c;
+    char buf[KVP_ERROR_TEXT_MAX];
+    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gc, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_find(gc, "h100", &h100, &err), err);
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.gpu_memory = h100->memory_bytes;
+    d.context = 8192;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err), err);
+    ck_assert_int_eq(c.engine, KVP_SIM_SGLANG);
+    ck_assert_str_eq(kvp_sim_unit(c.engine), "tokens");
+    ck_assert_str_eq(kvp_sim_scheduler(c.engine), "SGLang scheduler");
+    ck_assert_uint_eq(c.num_blocks, f.kv_tokens + 1);
+    ck_assert_uint_eq(c.block_size, 1);
+    ck_assert_uint_eq(c.max_num_seqs, f.max_running);
+    ck_assert_uint_eq(c.max_batched_tokens, 8192);
+    ck_assert_uint_eq(c.max_prefill_tokens, 16384);
+    ck_assert_double_eq_tol(c.step.block_bytes, (double)f.kv_bytes_per_token_per_gpu, 1e-9);
+    d.block_size = 16;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert_int_eq(kvp_sim_config_from_fit(m, &d, &f, 0, 0, &c, &err), KVP_ERR_UNSUPPORTED);
+    kvp_deploy_init(&d, KVP_ENGINE_TRTLLM, m);
+    d.gpu_memory = h100->memory_bytes;
+    d.context = 8192;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, 0, 0, &c, &err), err);
+    ck_assert_int_eq(c.engine, KVP_SIM_TRTLLM);
+    ck_assert_uint_eq(c.num_blocks, f.num_blocks + 1);
+    ck_assert_uint_eq(c.block_size, 32);
+    ck_assert_uint_eq(c.max_batched_tokens, 8192);
+    ck_assert_uint_eq(c.max_num_seqs, 2048);
+    kvp_deploy_init(&d, KVP_ENGINE_TRTLLM, g);
+    d.gpu_memory = h100->memory_bytes;
+    d.context = 8192;
+    ck_assert_kvp_ok(kvp_fit_compute(g, &d, &f, &err), err);
+    ck_assert_int_eq(kvp_sim_config_from_fit(g, &d, &f, 0, 0, &c, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "simulate: trtllm with attention windows (one block "
+                     "pool per window size, VSWA) is not simulated yet");
+    kvp_model_free(m);
+    kvp_model_free(g);
+    kvp_gpus_free(gc);
+}
+END_TEST
+
+START_TEST(trtllm_run_errors)
+{
+    struct kvp_sim_config c = trtllm_pool(100);
+    struct kvp_workload w = burst(1, 100, 100, 0);
+    struct kvp_sim_result r;
+    struct kvp_error err = {0};
+    char buf[KVP_ERROR_TEXT_MAX];
+    c.max_batched_tokens = 64;
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1: 100 prompt tokens are more than "
+                     "max_num_tokens 64 (trtllm's chunked context is off by default)");
+    /* cdiv(199, 32) = 7 blocks can be held, but cdiv(200, 32) = 7 are reserved; 6 is too few for either */
+    c = trtllm_pool(6);
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    w.req[0].output = 92; /* 191 tokens held at most: 6 blocks; 192 reserved: 6 */
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.peak_blocks, 6);
+    kvp_sim_result_free(&r);
+    w.req[0].output = 93; /* 192 held at most: 6 blocks; 193 reserved: 7, never admitted */
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1 reserves 7 blocks to completion, more "
+                     "than the pool's 6: GUARANTEED_NO_EVICT never admits it");
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* vLLM V0 (sim_vllm0.c): two requests of 16 + 60 tokens in 8 blocks of 16
+ * prefill together (step 1), then decode, each taking a block as its tokens
+ * cross 16, 32, 48 and 64; at step 50 both need a fifth: the first preempts
+ * the last running request (recompute) and goes on alone; the second's 65
+ * tokens (prompt + 49 generated) need 5 blocks, free only once the first
+ * has finished (step 60); step 61 prefills them alone (a prefill step
+ * decodes nothing) and it ends at step 71. */
+START_TEST(vllm0_prefill_first_and_recompute)
+{
+    struct kvp_sim_config c = pool_of(8);
+    struct kvp_workload w = burst(2, 16, 60, 0);
+    struct kvp_sim_result r;
+    c.engine = KVP_SIM_VLLM0;
+    c.prefix_caching = false;
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.series[0].scheduled_tokens, 32);
+    ck_assert_uint_eq(r.series[48].used[0], 8);
+    ck_assert_uint_eq(r.preemptions, 1);
+    ck_assert_uint_eq(r.series[49].used[0], 5);
+    ck_assert_uint_eq(r.series[49].running, 1);
+    ck_assert_uint_eq(r.series[49].waiting, 1);
+    ck_assert_uint_eq(r.series[50].scheduled_tokens, 1); /* 3 blocks free: too few for 65 tokens */
+    ck_assert_uint_eq(r.series[60].scheduled_tokens, 65);
+    ck_assert_uint_eq(r.series[60].running, 1);
+    ck_assert_uint_eq(r.steps, 71);
+    ck_assert_uint_eq(r.peak_blocks, 8);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 0);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+START_TEST(vllm0_run_errors)
+{
+    struct kvp_sim_config c = pool_of(100);
+    struct kvp_workload w = burst(1, 1500, 100, 0);
+    struct kvp_sim_result r;
+    struct kvp_error err = {0};
+    char buf[KVP_ERROR_TEXT_MAX];
+    c.engine = KVP_SIM_VLLM0;
+    /* 1599 tokens: all 100 blocks, and the watermark (1% of them) must stay free */
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1 needs 100 blocks, more than the pool's 100 "
+                     "less the watermark");
+    w.req[0].output = 84; /* 1583 tokens: 99 blocks */
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.peak_blocks, 99);
+    kvp_sim_result_free(&r);
+    c.max_batched_tokens = 1000;
+    ck_assert_int_eq(kvp_sim_run(&c, &w, true, &r, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), "request 1: 1583 tokens (prompt + output - 1, as a "
+                     "recomputed prompt) are more than the prompt limit 1000");
+    kvp_workload_free(&w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sim");
-    TCase *core = tcase_create("core"), *limits = tcase_create("limits");
+    TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *engines = tcase_create("engines");
     tcase_add_test(core, prefix_sharing_saves_the_shared_blocks);
     tcase_add_test(core, window_frees_blocks);
     tcase_add_test(core, window_prefix_hit);
@@ -470,6 +853,17 @@ static Suite *suite(void)
     tcase_add_test(limits, run_errors);
     tcase_add_test(limits, max_rate_brackets);
     suite_add_tcase(s, limits);
+    tcase_add_test(engines, sglang_radix_cache_shares_tokens);
+    tcase_add_test(engines, sglang_retracts_when_decode_runs_out);
+    tcase_add_test(engines, sglang_chunked_prefill);
+    tcase_add_test(engines, trtllm_no_evict_admission_waits);
+    tcase_add_test(engines, trtllm_block_reuse);
+    tcase_add_test(engines, engines_repeat_and_differ);
+    tcase_add_test(engines, engines_config_from_fit);
+    tcase_add_test(engines, trtllm_run_errors);
+    tcase_add_test(engines, vllm0_prefill_first_and_recompute);
+    tcase_add_test(engines, vllm0_run_errors);
+    suite_add_tcase(s, engines);
     return s;
 }
 

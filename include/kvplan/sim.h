@@ -4,7 +4,8 @@
  * says what a stream of requests does to the same pool: blocks allocated as
  * tokens are added, prefix blocks shared by hash, sliding-window blocks freed,
  * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0)
- * and llama.cpp's fixed slots; docs/simulate.md gives each with its source.
+ * and V0's (0.7.3), SGLang's (0.5.2; 0.4.6), TensorRT-LLM's (1.0.0) and
+ * llama.cpp's fixed slots; docs/simulate.md gives each with its source.
  *
  *     struct kvp_workload w;
  *     struct kvp_synth s = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500},
@@ -97,9 +98,17 @@ void kvp_workload_free(struct kvp_workload *w);
 enum kvp_sim_engine {
     KVP_SIM_VLLM,     /* vLLM V1: paged blocks per KV-cache group, one shared pool */
     KVP_SIM_LLAMACPP, /* llama.cpp server: n_seq slots of context / n_seq cells each */
+    KVP_SIM_SGLANG,   /* SGLang: a token pool (blocks of 1 token) and the radix cache (prefix_caching) */
+    KVP_SIM_TRTLLM,   /* TensorRT-LLM: blocks of tokens_per_block, GUARANTEED_NO_EVICT, block reuse (prefix_caching) */
+    KVP_SIM_VLLM0,    /* vLLM V0 (0.7.3): prefill-first steps, recompute preemption, no prefix caching */
 };
 
 #define KVP_SIM_MAX_GROUPS 16
+
+/* What the engine's pool counts in ("blocks", "tokens" for SGLang, "cells"
+ * for llama.cpp) and its scheduler's name ("vLLM V1 scheduler" ...). */
+const char *kvp_sim_unit(enum kvp_sim_engine e);
+const char *kvp_sim_scheduler(enum kvp_sim_engine e);
 
 /* One vLLM KV-cache group: the layers of one spec type that share block tables. */
 struct kvp_sim_group {
@@ -121,12 +130,16 @@ struct kvp_step_model {
 
 struct kvp_sim_config {
     enum kvp_sim_engine engine;
-    uint64_t num_blocks;        /* vLLM: the pool (fit.num_blocks; block 0 is the null block) */
+    uint64_t num_blocks;        /* vLLM: the pool (fit.num_blocks; block 0 is the null block); SGLang: the
+                                 * token pool + 1 (slot 0 is its padding); TRT-LLM, vLLM V0: fit.num_blocks + 1 */
     uint32_t block_size;        /* tokens per block */
     uint32_t n_groups;
     struct kvp_sim_group group[KVP_SIM_MAX_GROUPS];
-    uint64_t max_batched_tokens; /* tokens scheduled per step (vLLM max_num_batched_tokens; llama.cpp n_batch) */
-    uint64_t max_num_seqs;      /* requests running at once (llama.cpp: slots) */
+    uint64_t max_batched_tokens; /* tokens scheduled per step (vLLM max_num_batched_tokens; llama.cpp n_batch;
+                                  * SGLang chunked_prefill_size; TRT-LLM max_num_tokens) */
+    uint64_t max_num_seqs;      /* requests running at once (llama.cpp: slots; SGLang max_running_requests;
+                                 * TRT-LLM max_batch_size) */
+    uint64_t max_prefill_tokens; /* SGLang: prompt tokens one prefill batch takes (--max-prefill-tokens) */
     uint64_t max_model_len;     /* longest request (prompt + output); llama.cpp: cells per slot */
     bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
     struct kvp_step_model step;

@@ -21,7 +21,7 @@ static const struct cli_opt sim_opts[] = {
     {"seed", "S", "synthetic: the generator's seed (default 1)", NULL},
     {"prefix", "N", "synthetic: tokens of a shared prefix (system prompt) at the start of prompts", NULL},
     {"prefix-share", "F", "synthetic: fraction of requests that start with it (default 1 with --prefix)", NULL},
-    {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching", NULL},
+    {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching (SGLang --disable-radix-cache, TRT-LLM no block reuse)", NULL},
     {"step-time", "MS,MS", "step time = fixed ms + ms per scheduled token, instead of the GPU's roofline", NULL},
     {"find-max-rate", NULL, "bisect --rate for the highest sustained rate (no preemption, queueing bounded)", NULL},
     {"max-queue", "S", "sustained means the 99th percentile of queueing is at most S seconds (default 1)", NULL},
@@ -35,8 +35,9 @@ static const struct cli_cmd cmd = {
     "simulate", "MODEL --gpu NAME [--trace FILE | --rate R --prompt N --output N --requests N] [options]",
     "Run a workload through the engine's scheduler and KV block pool as kvplan fit sizes it:\n"
     "blocks allocated as tokens are added, prefix blocks shared, sliding-window blocks freed,\n"
-    "requests preempted (recomputed) when blocks run out. vLLM V1 (0.11.0 rules) and llama.cpp\n"
-    "slots. Step times are roofline bounds (or --step-time), not measurements, so TTFT and\n"
+    "requests preempted (recomputed) when blocks run out. vLLM V1 (0.11.0 rules), SGLang (radix\n"
+    "cache, retraction), TensorRT-LLM (GUARANTEED_NO_EVICT, block reuse) and llama.cpp slots.\n"
+    "Step times are roofline bounds (or --step-time), not measurements, so TTFT and\n"
     "TPOT are lower bounds; the block counts are exact under the engine's rules.",
     opts,
 };
@@ -206,15 +207,28 @@ static void render_text(const struct run *x, struct kvp_buf *b)
 {
     const struct kvp_sim_result *r = &x->r;
     char g[8][48], p[3][64];
-    const char *unit = x->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks";
+    const char *unit = kvp_sim_unit(x->c.engine);
 
     kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU",
                    kvp_engine_info(x->d.engine)->name, x->f.release->version, x->w.n);
-    if (x->c.engine == KVP_SIM_VLLM)
+    if (x->c.engine == KVP_SIM_VLLM || x->c.engine == KVP_SIM_VLLM0)
         kvp_buf_printf(b, "pool %s blocks of %u tokens, %u KV-cache group%s; max_num_batched_tokens %s, "
                           "max_num_seqs %s; prefix caching %s\n\n",
                        kvp_count_text(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size, x->c.n_groups,
                        x->c.n_groups == 1 ? "" : "s", kvp_count_text(x->c.max_batched_tokens, g[1], sizeof g[1]),
+                       kvp_count_text(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
+    else if (x->c.engine == KVP_SIM_SGLANG)
+        kvp_buf_printf(b, "token pool %s tokens; chunked_prefill_size %s, max_prefill_tokens %s, "
+                          "max_running_requests %s; radix cache %s\n\n",
+                       kvp_count_text(r->pool_blocks, g[0], sizeof g[0]),
+                       kvp_count_text(x->c.max_batched_tokens, g[1], sizeof g[1]),
+                       kvp_count_text(x->c.max_prefill_tokens, g[5], sizeof g[5]),
+                       kvp_count_text(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
+    else if (x->c.engine == KVP_SIM_TRTLLM)
+        kvp_buf_printf(b, "pool %s blocks of %u tokens; max_num_tokens %s, max_batch_size %s; GUARANTEED_NO_EVICT; "
+                          "block reuse %s\n\n",
+                       kvp_count_text(r->pool_blocks, g[0], sizeof g[0]), x->c.block_size,
+                       kvp_count_text(x->c.max_batched_tokens, g[1], sizeof g[1]),
                        kvp_count_text(x->c.max_num_seqs, g[2], sizeof g[2]), x->c.prefix_caching ? "on" : "off");
     else
         kvp_buf_printf(b, "%s slots of %s cells; n_batch %s\n\n", kvp_count_text(x->c.max_num_seqs, g[0], sizeof g[0]),

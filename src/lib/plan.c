@@ -1012,15 +1012,14 @@ static void derive_sim(const struct kvp_check_result *res, const struct kvp_fit 
                        kvp_count_text(so->r.preemptions, x[0], sizeof x[0]), so->r.preemptions == 1 ? "" : "s",
                        kvp_count_text(so->r.peak_blocks, x[1], sizeof x[1]),
                        kvp_count_text(so->r.pool_blocks, x[2], sizeof x[2]),
-                       so->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks",
-                       kvp_count_text(so->r.steps, x[3], sizeof x[3]));
+                       kvp_sim_unit(so->c.engine), kvp_count_text(so->r.steps, x[3], sizeof x[3]));
     workload_text(so->w, !rate, b);
     kvp_buf_printf(b, "\n%s, %s %s of %u tokens, max_num_seqs %s, max_num_batched_tokens %s; "
                       "step times are roofline lower bounds (kvplan simulate, docs/simulate.md)\n",
-                   so->c.engine == KVP_SIM_LLAMACPP ? "llama.cpp slots" : "vLLM V1 scheduler",
+                   kvp_sim_scheduler(so->c.engine),
                    kvp_count_text(so->c.engine == KVP_SIM_LLAMACPP ? so->c.num_blocks : so->c.num_blocks - 1, x[0],
                                   sizeof x[0]),
-                   so->c.engine == KVP_SIM_LLAMACPP ? "cells" : "blocks", so->c.block_size, kvp_count_text(so->c.max_num_seqs, x[1], sizeof x[1]),
+                   kvp_sim_unit(so->c.engine), so->c.block_size, kvp_count_text(so->c.max_num_seqs, x[1], sizeof x[1]),
                    kvp_count_text(so->c.max_batched_tokens, x[2], sizeof x[2]));
 }
 

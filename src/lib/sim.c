@@ -1,7 +1,9 @@
 /* sim.c -- vLLM V1's scheduler and block manager (0.11.0), and llama.cpp's
  * server slots, stepped over a workload (docs/simulate.md gives every rule
- * with the function it follows). Reading order: the deployment's groups,
- * the block pool, the per-request block tables, the schedulers, the run. */
+ * with the function it follows); the run also steps SGLang (sim_sglang.c)
+ * and TensorRT-LLM (sim_trtllm.c). Reading order: the deployment's groups,
+ * the per-request block tables (the pool is in sim_int.h), the schedulers,
+ * the run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +11,8 @@
 #include "kvplan/num.h"
 #include "kvplan/sim.h"
 #include "profile.h"
+#include "sim_int.h"
 
-#define NONE UINT32_MAX
-#define NULL_BLOCK 0u /* BlockPool.null_block: block 0, taken off the free queue at start */
 
 /* ---- the deployment: groups as kvplan fit grouped them ---- */
 
@@ -118,10 +119,18 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         c->max_model_len = f->kv_tokens / c->max_num_seqs; /* llama-server n_ctx_slot = n_ctx / n_parallel */
         c->num_blocks = c->max_model_len * c->max_num_seqs;
         c->max_batched_tokens = d->n_batch ? d->n_batch : 2048;
+    } else if (d->engine == KVP_ENGINE_SGLANG) {
+        if ((st = kvp_sim_sglang_config(d, f, c, err)) != KVP_OK)
+            return st;
+    } else if (d->engine == KVP_ENGINE_TRTLLM) {
+        if ((st = kvp_sim_trtllm_config(m, d, f, c, err)) != KVP_OK)
+            return st;
+    } else if (d->engine == KVP_ENGINE_VLLM) {
+        if ((st = kvp_sim_vllm0_config(m, d, f, c, err)) != KVP_OK)
+            return st;
     } else {
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s%s is not simulated yet (vllm, vllm@0.21.0, llamacpp are)",
-                        kvp_engine_info(d->engine)->name,
-                        d->engine == KVP_ENGINE_VLLM ? "@0.7.3 (V0)" : "");
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.21.0, "
+                        "vllm@0.7.3, sglang, sglang@0.4.6, trtllm, llamacpp are)", kvp_engine_info(d->engine)->name);
     }
     if (bandwidth > 0 && peak_flops > 0) {
         struct kvp_roofline one;
@@ -131,250 +140,13 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
             return st;
         c->step.weight_bytes = (double)one.weight_bytes;
         c->step.flops_per_token = one.prefill_flops / d->tp; /* 2 x active params (+ one token's attention) */
-        c->step.block_bytes = c->engine == KVP_SIM_VLLM ? (double)f->kv_pool_bytes / (double)f->num_blocks
-                                                        : (double)f->kv_bytes_per_token_per_gpu;
+        c->step.block_bytes = c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0
+                                  ? (double)f->kv_pool_bytes / (double)f->num_blocks
+                                  : (double)f->kv_bytes_per_token_per_gpu; /* SGLang, llama.cpp: a token */
         c->step.bandwidth = bandwidth;
         c->step.peak_flops = peak_flops;
     }
     return KVP_OK;
-}
-
-/* ---- the block pool (v1/core/block_pool.py) ----
- * ref counts; a free queue, least recently freed first (FreeKVCacheBlockQueue),
- * which holds both empty blocks and cached ones whose ref count fell to 0;
- * the cache: block identity -> blocks (cached_block_hash_to_block). A block's
- * identity stands for vLLM's chained hash: a block wholly inside a shared
- * prefix is (prefix id, index), any other is (request, index), so two blocks
- * are equal exactly when their token chains are. */
-struct pool {
-    uint64_t n, nfree, ncached_free;
-    uint32_t head, tail;
-    uint32_t *ref, *prev, *next, *chain;
-    uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
-    uint32_t *index;  /* identity's block index */
-    uint8_t *grp;     /* group the block serves */
-    uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
-    uint64_t mask;
-    uint64_t used[KVP_SIM_MAX_GROUPS];
-};
-
-KVP_WRAPS static uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
-{
-    uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ ((uint64_t)index << 8 | g);
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 32);
-}
-
-static bool same_key(const struct pool *p, uint32_t b, uint64_t owner, uint32_t index, uint8_t g)
-{
-    return p->owner[b] == owner && p->index[b] == index && p->grp[b] == g;
-}
-
-static uint64_t find_slot(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
-{
-    uint64_t i = key_hash(owner, index, g) & p->mask;
-    while (p->slot[i] != NONE && !same_key(p, p->slot[i], owner, index, g))
-        i = (i + 1) & p->mask;
-    return i;
-}
-
-/* get_cached_block: the oldest block with this identity, or NONE. */
-static uint32_t cache_get(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
-{
-    return p->slot[find_slot(p, owner, index, g)];
-}
-
-static void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_t index)
-{
-    uint64_t i;
-    p->owner[b] = owner;
-    p->index[b] = index;
-    p->chain[b] = NONE;
-    i = find_slot(p, owner, index, p->grp[b]);
-    if (p->slot[i] == NONE) {
-        p->slot[i] = b;
-    } else { /* the same chain computed twice: kept after the first (dict order) */
-        uint32_t x = p->slot[i];
-        while (p->chain[x] != NONE)
-            x = p->chain[x];
-        p->chain[x] = b;
-    }
-}
-
-/* _maybe_evict_cached_block; linear probing's backward-shift deletion. */
-static void cache_evict(struct pool *p, uint32_t b)
-{
-    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]), j;
-    if (p->slot[i] != b) {
-        uint32_t x = p->slot[i];
-        while (p->chain[x] != b)
-            x = p->chain[x];
-        p->chain[x] = p->chain[b];
-    } else if (p->chain[b] != NONE) {
-        p->slot[i] = p->chain[b];
-    } else {
-        for (j = (i + 1) & p->mask; p->slot[j] != NONE; j = (j + 1) & p->mask) {
-            uint32_t y = p->slot[j];
-            uint64_t k = key_hash(p->owner[y], p->index[y], p->grp[y]) & p->mask;
-            if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-                p->slot[i] = y;
-                i = j;
-            }
-        }
-        p->slot[i] = NONE;
-    }
-    p->owner[b] = 0;
-}
-
-static void queue_remove(struct pool *p, uint32_t b)
-{
-    if (p->prev[b] != NONE)
-        p->next[p->prev[b]] = p->next[b];
-    else
-        p->head = p->next[b];
-    if (p->next[b] != NONE)
-        p->prev[p->next[b]] = p->prev[b];
-    else
-        p->tail = p->prev[b];
-    p->prev[b] = p->next[b] = NONE;
-    p->nfree--;
-    p->ncached_free -= p->owner[b] != 0;
-}
-
-static void queue_append(struct pool *p, uint32_t b)
-{
-    p->prev[b] = p->tail;
-    p->next[b] = NONE;
-    if (p->tail != NONE)
-        p->next[p->tail] = b;
-    else
-        p->head = b;
-    p->tail = b;
-    p->nfree++;
-    p->ncached_free += p->owner[b] != 0;
-}
-
-/* get_new_blocks: pop the least recently freed block, evicting its hash. */
-static uint32_t pool_take(struct pool *p, uint8_t g)
-{
-    uint32_t b = p->head;
-    queue_remove(p, b);
-    if (p->owner[b])
-        cache_evict(p, b);
-    p->ref[b] = 1;
-    p->grp[b] = g;
-    p->used[g]++;
-    return b;
-}
-
-/* touch: a cache hit takes a reference (off the free queue if it was free). */
-static void pool_touch(struct pool *p, uint32_t b)
-{
-    if (p->ref[b]++ == 0) {
-        queue_remove(p, b);
-        p->used[p->grp[b]]++;
-    }
-}
-
-/* free_blocks: drop a reference; at 0 the block joins the free queue's tail
- * (its hash kept until it is reused). */
-static void pool_release(struct pool *p, uint32_t b)
-{
-    if (b == NULL_BLOCK)
-        return;
-    if (--p->ref[b] == 0) {
-        p->used[p->grp[b]]--;
-        queue_append(p, b);
-    }
-}
-
-static void pool_free(struct pool *p)
-{
-    free(p->ref);
-    free(p->prev);
-    free(p->next);
-    free(p->chain);
-    free(p->owner);
-    free(p->index);
-    free(p->grp);
-    free(p->slot);
-}
-
-static enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_error *err)
-{
-    uint64_t cap = 16;
-    memset(p, 0, sizeof *p);
-    if (n >= NONE)
-        return kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks are more than %u", (unsigned long long)n, NONE - 1);
-    while (cap < 2 * n)
-        cap *= 2;
-    p->n = n;
-    p->mask = cap - 1;
-    p->ref = calloc(n, sizeof *p->ref);
-    p->prev = malloc(n * sizeof *p->prev);
-    p->next = malloc(n * sizeof *p->next);
-    p->chain = malloc(n * sizeof *p->chain);
-    p->owner = calloc(n, sizeof *p->owner);
-    p->index = calloc(n, sizeof *p->index);
-    p->grp = calloc(n, sizeof *p->grp);
-    p->slot = malloc(cap * sizeof *p->slot);
-    if (!p->ref || !p->prev || !p->next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
-        pool_free(p);
-        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
-    }
-    memset(p->slot, 0xff, cap * sizeof *p->slot);
-    p->head = p->tail = NONE;
-    p->ref[NULL_BLOCK] = 1; /* the null block is never free */
-    p->prev[NULL_BLOCK] = p->next[NULL_BLOCK] = NONE;
-    for (uint32_t b = 1; b < n; b++)
-        queue_append(p, b);
-    return KVP_OK;
-}
-
-/* ---- requests and their block tables (single_type_kv_cache_manager.py) ---- */
-
-enum rstate { R_PENDING, R_WAITING, R_RUNNING, R_DONE };
-
-struct req {
-    const struct kvp_sim_request *q;
-    enum rstate state;
-    uint64_t tokens;   /* prompt + generated (Request.num_tokens) */
-    uint64_t computed; /* num_computed_tokens */
-    uint32_t generated;
-    uint32_t *table;   /* n_groups block tables of cap entries each, while running (NULL_BLOCK: skipped) */
-    uint32_t cap;
-    uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS]; /* blocks in the table; blocks cached */
-    uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
-    bool started;
-    double first_sched, first_token, finish;
-};
-
-struct sim {
-    const struct kvp_sim_config *c;
-    struct pool pool;
-    struct req *r;
-    uint32_t n;
-    uint32_t *wait, wait_head, nwait; /* a ring of n entries, FCFS; preempted requests go to its front */
-    uint32_t *run, nrun;
-    uint32_t *hit[KVP_SIM_MAX_GROUPS]; /* scratch: a cache hit's blocks per group */
-    uint32_t hit_len[KVP_SIM_MAX_GROUPS];
-    uint64_t hit_cap;
-    uint32_t *sched, *sched_n, nsched; /* this step's requests and tokens */
-    double now;                        /* the step's start */
-    struct kvp_sim_result *out;
-};
-
-static uint64_t owner_of(const struct req *r, uint32_t uid, uint32_t i, uint32_t block)
-{
-    if (r->q->prefix_id && (uint64_t)(i + 1) * block <= r->q->prefix_tokens)
-        return (uint64_t)r->q->prefix_id | 1ull << 63;
-    return (uint64_t)uid + 1;
-}
-
-static uint32_t *table(const struct req *r, uint32_t g)
-{
-    return r->table + (uint64_t)g * r->cap;
 }
 
 /* Blocks a group's table must hold for `tokens` tokens (get_num_blocks_to_allocate's
@@ -541,17 +313,6 @@ static void free_request(struct sim *s, struct req *r)
         r->len[g] = r->cached[g] = 0;
     }
     r->live = 0;
-}
-
-static void schedule(struct sim *s, uint32_t i, uint64_t n)
-{
-    struct req *r = &s->r[i];
-    if (!r->started) {
-        r->started = true;
-        r->first_sched = s->now;
-    }
-    s->sched[s->nsched] = i;
-    s->sched_n[s->nsched++] = (uint32_t)n;
 }
 
 /* Scheduler.schedule (v1/core/sched/scheduler.py), FCFS: the running
@@ -778,6 +539,8 @@ static void advance(struct sim *s, double t_end)
         r->state = R_DONE;
         if (s->c->engine == KVP_SIM_LLAMACPP)
             s->pool.used[0] -= r->live;
+        else if (s->c->engine == KVP_SIM_SGLANG)
+            kvp_sim_sglang_finish(s, r);
         else
             free_request(s, r);
         free(r->table);
@@ -802,6 +565,9 @@ static void sim_free(struct sim *s)
     free(s->sched_n);
     for (uint32_t g = 0; g < KVP_SIM_MAX_GROUPS; g++)
         free(s->hit[g]);
+    free(s->tmp);
+    free(s->tmp_key);
+    kvp_sim_sglang_free(s);
 }
 
 static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, const struct kvp_workload *w,
@@ -813,12 +579,18 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     s->out = out;
     s->c = c;
     s->n = w->n;
-    if (c->engine == KVP_SIM_VLLM) {
+    if (c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0) {
         if ((st = pool_init(&s->pool, c->num_blocks, err)) != KVP_OK)
+            return st;
+    } else if (c->engine == KVP_SIM_SGLANG) {
+        if ((st = kvp_sim_sglang_init(s, err)) != KVP_OK)
             return st;
     } else {
         s->pool.n = c->num_blocks;
     }
+    if (c->engine == KVP_SIM_TRTLLM &&
+        (!(s->tmp = malloc(2 * (uint64_t)w->n * sizeof *s->tmp)) || !(s->tmp_key = malloc(w->n * sizeof *s->tmp_key))))
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u requests", w->n);
     s->r = calloc(w->n, sizeof *s->r);
     s->wait = malloc(w->n * sizeof *s->wait);
     s->run = malloc(w->n * sizeof *s->run);
@@ -833,7 +605,7 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     for (uint32_t i = 0; i < w->n; i++) {
         const struct kvp_sim_request *q = &w->req[i];
         struct req *r = &s->r[i];
-        uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_VLLM ? c->num_blocks - 1 : c->max_model_len;
+        uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
         r->q = q;
         r->tokens = q->prompt;
         s->out->prompt_tokens += q->prompt;
@@ -849,7 +621,12 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
             return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
                                "request %u needs %llu blocks, more than the pool's %llu: it could never run", i + 1,
                                (unsigned long long)request_peak(c, q), (unsigned long long)pool);
-        r->cap = (uint32_t)kvp_cdiv(len, c->block_size);
+        if (c->engine == KVP_SIM_TRTLLM && (st = kvp_sim_trtllm_check(c, w, i, err)) != KVP_OK)
+            return st;
+        if (c->engine == KVP_SIM_VLLM0 && (st = kvp_sim_vllm0_check(c, w, i, err)) != KVP_OK)
+            return st;
+        /* SGLang keeps no block table: the radix tree and the counts in sim_sglang.c hold its slots */
+        r->cap = c->engine == KVP_SIM_SGLANG ? 1 : (uint32_t)kvp_cdiv(len, c->block_size);
     }
     return KVP_OK;
 }
@@ -871,7 +648,7 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
     s.out = out;
     if ((st = sim_init(&s, c, w, err)) != KVP_OK)
         goto out;
-    out->pool_blocks = c->engine == KVP_SIM_VLLM ? c->num_blocks - 1 : c->num_blocks;
+    out->pool_blocks = c->engine == KVP_SIM_LLAMACPP ? c->num_blocks : c->num_blocks - 1;
     while (done < w->n) {
         uint64_t tokens = 0, blocks = 0;
         double t_end;
@@ -888,7 +665,13 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         s.now = t;
         if (c->engine == KVP_SIM_VLLM)
             vllm_step(&s);
-        else
+        else if (c->engine == KVP_SIM_SGLANG && (st = kvp_sim_sglang_step(&s, err)) != KVP_OK)
+            goto out;
+        else if (c->engine == KVP_SIM_TRTLLM)
+            kvp_sim_trtllm_step(&s);
+        else if (c->engine == KVP_SIM_VLLM0)
+            kvp_sim_vllm0_step(&s);
+        else if (c->engine == KVP_SIM_LLAMACPP)
             llamacpp_step(&s);
         if (s.nsched == 0) {
             if (next < w->n) { /* idle until the next arrival */
@@ -918,6 +701,20 @@ out:
     if (st != KVP_OK)
         kvp_sim_result_free(out);
     return st;
+}
+
+const char *kvp_sim_unit(enum kvp_sim_engine e)
+{
+    return e == KVP_SIM_LLAMACPP ? "cells" : e == KVP_SIM_SGLANG ? "tokens" : "blocks";
+}
+
+const char *kvp_sim_scheduler(enum kvp_sim_engine e)
+{
+    return e == KVP_SIM_LLAMACPP ? "llama.cpp slots"
+           : e == KVP_SIM_SGLANG ? "SGLang scheduler"
+           : e == KVP_SIM_TRTLLM ? "TensorRT-LLM scheduler"
+           : e == KVP_SIM_VLLM0  ? "vLLM V0 scheduler"
+                                 : "vLLM V1 scheduler";
 }
 
 void kvp_sim_result_free(struct kvp_sim_result *r)

@@ -73,7 +73,7 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
                       ".legend { font-size: 12px; fill: #222; }\n</style>\n");
     kvp_buf_printf(b, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", W, H);
     text(b, L, 28, "class=\"title\"", title);
-    snprintf(lab, sizeof lab, "%s over %.2f s; times are %s", c->engine == KVP_SIM_LLAMACPP ? "cells" : "blocks",
+    snprintf(lab, sizeof lab, "%s over %.2f s; times are %s", kvp_sim_unit(c->engine),
              r->duration_s, c->step.bandwidth > 0 ? "roofline lower bounds" : "from the given step-time model");
     text(b, L, 48, "class=\"legend\"", lab);
     for (double v = 0; v <= x1 + 1e-9 * x1; v += xs) {

@@ -1,0 +1,304 @@
+/* sim_int.h -- the simulator's state shared by its engines (sim.c: vLLM V1
+ * and llama.cpp, and the run; sim_sglang.c; sim_trtllm.c; sim_vllm0.c): vLLM's block pool
+ * (ref counts, an LRU free queue, blocks cached by identity), which
+ * TensorRT-LLM's reuse pool and vLLM V0 follow too, and the per-request state the run
+ * steps. Internal to src/lib; docs/simulate.md gives the rules. */
+#ifndef KVPLAN_SIM_INT_H
+#define KVPLAN_SIM_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/deploy.h"
+#include "kvplan/num.h"
+#include "kvplan/sim.h"
+
+#define NONE UINT32_MAX
+#define NULL_BLOCK 0u /* BlockPool.null_block: block 0, taken off the free queue at start */
+
+/* ---- the block pool (v1/core/block_pool.py) ----
+ * ref counts; a free queue, least recently freed first (FreeKVCacheBlockQueue),
+ * which holds both empty blocks and cached ones whose ref count fell to 0;
+ * the cache: block identity -> blocks (cached_block_hash_to_block). A block's
+ * identity stands for vLLM's chained hash: a block wholly inside a shared
+ * prefix is (prefix id, index), any other is (request, index), so two blocks
+ * are equal exactly when their token chains are. */
+struct pool {
+    uint64_t n, nfree, ncached_free;
+    uint32_t head, tail;
+    uint32_t *ref, *prev, *next, *chain;
+    uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
+    uint32_t *index;  /* identity's block index */
+    uint8_t *grp;     /* group the block serves */
+    uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
+    uint64_t mask;
+    uint64_t used[KVP_SIM_MAX_GROUPS];
+};
+
+KVP_WRAPS static inline uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
+{
+    uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ ((uint64_t)index << 8 | g);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
+static inline bool same_key(const struct pool *p, uint32_t b, uint64_t owner, uint32_t index, uint8_t g)
+{
+    return p->owner[b] == owner && p->index[b] == index && p->grp[b] == g;
+}
+
+static inline uint64_t find_slot(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
+{
+    uint64_t i = key_hash(owner, index, g) & p->mask;
+    while (p->slot[i] != NONE && !same_key(p, p->slot[i], owner, index, g))
+        i = (i + 1) & p->mask;
+    return i;
+}
+
+/* get_cached_block: the oldest block with this identity, or NONE. */
+static inline uint32_t cache_get(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
+{
+    return p->slot[find_slot(p, owner, index, g)];
+}
+
+static inline void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_t index)
+{
+    uint64_t i;
+    p->owner[b] = owner;
+    p->index[b] = index;
+    p->chain[b] = NONE;
+    i = find_slot(p, owner, index, p->grp[b]);
+    if (p->slot[i] == NONE) {
+        p->slot[i] = b;
+    } else { /* the same chain computed twice: kept after the first (dict order) */
+        uint32_t x = p->slot[i];
+        while (p->chain[x] != NONE)
+            x = p->chain[x];
+        p->chain[x] = b;
+    }
+}
+
+/* _maybe_evict_cached_block; linear probing's backward-shift deletion. */
+static inline void cache_evict(struct pool *p, uint32_t b)
+{
+    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]), j;
+    if (p->slot[i] != b) {
+        uint32_t x = p->slot[i];
+        while (p->chain[x] != b)
+            x = p->chain[x];
+        p->chain[x] = p->chain[b];
+    } else if (p->chain[b] != NONE) {
+        p->slot[i] = p->chain[b];
+    } else {
+        for (j = (i + 1) & p->mask; p->slot[j] != NONE; j = (j + 1) & p->mask) {
+            uint32_t y = p->slot[j];
+            uint64_t k = key_hash(p->owner[y], p->index[y], p->grp[y]) & p->mask;
+            if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+                p->slot[i] = y;
+                i = j;
+            }
+        }
+        p->slot[i] = NONE;
+    }
+    p->owner[b] = 0;
+}
+
+static inline void queue_remove(struct pool *p, uint32_t b)
+{
+    if (p->prev[b] != NONE)
+        p->next[p->prev[b]] = p->next[b];
+    else
+        p->head = p->next[b];
+    if (p->next[b] != NONE)
+        p->prev[p->next[b]] = p->prev[b];
+    else
+        p->tail = p->prev[b];
+    p->prev[b] = p->next[b] = NONE;
+    p->nfree--;
+    p->ncached_free -= p->owner[b] != 0;
+}
+
+static inline void queue_append(struct pool *p, uint32_t b)
+{
+    p->prev[b] = p->tail;
+    p->next[b] = NONE;
+    if (p->tail != NONE)
+        p->next[p->tail] = b;
+    else
+        p->head = b;
+    p->tail = b;
+    p->nfree++;
+    p->ncached_free += p->owner[b] != 0;
+}
+
+/* get_new_blocks: pop the least recently freed block, evicting its hash. */
+static inline uint32_t pool_take(struct pool *p, uint8_t g)
+{
+    uint32_t b = p->head;
+    queue_remove(p, b);
+    if (p->owner[b])
+        cache_evict(p, b);
+    p->ref[b] = 1;
+    p->grp[b] = g;
+    p->used[g]++;
+    return b;
+}
+
+/* touch: a cache hit takes a reference (off the free queue if it was free). */
+static inline void pool_touch(struct pool *p, uint32_t b)
+{
+    if (p->ref[b]++ == 0) {
+        queue_remove(p, b);
+        p->used[p->grp[b]]++;
+    }
+}
+
+/* free_blocks: drop a reference; at 0 the block joins the free queue's tail
+ * (its hash kept until it is reused). */
+static inline void pool_release(struct pool *p, uint32_t b)
+{
+    if (b == NULL_BLOCK)
+        return;
+    if (--p->ref[b] == 0) {
+        p->used[p->grp[b]]--;
+        queue_append(p, b);
+    }
+}
+
+static inline void pool_free(struct pool *p)
+{
+    free(p->ref);
+    free(p->prev);
+    free(p->next);
+    free(p->chain);
+    free(p->owner);
+    free(p->index);
+    free(p->grp);
+    free(p->slot);
+}
+
+static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_error *err)
+{
+    uint64_t cap = 16;
+    memset(p, 0, sizeof *p);
+    if (n >= NONE)
+        return kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks are more than %u", (unsigned long long)n, NONE - 1);
+    while (cap < 2 * n)
+        cap *= 2;
+    p->n = n;
+    p->mask = cap - 1;
+    p->ref = calloc(n, sizeof *p->ref);
+    p->prev = malloc(n * sizeof *p->prev);
+    p->next = malloc(n * sizeof *p->next);
+    p->chain = malloc(n * sizeof *p->chain);
+    p->owner = calloc(n, sizeof *p->owner);
+    p->index = calloc(n, sizeof *p->index);
+    p->grp = calloc(n, sizeof *p->grp);
+    p->slot = malloc(cap * sizeof *p->slot);
+    if (!p->ref || !p->prev || !p->next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
+        pool_free(p);
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
+    }
+    memset(p->slot, 0xff, cap * sizeof *p->slot);
+    p->head = p->tail = NONE;
+    p->ref[NULL_BLOCK] = 1; /* the null block is never free */
+    p->prev[NULL_BLOCK] = p->next[NULL_BLOCK] = NONE;
+    for (uint32_t b = 1; b < n; b++)
+        queue_append(p, b);
+    return KVP_OK;
+}
+
+/* ---- requests and their block tables (single_type_kv_cache_manager.py) ---- */
+
+enum rstate { R_PENDING, R_WAITING, R_RUNNING, R_DONE };
+
+struct req {
+    const struct kvp_sim_request *q;
+    enum rstate state;
+    uint64_t tokens;   /* prompt + generated (Request.num_tokens) */
+    uint64_t computed; /* num_computed_tokens */
+    uint32_t generated;
+    uint32_t *table;   /* n_groups block tables of cap entries each, while running (NULL_BLOCK: skipped) */
+    uint32_t cap;
+    uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS]; /* blocks in the table; blocks cached */
+    uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
+    bool started;
+    double first_sched, first_token, finish;
+};
+
+struct sim {
+    const struct kvp_sim_config *c;
+    struct pool pool;
+    struct req *r;
+    uint32_t n;
+    uint32_t *wait, wait_head, nwait; /* a ring of n entries, FCFS; preempted requests go to its front */
+    uint32_t *run, nrun;
+    uint32_t *hit[KVP_SIM_MAX_GROUPS]; /* scratch: a cache hit's blocks per group */
+    uint32_t hit_len[KVP_SIM_MAX_GROUPS];
+    uint64_t hit_cap;
+    uint32_t *sched, *sched_n, nsched; /* this step's requests and tokens */
+    double now;                        /* the step's start */
+    struct kvp_sim_result *out;
+    struct sg *sg;                     /* SGLang's radix cache and scheduler state (sim_sglang.c) */
+    uint32_t *tmp;                     /* TRT-LLM: 2 n entries of scratch */
+    uint64_t *tmp_key;                 /* TRT-LLM: n block identities of scratch */
+};
+
+static inline uint64_t owner_of(const struct req *r, uint32_t uid, uint32_t i, uint32_t block)
+{
+    if (r->q->prefix_id && (uint64_t)(i + 1) * block <= r->q->prefix_tokens)
+        return (uint64_t)r->q->prefix_id | 1ull << 63;
+    return (uint64_t)uid + 1;
+}
+
+static inline uint32_t *table(const struct req *r, uint32_t g)
+{
+    return r->table + (uint64_t)g * r->cap;
+}
+
+static inline void schedule(struct sim *s, uint32_t i, uint64_t n)
+{
+    struct req *r = &s->r[i];
+    if (!r->started) {
+        r->started = true;
+        r->first_sched = s->now;
+    }
+    s->sched[s->nsched] = i;
+    s->sched_n[s->nsched++] = (uint32_t)n;
+}
+
+/* ---- the engines beside vLLM V1 and llama.cpp ---- */
+
+/* sim_sglang.c: the token pool and limits SGLang runs with (page_size 1 only). */
+enum kvp_status kvp_sim_sglang_config(const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_sim_config *c,
+                                      struct kvp_error *err);
+/* The radix cache's state in s->sg (freed by kvp_sim_sglang_free, NULL-safe). */
+enum kvp_status kvp_sim_sglang_init(struct sim *s, struct kvp_error *err);
+/* One scheduler iteration: a prefill (extend) batch, else a decode batch (retracting when full). */
+enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err);
+/* Request r finished: cache_finished_req. */
+void kvp_sim_sglang_finish(struct sim *s, struct req *r);
+void kvp_sim_sglang_free(struct sim *s);
+
+/* sim_trtllm.c: the block pool and limits TRT-LLM's PyTorch backend runs with. */
+enum kvp_status kvp_sim_trtllm_config(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                                      struct kvp_sim_config *c, struct kvp_error *err);
+/* Whether request q (1-based `i` in w) can ever run under c (KVP_ERR_RANGE at its line if not). */
+enum kvp_status kvp_sim_trtllm_check(const struct kvp_sim_config *c, const struct kvp_workload *w, uint32_t i,
+                                     struct kvp_error *err);
+/* One executor iteration: the capacity scheduler, the micro-batch scheduler, the blocks. */
+void kvp_sim_trtllm_step(struct sim *s);
+
+/* sim_vllm0.c: vLLM V0's pool and limits (full attention only, no chunked prefill). */
+enum kvp_status kvp_sim_vllm0_config(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                                     struct kvp_sim_config *c, struct kvp_error *err);
+/* Whether request q (1-based `i` in w) can ever run under c (KVP_ERR_RANGE at its line if not). */
+enum kvp_status kvp_sim_vllm0_check(const struct kvp_sim_config *c, const struct kvp_workload *w, uint32_t i,
+                                    struct kvp_error *err);
+/* One Scheduler._schedule_default step. */
+void kvp_sim_vllm0_step(struct sim *s);
+
+#endif
