@@ -1025,10 +1025,10 @@ START_TEST(sim_engine_not_simulated)
     struct tui_state *s;
     load_catalogs();
     s = start("llama-3.1-8b");
-    script(s, "@engine =sglang 'w");
+    script(s, "@engine =hf-dynamic 'w");
     ck_assert(s->ok); /* the fit computes ... */
     ck_assert(!s->sim_ok); /* ... the simulation says why not */
-    ck_assert_msg(strstr(s->sim_err.msg, "sglang is not simulated yet") != NULL, "%s", s->sim_err.msg);
+    ck_assert_msg(strstr(s->sim_err.msg, "hf-dynamic is not simulated yet") != NULL, "%s", s->sim_err.msg);
     ck_assert(s->status_error);
     ck_assert_ptr_nonnull(strstr(s->status, "not simulated"));
     tui_handle(s, 'r');

@@ -208,9 +208,9 @@ KVPLAN_DATADIR=models "$bin" check "$tmp/sim.yaml" >"$tmp/check.out" 2>&1 && gre
     { bad "kvplan check of the plan with the view's workload"; cat "$tmp/sim.yaml" "$tmp/check.out"; }
 t send-keys -t k Escape
 expect "kvplan tui: llama-3.1-8b on 1 x h100-sxm" "Esc goes back to the fit view"
-t send-keys -t k Down Enter s g l a n g Enter w
+t send-keys -t k Down Enter h f - d y n a m i c Enter w
 expect "Cannot simulate this setup:" "an engine not simulated"
-expect "sglang is not simulated yet" "the library's message"
+expect "hf-dynamic is not simulated yet" "the library's message"
 t send-keys -t k q
 expect_gone "simulate:" "q quits from the simulate view"
 

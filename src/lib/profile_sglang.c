@@ -226,6 +226,8 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
         f->max_context = m->max_context > d->context ? m->max_context : d->context;
     if (!kvp_mul(d->context, cell, &f->request_bytes) || !kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
+    if (f->kv_tokens == 0) /* model_runner.py init_memory_pool, both releases */
+        snprintf(f->refused, sizeof f->refused, "Not enough memory. Please try to increase --mem-fraction-static.");
     kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit);
     return KVP_OK;
 }
