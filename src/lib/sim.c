@@ -363,7 +363,29 @@ struct sim {
     uint32_t *sched, *sched_n, nsched; /* this step's requests and tokens */
     double now;                        /* the step's start */
     struct kvp_sim_result *out;
+    uint64_t log_cap;                  /* out->log's room (log_decisions) */
+    bool log_nomem;
 };
+
+/* A decision into out->log when the config asks for one (--validate). */
+static void note(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32_t for_req, uint64_t tokens,
+                 uint64_t hit, bool admit)
+{
+    struct kvp_sim_result *o = s->out;
+    if (!s->c->log_decisions || s->log_nomem)
+        return;
+    if (o->nlog == s->log_cap) {
+        uint64_t ncap = s->log_cap ? 2 * s->log_cap : 256;
+        struct kvp_sim_event *p = realloc(o->log, ncap * sizeof *p);
+        if (!p) {
+            s->log_nomem = true;
+            return;
+        }
+        o->log = p;
+        s->log_cap = ncap;
+    }
+    o->log[o->nlog++] = (struct kvp_sim_event){o->steps, kind, req, for_req, tokens, hit, admit};
+}
 
 static uint64_t owner_of(const struct req *r, uint32_t uid, uint32_t i, uint32_t block)
 {
@@ -582,6 +604,7 @@ static void vllm_step(struct sim *s)
             s->wait[s->wait_head] = v;
             s->nwait++;
             s->out->preemptions++;
+            note(s, KVP_SIM_PREEMPT, v, i, n, 0, false);
             preempted = true;
             if (v == i) {
                 ok = false;
@@ -590,6 +613,7 @@ static void vllm_step(struct sim *s)
         }
         if (!ok)
             break;
+        note(s, KVP_SIM_SCHEDULE, i, i, n, 0, false);
         schedule(s, i, n);
         budget -= n;
         k++;
@@ -599,14 +623,17 @@ static void vllm_step(struct sim *s)
         struct req *r = &s->r[i];
         uint64_t hit = computed_blocks(s, r, i), n = r->tokens - hit;
         n = n < budget ? n : budget;
-        if (!allocate(s, r, i, hit, n))
+        if (!allocate(s, r, i, hit, n)) {
+            note(s, KVP_SIM_BLOCKED, i, i, n, hit, true);
             break;
+        }
         s->wait_head = (s->wait_head + 1) % s->n;
         s->nwait--;
         s->run[s->nrun++] = i;
         r->state = R_RUNNING;
         r->computed = hit;
         s->out->prefix_hit_tokens += hit;
+        note(s, KVP_SIM_SCHEDULE, i, i, n, hit, true);
         schedule(s, i, n);
         budget -= n;
     }
@@ -912,7 +939,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         t = t_end;
     }
     out->duration_s = t;
-    st = summarize(&s, err);
+    st = s.log_nomem ? kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for the decision log")
+                     : summarize(&s, err);
 out:
     sim_free(&s);
     if (st != KVP_OK)
@@ -927,6 +955,9 @@ void kvp_sim_result_free(struct kvp_sim_result *r)
     free(r->series);
     r->series = NULL;
     r->steps = 0;
+    free(r->log);
+    r->log = NULL;
+    r->nlog = 0;
 }
 
 bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s)
