@@ -45,7 +45,7 @@ struct kvp_serve_opts {
                               * decode from scratch (0: every one) */
 };
 #define KVP_SERVE_DEFAULTS                                                                                          \
-    {.ref = {.seed = 1, .hidden = 64, .intermediate = 128, .vocab = 256, .q_per_kv = 2}, .logit_checks = 4}
+    {.ref = {.seed = 1, .hidden = 64, .intermediate = 128, .vocab = 256, .q_per_kv = 1}, .logit_checks = 4}
 
 struct kvp_serve_report {
     bool match;              /* every step, hit, preemption and logit check agreed */

@@ -263,7 +263,7 @@ static void render_text(const struct run *x, struct kvp_buf *b)
         kvp_buf_printf(b, "max sustained rate %.3g requests/s\n", x->max_rate);
     kvp_buf_printf(b, "times: %s\n", time_basis(x));
     if (x->v && x->v->match)
-        kvp_buf_printf(b, "validate: match, %llu steps (%llu block counts), %llu prefix hits (%llu tokens), "
+        kvp_buf_printf(b, "validate: match, %llu steps (%llu block counts), %llu admissions (%llu hit tokens), "
                           "%llu preemptions, %llu supplies checked; %llu tokens decoded, %llu logit checks bitwise, "
                           "%.1f MiB of blocks, %.2f s\n",
                        (unsigned long long)x->v->steps, (unsigned long long)x->v->blocks_compared,

@@ -53,6 +53,8 @@ struct serve {
     uint32_t *hit[KVP_SIM_MAX_GROUPS];      /* scratch: a hit's blocks per group */
     uint64_t hit_cap;
     float *logits, *fresh;
+    uint8_t *dropped;                       /* what a read of a block the pool does not give reads (zeros) */
+    uint64_t dropped_reads;                 /* rows the decoder asked for outside its request's table */
     uint32_t logit_left;                    /* logit checks still to do (UINT32_MAX: all) */
     struct kvp_serve_report *out;
 };
@@ -378,9 +380,10 @@ static uint8_t *row_block(void *ctx, uint32_t layer, int kv, uint32_t seq, uint6
     struct serve *s = ctx;
     const struct sreq *r = &s->q[s->seq_req[seq]];
     uint32_t g = s->group_of[layer], b;
-    (void)make;
-    if (g == NONE || index >= r->len[g] || (b = table_of(r, g)[index]) == NULL_BLK)
-        return NULL;
+    if (g == NONE || index >= r->len[g] || (b = table_of(r, g)[index]) == NULL_BLK) {
+        s->dropped_reads += !make; /* the decoder's window reaches a block the pool let go */
+        return make ? NULL : s->dropped;
+    }
     return s->b[b].mem[2 * layer + kv];
 }
 
@@ -495,6 +498,8 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
                               err)) != KVP_OK)
         return st;
     s->out->decoded_tokens += e->tokens;
+    if (differ(s, e->step, "rows read outside the request's blocks", 0, s->dropped_reads))
+        return KVP_OK;
     r->computed += e->tokens;
     cache_full_blocks(s, r);
     if (!last)
@@ -589,7 +594,7 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
                                   uint32_t batch, struct kvp_ref_model **rm, struct kvp_error *err)
 {
     const struct kvp_sim_config *c = s->c;
-    uint64_t cap = 16, vocab;
+    uint64_t cap = 16, vocab, most = 1;
     enum kvp_status st;
     struct kvp_ref_cache_opts co = {.policy = KVP_REF_PAGED, .context = c->max_model_len, .batch = batch,
                                     .block = c->block_size};
@@ -617,7 +622,11 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
     s->logits = malloc(vocab * sizeof *s->logits);
     s->fresh = malloc(vocab * sizeof *s->fresh);
     s->hit_cap = kvp_cdiv(c->max_model_len, c->block_size) + 1;
-    if (!s->group_of || !s->b || !s->bucket || !s->q || !s->seq_req || !s->free_seq || !s->logits || !s->fresh)
+    for (uint32_t l = 0; l < s->shape->n_layers; l++)
+        for (int kv = 0; kv < 2; kv++)
+            most = kvp_cache_block_bytes(s->cache, l, kv) > most ? kvp_cache_block_bytes(s->cache, l, kv) : most;
+    s->dropped = most <= SIZE_MAX ? calloc(1, (size_t)most) : NULL;
+    if (!s->dropped || !s->group_of || !s->b || !s->bucket || !s->q || !s->seq_req || !s->free_seq || !s->logits || !s->fresh)
         return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory for %llu blocks", (unsigned long long)s->n);
     for (uint32_t g = 0; g < s->G; g++)
         if (!(s->hit[g] = malloc(s->hit_cap * sizeof *s->hit[g])))
@@ -676,6 +685,7 @@ static void serve_free(struct serve *s)
     free(s->free_seq);
     free(s->logits);
     free(s->fresh);
+    free(s->dropped);
 }
 
 static double now_s(void)
