@@ -897,6 +897,11 @@ enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_
                             struct kvp_error *err)
 {
     uint8_t **p = &c->state[(uint64_t)layer * c->o.batch + seq];
+    if (c->blocks) { /* the caller's state slot */
+        if (!(*out = c->blocks(c->blocks_ctx, layer, 0, seq, 0, true)))
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u: sequence %u has no state slot", layer, seq);
+        return KVP_OK;
+    }
     if (!*p && !(*p = kvp_ref_alloc_get(c->a, KVP_REF_STATE, c->state_bytes[layer])))
         return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of recurrent state",
                         (unsigned long long)c->state_bytes[layer]);
@@ -988,5 +993,7 @@ void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos)
 uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv)
 {
     const struct store *s = ST(c, layer, 0, kv);
+    if (c->state_bytes[layer])
+        return kv ? 0 : c->state_bytes[layer];
     return s->f ? (uint64_t)c->o.block * s->qrow : 0;
 }

@@ -114,14 +114,16 @@ bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cac
  * of (layer, K or V, seq) whenever it reads or writes a row, make set when
  * it writes; fn returns the block's memory (block x row bytes of that store),
  * or NULL when there is none (a write then fails). No ring for windows: the
- * caller drops the blocks a window has left. Set before the first token. */
+ * caller drops the blocks a window has left. A recurrent layer's state is
+ * block 0 of K (make set): its slot. Set before the first token. */
 typedef uint8_t *kvp_cache_block_fn(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make);
 void kvp_cache_set_blocks(struct kvp_ref_cache *c, kvp_cache_block_fn *fn, void *ctx);
 /* Sequence seq (empty) starts at position pos: its first pos tokens are
  * already in the caller's blocks (a prefix-cache hit). */
 void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos);
 /* Bytes of one paged block of layer's K (kv 0) or V (kv 1) store: block
- * tokens x the codec's row; 0 where the layer caches nothing there. */
+ * tokens x the codec's row; a recurrent layer's state (kv 0); 0 where the
+ * layer keeps nothing there. */
 uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv);
 
 /* ---- model.c: the model and its seeded weights --------------------------------

@@ -29,7 +29,7 @@ struct blk {
     uint32_t group;      /* the group it serves (NONE: never taken) */
     bool hashed;
     uint64_t hash;       /* chained hash of its tokens (hashed) */
-    uint8_t **mem;       /* (layers, 2): its memory per K/V store of its group's layers */
+    uint8_t **mem;       /* (layers, 2): its memory per K/V store (a recurrent layer: its state) of its group's layers */
 };
 
 struct serve {
@@ -153,6 +153,11 @@ static void hash_remove(struct serve *s, uint32_t i)
     s->b[i].hashed = false;
 }
 
+static enum kvp_ref_tag tag_of(const struct serve *s, uint32_t l, int kv)
+{
+    return kvp_model_layer(s->shape, l)->kind == KVP_LAYER_RECURRENT ? KVP_REF_STATE : kv ? KVP_REF_V : KVP_REF_K;
+}
+
 /* The memory block i needs to serve group g: a block of every K/V store of
  * g's layers (a block that served another group gives its memory back). */
 static enum kvp_status give_memory(struct serve *s, uint32_t i, uint32_t g, struct kvp_error *err)
@@ -167,9 +172,9 @@ static enum kvp_status give_memory(struct serve *s, uint32_t i, uint32_t g, stru
             uint64_t bytes = kvp_cache_block_bytes(s->cache, l, kv);
             uint8_t **p = &x->mem[2 * l + kv];
             if (*p)
-                kvp_ref_alloc_put(&s->alloc, kv ? KVP_REF_V : KVP_REF_K, *p, bytes);
+                kvp_ref_alloc_put(&s->alloc, tag_of(s, l, kv), *p, bytes);
             *p = NULL;
-            if (s->group_of[l] == g && bytes && !(*p = kvp_ref_alloc_get(&s->alloc, kv ? KVP_REF_V : KVP_REF_K, bytes)))
+            if (s->group_of[l] == g && bytes && !(*p = kvp_ref_alloc_get(&s->alloc, tag_of(s, l, kv), bytes)))
                 return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory for a block of %llu bytes",
                                 (unsigned long long)bytes);
         }
@@ -568,7 +573,7 @@ static enum kvp_status assign_groups(struct serve *s, struct kvp_error *err)
     for (uint32_t l = 0; l < s->L; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(s->shape, l);
         uint32_t cand[KVP_SIM_MAX_GROUPS], nc = 0, same = 0, before = 0;
-        bool caches = sp->kind == KVP_LAYER_RECURRENT || kvp_cache_block_bytes(s->cache, l, 0) > 0;
+        bool caches = kvp_cache_block_bytes(s->cache, l, 0) > 0;
         s->group_of[l] = NONE;
         if (!caches)
             continue;
@@ -665,7 +670,7 @@ static void serve_free(struct serve *s)
     for (uint64_t i = 0; s->b && i < s->n; i++) {
         for (uint32_t l = 0; s->b[i].mem && l < s->L; l++)
             for (int kv = 0; kv < 2; kv++)
-                kvp_ref_alloc_put(&s->alloc, kv ? KVP_REF_V : KVP_REF_K, s->b[i].mem[2 * l + kv],
+                kvp_ref_alloc_put(&s->alloc, tag_of(s, l, kv), s->b[i].mem[2 * l + kv],
                                   kvp_cache_block_bytes(s->cache, l, kv));
         free(s->b[i].mem);
     }
