@@ -212,6 +212,10 @@ START_TEST(refusals)
     ck_assert_int_eq(kvp_serve_validate(x.m, &x.c, &x.w, &x.r, &o, &rep, &err), KVP_ERR_USAGE);
     ck_assert_ptr_nonnull(strstr(err.msg, "more than its budget of 50"));
     o.max_tokens = 0;
+    o.max_read_bytes = 1000;
+    ck_assert_int_eq(kvp_serve_validate(x.m, &x.c, &x.w, &x.r, &o, &rep, &err), KVP_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "cached rows of 57344 B"));
+    o.max_read_bytes = 0;
     x.c.log_decisions = false;
     ck_assert_int_eq(kvp_serve_validate(x.m, &x.c, &x.w, &x.r, &o, &rep, &err), KVP_ERR_USAGE);
     x.c.log_decisions = true;

@@ -33,14 +33,19 @@
 #include "kvplan/ref.h"
 #include "kvplan/sim.h"
 
-/* Tokens the decoder computes at most in one replay (prompts, outputs and
- * recomputation after preemption, as the simulation scheduled them): about
- * 10 s on one core for an 8B model's geometry at hidden 64. */
-#define KVP_SERVE_MAX_TOKENS 20000u
+/* The most one replay computes: tokens (prompts, outputs and recomputation
+ * after preemption, as the simulation scheduled them; ~1-3 ms each at the
+ * default scale for 7-8B geometries, ~25 ms for qwen3-next's recurrent
+ * state) and bytes of cached rows its attention reads (every token at
+ * position p reads p + 1 rows of every layer; ~7 GB/s). At either limit a
+ * replay takes some 10-20 s on one core. */
+#define KVP_SERVE_MAX_TOKENS 8000u
+#define KVP_SERVE_MAX_READ (64ull * 1000 * 1000 * 1000)
 
 struct kvp_serve_opts {
     struct kvp_ref_opts ref; /* the decoder's scaling (as `kvplan validate --scale auto`) */
     uint64_t max_tokens;     /* refuse a replay that decodes more (0: KVP_SERVE_MAX_TOKENS) */
+    uint64_t max_read_bytes; /* ... or whose attention reads more (0: KVP_SERVE_MAX_READ) */
     uint32_t logit_checks;   /* requests served with a prefix hit whose logits are compared with a
                               * decode from scratch (0: every one) */
 };

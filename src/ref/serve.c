@@ -693,6 +693,32 @@ static void serve_free(struct serve *s)
     free(s->dropped);
 }
 
+/* What the replay will compute: the tokens the log schedules, and the cached
+ * rows their attention reads (each token at position p reads p + 1, windows
+ * aside: an upper bound), following each request's computed tokens through
+ * admissions (from the claimed hit) and preemptions (back to 0). */
+static enum kvp_status work_of(const struct kvp_sim_result *r, uint32_t n, uint64_t *tokens, uint64_t *rows,
+                               struct kvp_error *err)
+{
+    uint64_t *done = calloc(n ? n : 1, sizeof *done);
+    if (!done)
+        return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory");
+    *tokens = *rows = 0;
+    for (uint64_t i = 0; i < r->nlog; i++) {
+        const struct kvp_sim_event *e = &r->log[i];
+        if (e->kind == KVP_SIM_PREEMPT) {
+            done[e->req] = 0;
+        } else if (e->kind == KVP_SIM_SCHEDULE) {
+            uint64_t c = (e->admit ? e->hit : done[e->req]);
+            *tokens = kvp_sat_add(*tokens, e->tokens);
+            *rows = kvp_sat_add(*rows, kvp_sat_add(kvp_sat_mul(e->tokens, c), kvp_sat_mul(e->tokens, e->tokens + 1) / 2));
+            done[e->req] = c + e->tokens;
+        }
+    }
+    free(done);
+    return KVP_OK;
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -708,7 +734,9 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
     struct serve s;
     struct kvp_ref_model *rm = NULL;
     enum kvp_status st = KVP_OK;
-    uint64_t tokens = 0, budget = o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS, e = 0;
+    uint64_t tokens = 0, rows = 0, row_bytes = 0, e = 0;
+    uint64_t budget = o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS;
+    uint64_t read_budget = o->max_read_bytes ? o->max_read_bytes : KVP_SERVE_MAX_READ;
     uint32_t batch = 1;
     double t0 = now_s();
 
@@ -719,8 +747,8 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
                         "slots are not validated yet");
     if (!r->series || !c->log_decisions || r->steps == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "--validate needs the simulation's series and decision log");
-    for (uint64_t i = 0; i < r->nlog; i++)
-        tokens += r->log[i].kind == KVP_SIM_SCHEDULE ? r->log[i].tokens : 0;
+    if ((st = work_of(r, w->n, &tokens, &rows, err)) != KVP_OK)
+        return st;
     if (tokens > budget)
         return kvp_fail(err, KVP_ERR_USAGE, "--validate: the decoder would compute %llu tokens, more than its budget "
                         "of %llu (a smaller workload: fewer or shorter requests)", (unsigned long long)tokens,
@@ -735,6 +763,16 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
     s.logit_left = o->logit_checks ? o->logit_checks : UINT32_MAX;
     if ((st = serve_init(&s, m, o, batch, &rm, err)) != KVP_OK)
         goto done;
+    for (uint32_t l = 0; l < s.L; l++)
+        for (int kv = 0; kv < 2 && kvp_model_layer(s.shape, l)->kind != KVP_LAYER_RECURRENT; kv++)
+            row_bytes += kvp_cache_block_bytes(s.cache, l, kv) / c->block_size;
+    if (kvp_sat_mul(rows, row_bytes) > read_budget) {
+        st = kvp_fail(err, KVP_ERR_USAGE, "--validate: the decoder's attention would read %llu cached rows of %llu B "
+                      "(%.0f GB), more than its budget of %.0f GB (a smaller workload: fewer or shorter requests)",
+                      (unsigned long long)rows, (unsigned long long)row_bytes,
+                      (double)kvp_sat_mul(rows, row_bytes) / 1e9, (double)read_budget / 1e9);
+        goto done;
+    }
     for (uint64_t k = 0; k < r->steps && out->match; k++) {
         uint64_t first = e;
         for (; e < r->nlog && r->log[e].step == k && out->match && st == KVP_OK; e++) {
