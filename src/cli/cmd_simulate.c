@@ -264,11 +264,12 @@ static void render_text(const struct run *x, struct kvp_buf *b)
     kvp_buf_printf(b, "times: %s\n", time_basis(x));
     if (x->v && x->v->match)
         kvp_buf_printf(b, "validate: match, %llu steps (%llu block counts), %llu admissions (%llu hit tokens), "
-                          "%llu preemptions, %llu supplies checked; %llu tokens decoded, %llu logit checks bitwise, "
+                          "%llu preemption%s, %llu supplies checked; %llu tokens decoded, %llu logit checks bitwise, "
                           "%.1f MiB of blocks, %.2f s\n",
                        (unsigned long long)x->v->steps, (unsigned long long)x->v->blocks_compared,
                        (unsigned long long)x->v->hits_compared, (unsigned long long)x->v->hit_tokens,
-                       (unsigned long long)x->v->preemptions_compared, (unsigned long long)x->v->supplies_checked,
+                       (unsigned long long)x->v->preemptions_compared, x->v->preemptions_compared == 1 ? "" : "s",
+                       (unsigned long long)x->v->supplies_checked,
                        (unsigned long long)x->v->decoded_tokens, (unsigned long long)x->v->logit_checks,
                        (double)x->v->peak_bytes / 1048576.0, x->v->wall_s);
     else if (x->v)

@@ -68,7 +68,7 @@ struct sreq {
     uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS];
     uint64_t *hash;     /* chained hash of block i (nhash known) */
     uint64_t nhash;
-    bool running, done, had_hit;
+    bool running, done, verify; /* verify: admitted with a hit; its logits checked when its tokens are in */
 };
 
 KVP_WRAPS static uint64_t mix(uint64_t h)
@@ -472,7 +472,7 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
         r->seq = s->free_seq[--s->nfree_seq];
         s->seq_req[r->seq] = e->req;
         r->running = true;
-        r->had_hit = r->had_hit || (hit > 0 && r->generated == 0);
+        r->verify = hit > 0;
         s->out->hit_tokens += hit;
     } else {
         drop_unreadable(s, r);
@@ -509,8 +509,9 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
     cache_full_blocks(s, r);
     if (!last)
         return KVP_OK;
-    if (r->had_hit && r->generated == 0 && s->logit_left > 0 && (st = check_logits(s, r, e->step, err)) != KVP_OK)
+    if (r->verify && s->logit_left > 0 && (st = check_logits(s, r, e->step, err)) != KVP_OK)
         return st;
+    r->verify = false;
     r->tok[r->ntok++] = argmax(s->logits, kvp_ref_vocab(s->rm)); /* greedy; computed next step */
     r->generated++;
     return KVP_OK;
