@@ -50,6 +50,7 @@ struct serve {
     uint64_t mask;
     struct sreq *q;
     uint32_t *seq_req, *free_seq, nfree_seq; /* a cache sequence's request; free sequences */
+    uint32_t running;                        /* requests holding a sequence */
     uint32_t *hit[KVP_SIM_MAX_GROUPS];      /* scratch: a hit's blocks per group */
     uint64_t hit_cap;
     float *logits, *fresh;
@@ -404,6 +405,7 @@ static void end_request(struct serve *s, struct sreq *r)
     s->free_seq[s->nfree_seq++] = r->seq;
     r->seq = NONE;
     r->running = false;
+    s->running--;
     r->computed = 0;
 }
 
@@ -472,6 +474,7 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
         r->seq = s->free_seq[--s->nfree_seq];
         s->seq_req[r->seq] = e->req;
         r->running = true;
+        s->running++;
         r->verify = hit > 0;
         s->out->hit_tokens += hit;
     } else {
@@ -545,6 +548,7 @@ static void refuse(struct serve *s, const struct kvp_sim_event *e)
 static void compare_step(struct serve *s, uint64_t k, const struct kvp_sim_step *claim)
 {
     char f[32];
+    differ(s, k, "running", claim->running, s->running);
     for (uint32_t g = 0; g < s->G; g++) {
         snprintf(f, sizeof f, "used_g%u", g);
         differ(s, k, f, claim->used[g], s->used[g]);
