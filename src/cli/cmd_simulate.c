@@ -359,8 +359,8 @@ int cmd_simulate(int argc, char **argv)
     if ((rc = setup(&x, pos[0])) != CLI_OK)
         goto done;
     if (validate && x.c.engine != KVP_SIM_VLLM) {
-        rc = cli_usage_error("simulate: --validate replays vLLM's paged block pool; llama.cpp's fixed slots are "
-                             "not validated yet");
+        rc = cli_usage_error("simulate: --validate replays vLLM's paged block pool; %s's scheduler (llama.cpp: "
+                             "fixed slots) is not validated yet", kvp_engine_info(x.d.engine)->name);
         goto done;
     }
     x.c.log_decisions = validate;

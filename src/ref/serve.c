@@ -748,8 +748,8 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
     memset(out, 0, sizeof *out);
     out->match = true;
     if (c->engine != KVP_SIM_VLLM)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "--validate replays vLLM's paged block pool; llama.cpp's fixed "
-                        "slots are not validated yet");
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "--validate replays vLLM's paged block pool; other engines' "
+                        "schedulers (llama.cpp: fixed slots) are not validated yet");
     if (!r->series || !c->log_decisions || r->steps == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "--validate needs the simulation's series and decision log");
     if ((st = work_of(r, w->n, &tokens, &rows, err)) != KVP_OK)
