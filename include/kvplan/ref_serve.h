@@ -41,6 +41,9 @@
  * replay takes some 10-20 s on one core. */
 #define KVP_SERVE_MAX_TOKENS 8000u
 #define KVP_SERVE_MAX_READ (64ull * 1000 * 1000 * 1000)
+/* Block memory at most: the tokens x their rows' bytes over every layer (an
+ * upper bound on the blocks they fill) may not pass 4 GiB. */
+#define KVP_SERVE_MAX_MEMORY (4ull << 30)
 
 struct kvp_serve_opts {
     struct kvp_ref_opts ref; /* the decoder's scaling (as `kvplan validate --scale auto`) */

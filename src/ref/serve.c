@@ -606,8 +606,11 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
     const struct kvp_sim_config *c = s->c;
     uint64_t cap = 16, vocab, most = 1;
     enum kvp_status st;
-    struct kvp_ref_cache_opts co = {.policy = KVP_REF_PAGED, .context = c->max_model_len, .batch = batch,
-                                    .block = c->block_size};
+    struct kvp_ref_cache_opts co = {.policy = KVP_REF_PAGED, .context = 1, .batch = batch, .block = c->block_size};
+    for (uint32_t i = 0; i < s->w->n; i++) /* a sequence holds at most the longest request */
+        co.context = (uint64_t)s->w->req[i].prompt + s->w->req[i].output > co.context
+                         ? (uint64_t)s->w->req[i].prompt + s->w->req[i].output
+                         : co.context;
     if ((st = kvp_ref_model_new(m, &o->ref, rm, err)) != KVP_OK)
         return st;
     s->rm = *rm;
@@ -771,6 +774,13 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
     for (uint32_t l = 0; l < s.L; l++)
         for (int kv = 0; kv < 2 && kvp_model_layer(s.shape, l)->kind != KVP_LAYER_RECURRENT; kv++)
             row_bytes += kvp_cache_block_bytes(s.cache, l, kv) / c->block_size;
+    if (kvp_sat_mul(tokens, row_bytes) > KVP_SERVE_MAX_MEMORY) {
+        st = kvp_fail(err, KVP_ERR_USAGE, "--validate: %llu tokens of %llu B could need %.1f GiB of blocks, more "
+                      "than %.0f GiB (a smaller workload: fewer or shorter requests)", (unsigned long long)tokens,
+                      (unsigned long long)row_bytes, (double)kvp_sat_mul(tokens, row_bytes) / 1073741824.0,
+                      (double)KVP_SERVE_MAX_MEMORY / 1073741824.0);
+        goto done;
+    }
     if (kvp_sat_mul(rows, row_bytes) > read_budget) {
         st = kvp_fail(err, KVP_ERR_USAGE, "--validate: the decoder's attention would read %llu cached rows of %llu B "
                       "(%.0f GB), more than its budget of %.0f GB (a smaller workload: fewer or shorter requests)",
