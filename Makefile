@@ -198,6 +198,18 @@ $(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(L
 	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_STATE_OBJ) \
 	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
 
+# tests/check_serve.c's `mutation` case against a simulator whose pool is
+# one block short: the replay on the decoder's real pool must catch it.
+MUT_BIN += $(BUILD)/tests/check_serve_mutate_sim
+$(BUILD)/mut/sim/sim.o: src/lib/sim.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -DKVP_MUTATE_SIM -c $< -o $@
+
+$(BUILD)/tests/check_serve_mutate_sim: tests/check_serve.c $(BUILD)/mut/sim/sim.o $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -DKVP_MUTATE_SIM $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/sim/sim.o $(TUI_STATE_OBJ) \
+	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
+
 check-mutation: $(MUT_BIN)
 	@for t in $(MUT_BIN); do KVPLAN_DATADIR=models CK_RUN_CASE=mutation ./$$t || exit 1; done
 

@@ -143,6 +143,7 @@ struct kvp_sim_config {
     uint64_t max_model_len;     /* longest request (prompt + output); llama.cpp: cells per slot */
     bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
     struct kvp_step_model step;
+    bool log_decisions;         /* vLLM: fill kvp_sim_result.log (what --validate replays) */
 };
 
 /* The engine, pool and limits a deployment runs with, from the fit kvplan fit
@@ -164,6 +165,24 @@ struct kvp_sim_step {
     uint64_t free;       /* free blocks holding nothing */
 };
 
+/* One scheduler decision (vLLM, with log_decisions), in the order the
+ * scheduler made it; `kvplan simulate --validate` replays them on the
+ * reference decoder's block pool (src/ref/serve.c). */
+enum kvp_sim_decision {
+    KVP_SIM_SCHEDULE, /* req computes `tokens` tokens this step; admit: taken from the queue with `hit` cached tokens */
+    KVP_SIM_PREEMPT,  /* req is preempted (recompute) because `for_req` could not get blocks for `tokens` tokens */
+    KVP_SIM_BLOCKED,  /* req (waiting, `hit` cached) could not get blocks for `tokens` tokens: the queue stops */
+};
+
+struct kvp_sim_event {
+    uint64_t step;    /* the step (0-based) the decision belongs to */
+    enum kvp_sim_decision kind;
+    uint32_t req;     /* workload index */
+    uint32_t for_req; /* PREEMPT: the request that needed the blocks */
+    uint64_t tokens, hit;
+    bool admit;
+};
+
 struct kvp_percentiles {
     double p50, p90, p99, mean;
 };
@@ -179,6 +198,8 @@ struct kvp_sim_result {
     double duration_s;           /* the last request's end */
     struct kvp_percentiles ttft, tpot, queue; /* seconds; queue: arrival to first scheduled */
     double throughput;           /* output tokens per second over duration_s */
+    struct kvp_sim_event *log;   /* nlog decisions (config log_decisions), owned */
+    uint64_t nlog;
 };
 
 /* Simulate w under c. keep_series: fill r->series (else only the totals).

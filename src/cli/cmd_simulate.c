@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "kvplan/deploy.h"
 #include "kvplan/num.h"
+#include "kvplan/ref_serve.h"
 #include "kvplan/sim.h"
 
 /* the deployment options (settings.h) come first, then these */
@@ -27,6 +28,8 @@ static const struct cli_opt sim_opts[] = {
     {"max-queue", "S", "sustained means the 99th percentile of queueing is at most S seconds (default 1)", NULL},
     {"format", "F", "text (default), json, or csv (the time series)", NULL},
     {"svg", "FILE", "write the KV blocks over time as an SVG chart", NULL},
+    {"validate", NULL, "replay the decisions on the reference decoder's real block pool and compare every step "
+                       "(exit 1 on a difference; at most 8,000 decoded tokens and 64 GB of cache read)", NULL},
     {NULL, NULL, NULL, NULL},
 };
 static struct cli_opt opts[KVP_SETTINGS_MAX + 16];
@@ -139,6 +142,7 @@ struct run {
     struct kvp_sim_result r;
     bool step_given, find;
     double max_queue, max_rate;
+    const struct kvp_serve_report *v; /* --validate's, or NULL */
 };
 
 static const char *time_basis(const struct run *x)
@@ -178,6 +182,27 @@ static void render_json(const struct run *x, struct kvp_buf *b)
     kvp_json_bool(&j, "sustained", kvp_sim_sustained(r, x->max_queue));
     if (x->find)
         kvp_json_double(&j, "max_sustained_rate", x->max_rate);
+    if (x->v) {
+        kvp_json_bool(&j, "match", x->v->match);
+        kvp_json_begin(&j, "validate", '{');
+        kvp_json_u64(&j, "steps_compared", x->v->steps);
+        kvp_json_u64(&j, "blocks_compared", x->v->blocks_compared);
+        kvp_json_u64(&j, "hits_compared", x->v->hits_compared);
+        kvp_json_u64(&j, "hit_tokens", x->v->hit_tokens);
+        kvp_json_u64(&j, "preemptions_compared", x->v->preemptions_compared);
+        kvp_json_u64(&j, "supplies_checked", x->v->supplies_checked);
+        kvp_json_u64(&j, "logit_checks", x->v->logit_checks);
+        kvp_json_u64(&j, "decoded_tokens", x->v->decoded_tokens);
+        kvp_json_u64(&j, "peak_bytes", x->v->peak_bytes);
+        kvp_json_double(&j, "wall_s", x->v->wall_s);
+        if (!x->v->match) {
+            kvp_json_u64(&j, "first_step", x->v->step + 1);
+            kvp_json_str(&j, "field", x->v->field);
+            kvp_json_u64(&j, "claimed", x->v->claimed);
+            kvp_json_u64(&j, "measured", x->v->measured);
+        }
+        kvp_json_end(&j, '}');
+    }
     kvp_json_end(&j, '}');
     kvp_buf_printf(b, "\n");
 }
@@ -251,6 +276,20 @@ static void render_text(const struct run *x, struct kvp_buf *b)
     if (x->find)
         kvp_buf_printf(b, "max sustained rate %.3g requests/s\n", x->max_rate);
     kvp_buf_printf(b, "times: %s\n", time_basis(x));
+    if (x->v && x->v->match)
+        kvp_buf_printf(b, "validate: match, %llu steps (%llu block counts), %llu admissions (%llu hit tokens), "
+                          "%llu preemption%s, %llu supplies checked; %llu tokens decoded, %llu logit checks bitwise, "
+                          "%.1f MiB of blocks, %.2f s\n",
+                       (unsigned long long)x->v->steps, (unsigned long long)x->v->blocks_compared,
+                       (unsigned long long)x->v->hits_compared, (unsigned long long)x->v->hit_tokens,
+                       (unsigned long long)x->v->preemptions_compared, x->v->preemptions_compared == 1 ? "" : "s",
+                       (unsigned long long)x->v->supplies_checked,
+                       (unsigned long long)x->v->decoded_tokens, (unsigned long long)x->v->logit_checks,
+                       (double)x->v->peak_bytes / 1048576.0, x->v->wall_s);
+    else if (x->v)
+        kvp_buf_printf(b, "validate: MISMATCH at step %llu: %s: simulated %llu, measured %llu\n",
+                       (unsigned long long)x->v->step + 1, x->v->field, (unsigned long long)x->v->claimed,
+                       (unsigned long long)x->v->measured);
 }
 
 static int write_svg(const struct run *x, const char *path)
@@ -321,6 +360,8 @@ int cmd_simulate(int argc, char **argv)
     struct run x = {.max_queue = 1.0};
     struct kvp_error err = {0};
     struct kvp_buf b = {0};
+    struct kvp_serve_report rep;
+    bool validate;
 
     cli_deploy_opts(opts, sizeof opts / sizeof opts[0], sim_opts);
     if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
@@ -331,12 +372,27 @@ int cmd_simulate(int argc, char **argv)
         return rc;
     x.find = cli_opt(&cmd, "find-max-rate") != NULL;
     svg = cli_opt(&cmd, "svg");
+    validate = cli_opt(&cmd, "validate") != NULL;
     if ((rc = setup(&x, pos[0])) != CLI_OK)
         goto done;
-    if (kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg, &x.r, &err) != KVP_OK ||
+    if (validate && x.c.engine != KVP_SIM_VLLM) {
+        rc = cli_usage_error("simulate: --validate replays vLLM V1's paged block pool; %s (%s) is not validated yet",
+                             kvp_engine_info(x.d.engine)->name, kvp_sim_scheduler(x.c.engine));
+        goto done;
+    }
+    x.c.log_decisions = validate;
+    if (kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg || validate, &x.r, &err) != KVP_OK ||
         (x.find && kvp_sim_max_rate(&x.c, &x.s, x.max_queue, &x.max_rate, &err) != KVP_OK)) {
         rc = cli_error(&err);
         goto done;
+    }
+    if (validate) {
+        struct kvp_serve_opts o = KVP_SERVE_DEFAULTS;
+        if (kvp_serve_validate(x.m, &x.c, &x.w, &x.r, &o, &rep, &err) != KVP_OK) {
+            rc = cli_error(&err);
+            goto done;
+        }
+        x.v = &rep;
     }
     if (svg && (rc = write_svg(&x, svg)) != CLI_OK)
         goto done;
@@ -347,6 +403,8 @@ int cmd_simulate(int argc, char **argv)
     else
         render_text(&x, &b);
     rc = cli_write(&b);
+    if (rc == CLI_OK && x.v && !x.v->match)
+        rc = CLI_FAIL;
 done:
     kvp_buf_release(&b);
     kvp_sim_result_free(&x.r);

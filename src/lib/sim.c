@@ -13,6 +13,11 @@
 #include "profile.h"
 #include "sim_int.h"
 
+#ifdef KVP_MUTATE_SIM  /* make check-mutation: a pool one block short, which --validate must catch */
+#define SHORT_BY 1u
+#else
+#define SHORT_BY 0u
+#endif
 
 /* ---- the deployment: groups as kvplan fit grouped them ---- */
 
@@ -149,6 +154,25 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
     return KVP_OK;
 }
 
+/* A decision into out->log when the config asks for one (--validate). */
+static void note(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32_t for_req, uint64_t tokens,
+                 uint64_t hit, bool admit)
+{
+    struct kvp_sim_result *o = s->out;
+    if (!s->c->log_decisions || s->log_nomem)
+        return;
+    if (o->nlog == s->log_cap) {
+        uint64_t ncap = s->log_cap ? 2 * s->log_cap : 256;
+        struct kvp_sim_event *p = realloc(o->log, ncap * sizeof *p);
+        if (!p) {
+            s->log_nomem = true;
+            return;
+        }
+        o->log = p;
+        s->log_cap = ncap;
+    }
+    o->log[o->nlog++] = (struct kvp_sim_event){o->steps, kind, req, for_req, tokens, hit, admit};
+}
 /* Blocks a group's table must hold for `tokens` tokens (get_num_blocks_to_allocate's
  * num_required_blocks; MambaManager: block_size = max_model_len, one block). */
 static uint64_t required(const struct sim *s, uint32_t g, uint64_t tokens)
@@ -268,7 +292,7 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
         for (uint32_t i = 0; i < s->hit_len[g]; i++) /* evictable hits come off the free queue */
             want += s->hit[g][i] != NULL_BLOCK && s->pool.ref[s->hit[g][i]] == 0;
     }
-    if (want > s->pool.nfree) {
+    if (want + SHORT_BY > s->pool.nfree) {
         memset(s->hit_len, 0, sizeof s->hit_len);
         return false;
     }
@@ -343,6 +367,7 @@ static void vllm_step(struct sim *s)
             s->wait[s->wait_head] = v;
             s->nwait++;
             s->out->preemptions++;
+            note(s, KVP_SIM_PREEMPT, v, i, n, 0, false);
             preempted = true;
             if (v == i) {
                 ok = false;
@@ -351,6 +376,7 @@ static void vllm_step(struct sim *s)
         }
         if (!ok)
             break;
+        note(s, KVP_SIM_SCHEDULE, i, i, n, 0, false);
         schedule(s, i, n);
         budget -= n;
         k++;
@@ -360,14 +386,17 @@ static void vllm_step(struct sim *s)
         struct req *r = &s->r[i];
         uint64_t hit = computed_blocks(s, r, i), n = r->tokens - hit;
         n = n < budget ? n : budget;
-        if (!allocate(s, r, i, hit, n))
+        if (!allocate(s, r, i, hit, n)) {
+            note(s, KVP_SIM_BLOCKED, i, i, n, hit, true);
             break;
+        }
         s->wait_head = (s->wait_head + 1) % s->n;
         s->nwait--;
         s->run[s->nrun++] = i;
         r->state = R_RUNNING;
         r->computed = hit;
         s->out->prefix_hit_tokens += hit;
+        note(s, KVP_SIM_SCHEDULE, i, i, n, hit, true);
         schedule(s, i, n);
         budget -= n;
     }
@@ -695,7 +724,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         t = t_end;
     }
     out->duration_s = t;
-    st = summarize(&s, err);
+    st = s.log_nomem ? kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for the decision log")
+                     : summarize(&s, err);
 out:
     sim_free(&s);
     if (st != KVP_OK)
@@ -724,6 +754,9 @@ void kvp_sim_result_free(struct kvp_sim_result *r)
     free(r->series);
     r->series = NULL;
     r->steps = 0;
+    free(r->log);
+    r->log = NULL;
+    r->nlog = 0;
 }
 
 bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s)

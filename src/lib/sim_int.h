@@ -245,6 +245,8 @@ struct sim {
     struct sg *sg;                     /* SGLang's radix cache and scheduler state (sim_sglang.c) */
     uint32_t *tmp;                     /* TRT-LLM: 2 n entries of scratch */
     uint64_t *tmp_key;                 /* TRT-LLM: n block identities of scratch */
+    uint64_t log_cap;                  /* out->log's room (log_decisions: vLLM V1 only) */
+    bool log_nomem;
 };
 
 static inline uint64_t owner_of(const struct req *r, uint32_t uid, uint32_t i, uint32_t block)

@@ -124,6 +124,8 @@ struct kvp_ref_cache {
     struct kvp_ref_cache *twin; /* mirrors every append (kvp_ref_cache_mirror), or NULL */
     void *scratch;          /* the decoder's step scratch (kvp_cache_scratch) */
     uint64_t scratch_bytes;
+    kvp_cache_block_fn *blocks; /* paged: blocks the caller owns (kvp_cache_set_blocks), or NULL */
+    void *blocks_ctx;
 };
 
 static uint64_t held_of(const struct store *s, uint64_t T)
@@ -263,8 +265,10 @@ static uint8_t *row_at(const struct store *s, uint64_t pos, uint64_t T, bool *re
     return s->buf + (pos % s->qcap) * s->qrow;
 }
 
+static uint8_t *paged_row(const struct kvp_ref_cache *c, struct store *s, uint64_t pos, bool make);
+
 /* Paged: the row of pos, allocating its block when asked. */
-static uint8_t *paged_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block, uint64_t pos, bool make)
+static uint8_t *own_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block, uint64_t pos, bool make)
 {
     uint64_t nb_ring = s->window ? kvp_cdiv(s->window, block) : 0;
     uint64_t slot = nb_ring ? pos % (nb_ring * block) : pos, b = slot / block;
@@ -292,12 +296,12 @@ static uint8_t *paged_row(struct store *s, struct kvp_ref_alloc *a, uint32_t blo
     return s->table.p[b] + (slot % block) * s->qrow;
 }
 
-static void store_read(const struct store *s, uint32_t block, uint64_t pos, float *out)
+static void store_read(const struct kvp_ref_cache *c, const struct store *s, uint64_t pos, float *out)
 {
     uint64_t T = s->len;
     bool resid;
-    if (block) {
-        const uint8_t *row = paged_row((struct store *)s, NULL, block, pos, false);
+    if (c->o.policy == KVP_REF_PAGED) {
+        const uint8_t *row = paged_row(c, (struct store *)s, pos, false);
         row_decode(s, row, out);
         return;
     }
@@ -308,8 +312,8 @@ static void store_read(const struct store *s, uint32_t block, uint64_t pos, floa
             return;
         }
         slot = group_slot(s, pos / G, T);
-        for (uint64_t c = 0; c < s->n; c++)
-            kvp_codec_decode_value(s->f, s->n, slot, c, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[c]);
+        for (uint64_t ch = 0; ch < s->n; ch++)
+            kvp_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch]);
         if (s->ob)
             kvp_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, out);
         return;
@@ -446,9 +450,11 @@ static enum kvp_status store_append(struct kvp_ref_cache *c, struct store *s, co
     if (c->o.policy == KVP_REF_DYNAMIC)
         return grow(s, c->a, x, tmp, err);
     if (c->o.policy == KVP_REF_PAGED) {
-        uint8_t *row = paged_row(s, c->a, c->o.block, s->len, true);
+        uint8_t *row = paged_row(c, s, s->len, true);
         if (!row)
-            return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate a block of %u tokens", c->o.block);
+            return c->blocks ? kvp_fail(err, KVP_ERR_RANGE, "position %llu has no block in the table",
+                                        (unsigned long long)s->len)
+                             : kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate a block of %u tokens", c->o.block);
         row_encode(s, x, row);
     } else if (s->mode == CHANNEL) {
         channel_put(s, x, tmp);
@@ -476,6 +482,19 @@ static void store_release(struct kvp_ref_cache *c, struct store *s)
 /* ---- the cache ------------------------------------------------------------ */
 
 #define ST(c, l, b, kv) (&(c)->st[((uint64_t)(l) * (c)->o.batch + (b)) * 2 + (kv)])
+
+/* The row of pos in a paged store: from the caller's blocks (store i is
+ * layer i / 2B, sequence i / 2 mod B, K or V by i mod 2) or the cache's own. */
+static uint8_t *paged_row(const struct kvp_ref_cache *c, struct store *s, uint64_t pos, bool make)
+{
+    if (c->blocks) {
+        uint64_t i = (uint64_t)(s - c->st), B = c->o.batch;
+        uint8_t *blk = c->blocks(c->blocks_ctx, (uint32_t)(i / (2 * B)), (int)(i % 2), (uint32_t)(i / 2 % B),
+                                 pos / c->o.block, make);
+        return blk ? blk + (pos % c->o.block) * s->qrow : NULL;
+    }
+    return own_row(s, c->a, c->o.block, pos, make);
+}
 
 const char *kvp_ref_policy_name(enum kvp_ref_policy p)
 {
@@ -866,18 +885,23 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
 
 void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    store_read(ST(c, layer, seq, 0), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
+    store_read(c, ST(c, layer, seq, 0), pos, out);
 }
 
 void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    store_read(ST(c, layer, seq, 1), c->o.policy == KVP_REF_PAGED ? c->o.block : 0, pos, out);
+    store_read(c, ST(c, layer, seq, 1), pos, out);
 }
 
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
                             struct kvp_error *err)
 {
     uint8_t **p = &c->state[(uint64_t)layer * c->o.batch + seq];
+    if (c->blocks) { /* the caller's state slot */
+        if (!(*out = c->blocks(c->blocks_ctx, layer, 0, seq, 0, true)))
+            return kvp_fail(err, KVP_ERR_RANGE, "layer %u: sequence %u has no state slot", layer, seq);
+        return KVP_OK;
+    }
     if (!*p && !(*p = kvp_ref_alloc_get(c->a, KVP_REF_STATE, c->state_bytes[layer])))
         return kvp_fail(err, KVP_ERR_NOMEM, "cannot allocate %llu bytes of recurrent state",
                         (unsigned long long)c->state_bytes[layer]);
@@ -950,4 +974,26 @@ enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cac
                             b, (unsigned long long)(c->len[b] ? c->len[b] : twin->len[b]));
     c->twin = twin;
     return KVP_OK;
+}
+
+void kvp_cache_set_blocks(struct kvp_ref_cache *c, kvp_cache_block_fn *fn, void *ctx)
+{
+    c->blocks = fn;
+    c->blocks_ctx = ctx;
+}
+
+void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos)
+{
+    for (uint32_t l = 0; l < c->m->n_layers; l++)
+        for (int kv = 0; kv < 2; kv++)
+            ST(c, l, seq, kv)->len = pos;
+    c->len[seq] = pos;
+}
+
+uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv)
+{
+    const struct store *s = ST(c, layer, 0, kv);
+    if (c->state_bytes[layer])
+        return kv ? 0 : c->state_bytes[layer];
+    return s->f ? (uint64_t)c->o.block * s->qrow : 0;
 }

@@ -346,6 +346,11 @@ static uint64_t window_lo(const struct kvp_layer_spec *s, uint64_t pos)
     return pos + 1 - attended(s, pos);
 }
 
+uint64_t kvp_ref_window_lo(const struct kvp_layer_spec *s, uint64_t pos)
+{
+    return window_lo(s, pos);
+}
+
 /* Row j of layer l (K, or V with kv) as query token t of the chunk reads
  * it: from the cache before the chunk, its own pending row, or an earlier
  * token's row as the cache gives it back. NULL when the row is cached (the

@@ -109,6 +109,23 @@ void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
  * policy, batch and block); false when their layouts differ. */
 bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                          uint64_t differ[KVP_REF_TAG_COUNT]);
+/* A paged cache whose blocks the caller owns (serve.c's block pool): the
+ * cache asks fn for block `index` (positions index * block on) of the store
+ * of (layer, K or V, seq) whenever it reads or writes a row, make set when
+ * it writes; fn returns the block's memory (block x row bytes of that store),
+ * or NULL when there is none (a write then fails). No ring for windows: the
+ * caller drops the blocks a window has left. A recurrent layer's state is
+ * block 0 of K (make set): its slot. Set before the first token. */
+typedef uint8_t *kvp_cache_block_fn(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make);
+void kvp_cache_set_blocks(struct kvp_ref_cache *c, kvp_cache_block_fn *fn, void *ctx);
+/* Sequence seq (empty) starts at position pos: its first pos tokens are
+ * already in the caller's blocks (a prefix-cache hit). */
+void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos);
+/* Bytes of one paged block of layer's K (kv 0) or V (kv 1) store: block
+ * tokens x the codec's row; a recurrent layer's state (kv 0); 0 where the
+ * layer keeps nothing there. */
+uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv);
+
 /* ---- model.c: the model and its seeded weights --------------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the
  * model as run and draws every float32 from one PCG32 stream (seed, stream 1)
@@ -171,5 +188,7 @@ void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64
 void kvp_ref_softmax(float *x, uint64_t n);
 /* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
 void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
+/* The first position a query at pos reads in a layer of spec s (its window). */
+uint64_t kvp_ref_window_lo(const struct kvp_layer_spec *s, uint64_t pos);
 
 #endif
