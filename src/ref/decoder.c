@@ -158,31 +158,41 @@ static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const 
  * last group of fewer than DOTS_NT is padded with its last vector). */
 #define DOTS_MIN 8
 
-/* o (d,) += p[j] v_j for j < m in order, v_j = v + j stride: each o[i]
- * gets its products in the order of a loop over j of o[i] += p[j] v_j[i],
- * WSUM of them at a time in registers (a local array the compiler keeps in
- * vector registers, rather than storing o[i] back after every row), then
- * 16 at a time, then one. */
-#define WSUM 64
+/* o (16 k,) += p[j] v_j for j < m in order, v_j = v + j stride, k = 1 or
+ * 4: the sums in k local arrays of 16 (written out: k independent chains
+ * of adds) that the compiler keeps in vector registers, rather than
+ * storing o back after every row. */
+static KVP_REF_INLINE void wsum_run(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t k)
+{
+    float a0[16], a1[16], a2[16], a3[16];
+    memcpy(a0, o, sizeof a0);
+    if (k == 4)
+        memcpy(a1, o + 16, sizeof a1), memcpy(a2, o + 32, sizeof a2), memcpy(a3, o + 48, sizeof a3);
+    for (uint64_t j = 0; j < m; j++) {
+        const float *r = v + j * stride;
+        for (uint32_t l = 0; l < 16; l++)
+            a0[l] += p[j] * r[l];
+        for (uint32_t l = 0; l < 16 && k == 4; l++) {
+            a1[l] += p[j] * r[16 + l];
+            a2[l] += p[j] * r[32 + l];
+            a3[l] += p[j] * r[48 + l];
+        }
+    }
+    memcpy(o, a0, sizeof a0);
+    if (k == 4)
+        memcpy(o + 16, a1, sizeof a1), memcpy(o + 32, a2, sizeof a2), memcpy(o + 48, a3, sizeof a3);
+}
+
+/* o (d,) += p[j] v_j for j < m: each o[i] gets its products in the order of
+ * a loop over j of o[i] += p[j] v_j[i]; 64, then 16 values at a time, then
+ * one. */
 static KVP_REF_INLINE void wsum(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t d)
 {
     uint32_t i = 0;
-    for (; i + WSUM <= d; i += WSUM) {
-        float a[WSUM];
-        memcpy(a, o + i, sizeof a);
-        for (uint64_t j = 0; j < m; j++)
-            for (uint32_t l = 0; l < WSUM; l++)
-                a[l] += p[j] * v[j * stride + i + l];
-        memcpy(o + i, a, sizeof a);
-    }
-    for (; i + 16 <= d; i += 16) {
-        float a[16];
-        memcpy(a, o + i, sizeof a);
-        for (uint64_t j = 0; j < m; j++)
-            for (uint32_t l = 0; l < 16; l++)
-                a[l] += p[j] * v[j * stride + i + l];
-        memcpy(o + i, a, sizeof a);
-    }
+    for (; i + 64 <= d; i += 64)
+        wsum_run(o + i, p, v + i, m, stride, 4);
+    for (; i + 16 <= d; i += 16)
+        wsum_run(o + i, p, v + i, m, stride, 1);
     for (; i < d; i++) /* the last d mod 16 values */
         for (uint64_t j = 0; j < m; j++)
             o[i] += p[j] * v[j * stride + i];
@@ -280,7 +290,7 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
     rope(x, h, d, stride, pos);
 }
 
-static void softmax(float *x, uint64_t n)
+KVP_REF_HOT static void softmax(float *x, uint64_t n)
 {
     float m = x[0];
     double sum = 0;
@@ -391,7 +401,7 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
  * `prefill_equals_steps`). Only a cache whose rows never change once written
  * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
  * chunks; another one a token at a time. */
-#define CHUNK_BYTES (512ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
+#define CHUNK_BYTES (1ull << 30) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
 struct scratch {
     uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
@@ -456,18 +466,20 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
         blk = rm->w[i].dv > blk ? rm->w[i].dv : blk;
     }
     /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
-     * row (a cached row, then a rotated one; one per thread), st */
+     * row (a cached row, then a rotated one; one per thread), st; the
+     * pending and re-read rows (the last ones) and the blocks are written
+     * before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
         !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
-        !kvp_add(bytes, total, &total))
+        !kvp_add(bytes, total, &total) || !kvp_mul3(2 * pend, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
-    void *mem = kvp_cache_scratch(c, total); /* the blocks after the bytes zeroed */
+    void *mem = kvp_cache_scratch(c, total);
     if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
-    memset(mem, 0, (size_t)bytes);
+    memset(mem, 0, (size_t)(bytes - rows)); /* rows: the pending and re-read rows' bytes */
     s->n = n, s->pos0 = pos0, s->T = pos0 + n, s->heads = heads;
     s->pk = mem;
     s->pv = s->pk + n * L;
