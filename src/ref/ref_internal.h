@@ -9,11 +9,11 @@
 #include "kvplan/ref.h"
 
 /* The hot loops (cache row conversions, dot products, attention) compiled
- * twice, for AVX2 and for the baseline ISA, the one to run picked when the
- * program loads (GCC on x86-64; elsewhere the baseline only). Every sum keeps
- * its order and nothing is contracted into an FMA (-std=c11 sets
- * -ffp-contract=off; the avx2 target has no FMA), so both give the same
- * floats. */
+ * three times, for AVX-512F, AVX2 and the baseline ISA, the one to run
+ * picked when the program loads (GCC on x86-64; elsewhere the baseline
+ * only). Every sum keeps its order and nothing is contracted into an FMA
+ * (-std=c11 sets -ffp-contract=off; neither target enables FMA), so all
+ * give the same floats. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define KVP_REF_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
