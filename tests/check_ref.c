@@ -1185,7 +1185,7 @@ START_TEST(outliers_round_trip)
         kvp_codec_split_outliers(&f, N, t, heap, buf + kvp_codec_row_bytes(&f, N_KV, D));
         kvp_codec_encode_row(&f, N_KV, D, t, buf);
         kvp_codec_decode_row(&f, N_KV, D, buf, z);
-        kvp_codec_merge_outliers(&f, N, buf + kvp_codec_row_bytes(&f, N_KV, D), z);
+        kvp_codec_merge_outliers(&f, N, buf + kvp_codec_row_bytes(&f, N_KV, D), 0, N, z);
         int exact = 0;
         for (int j = 0; j < N; j++) {
             e0 += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);

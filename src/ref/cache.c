@@ -93,6 +93,7 @@ struct store {
     uint64_t window;   /* 0 = every token */
     uint64_t R;        /* residual tokens: rows: f->residual; channel: R' */
     uint64_t qrow;     /* bytes of one quantized token row (rows mode), outliers included */
+    uint64_t hrow;     /* bytes of one head of it, outliers excluded */
     uint64_t ob;       /* bytes of one quantized token's outliers: 8 * ceil(F * n) */
     float *otmp;       /* (n,) the cache's scratch: a row with its outliers taken out */
     struct codec_okey *heap; /* the cache's scratch: ceil(F * n) entries */
@@ -239,11 +240,13 @@ static void row_encode(const struct store *s, const float *x, uint8_t *dst)
     kvp_codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
 }
 
-static void row_decode(const struct store *s, const uint8_t *src, float *out)
+/* Heads h0..h0+nh-1 of a quantized row (each head's codes and scales are
+ * contiguous: kvp_codec_row_bytes of one head apart). */
+static void row_decode(const struct store *s, const uint8_t *src, uint32_t h0, uint32_t nh, float *out)
 {
-    kvp_codec_decode_row(s->f, s->n_kv, s->d, src, out);
+    kvp_codec_decode_row(s->f, nh, s->d, src + h0 * s->hrow, out);
     if (s->ob)
-        kvp_codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, out);
+        kvp_codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, (uint64_t)h0 * s->d, (uint64_t)nh * s->d, out);
 }
 
 /* Channel axis: take the outliers of the G tokens of group x (G, n), the
@@ -296,33 +299,37 @@ static uint8_t *own_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block
     return s->table.p[b] + (slot % block) * s->qrow;
 }
 
-static void store_read(const struct kvp_ref_cache *c, const struct store *s, uint64_t pos, float *out)
+/* Heads h0..h0+nh-1 of the row of pos, values lo..lo+cnt-1 of it. */
+static void store_read(const struct kvp_ref_cache *c, const struct store *s, uint64_t pos, uint32_t h0, uint32_t nh,
+                       float *out)
 {
-    uint64_t T = s->len;
+    uint64_t T = s->len, lo = (uint64_t)h0 * s->d, cnt = (uint64_t)nh * s->d, plain = kvp_codec_plain_size(s->f->scale);
     bool resid;
     if (c->o.policy == KVP_REF_PAGED) {
         const uint8_t *row = paged_row(c, (struct store *)s, pos, false);
-        row_decode(s, row, out);
+        row_decode(s, row, h0, nh, out);
         return;
     }
     if (s->mode == CHANNEL) {
         uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group, slot;
         if (pos >= first) {
-            kvp_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow, s->n, out);
+            kvp_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow + lo * plain, cnt,
+                                out);
             return;
         }
         slot = group_slot(s, pos / G, T);
-        for (uint64_t ch = 0; ch < s->n; ch++)
-            kvp_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch]);
+        for (uint64_t ch = lo; ch < lo + cnt; ch++)
+            kvp_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch - lo]);
         if (s->ob)
-            kvp_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, out);
+            kvp_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, lo, cnt,
+                                     out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
     if (resid)
-        kvp_codec_get_plain(s->f->scale, row, s->n, out);
+        kvp_codec_get_plain(s->f->scale, row + lo * plain, cnt, out);
     else
-        row_decode(s, row, out);
+        row_decode(s, row, h0, nh, out);
 }
 
 /* Rows mode, static: the token leaving the residual is quantized into its
@@ -545,7 +552,8 @@ static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref
     if (s->mode == CHANNEL && s->R == 0)
         s->R = f->group;
     s->ob = 8 * kvp_codec_outliers(f, s->n);
-    s->qrow = kvp_codec_row_bytes(f, n_kv, d) + s->ob;
+    s->hrow = kvp_codec_row_bytes(f, 1, d);
+    s->qrow = s->hrow * n_kv + s->ob;
     s->rrow = s->n * kvp_codec_plain_size(f->scale);
     s->free = fl;
 }
@@ -748,22 +756,34 @@ void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq)
 /* Counts n bytes at x and y of caches with canaries cx, cy. */
 typedef uint64_t count_fn(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy);
 
-/* Bytes i of n where x[i] != cx or y[i] != cy. */
-static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
+/* Bytes i of n where x[i] != cx or y[i] != cy: 255 bytes at a time into a
+ * byte count (a loop the compiler turns into vector compares), then into
+ * the total. */
+KVP_REF_HOT static uint64_t written_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
 {
     uint64_t w = 0;
-    for (uint64_t i = 0; i < n; i++)
-        w += x[i] != cx || y[i] != cy;
+    for (uint64_t i = 0; i < n; i += 255) {
+        uint64_t m = n - i < 255 ? n - i : 255;
+        uint8_t k = 0;
+        for (uint64_t j = 0; j < m; j++)
+            k += (uint8_t)((x[i + j] ^ cx) | (y[i + j] ^ cy)) != 0;
+        w += k;
+    }
     return w;
 }
 
-/* Bytes i of n where x[i] != y[i]. */
-static uint64_t differing_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
+/* Bytes i of n where x[i] != y[i], likewise. */
+KVP_REF_HOT static uint64_t differing_of(const uint8_t *x, const uint8_t *y, uint64_t n, uint8_t cx, uint8_t cy)
 {
     uint64_t w = 0;
     (void)cx, (void)cy;
-    for (uint64_t i = 0; i < n; i++)
-        w += x[i] != y[i];
+    for (uint64_t i = 0; i < n; i += 255) {
+        uint64_t m = n - i < 255 ? n - i : 255;
+        uint8_t k = 0;
+        for (uint64_t j = 0; j < m; j++)
+            k += x[i + j] != y[i + j];
+        w += k;
+    }
     return w;
 }
 
@@ -883,14 +903,20 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     return st;
 }
 
+void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
+                          uint32_t h0, uint32_t nh, float *out)
+{
+    store_read(c, ST(c, layer, seq, kv), pos, h0, nh, out);
+}
+
 void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    store_read(c, ST(c, layer, seq, 0), pos, out);
+    kvp_cache_read_heads(c, layer, seq, 0, pos, 0, ST(c, layer, seq, 0)->n_kv, out);
 }
 
 void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    store_read(c, ST(c, layer, seq, 1), pos, out);
+    kvp_cache_read_heads(c, layer, seq, 1, pos, 0, ST(c, layer, seq, 1)->n_kv, out);
 }
 
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
@@ -926,7 +952,7 @@ void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const flo
 {
     const struct store *s = ST(c, layer, 0, kv);
     row_encode(s, x, c->rowbuf);
-    row_decode(s, c->rowbuf, out);
+    row_decode(s, c->rowbuf, 0, s->n_kv, out);
 }
 
 uint64_t kvp_cache_context(const struct kvp_ref_cache *c)

@@ -827,7 +827,8 @@ void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, 
     }
 }
 
-void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x)
+void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
+                              float *x)
 {
     uint64_t k = kvp_codec_outliers(f, n);
     if (k > n)
@@ -837,7 +838,7 @@ void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint
         float v;
         memcpy(&v, src + 8 * j, 4);
         memcpy(&idx, src + 8 * j + 4, 4);
-        if (idx >= 0 && (uint64_t)idx < n)
-            x[idx] = v;
+        if (idx >= 0 && (uint64_t)idx < n && (uint64_t)idx >= lo && (uint64_t)idx - lo < cnt)
+            x[idx - lo] = v;
     }
 }

@@ -58,13 +58,169 @@ static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
     return ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
 }
 
+/* dot of DOTS_NT vectors side by side, bit for bit: dot's sixteen lanes
+ * (column c into lane c mod 16, the last d mod 16 into lane 0), each summed
+ * in column order and folded as dot folds them, but the vectors' lanes in
+ * one array, acc (rows, 16, DOTS_NT), so that a row's value times the
+ * vectors' values of its column (the vectors transposed, xt (columns,
+ * DOTS_NT)) is one vector operation and no lane is folded before its row
+ * is done. A block of at most DOTS_COLS columns at a time. */
+#define DOTS_NT 16
+#define DOTS_COLS 512
+#define DOTS_ROWS 32
+
+/* xt = columns c0..c1 of the DOTS_NT vectors x. */
+static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, uint64_t c1, float *xt)
+{
+    for (uint64_t t = 0; t < DOTS_NT; t++)
+        for (uint64_t c = c0; c < c1; c++)
+            xt[(c - c0) * DOTS_NT + t] = x[t][c];
+}
+
+/* acc += the products of columns c0..c1 of rows A + i sa (i < ni) with xt;
+ * n16: the columns that go into lanes of their own (d - d mod 16). Eight
+ * rows at a time, lane by lane, their eight sums in registers (written out:
+ * eight independent chains of adds), sharing each column of xt; a last
+ * group of fewer rows repeats its last row into acc's spare rows. */
+static KVP_REF_INLINE void dots_add(float *acc, const float *A, uint64_t sa, uint64_t ni, const float *xt, uint64_t c0,
+                                    uint64_t c1, uint64_t n16)
+{
+    uint64_t m1 = c1 < n16 ? c1 : n16;
+    for (uint64_t i = 0; i < ni; i += 8) {
+        const float *r[8];
+        for (uint64_t k = 0; k < 8; k++)
+            r[k] = A + (i + k < ni ? i + k : ni - 1) * sa;
+        for (uint32_t l = 0; l < 16; l++) {
+            float a0[DOTS_NT], a1[DOTS_NT], a2[DOTS_NT], a3[DOTS_NT], a4[DOTS_NT], a5[DOTS_NT], a6[DOTS_NT], a7[DOTS_NT];
+            float *al = acc + (i * 16 + l) * DOTS_NT;
+            const uint64_t s16 = 16 * DOTS_NT; /* one row of acc */
+            if (c0 == 0) { /* the first block: the lanes start at 0, as dot's */
+                memset(a0, 0, sizeof a0), memset(a1, 0, sizeof a1), memset(a2, 0, sizeof a2), memset(a3, 0, sizeof a3);
+                memset(a4, 0, sizeof a4), memset(a5, 0, sizeof a5), memset(a6, 0, sizeof a6), memset(a7, 0, sizeof a7);
+            } else {
+                memcpy(a0, al, sizeof a0), memcpy(a1, al + s16, sizeof a1), memcpy(a2, al + 2 * s16, sizeof a2);
+                memcpy(a3, al + 3 * s16, sizeof a3), memcpy(a4, al + 4 * s16, sizeof a4);
+                memcpy(a5, al + 5 * s16, sizeof a5), memcpy(a6, al + 6 * s16, sizeof a6), memcpy(a7, al + 7 * s16, sizeof a7);
+            }
+            for (uint64_t c = c0 + l; c < c1; c += 16) {
+                if (c >= m1 && l) /* the tail (c >= m1) goes into lane 0 only */
+                    break;
+                for (uint64_t e = c; e < (c < m1 ? c + 1 : c1); e++) {
+                    const float *xc = xt + (e - c0) * DOTS_NT;
+                    float w0 = r[0][e], w1 = r[1][e], w2 = r[2][e], w3 = r[3][e], w4 = r[4][e], w5 = r[5][e],
+                          w6 = r[6][e], w7 = r[7][e];
+                    for (uint32_t t = 0; t < DOTS_NT; t++) {
+                        a0[t] += w0 * xc[t], a1[t] += w1 * xc[t], a2[t] += w2 * xc[t], a3[t] += w3 * xc[t];
+                        a4[t] += w4 * xc[t], a5[t] += w5 * xc[t], a6[t] += w6 * xc[t], a7[t] += w7 * xc[t];
+                    }
+                }
+            }
+            memcpy(al, a0, sizeof a0), memcpy(al + s16, a1, sizeof a1), memcpy(al + 2 * s16, a2, sizeof a2);
+            memcpy(al + 3 * s16, a3, sizeof a3), memcpy(al + 4 * s16, a4, sizeof a4), memcpy(al + 5 * s16, a5, sizeof a5);
+            memcpy(al + 6 * s16, a6, sizeof a6), memcpy(al + 7 * s16, a7, sizeof a7);
+        }
+    }
+}
+
+/* res[i DOTS_NT + t]: row i's dot with vector t, its lanes folded as dot's. */
+static KVP_REF_INLINE void dots_fold(const float *acc, uint64_t ni, float *res)
+{
+    for (uint64_t i = 0; i < ni; i++) {
+        const float *L = acc + i * 16 * DOTS_NT;
+        for (uint32_t t = 0; t < DOTS_NT; t++) {
+            const uint32_t n = DOTS_NT;
+            float a0 = L[t] + L[8 * n + t], a1 = L[n + t] + L[9 * n + t], a2 = L[2 * n + t] + L[10 * n + t],
+                  a3 = L[3 * n + t] + L[11 * n + t], b0 = L[4 * n + t] + L[12 * n + t],
+                  b1 = L[5 * n + t] + L[13 * n + t], b2 = L[6 * n + t] + L[14 * n + t],
+                  b3 = L[7 * n + t] + L[15 * n + t];
+            res[i * DOTS_NT + t] = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+        }
+    }
+}
+
+/* res (ni, DOTS_NT) = rows A + i sa (i < ni <= DOTS_ROWS) . x[t] (d,), the
+ * same floats as dot; xt holds x's first DOTS_COLS columns already when
+ * d <= DOTS_COLS (the caller transposed them once for many rows). */
+static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const float *const *x, uint64_t d, float *xt,
+                                float *res)
+{
+    float acc[DOTS_ROWS * 16 * DOTS_NT]; /* every lane of ni rows written by the first dots_add */
+    for (uint64_t c0 = 0; c0 < d; c0 += DOTS_COLS) {
+        uint64_t c1 = c0 + DOTS_COLS < d ? c0 + DOTS_COLS : d;
+        if (d > DOTS_COLS)
+            dots_transpose(x, c0, c1, xt);
+        dots_add(acc, A, sa, ni, xt, c0, c1, d / 16 * 16);
+    }
+    dots_fold(acc, ni, res);
+}
+
+/* Vectors of a chunk below which dots does not pay for its transposes (a
+ * last group of fewer than DOTS_NT is padded with its last vector). */
+#define DOTS_MIN 8
+
+/* o (16 k,) += p[j] v_j for j < m in order, v_j = v + j stride, k = 1 or
+ * 4: the sums in k local arrays of 16 (written out: k independent chains
+ * of adds) that the compiler keeps in vector registers, rather than
+ * storing o back after every row. */
+static KVP_REF_INLINE void wsum_run(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t k)
+{
+    float a0[16], a1[16], a2[16], a3[16];
+    memcpy(a0, o, sizeof a0);
+    if (k == 4)
+        memcpy(a1, o + 16, sizeof a1), memcpy(a2, o + 32, sizeof a2), memcpy(a3, o + 48, sizeof a3);
+    for (uint64_t j = 0; j < m; j++) {
+        const float *r = v + j * stride;
+        for (uint32_t l = 0; l < 16; l++)
+            a0[l] += p[j] * r[l];
+        for (uint32_t l = 0; l < 16 && k == 4; l++) {
+            a1[l] += p[j] * r[16 + l];
+            a2[l] += p[j] * r[32 + l];
+            a3[l] += p[j] * r[48 + l];
+        }
+    }
+    memcpy(o, a0, sizeof a0);
+    if (k == 4)
+        memcpy(o + 16, a1, sizeof a1), memcpy(o + 32, a2, sizeof a2), memcpy(o + 48, a3, sizeof a3);
+}
+
+/* o (d,) += p[j] v_j for j < m: each o[i] gets its products in the order of
+ * a loop over j of o[i] += p[j] v_j[i]; 64, then 16 values at a time, then
+ * one. */
+static KVP_REF_INLINE void wsum(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t d)
+{
+    uint32_t i = 0;
+    for (; i + 64 <= d; i += 64)
+        wsum_run(o + i, p, v + i, m, stride, 4);
+    for (; i + 16 <= d; i += 16)
+        wsum_run(o + i, p, v + i, m, stride, 1);
+    for (; i < d; i++) /* the last d mod 16 values */
+        for (uint64_t j = 0; j < m; j++)
+            o[i] += p[j] * v[j * stride + i];
+}
+
 /* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
  * a chunk: each weight row is read once for all of them (one dot per row
  * and vector, the same floats as nt products of one vector). */
 KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const float *const *x, uint64_t nt, uint64_t lo,
                                     uint64_t hi, uint64_t d)
 {
-    for (uint64_t i = lo; i < hi; i++)
+    for (uint64_t t0 = 0; nt >= DOTS_MIN && t0 < nt; t0 += DOTS_NT) { /* DOTS_NT vectors, rows at a time */
+        uint64_t m = nt - t0 < DOTS_NT ? nt - t0 : DOTS_NT;
+        const float *xs[DOTS_NT];
+        float res[DOTS_ROWS * DOTS_NT], xt[DOTS_COLS * DOTS_NT];
+        for (uint64_t t = 0; t < DOTS_NT; t++)
+            xs[t] = x[t0 + (t < m ? t : m - 1)];
+        if (d <= DOTS_COLS)
+            dots_transpose(xs, 0, d, xt);
+        for (uint64_t i = lo; i < hi; i += DOTS_ROWS) {
+            uint64_t ni = hi - i < DOTS_ROWS ? hi - i : DOTS_ROWS;
+            dots(W + i * d, d, ni, xs, d, xt, res);
+            for (uint64_t t = 0; t < m; t++) /* rows in order: a scatter to m rows would be slower */
+                for (uint64_t r = 0; r < ni; r++)
+                    out[t0 + t][i + r] = res[r * DOTS_NT + t];
+        }
+    }
+    for (uint64_t i = lo; i < hi && nt < DOTS_MIN; i++)
         for (uint64_t t = 0; t < nt; t++)
             out[t][i] = dot(W + i * d, x[t], d);
 }
@@ -134,7 +290,7 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
     rope(x, h, d, stride, pos);
 }
 
-static void softmax(float *x, uint64_t n)
+KVP_REF_HOT static void softmax(float *x, uint64_t n)
 {
     float m = x[0];
     double sum = 0;
@@ -245,7 +401,7 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
  * `prefill_equals_steps`). Only a cache whose rows never change once written
  * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
  * chunks; another one a token at a time. */
-#define CHUNK_BYTES (256ull << 20) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
+#define CHUNK_BYTES (1ull << 30) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
 struct scratch {
     uint64_t n, pos0, T;  /* tokens in the chunk, the first one's position, pos0 + n */
@@ -255,10 +411,18 @@ struct scratch {
     float *h1, *h3;       /* (n, inter) MLP */
     float *st;            /* (hidden,) recurrent state values being updated */
     float *att;           /* (n, heads, T) scores, then weights */
+    float *blk;           /* (threads, blk_n) per thread: a block of cached rows (attend), not zeroed */
+    uint64_t blk_n;
     float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
     float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back */
     uint64_t heads;
 };
+
+/* attend's blocks of cached rows: a group of KV heads of ATT_RUN floats of
+ * a row at most (one KV head at least), ATT_BLOCK floats of its rows (one
+ * row at least) */
+#define ATT_RUN 1024
+#define ATT_BLOCK (1u << 18)
 
 /* Floats of one token's pending rows, all layers. */
 static uint64_t pending_floats(const struct kvp_ref_model *rm)
@@ -296,19 +460,26 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++)
         heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
-    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs;
+    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs, blk = ATT_BLOCK, total;
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        blk = rm->w[i].dk > blk ? rm->w[i].dk : blk;
+        blk = rm->w[i].dv > blk ? rm->w[i].dv : blk;
+    }
     /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
-     * row (a cached row, then a rotated one; one per thread), st */
+     * row (a cached row, then a rotated one; one per thread), st; the
+     * pending and re-read rows (the last ones) and the blocks are written
+     * before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
         !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
-        !kvp_add(bytes, ptrs, &bytes))
+        !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
+        !kvp_add(bytes, total, &total) || !kvp_mul3(2 * pend, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
-    void *mem = kvp_cache_scratch(c, bytes);
+    void *mem = kvp_cache_scratch(c, total);
     if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
-    memset(mem, 0, (size_t)bytes);
+    memset(mem, 0, (size_t)(bytes - rows)); /* rows: the pending and re-read rows' bytes */
     s->n = n, s->pos0 = pos0, s->T = pos0 + n, s->heads = heads;
     s->pk = mem;
     s->pv = s->pk + n * L;
@@ -324,6 +495,8 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->row = s->h3 + n * I;
     s->st = s->row + 2 * wide * parts;
     s->att = s->st + H;
+    s->blk = s->x + nf;
+    s->blk_n = blk;
     float *p = s->att + att;
     for (uint64_t t = 0; t < n; t++)
         for (uint32_t l = 0; l < L; l++) {
@@ -363,26 +536,26 @@ static const float *chunk_row(const struct scratch *s, uint32_t L, uint32_t l, i
     return j - s->pos0 == t ? (kv ? s->pv : s->pk)[i] : (kv ? s->rv : s->rk)[i];
 }
 
-/* Key row j of layer src for token t into buf as attention reads it
- * (rotated here when the cache holds un-rotated keys); cached rows come
- * read already in `cached`. */
-static const float *key_of(const struct kvp_ref_model *rm, const struct scratch *s, uint32_t src, uint64_t nk,
-                           uint32_t rope_at, uint32_t rope_d, uint32_t rope_h, uint32_t rope_stride, uint64_t j,
-                           uint64_t t, const float *cached, float *buf)
+/* Key row j of layer src for token t, from its value off on (nk values),
+ * into buf as attention reads it (rotated here when the cache holds
+ * un-rotated keys); rows of the chunk only (j >= pos0). */
+static const float *key_of(const struct kvp_ref_model *rm, const struct scratch *s, uint32_t src, uint64_t off,
+                           uint64_t nk, uint32_t rope_at, uint32_t rope_d, uint32_t rope_h, uint32_t rope_stride,
+                           uint64_t j, uint64_t t, float *buf)
 {
-    const float *k = j < s->pos0 ? cached : chunk_row(s, rm->m.n_layers, src, 0, j, t);
+    const float *k = chunk_row(s, rm->m.n_layers, src, 0, j, t) + off;
     if (!rm->o.pre_rope_keys)
         return k;
-    if (k != buf)
-        memcpy(buf, k, nk * sizeof *k);
+    memcpy(buf, k, nk * sizeof *k);
     rope(buf + rope_at, rope_h, rope_d, rope_stride, j); /* the cache holds un-rotated keys: rotate after reading */
     return buf;
 }
 
 /* Attention of a chunk in parts by query heads: part i of k runs heads
- * [hq i / k, hq (i + 1) / k) of every token through every phase (scores,
- * softmax, value sums), in the order one thread runs them, reading each
- * row into a buffer of its own (row + 2 wide i). */
+ * [hq i / k, hq (i + 1) / k) (whole KV heads' query heads when there are k
+ * KV heads or more) of every token through every phase (scores, softmax,
+ * value sums), in the order one thread runs them, reading rows into
+ * buffers of its own (row + 2 wide i, blk + blk_n i). */
 struct att_job {
     const struct kvp_ref_model *rm;
     const struct kvp_ref_cache *c;
@@ -393,58 +566,129 @@ struct att_job {
     bool mla;
 };
 
+/* The cached rows' KV heads [k0, k1) of layer src (K, or V with kv) of
+ * positions [j0, j1), into blk (j1 - j0, (k1 - k0) d); keys rotated here
+ * when the cache holds them un-rotated. */
+static void read_block(const struct att_job *jb, int kv, uint32_t k0, uint32_t k1, uint64_t j0, uint64_t j1, float *blk)
+{
+    uint32_t d = kv ? jb->w->dv : jb->w->dk;
+    uint64_t width = (uint64_t)(k1 - k0) * d;
+    for (uint64_t j = j0; j < j1; j++) {
+        float *r = blk + (j - j0) * width;
+        kvp_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
+        if (!kv && jb->rm->o.pre_rope_keys)
+            rope(r, k1 - k0, d, d, j);
+    }
+}
+
+/* Scores of KV head kh's query heads of qa..qb (every token of the chunk)
+ * with the cached keys of positions j0..j1 (rows k, stride floats apart),
+ * DOTS_NT queries by DOTS_ROWS keys at a time: the floats of dot, each
+ * times scale, where the token attends the position. */
+KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint32_t qa, uint32_t qb, const float *k,
+                        uint64_t stride, uint64_t j0, uint64_t j1, float scale)
+{
+    const struct ref_layer *w = jb->w;
+    const struct scratch *s = jb->s;
+    const struct kvp_layer_spec *ss = kvp_model_layer(&jb->rm->m, jb->l);
+    uint32_t g = w->hq / w->hkv, ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb, nh = hb - ha;
+    uint64_t nv = s->n * nh, T = s->T; /* query v: token v / nh, head ha + v mod nh */
+    for (uint64_t v0 = 0; v0 < nv; v0 += DOTS_NT) {
+        uint64_t m = nv - v0 < DOTS_NT ? nv - v0 : DOTS_NT;
+        const float *xs[DOTS_NT];
+        float xt[DOTS_COLS * DOTS_NT], res[DOTS_ROWS * DOTS_NT];
+        for (uint64_t v = 0; v < DOTS_NT; v++) {
+            uint64_t u = v0 + (v < m ? v : m - 1);
+            xs[v] = s->q + u / nh * jb->wide + (uint64_t)(ha + u % nh) * w->dk;
+        }
+        if (w->dk <= DOTS_COLS)
+            dots_transpose(xs, 0, w->dk, xt);
+        for (uint64_t j = j0; j < j1; j += DOTS_ROWS) {
+            uint64_t ni = j1 - j < DOTS_ROWS ? j1 - j : DOTS_ROWS;
+            dots(k + (j - j0) * stride, stride, ni, xs, w->dk, xt, res);
+            for (uint64_t v = 0; v < m; v++) {
+                uint64_t u = v0 + v, t = u / nh, tlo = window_lo(ss, s->pos0 + t);
+                float *att = s->att + t * s->heads * T + (uint64_t)(ha + u % nh) * T;
+                for (uint64_t r = 0; r < ni; r++)
+                    if (j + r >= tlo)
+                        att[j + r - tlo] = res[r * DOTS_NT + v] * scale;
+            }
+        }
+    }
+}
+
 /* Attention of the chunk's queries q (n, hq, dk), heads h0..h1, over each
- * one's positions of layer src (its window), out o (n, hq, dv). */
-KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h1, float *row)
+ * one's positions of layer src (its window), out o (n, hq, dv). A group of
+ * KV heads at a time (ATT_RUN floats of a row, read in one run), its
+ * cached rows a block of positions at a time (ATT_BLOCK floats): the
+ * group's rows, queries and outputs stay in the core's cache while its
+ * query heads score them and sum them. Every score and every value sum is
+ * that of a step of its own, in row order (blocks in order), so the result
+ * does not depend on the group or block sizes. */
+KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h1, float *row, float *blk)
 {
     const struct kvp_ref_model *rm = jb->rm;
-    const struct kvp_ref_cache *c = jb->c;
     const struct ref_layer *w = jb->w;
-    uint32_t src = jb->l, seq = jb->seq;
+    uint32_t src = jb->l;
     struct scratch *s = jb->s;
     uint64_t wide = jb->wide;
     const struct kvp_layer_spec *ss = kvp_model_layer(&rm->m, src);
-    uint64_t g = w->hq / w->hkv, nk = (uint64_t)w->hkv * w->dk, T = s->T, lo = window_lo(ss, s->pos0);
+    uint32_t g = w->hq / w->hkv, dmax = w->dk > w->dv ? w->dk : w->dv, klo = h0 / g, khi = (h1 - 1) / g + 1;
+    uint32_t G = ATT_RUN / dmax ? ATT_RUN / dmax : 1;
+    uint64_t T = s->T, lo = window_lo(ss, s->pos0);
     uint32_t L = rm->m.n_layers;
     float scale = 1.0f / sqrtf((float)w->dk);
-    float *buf = row + wide; /* the row's second half */
-    for (uint64_t j = lo; j < T; j++) {
-        if (j < s->pos0) {
-            kvp_cache_read_k(c, src, seq, j, row);
-            if (rm->o.pre_rope_keys)
-                rope(row, w->hkv, w->dk, w->dk, j);
+    for (uint32_t k0 = klo; k0 < khi; k0 += G) {
+        uint32_t k1 = k0 + G < khi ? k0 + G : khi, qa = k0 * g > h0 ? k0 * g : h0, qb = k1 * g < h1 ? k1 * g : h1;
+        uint64_t wk = (uint64_t)(k1 - k0) * w->dk, wv = (uint64_t)(k1 - k0) * w->dv;
+        uint64_t jbk = s->blk_n / wk, jbv = s->blk_n / wv; /* >= 1: G = 1 where a head is wider than ATT_RUN */
+        for (uint64_t j0 = lo; j0 < T; j0 += jbk) {
+            uint64_t j1 = j0 + jbk < T ? j0 + jbk : T;
+            uint64_t jc = j1 < s->pos0 ? j1 : s->pos0; /* [j0, jc) cached, read into blk */
+            bool many = s->n * (qb - qa) / (k1 - k0) >= DOTS_MIN; /* query vectors per KV head */
+            if (j0 < jc)
+                read_block(jb, 0, k0, k1, j0, jc, blk);
+            for (uint32_t kh = k0; kh < k1 && many && j0 < jc; kh++)
+                score_block(jb, kh, qa, qb, blk + (uint64_t)(kh - k0) * w->dk, wk, j0, jc, scale);
+            for (uint64_t t = 0; t < s->n; t++) {
+                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
+                float *att = s->att + t * s->heads * T;
+                if (many && a < jc)
+                    a = jc;
+                for (uint32_t kh = k0; kh < k1; kh++)
+                    for (uint64_t j = a; j < b; j++) {
+                        const float *k = j < s->pos0 ? blk + (j - j0) * wk + (uint64_t)(kh - k0) * w->dk
+                                                     : key_of(rm, s, src, (uint64_t)kh * w->dk, w->dk, 0, w->dk, 1, w->dk,
+                                                              j, t, row);
+                        uint32_t ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb;
+                        for (uint32_t h = ha; h < hb; h++)
+                            att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k, w->dk) * scale;
+                    }
+            }
         }
         for (uint64_t t = 0; t < s->n; t++) {
-            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
-            if (j < tlo || j > pos)
-                continue;
-            const float *k = j < s->pos0 ? row : key_of(rm, s, src, nk, 0, w->dk, w->hkv, w->dk, j, t, NULL, buf);
-            float *att = s->att + t * s->heads * T;
-            for (uint32_t h = h0; h < h1; h++)
-                att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k + (h / g) * w->dk, w->dk) * scale;
+            uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
+            for (uint32_t h = qa; h < qb; h++)
+                softmax(s->att + t * s->heads * T + h * T, m);
+            memset(s->o + t * wide + (uint64_t)qa * w->dv, 0, (uint64_t)(qb - qa) * w->dv * sizeof(float));
         }
-    }
-    for (uint64_t t = 0; t < s->n; t++) {
-        uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
-        for (uint32_t h = h0; h < h1; h++)
-            softmax(s->att + t * s->heads * T + h * T, m);
-        memset(s->o + t * wide + (uint64_t)h0 * w->dv, 0, (uint64_t)(h1 - h0) * w->dv * sizeof(float));
-    }
-    for (uint64_t j = lo; j < T; j++) {
-        if (j < s->pos0)
-            kvp_cache_read_v(c, src, seq, j, row);
-        for (uint64_t t = 0; t < s->n; t++) {
-            uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos);
-            if (j < tlo || j > pos)
-                continue;
-            const float *v = j < s->pos0 ? row : chunk_row(s, L, src, 1, j, t);
-            const float *att = s->att + t * s->heads * T;
-            for (uint32_t h = h0; h < h1; h++) {
-                float p = att[h * T + (j - tlo)];
-                const float *vh = v + (h / g) * w->dv;
-                float *oh = s->o + t * wide + (uint64_t)h * w->dv;
-                for (uint32_t i = 0; i < w->dv; i++)
-                    oh[i] += p * vh[i];
+        for (uint64_t j0 = lo; j0 < T; j0 += jbv) {
+            uint64_t j1 = j0 + jbv < T ? j0 + jbv : T;
+            if (j0 < s->pos0)
+                read_block(jb, 1, k0, k1, j0, j1 < s->pos0 ? j1 : s->pos0, blk);
+            for (uint64_t t = 0; t < s->n; t++) {
+                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
+                const float *att = s->att + t * s->heads * T;
+                uint64_t c = b < s->pos0 ? b : s->pos0; /* [a, c) cached, in blk; [c, b) the chunk's */
+                for (uint32_t h = qa; h < qb && a < b; h++) {
+                    uint64_t kh = h / g;
+                    float *oh = s->o + t * wide + (uint64_t)h * w->dv;
+                    const float *p = att + h * T - tlo;
+                    if (a < c)
+                        wsum(oh, p + a, blk + (a - j0) * wv + (kh - k0) * w->dv, c - a, wv, w->dv);
+                    for (uint64_t j = c > a ? c : a; j < b; j++)
+                        wsum(oh, p + j, chunk_row(s, L, src, 1, j, t) + kh * w->dv, 1, 0, w->dv);
+                }
             }
         }
     }
@@ -486,7 +730,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
         for (uint64_t t = 0; t < s->n; t++) {
             if (j > s->pos0 + t)
                 continue;
-            const float *lat = j < s->pos0 ? row : key_of(rm, s, l, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, NULL, buf);
+            const float *lat = j < s->pos0 ? row : key_of(rm, s, l, 0, nk, (uint32_t)R, w->rope, 1, w->rope, j, t, buf);
             float *att = s->att + t * s->heads * T;
             for (uint32_t h = h0; h < h1; h++) {
                 const float *qr = s->q + t * wide + (uint64_t)h * w->dk + w->nope;
@@ -530,12 +774,17 @@ static void att_part(void *arg, uint32_t part, uint32_t parts)
     const struct att_job *jb = arg;
     uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts), h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
     float *row = jb->s->row + 2 * jb->wide * part;
+    if (!jb->mla && jb->w->hkv >= parts) { /* whole KV heads: each group's rows are read by one part */
+        uint32_t g = hq / jb->w->hkv;
+        h0 = (uint32_t)((uint64_t)jb->w->hkv * part / parts) * g;
+        h1 = (uint32_t)((uint64_t)jb->w->hkv * (part + 1) / parts) * g;
+    }
     if (h0 == h1)
         return;
     if (jb->mla)
         attend_mla(jb, h0, h1, row);
     else
-        attend(jb, h0, h1, row);
+        attend(jb, h0, h1, row, jb->s->blk + jb->s->blk_n * part);
 }
 
 /* The chunk's attention over layer l's rows (MLA, or attention over layer
@@ -663,6 +912,8 @@ enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_c
     uint64_t per = 2 * pending_floats(rm) * sizeof(float), most = CHUNK_MAX, wide = scratch_wide(rm);
     if (per && CHUNK_BYTES / per < most)
         most = CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    if (most > DOTS_NT) /* whole groups of vectors for dots */
+        most = most / DOTS_NT * DOTS_NT;
     if (!kvp_cache_rows_final(c))
         most = 1;
     for (uint64_t i = 0; i < n;) {

@@ -9,13 +9,13 @@
 #include "kvplan/ref.h"
 
 /* The hot loops (cache row conversions, dot products, attention) compiled
- * twice, for AVX2 and for the baseline ISA, the one to run picked when the
- * program loads (GCC on x86-64; elsewhere the baseline only). Every sum keeps
- * its order and nothing is contracted into an FMA (-std=c11 sets
- * -ffp-contract=off; the avx2 target has no FMA), so both give the same
- * floats. */
+ * three times, for AVX-512F, AVX2 and the baseline ISA, the one to run
+ * picked when the program loads (GCC on x86-64; elsewhere the baseline
+ * only). Every sum keeps its order and nothing is contracted into an FMA
+ * (-std=c11 sets -ffp-contract=off; neither target enables FMA), so all
+ * give the same floats. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define KVP_REF_HOT __attribute__((target_clones("avx2", "default")))
+#define KVP_REF_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KVP_REF_HOT
 #endif
@@ -62,11 +62,13 @@ void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di,
  * the largest |x| (ties: lower index) in dst and sets them to NaN in x, which
  * the group quantizer leaves out of its ranges (KVQuant's exclusion, not
  * zeroing); heap is scratch of kvp_codec_outliers(f, n) entries.
- * kvp_codec_merge_outliers writes them back over a decoded row. */
+ * kvp_codec_merge_outliers writes those of index lo..lo+cnt-1 back over x,
+ * the decoded values lo..lo+cnt-1 of the row (0, n: the whole row). */
 struct codec_okey { float mag; uint32_t idx; };
 uint64_t kvp_codec_outliers(const struct kvp_format *f, uint64_t n);
 void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
-void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, float *x);
+void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
+                              float *x);
 
 /* ---- rng ------------------------------------------------------------- */
 struct pcg { uint64_t state, inc; };
@@ -83,6 +85,10 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
 /* Dequantized row of position pos (must be held). */
 void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
 void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
+/* Heads h0..h0+nh-1 of that row (K: kv 0, V: kv 1), nh * head_dim values:
+ * the same floats as those heads of the whole row. */
+void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
+                          uint32_t h0, uint32_t nh, float *out);
 /* Recurrent state of (layer, seq) as floats (n elems), and write it back. */
 enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
