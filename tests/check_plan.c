@@ -472,7 +472,16 @@ START_TEST(workload_errors)
         {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 0-5}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:18: 'prompt': must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '0-5')"},
         {"kvplan_plan: 1\nworkloads:\n  chat: {prefix_share: 0.5}\n" WL_DEP "      - fits: true\n",
-         "plan.yaml:3:24: 'prefix_share' needs 'prefix' (the shared tokens)"},
+         "plan.yaml:3:24: 'prefix_share': needs a prefix (the shared tokens)"},
+        /* the keys' rules are sim.h's, wrapped with the node's place */
+        {"kvplan_plan: 1\nworkloads:\n  chat: {rate: -1}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:16: 'rate': must be a number of requests/s >= 0 (got '-1')"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {requests: 0}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:20: 'requests': must be 1 to 10000000 requests (got '0')"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prefix: 16, prefix_share: 2}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:36: 'prefix_share': must be a fraction from 0 to 1 (got '2')"},
+        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv, max_queue: soon}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:32: 'max_queue': must be a number of seconds >= 0 (got 'soon')"},
         {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP "      - min_sustained_rate: 1\n        workload: t\n",
          "plan.yaml:10:19: 'min_sustained_rate' varies a synthetic workload's rate; 't' is a trace"},
         {WL_CHAT "deployments:\n  - name: l8\n    model: llama-3.1-8b\n    gpu_memory: 80GiB\n    assert:\n"

@@ -367,6 +367,106 @@ START_TEST(traces)
 }
 END_TEST
 
+/* The workload keys' table: every row reads back what it prints, its option
+ * is its key with '-' for '_', NULL gives the default, and the cross-key
+ * rules hold whatever the caller. */
+START_TEST(synth_keys)
+{
+    static const char *const given[KVP_SYNTH_KEYS] = {"2.5", "100-300", "77-77", "3k", "18446744073709551615",
+                                                      "64", "0.25", "0.5"};
+    static const char *const printed[KVP_SYNTH_KEYS] = {"2.5", "100-300", "77", "3072", "18446744073709551615",
+                                                        "64", "0.25", "0.5"};
+    const struct kvp_synth def = KVP_SYNTH_DEFAULTS;
+    struct kvp_synth s = def, t;
+    double q = KVP_SYNTH_MAX_QUEUE_S, tq;
+    struct kvp_error err = {0};
+    char buf[64], want[64];
+
+    ck_assert_ptr_null(kvp_synth_key_at(KVP_SYNTH_KEYS));
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++) {
+        const struct kvp_synth_key *k = kvp_synth_key_at(i);
+        snprintf(buf, sizeof buf, "%s", k->key);
+        for (char *c = buf; *c; c++)
+            *c = *c == '_' ? '-' : *c;
+        ck_assert_str_eq(k->opt, buf);
+        ck_assert(k->synthetic == (strcmp(k->key, "max_queue") != 0));
+        ck_assert_kvp_ok(kvp_synth_set(&s, &q, k->opt, given[i], &err), err); /* either spelling */
+        ck_assert_str_eq(kvp_synth_text(&s, q, k->key, buf, sizeof buf), printed[i]);
+    }
+    ck_assert(s.rate == 2.5 && s.prompt.lo == 100 && s.prompt.hi == 300 && s.output.lo == 77 && s.requests == 3072 &&
+              s.seed == UINT64_MAX && s.prefix == 64 && s.prefix_share == 0.25 && q == 0.5);
+    /* printed, set back: the same workload; NULL: the default's text */
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++) {
+        const char *key = kvp_synth_key_at(i)->key;
+        t = s;
+        tq = q;
+        ck_assert_kvp_ok(kvp_synth_set(&t, &tq, key, kvp_synth_text(&s, q, key, buf, sizeof buf), &err), err);
+        ck_assert(memcmp(&t, &s, sizeof t) == 0 && tq == q);
+        ck_assert_kvp_ok(kvp_synth_set(&t, &tq, key, NULL, &err), err);
+        if (strcmp(key, "prefix_share") == 0) /* with a prefix, its share is all */
+            ck_assert(t.prefix_share == 1.0);
+        else if (strcmp(key, "prefix") == 0) /* no prefix, no share */
+            ck_assert(t.prefix == 0 && t.prefix_share == 0.0);
+        else
+            ck_assert_str_eq(kvp_synth_text(&t, tq, key, buf, sizeof buf),
+                             kvp_synth_text(&def, KVP_SYNTH_MAX_QUEUE_S, key, want, sizeof want));
+    }
+    /* a prefix from none brings a share of 1, another prefix keeps the share, 0 or none takes it away */
+    t = def;
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix", "1k", &err), err);
+    ck_assert(t.prefix == 1024 && t.prefix_share == 1.0);
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix_share", "0.5", &err), err);
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix", "512", &err), err);
+    ck_assert(t.prefix == 512 && t.prefix_share == 0.5);
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix", "none", &err), err);
+    ck_assert(t.prefix == 0 && t.prefix_share == 0.0);
+    ck_assert_str_eq(kvp_synth_text(&t, tq, "prefix_share", buf, sizeof buf), "");
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix", "16", &err), err);
+    ck_assert_kvp_ok(kvp_synth_set(&t, &tq, "prefix", "0", &err), err);
+    ck_assert(t.prefix == 0 && t.prefix_share == 0.0);
+}
+END_TEST
+
+START_TEST(synth_key_errors)
+{
+    static const struct {
+        const char *key, *text, *msg;
+    } cases[] = {
+        {"rate", "-1", "must be a number of requests/s >= 0 (got '-1')"},
+        {"rate", "0x10", "must be a number of requests/s >= 0 (got '0x10')"},
+        {"rate", "inf", "must be a number of requests/s >= 0 (got 'inf')"},
+        {"prompt", "0-5", "must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '0-5')"},
+        {"output", "9-3", "must be N or LO-HI with 1 <= LO <= HI < 2^32 (got '9-3')"},
+        {"requests", "0", "must be 1 to 10000000 requests (got '0')"},
+        {"requests", "20M", "must be 1 to 10000000 requests (got '20M')"},
+        {"requests", "many", "'many' is not a count (expected e.g. 4096, 32k, 1M)"},
+        {"seed", "-1", "'-1' is not a count (expected e.g. 4096, 32k, 1M)"},
+        {"prefix", "4G", "must be 0 to 4294967295 tokens (got '4G')"},
+        {"prefix_share", "0.5", "needs a prefix (the shared tokens)"},
+        {"max_queue", "soon", "must be a number of seconds >= 0 (got 'soon')"},
+        {"max-queue", "-0.5", "must be a number of seconds >= 0 (got '-0.5')"},
+        {"promt", "5", "'promt' is not a workload key"},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_synth s = KVP_SYNTH_DEFAULTS, before = s;
+        double q = 2.0;
+        struct kvp_error err = {0};
+        ck_assert_int_ne(kvp_synth_set(&s, &q, cases[i].key, cases[i].text, &err), KVP_OK);
+        ck_assert_msg(strcmp(err.msg, cases[i].msg) == 0, "%s %s: got '%s'", cases[i].key, cases[i].text, err.msg);
+        ck_assert(memcmp(&s, &before, sizeof s) == 0 && q == 2.0); /* an error changes nothing */
+    }
+    {
+        struct kvp_synth s = KVP_SYNTH_DEFAULTS;
+        double q = 1.0;
+        struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_synth_set(&s, &q, "prefix", "8", &err), err);
+        ck_assert_int_ne(kvp_synth_set(&s, &q, "prefix_share", "1.5", &err), KVP_OK);
+        ck_assert_str_eq(err.msg, "must be a fraction from 0 to 1 (got '1.5')");
+        ck_assert(s.prefix_share == 1.0);
+    }
+}
+END_TEST
+
 START_TEST(trace_errors)
 {
     static const struct {
@@ -848,8 +948,10 @@ static Suite *suite(void)
     tcase_add_test(core, seeded_workload_repeats);
     tcase_add_test(core, config_from_fit);
     tcase_add_test(core, traces);
+    tcase_add_test(core, synth_keys);
     suite_add_tcase(s, core);
     tcase_add_test(limits, trace_errors);
+    tcase_add_test(limits, synth_key_errors);
     tcase_add_test(limits, run_errors);
     tcase_add_test(limits, max_rate_brackets);
     suite_add_tcase(s, limits);

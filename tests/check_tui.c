@@ -1049,7 +1049,7 @@ static const struct bad_edit bad_workload_edits[] = {
      "requests: the view simulates at most 2000000 output tokens (requests x output: 100000 x 256); kvplan simulate "
      "runs more"},
     {"prefix", "2048", "prefix: ..."},
-    {"prefix_share", "0.5", "prefix_share: needs a prefix (the shared tokens) first"},
+    {"prefix_share", "0.5", "prefix_share: needs a prefix (the shared tokens)"},
     {"max_queue", "soon", "max_queue: must be a number of seconds >= 0 (got 'soon')"},
 };
 
@@ -1072,6 +1072,28 @@ START_TEST(bad_workload_edit_keeps_workload)
     ck_assert(s->status_error);
     ck_assert(memcmp(&before, &s->work, sizeof before) == 0);
     ck_assert_uint_eq(s->sim_runs, 1);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* The arrows on the prefix and its share: the share needs a prefix, and a
+ * prefix stepped down to nothing takes its share along. */
+START_TEST(prefix_arrows)
+{
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    tui_handle(s, 'w');
+    script(s, "@prefix_share RT");
+    ck_assert_str_eq(s->status, "prefix_share: needs a prefix (the shared tokens)");
+    ck_assert(s->status_error && s->work.synth.prefix_share == 0.0);
+    script(s, "@prefix =2 @prefix_share LT");
+    ck_assert(s->work.synth.prefix == 2 && s->work.synth.prefix_share == 0.9);
+    script(s, "@prefix LT");
+    ck_assert(s->work.synth.prefix == 1 && s->work.synth.prefix_share == 0.9);
+    script(s, "@prefix LT");
+    ck_assert(s->work.synth.prefix == 0 && s->work.synth.prefix_share == 0.0);
     tui_free(s);
     free_catalogs();
 }
@@ -1256,6 +1278,7 @@ static Suite *suite(void)
     tcase_add_test(limits, unknown_model_and_gpu);
     tcase_add_test(limits, save_errors);
     tcase_add_loop_test(limits, bad_workload_edit_keeps_workload, 0, (int)N_ELEMS(bad_workload_edits));
+    tcase_add_test(limits, prefix_arrows);
     tcase_add_test(limits, bad_plan_files);
     tcase_add_test(limits, recompute_is_fast);
     suite_add_tcase(s, core);

@@ -74,9 +74,50 @@ struct kvp_synth {
  * from: 1 request/s, 1024-token prompts, 256-token answers, 1000 requests, seed 1. */
 #define KVP_SYNTH_DEFAULTS {.rate = 1.0, .prompt = {1024, 1024}, .output = {256, 256}, .requests = 1000, .seed = 1}
 
+/* Sustained, unless given otherwise: queueing p99 at most this many seconds. */
+#define KVP_SYNTH_MAX_QUEUE_S 1.0
+
 /* "N" or "LO-HI" (counts as kvp_parse_count reads them) into r, with
  * 1 <= LO <= HI < 2^32; KVP_ERR_USAGE otherwise. */
 enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_error *err);
+
+/* The keys of a synthetic workload, one table for a plan's `workloads`
+ * (docs/plan-format.md), `kvplan simulate`'s options and the TUI's fields.
+ * The rows are in the order a workload's keys are set: a prefix before its
+ * share. */
+enum kvp_synth_kind {
+    KVP_SYNTH_RATE,     /* requests per second >= 0 */
+    KVP_SYNTH_RANGE,    /* tokens, N or LO-HI */
+    KVP_SYNTH_COUNT,    /* requests, 1..KVP_SIM_MAX_REQUESTS */
+    KVP_SYNTH_SEED,     /* any 64-bit count */
+    KVP_SYNTH_PREFIX,   /* tokens, 0 or "none": no prefix */
+    KVP_SYNTH_FRACTION, /* 0..1 */
+    KVP_SYNTH_SECONDS,  /* >= 0 */
+};
+
+struct kvp_synth_key {
+    const char *key;  /* as a plan spells it: "prefix_share" */
+    const char *opt;  /* as `kvplan simulate` does, without "--": "prefix-share" */
+    const char *arg;  /* the option's metavariable: "F" */
+    enum kvp_synth_kind kind;
+    bool synthetic;   /* describes the drawn requests (false: max_queue, which a trace has too) */
+    const char *help; /* one line, with the default (KVP_SYNTH_DEFAULTS, KVP_SYNTH_MAX_QUEUE_S) */
+};
+
+#define KVP_SYNTH_KEYS 8 /* rows */
+
+const struct kvp_synth_key *kvp_synth_key_at(uint32_t row); /* NULL past the last */
+
+/* Give key (either spelling) the value text in s or *max_queue_s (NULL:
+ * back to its default). A prefix from none brings a share of 1 (every
+ * request), no prefix takes the share away, and a share needs a prefix.
+ * Errors (KVP_ERR_USAGE) name neither key nor place: the caller prefixes
+ * "--rate: " or "file:line:col: 'rate': ". */
+enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const char *key, const char *text,
+                              struct kvp_error *err);
+/* Key's value as text kvp_synth_set reads back ("5", "1024-2048"), "" where
+ * s leaves it out (no prefix: neither prefix nor share). Returns buf. */
+const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const char *key, char *buf, size_t n);
 
 /* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
  * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the

@@ -12,27 +12,21 @@
 #include "kvplan/ref_serve.h"
 #include "kvplan/sim.h"
 
-/* the deployment options (settings.h) come first, then these */
+/* the deployment options (settings.h) come first, then --trace, the workload's keys (sim.h's table) and these */
+static const struct cli_opt trace_opt = {
+    "trace", "FILE", "requests from a CSV or JSONL trace (docs/simulate.md gives the columns) instead of the "
+                     "synthetic workload the options below draw", NULL};
 static const struct cli_opt sim_opts[] = {
-    {"trace", "FILE", "requests from a CSV or JSONL trace (docs/simulate.md gives the columns)", NULL},
-    {"rate", "R", "synthetic: requests per second, Poisson arrivals (0: all at once; default 1)", NULL},
-    {"prompt", "N|LO-HI", "synthetic: prompt tokens, fixed or uniform in LO..HI (default 1024)", NULL},
-    {"output", "N|LO-HI", "synthetic: output tokens, fixed or uniform (default 256)", NULL},
-    {"requests", "N", "synthetic: how many requests (default 1000)", NULL},
-    {"seed", "S", "synthetic: the generator's seed (default 1)", NULL},
-    {"prefix", "N", "synthetic: tokens of a shared prefix (system prompt) at the start of prompts", NULL},
-    {"prefix-share", "F", "synthetic: fraction of requests that start with it (default 1 with --prefix)", NULL},
     {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching (SGLang --disable-radix-cache, TRT-LLM no block reuse)", NULL},
     {"step-time", "MS,MS", "step time = fixed ms + ms per scheduled token, instead of the GPU's roofline", NULL},
     {"find-max-rate", NULL, "bisect --rate for the highest sustained rate (no preemption, queueing bounded)", NULL},
-    {"max-queue", "S", "sustained means the 99th percentile of queueing is at most S seconds (default 1)", NULL},
     {"format", "F", "text (default), json, or csv (the time series)", NULL},
     {"svg", "FILE", "write the KV blocks over time as an SVG chart", NULL},
     {"validate", NULL, "replay the decisions on the reference decoder's real block pool and compare every step "
                        "(exit 1 on a difference; at most 8,000 decoded tokens and 64 GB of cache read)", NULL},
     {NULL, NULL, NULL, NULL},
 };
-static struct cli_opt opts[KVP_SETTINGS_MAX + 16];
+static struct cli_opt opts[KVP_SETTINGS_MAX + 24];
 
 static const struct cli_cmd cmd = {
     "simulate", "MODEL --gpu NAME [--trace FILE | --rate R --prompt N --output N --requests N] [options]",
@@ -44,30 +38,6 @@ static const struct cli_cmd cmd = {
     "TPOT are lower bounds; the block counts are exact under the engine's rules.",
     opts,
 };
-
-static int read_range(const char *name, struct kvp_range *r)
-{
-    const char *v = cli_opt(&cmd, name);
-    struct kvp_error err = {0};
-    if (v && kvp_range_parse(v, r, &err) != KVP_OK)
-        return cli_usage_error("--%s: %s", name, err.msg);
-    return CLI_OK;
-}
-
-static int read_double(const char *name, double lo, double *out)
-{
-    const char *v = cli_opt(&cmd, name);
-    char *end;
-    double x;
-    if (!v)
-        return CLI_OK;
-    errno = 0;
-    x = strtod(v, &end);
-    if (*v == '\0' || *end != '\0' || errno || !isfinite(x) || x < lo)
-        return cli_usage_error("--%s must be a number >= %g (got '%s')", name, lo, v);
-    *out = x;
-    return CLI_OK;
-}
 
 static int read_step(struct kvp_step_model *s, bool *given)
 {
@@ -86,38 +56,43 @@ static int read_step(struct kvp_step_model *s, bool *given)
     return CLI_OK;
 }
 
-static int workload(struct kvp_synth *s, struct kvp_workload *w)
+static void build_opts(void)
+{
+    size_t n = 0, cap = sizeof opts / sizeof opts[0];
+    const struct cli_opt *o = sim_opts;
+    cli_deploy_opts(opts, cap, NULL);
+    while (opts[n].name)
+        n++;
+    opts[n++] = trace_opt;
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS && n + 1 < cap; i++, n++) {
+        const struct kvp_synth_key *k = kvp_synth_key_at(i);
+        opts[n] = (struct cli_opt){k->opt, k->arg, k->help, NULL};
+    }
+    for (; o->name && n + 1 < cap; o++, n++)
+        opts[n] = *o;
+    opts[n] = (struct cli_opt){NULL, NULL, NULL, NULL};
+}
+
+static int workload(struct kvp_synth *s, double *max_queue, struct kvp_workload *w)
 {
     struct kvp_error err = {0};
-    uint64_t n = 1000, prefix = 0;
-    int rc;
     const char *trace = cli_opt(&cmd, "trace");
-    static const char *const synth_only[] = {"rate", "prompt", "output", "requests", "seed", "prefix", "prefix-share"};
 
     *s = (struct kvp_synth)KVP_SYNTH_DEFAULTS;
+    *max_queue = KVP_SYNTH_MAX_QUEUE_S;
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++) { /* in the table's order: a prefix before its share */
+        const struct kvp_synth_key *k = kvp_synth_key_at(i);
+        const char *v = cli_opt(&cmd, k->opt);
+        if (v && trace && k->synthetic)
+            return cli_usage_error("simulate: --%s describes a synthetic workload; --trace gives its own", k->opt);
+        if (v && kvp_synth_set(s, max_queue, k->key, v, &err) != KVP_OK)
+            return cli_usage_error("--%s: %s", k->opt, err.msg);
+    }
     if (trace) {
-        for (size_t i = 0; i < sizeof synth_only / sizeof synth_only[0]; i++)
-            if (cli_opt(&cmd, synth_only[i]))
-                return cli_usage_error("simulate: --%s describes a synthetic workload; --trace gives its own",
-                                       synth_only[i]);
         if (cli_opt(&cmd, "find-max-rate"))
             return cli_usage_error("simulate: --find-max-rate varies a synthetic workload's rate, not a trace's");
         return kvp_workload_load(trace, w, &err) == KVP_OK ? CLI_OK : cli_error(&err);
     }
-    if ((rc = read_double("rate", 0, &s->rate)) || (rc = read_range("prompt", &s->prompt)) ||
-        (rc = read_range("output", &s->output)) || (rc = cli_count(&cmd, "requests", 1, &n)) ||
-        (rc = cli_count(&cmd, "seed", 0, &s->seed)) || (rc = cli_count(&cmd, "prefix", 1, &prefix)))
-        return rc;
-    s->prefix_share = prefix ? 1.0 : 0.0;
-    if ((rc = read_double("prefix-share", 0, &s->prefix_share)))
-        return rc;
-    if (cli_opt(&cmd, "prefix-share") && !prefix)
-        return cli_usage_error("simulate: --prefix-share needs --prefix N");
-    if (n > KVP_SIM_MAX_REQUESTS || prefix > UINT32_MAX)
-        return cli_usage_error("--%s is too large (at most %u)", n > KVP_SIM_MAX_REQUESTS ? "requests" : "prefix",
-                               n > KVP_SIM_MAX_REQUESTS ? KVP_SIM_MAX_REQUESTS : UINT32_MAX);
-    s->requests = (uint32_t)n;
-    s->prefix = (uint32_t)prefix;
     return kvp_workload_synth(s, w, &err) == KVP_OK ? CLI_OK : cli_error(&err);
 }
 
@@ -329,7 +304,7 @@ static int setup(struct run *x, const char *model)
         return rc;
     if (!given)
         return cli_usage_error("simulate: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
-    if ((rc = read_step(&x->c.step, &x->step_given)) || (rc = read_double("max-queue", 0, &x->max_queue)))
+    if ((rc = read_step(&x->c.step, &x->step_given)))
         return rc;
     if ((rc = cli_model(model, &x->m)) != CLI_OK || (rc = cli_deploy_apply(&st, x->m, &x->d, &x->gpu)) != CLI_OK)
         return rc;
@@ -349,7 +324,7 @@ static int setup(struct run *x, const char *model)
         x->c.step = step;
     if (cli_opt(&cmd, "no-prefix-caching"))
         x->c.prefix_caching = false;
-    return workload(&x->s, &x->w);
+    return workload(&x->s, &x->max_queue, &x->w);
 }
 
 int cmd_simulate(int argc, char **argv)
@@ -357,13 +332,13 @@ int cmd_simulate(int argc, char **argv)
     const char *pos[1], *svg;
     int npos, rc;
     enum kvp_out fmt = KVP_OUT_TEXT;
-    struct run x = {.max_queue = 1.0};
+    struct run x = {0};
     struct kvp_error err = {0};
     struct kvp_buf b = {0};
     struct kvp_serve_report rep;
     bool validate;
 
-    cli_deploy_opts(opts, sizeof opts / sizeof opts[0], sim_opts);
+    build_opts();
     if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
     if (npos < 1)

@@ -659,50 +659,26 @@ static void workload_free(struct kvp_plan_workload *w)
     memset(w, 0, sizeof *w);
 }
 
-/* The synthetic keys of workload map m into s, checked where they are written. */
-static enum kvp_status read_synth(struct ydoc *d, yaml_node_t *m, struct kvp_synth *s, struct kvp_error *err)
+/* The workload keys of map m into w, in the table's order (a prefix before
+ * its share), each checked where it is written; with a trace, only the keys
+ * that are not about the drawn requests. */
+static enum kvp_status read_synth(struct ydoc *d, yaml_node_t *m, bool trace, struct kvp_plan_workload *w,
+                                  struct kvp_error *err)
 {
-    static const char *const ranges[] = {"prompt", "output"};
-    struct kvp_range *range[] = {&s->prompt, &s->output};
-    yaml_node_t *n;
-    enum kvp_status st;
-    uint64_t u;
-    const char *v;
-
-    if ((n = kvp_ydoc_get(d, m, "rate")) != NULL) {
-        if ((st = number(d, n, "rate", &s->rate, err)) != KVP_OK)
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++) {
+        const struct kvp_synth_key *k = kvp_synth_key_at(i);
+        yaml_node_t *n = kvp_ydoc_get(d, m, k->key);
+        const char *v;
+        enum kvp_status st;
+        if (!n)
+            continue;
+        if (trace && k->synthetic)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' describes a synthetic workload; 'trace' gives its own",
+                                 k->key);
+        if ((st = scalar(d, n, k->key, &v, err)) != KVP_OK)
             return st;
-        if (!(s->rate >= 0.0))
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'rate' must be >= 0 requests/s (got %s)", kvp_ydoc_scalar(n));
-    }
-    for (int i = 0; i < 2; i++)
-        if ((n = kvp_ydoc_get(d, m, ranges[i])) != NULL) {
-            if ((st = scalar(d, n, ranges[i], &v, err)) != KVP_OK)
-                return st;
-            if (kvp_range_parse(v, range[i], err) != KVP_OK)
-                return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s': %s", ranges[i], err->msg);
-        }
-    if ((n = kvp_ydoc_get(d, m, "requests")) != NULL) {
-        if ((st = count(d, n, "requests", 1, KVP_SIM_MAX_REQUESTS, &u, err)) != KVP_OK)
-            return st;
-        s->requests = (uint32_t)u;
-    }
-    if ((n = kvp_ydoc_get(d, m, "seed")) != NULL && (st = count(d, n, "seed", 0, UINT64_MAX, &s->seed, err)) != KVP_OK)
-        return st;
-    if ((n = kvp_ydoc_get(d, m, "prefix")) != NULL) {
-        if ((st = count(d, n, "prefix", 1, UINT32_MAX, &u, err)) != KVP_OK)
-            return st;
-        s->prefix = (uint32_t)u;
-        s->prefix_share = 1.0; /* as `kvplan simulate --prefix` */
-    }
-    if ((n = kvp_ydoc_get(d, m, "prefix_share")) != NULL) {
-        if (!s->prefix)
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'prefix_share' needs 'prefix' (the shared tokens)");
-        if ((st = number(d, n, "prefix_share", &s->prefix_share, err)) != KVP_OK)
-            return st;
-        if (!(s->prefix_share >= 0.0 && s->prefix_share <= 1.0))
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'prefix_share' must be in [0, 1] (got %s)",
-                                 kvp_ydoc_scalar(n));
+        if (kvp_synth_set(&w->synth, &w->max_queue_s, k->key, v, err) != KVP_OK)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s': %s", k->key, err->msg);
     }
     return KVP_OK;
 }
@@ -710,8 +686,7 @@ static enum kvp_status read_synth(struct ydoc *d, yaml_node_t *m, struct kvp_syn
 /* One entry of `workloads:`: name node kn, mapping m. */
 static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node_t *kn, yaml_node_t *m)
 {
-    static const char *const keys[] = {"rate", "prompt", "output", "requests", "seed", "prefix", "prefix_share",
-                                       "trace", "max_queue", NULL};
+    const char *keys[KVP_SYNTH_KEYS + 2] = {"trace"}; /* and the table's, NULL-terminated */
     struct kvp_error *err = L->err;
     struct kvp_plan *p = L->p;
     struct kvp_plan_workload *w;
@@ -732,10 +707,12 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
     w = &p->workloads[p->n_workloads];
     memset(w, 0, sizeof *w);
     w->synth = (struct kvp_synth)KVP_SYNTH_DEFAULTS;
-    w->max_queue_s = 1.0;
+    w->max_queue_s = KVP_SYNTH_MAX_QUEUE_S;
     snprintf(w->file, sizeof w->file, "%s", d->file);
     w->line = (uint32_t)kn->start_mark.line + 1;
     w->col = (uint32_t)kn->start_mark.column + 1;
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++)
+        keys[i + 1] = kvp_synth_key_at(i)->key;
     if ((st = name_value(d, kn, "workloads", w->name, err)) != KVP_OK)
         return st;
     for (uint32_t i = L->wl_first; i < p->n_workloads; i++)
@@ -744,19 +721,12 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
                                  p->workloads[i].line);
     if ((st = kvp_ydoc_want_map(d, m, "workloads", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, m, keys, err)) != KVP_OK)
         return st;
-    if ((n = kvp_ydoc_get(d, m, "max_queue")) != NULL) {
-        if ((st = number(d, n, "max_queue", &w->max_queue_s, err)) != KVP_OK)
-            return st;
-        if (!(w->max_queue_s >= 0.0))
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'max_queue' must be >= 0 seconds (got %s)", kvp_ydoc_scalar(n));
-    }
-    if ((n = kvp_ydoc_get(d, m, "trace")) != NULL) {
+    n = kvp_ydoc_get(d, m, "trace");
+    if ((st = read_synth(d, m, n != NULL, w, err)) != KVP_OK)
+        return st;
+    if (n) {
         char path[KVP_PLAN_PATH_MAX];
         const char *v;
-        for (int i = 0; i < 7; i++)
-            if (kvp_ydoc_get(d, m, keys[i]))
-                return kvp_ydoc_fail(d, kvp_ydoc_get(d, m, keys[i]), err, KVP_ERR_SCHEMA,
-                                     "'%s' describes a synthetic workload; 'trace' gives its own", keys[i]);
         if ((st = scalar(d, n, "trace", &v, err)) != KVP_OK)
             return st;
         if (!join_path(d->file, v, path, sizeof path))
@@ -768,8 +738,6 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
         }
         w->is_trace = true;
     } else {
-        if ((st = read_synth(d, m, &w->synth, err)) != KVP_OK)
-            return st;
         /* drawn once here for its errors (a prefix longer than the prompts) */
         if ((st = kvp_workload_synth(&w->synth, &drawn, err)) != KVP_OK)
             return kvp_ydoc_fail(d, m, err, st, "workload '%s': %s", w->name, err->msg);

@@ -1,5 +1,6 @@
 /* sim_workload.c -- workloads for the simulator: seeded synthetic traffic and
  * trace files (CSV or JSONL), docs/simulate.md "Workloads". */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,154 @@ enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_e
     r->lo = (uint32_t)lo;
     r->hi = (uint32_t)hi;
     return KVP_OK;
+}
+
+/* ---- the synthetic workload's keys ---- */
+
+static const struct kvp_synth_key synth_keys[] = {
+    {"rate", "rate", "R", KVP_SYNTH_RATE, true, "requests per second, Poisson arrivals (0: all at once; default 1)"},
+    {"prompt", "prompt", "N|LO-HI", KVP_SYNTH_RANGE, true, "prompt tokens, N or LO-HI drawn uniformly (default 1024)"},
+    {"output", "output", "N|LO-HI", KVP_SYNTH_RANGE, true, "output tokens, N or LO-HI drawn uniformly (default 256)"},
+    {"requests", "requests", "N", KVP_SYNTH_COUNT, true, "how many requests (default 1000)"},
+    {"seed", "seed", "S", KVP_SYNTH_SEED, true, "the generator's seed: the same seed, the same workload (default 1)"},
+    {"prefix", "prefix", "N", KVP_SYNTH_PREFIX, true,
+     "tokens of a shared prefix (system prompt) at the start of prompts (default 0: none)"},
+    {"prefix_share", "prefix-share", "F", KVP_SYNTH_FRACTION, true,
+     "fraction of requests that start with the prefix, 0 to 1 (default 1 with a prefix)"},
+    {"max_queue", "max-queue", "S", KVP_SYNTH_SECONDS, false,
+     "seconds: sustained is no preemption and queueing p99 at most this (default 1)"},
+};
+_Static_assert(sizeof synth_keys / sizeof synth_keys[0] == KVP_SYNTH_KEYS, "KVP_SYNTH_KEYS counts the rows");
+
+const struct kvp_synth_key *kvp_synth_key_at(uint32_t row)
+{
+    return row < KVP_SYNTH_KEYS ? &synth_keys[row] : NULL;
+}
+
+static const struct kvp_synth_key *synth_key(const char *key)
+{
+    for (size_t i = 0; i < KVP_SYNTH_KEYS; i++)
+        if (strcmp(key, synth_keys[i].key) == 0 || strcmp(key, synth_keys[i].opt) == 0)
+            return &synth_keys[i];
+    return NULL;
+}
+
+/* A decimal number in [lo, hi] ("5", "0.5", "1e3"; not "0x10" or "inf"). */
+static enum kvp_status real(const char *v, double lo, double hi, const char *what, double *out, struct kvp_error *err)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || strspn(v, "+-0123456789.eE") != strlen(v) || !isfinite(x) || x < lo || x > hi)
+        return kvp_fail(err, KVP_ERR_USAGE, "must be %s (got '%.40s')", what, v);
+    *out = x;
+    return KVP_OK;
+}
+
+/* A count in [lo, hi] as kvp_parse_count reads it. */
+static enum kvp_status count(const char *v, uint64_t lo, uint64_t hi, const char *what, uint64_t *out,
+                             struct kvp_error *err)
+{
+    if (kvp_parse_count(v, out, err) != KVP_OK)
+        return KVP_ERR_USAGE;
+    if (*out < lo || *out > hi)
+        return kvp_fail(err, KVP_ERR_USAGE, "must be %llu to %llu %s (got '%.40s')", (unsigned long long)lo,
+                        (unsigned long long)hi, what, v);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const char *key, const char *v,
+                              struct kvp_error *err)
+{
+    const struct kvp_synth def = KVP_SYNTH_DEFAULTS;
+    const struct kvp_synth_key *k = synth_key(key);
+    struct kvp_range *r;
+    uint64_t u = 0;
+
+    if (!k)
+        return kvp_fail(err, KVP_ERR_USAGE, "'%s' is not a workload key", key);
+    r = strcmp(k->key, "prompt") == 0 ? &s->prompt : &s->output;
+    switch (k->kind) {
+    case KVP_SYNTH_RATE:
+        if (!v)
+            s->rate = def.rate;
+        return v ? real(v, 0, INFINITY, "a number of requests/s >= 0", &s->rate, err) : KVP_OK;
+    case KVP_SYNTH_RANGE:
+        if (!v)
+            *r = r == &s->prompt ? def.prompt : def.output;
+        return v ? kvp_range_parse(v, r, err) : KVP_OK;
+    case KVP_SYNTH_COUNT:
+        if (v && count(v, 1, KVP_SIM_MAX_REQUESTS, "requests", &u, err) != KVP_OK)
+            return KVP_ERR_USAGE;
+        s->requests = v ? (uint32_t)u : def.requests;
+        return KVP_OK;
+    case KVP_SYNTH_SEED:
+        if (v && kvp_parse_count(v, &u, err) != KVP_OK)
+            return KVP_ERR_USAGE;
+        s->seed = v ? u : def.seed;
+        return KVP_OK;
+    case KVP_SYNTH_PREFIX: /* NULL, 0 and "none" leave u at 0: no prefix */
+        if (v && strcmp(v, "none") != 0 && count(v, 0, UINT32_MAX, "tokens", &u, err) != KVP_OK)
+            return KVP_ERR_USAGE;
+        s->prefix_share = !u ? 0.0 : s->prefix ? s->prefix_share : 1.0;
+        s->prefix = (uint32_t)u;
+        return KVP_OK;
+    case KVP_SYNTH_FRACTION:
+        if (v && !s->prefix)
+            return kvp_fail(err, KVP_ERR_USAGE, "needs a prefix (the shared tokens)");
+        if (!v)
+            s->prefix_share = s->prefix ? 1.0 : 0.0;
+        return v ? real(v, 0, 1, "a fraction from 0 to 1", &s->prefix_share, err) : KVP_OK;
+    case KVP_SYNTH_SECONDS:
+        if (!v)
+            *max_queue_s = KVP_SYNTH_MAX_QUEUE_S;
+        return v ? real(v, 0, INFINITY, "a number of seconds >= 0", max_queue_s, err) : KVP_OK;
+    }
+    return KVP_OK;
+}
+
+/* A double as the shortest text strtod reads back to it. */
+static const char *real_text(double v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, n, "%.17g", v);
+    return buf;
+}
+
+const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const char *key, char *buf, size_t n)
+{
+    const struct kvp_synth_key *k = synth_key(key);
+    const struct kvp_range *r = &s->output;
+    buf[0] = '\0';
+    if (!k)
+        return buf;
+    if (strcmp(k->key, "prompt") == 0)
+        r = &s->prompt;
+    switch (k->kind) {
+    case KVP_SYNTH_RATE:
+        return real_text(s->rate, buf, n);
+    case KVP_SYNTH_RANGE:
+        if (r->lo == r->hi)
+            snprintf(buf, n, "%" PRIu32, r->lo);
+        else
+            snprintf(buf, n, "%" PRIu32 "-%" PRIu32, r->lo, r->hi);
+        return buf;
+    case KVP_SYNTH_COUNT:
+        snprintf(buf, n, "%" PRIu32, s->requests);
+        return buf;
+    case KVP_SYNTH_SEED:
+        snprintf(buf, n, "%" PRIu64, s->seed);
+        return buf;
+    case KVP_SYNTH_PREFIX:
+        if (s->prefix)
+            snprintf(buf, n, "%" PRIu32, s->prefix);
+        return buf;
+    case KVP_SYNTH_FRACTION:
+        return s->prefix ? real_text(s->prefix_share, buf, n) : buf;
+    case KVP_SYNTH_SECONDS:
+        return real_text(max_queue_s, buf, n);
+    }
+    return buf;
 }
 
 enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err)

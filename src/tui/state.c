@@ -58,7 +58,7 @@ static void set_note(struct tui_state *s, const char *fmt, ...)
 
 uint32_t tui_field_count(void)
 {
-    return 1 + kvp_settings_count() + tui_wl_count();
+    return 1 + kvp_settings_count() + KVP_SYNTH_KEYS;
 }
 
 /* The first workload field: after the model and the settings. */
@@ -75,8 +75,8 @@ int tui_field_find(const char *key)
     row = kvp_setting_find(key);
     if (row >= 0)
         return row + 1;
-    for (uint32_t i = 0; i < tui_wl_count(); i++)
-        if (strcmp(tui_wl_key(i), key) == 0)
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++)
+        if (strcmp(kvp_synth_key_at(i)->key, key) == 0)
             return (int)(first_wl_field() + i);
     return -1;
 }
@@ -96,7 +96,7 @@ static int wl_of(uint32_t f)
 void tui_view_fields(const struct tui_state *s, uint32_t *first, uint32_t *n)
 {
     *first = s->view == TUI_VIEW_SIM ? first_wl_field() : 0;
-    *n = s->view == TUI_VIEW_SIM ? tui_wl_count() : first_wl_field();
+    *n = s->view == TUI_VIEW_SIM ? KVP_SYNTH_KEYS : first_wl_field();
 }
 
 static bool row_given(const struct kvp_settings *set, int row)
@@ -114,7 +114,7 @@ const char *tui_field_label(uint32_t f)
 {
     int row = row_of(f);
     if (wl_of(f) >= 0)
-        return tui_wl_key((uint32_t)wl_of(f));
+        return kvp_synth_key_at((uint32_t)wl_of(f))->key;
     return f == TUI_FIELD_MODEL ? "model" : row >= 0 ? kvp_setting_at((uint32_t)row)->key : "?";
 }
 
@@ -122,7 +122,7 @@ const char *tui_field_help(uint32_t f)
 {
     int row = row_of(f);
     if (wl_of(f) >= 0)
-        return tui_wl_help((uint32_t)wl_of(f));
+        return kvp_synth_key_at((uint32_t)wl_of(f))->help;
     if (row < 0)
         return "a built-in model, its Hugging Face id, or a path to a config.json, GGUF or kvplan YAML";
     return kvp_setting_at((uint32_t)row)->help;
@@ -133,11 +133,12 @@ bool tui_field_given(const struct tui_state *s, uint32_t f)
 {
     int row = row_of(f), wl = wl_of(f);
     if (wl >= 0) {
+        const char *key = kvp_synth_key_at((uint32_t)wl)->key;
         struct tui_workload def;
         char a[64], b[64];
         tui_wl_default(s, &def);
-        return strcmp(tui_wl_text(&s->work, (uint32_t)wl, a, sizeof a),
-                      tui_wl_text(&def, (uint32_t)wl, b, sizeof b)) != 0;
+        return strcmp(kvp_synth_text(&s->work.synth, s->work.max_queue_s, key, a, sizeof a),
+                      kvp_synth_text(&def.synth, def.max_queue_s, key, b, sizeof b)) != 0;
     }
     return row < 0 || row_given(&s->set, row);
 }
@@ -587,7 +588,7 @@ const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, ui
         return buf;
     }
     if (wl_of(f) >= 0) { /* left out: no prefix, and no share of one */
-        if (!tui_wl_text(&s->work, (uint32_t)wl_of(f), buf, n)[0])
+        if (!kvp_synth_text(&s->work.synth, s->work.max_queue_s, kvp_synth_key_at((uint32_t)wl_of(f))->key, buf, n)[0])
             snprintf(buf, n, "none");
         return buf;
     }
@@ -761,10 +762,11 @@ static bool edit_workload(struct tui_state *s, uint32_t row, const char *v)
 {
     struct tui_workload n = s->work;
     struct kvp_error e = {0};
+    const char *key = kvp_synth_key_at(row)->key;
     if (v && (!*v || strcmp(v, "default") == 0))
         v = NULL;
-    if (tui_wl_put(&n, row, v, &e) != KVP_OK || tui_wl_check(&n, &e) != KVP_OK) {
-        set_status(s, true, "%s: %s", tui_wl_key(row), e.msg);
+    if (kvp_synth_set(&n.synth, &n.max_queue_s, key, v, &e) != KVP_OK || tui_wl_check(&n, &e) != KVP_OK) {
+        set_status(s, true, "%s: %s", key, e.msg);
         return false;
     }
     s->work = n;

@@ -235,18 +235,8 @@ double tui_bench(struct tui_state *s, uint32_t n);
 void tui_view_fields(const struct tui_state *s, uint32_t *first, uint32_t *n);
 
 /* ---- the simulate view (state_sim.c) ----
- * The workload table: one row per key of a plan's synthetic workload,
- * parsed and printed here for the fields and the plan writer alike. */
-uint32_t tui_wl_count(void);
-const char *tui_wl_key(uint32_t row);
-const char *tui_wl_help(uint32_t row);
-/* Row's value in w as text that tui_wl_put reads back ("5", "1024-2048");
- * "" where w leaves it out (no prefix: no prefix, no share). Returns buf. */
-const char *tui_wl_text(const struct tui_workload *w, uint32_t row, char *buf, uint32_t n);
-/* Give row the text v (NULL: back to its default) in w, checked for its
- * type. A prefix from none brings a share of 1, none takes the share away
- * (as `kvplan simulate --prefix` and a plan read them). */
-enum kvp_status tui_wl_put(struct tui_workload *w, uint32_t row, const char *v, struct kvp_error *err);
+ * The workload's fields: the rows of sim.h's table (kvp_synth_key_at), read
+ * with kvp_synth_set and printed with kvp_synth_text. */
 /* The text of row's next value up (dir > 0) or down from w: doubled and
  * halved (add false: the arrows) or by one step (add: + and -). */
 const char *tui_wl_step(const struct tui_workload *w, uint32_t row, int dir, bool add, char *buf, uint32_t n);

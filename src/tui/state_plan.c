@@ -96,12 +96,14 @@ static void write_workload(const struct tui_workload *w, FILE *f)
         fprintf(f, "trace: \"%s\"", w->trace);
         sep = ", ";
     }
-    for (uint32_t i = 0; i < tui_wl_count(); i++) {
+    for (uint32_t i = 0; i < KVP_SYNTH_KEYS; i++) {
         /* a trace gives its own requests; its max_queue, like a synthetic one's, only when not the default */
-        bool queue = strcmp(tui_wl_key(i), "max_queue") == 0;
-        if ((w->trace[0] && !queue) || (queue && w->max_queue_s == 1.0) || !tui_wl_text(w, i, v, sizeof v)[0])
+        const struct kvp_synth_key *k = kvp_synth_key_at(i);
+        bool queue = !k->synthetic;
+        if ((w->trace[0] && !queue) || (queue && w->max_queue_s == KVP_SYNTH_MAX_QUEUE_S) ||
+            !kvp_synth_text(&w->synth, w->max_queue_s, k->key, v, sizeof v)[0])
             continue;
-        fprintf(f, "%s%s: %s", sep, tui_wl_key(i), v);
+        fprintf(f, "%s%s: %s", sep, k->key, v);
         sep = ", ";
     }
     fprintf(f, "}\n");
