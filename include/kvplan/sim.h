@@ -5,7 +5,8 @@
  * tokens are added, prefix blocks shared by hash, sliding-window blocks freed,
  * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0)
  * and V0's (0.7.3), SGLang's (0.5.2; 0.4.6), TensorRT-LLM's (1.0.0) and
- * llama.cpp's fixed slots; docs/simulate.md gives each with its source.
+ * llama.cpp's fixed slots, and a CPU offload tier (vLLM V1, TensorRT-LLM);
+ * docs/simulate.md gives each with its source.
  *
  *     struct kvp_workload w;
  *     struct kvp_synth s = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500},

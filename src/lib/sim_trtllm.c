@@ -97,8 +97,7 @@ static uint32_t take(struct sim *s)
     struct pool *p = &s->pool;
     uint32_t b = p->head;
     if (s->tier.n && p->owner[b]) {
-        if (!kvp_sim_tier_room(&s->tier, 1))
-            kvp_sim_tier_drop(&s->tier, s->tier.head);
+        (void)kvp_sim_tier_room(&s->tier, 1); /* secondary blocks are all free (ref 0): it evicts the LRU one */
         kvp_sim_tier_put(&s->tier, p->owner[b], p->index[b], 0);
         s->out->offload_stored_blocks++;
     }
