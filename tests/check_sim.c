@@ -934,6 +934,227 @@ START_TEST(vllm0_run_errors)
 }
 END_TEST
 
+/* ---- the CPU offload tier ---- */
+
+/* A workload of the n requests listed. */
+static struct kvp_workload listed(uint32_t n, const struct kvp_sim_request *q)
+{
+    struct kvp_workload w = {0};
+    w.req = calloc(n, sizeof *w.req);
+    ck_assert_ptr_nonnull(w.req);
+    memcpy(w.req, q, n * sizeof *q);
+    w.n = n;
+    return w;
+}
+
+/* A tier of `blocks` host blocks; a block loads in 4 ms (4 MB at 1 GB/s). */
+static void with_tier(struct kvp_sim_config *c, uint64_t blocks)
+{
+    c->offload_blocks = blocks;
+    c->offload_block_bytes = 4e6;
+    c->offload_bandwidth = 1e9;
+}
+
+/* vLLM, a pool of 10 blocks of 16, 1 ms + 0.1 ms a token. A (65 tokens, the
+ * first 64 a shared prefix) stores its 4 full blocks when it computes them,
+ * ready when it finishes; B (160 private tokens) takes all 10 GPU blocks,
+ * evicting A's prefix from the GPU cache, and cannot store its own 10 blocks
+ * in a tier of 8 (only A's 4 can be evicted: nothing stored). C, A's prefix
+ * again, hits nothing on the GPU and all 4 blocks in the tier: it computes 1
+ * token (1.1 ms) and loads 4 blocks (16 ms), 17.1 ms where without the tier
+ * it computes 65 (7.5 ms). */
+START_TEST(offload_tier_finds_an_evicted_prefix)
+{
+    static const struct kvp_sim_request q[] = {
+        {0.0, 65, 1, 7, 64, 0}, {0.1, 160, 1, 0, 0, 0}, {0.2, 65, 1, 7, 64, 0}};
+    struct kvp_sim_config c = pool_of(10);
+    struct kvp_workload w = listed(3, q);
+    struct kvp_sim_result a, b;
+    c.step.per_token_s = 1e-4;
+    a = run(&c, &w);
+    with_tier(&c, 8);
+    b = run(&c, &w);
+    ck_assert_uint_eq(a.steps, 3);
+    ck_assert_uint_eq(b.steps, 3);
+    ck_assert_uint_eq(a.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(a.offload_hit_tokens, 0);
+    ck_assert_uint_eq(a.series[2].scheduled_tokens, 65);
+    ck_assert_double_eq_tol(a.series[2].time_s - 0.2, 0.0075, 1e-9);
+    ck_assert_uint_eq(a.series[2].offloaded, 0);
+    ck_assert_uint_eq(b.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(b.offload_hit_tokens, 64);
+    ck_assert_uint_eq(b.offload_loaded_blocks, 4);
+    ck_assert_uint_eq(b.offload_stored_blocks, 4); /* A's; B's did not fit; C's 4 were there */
+    ck_assert_uint_eq(b.series[1].offloaded, 4);
+    ck_assert_uint_eq(b.series[2].scheduled_tokens, 1);
+    ck_assert_double_eq_tol(b.series[2].time_s - 0.2, 0.0011 + 0.016, 1e-9);
+    ck_assert_double_eq_tol(b.offload_load_s, 0.016, 1e-12);
+    ck_assert_uint_eq(b.peak_blocks, a.peak_blocks); /* loaded blocks take GPU blocks as computed ones do */
+    kvp_sim_result_free(&a);
+    kvp_sim_result_free(&b);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* A tier of 4 keeps the most recent blocks. A stores prefix 7's blocks 0-3
+ * (touched last first: block 0 the most recent); B stores prefix 8's two,
+ * evicting A's blocks 3 and 2, the least recent; D (160 private tokens)
+ * flushes the GPU cache and cannot store 10 blocks in 4. C, prefix 7, finds
+ * blocks 0 and 1 (32 tokens loaded), computes 33 tokens and stores blocks 2
+ * and 3 again, evicting B's two (A's 0 and 1 are touched, and pinned while
+ * they load). */
+START_TEST(offload_tier_is_lru)
+{
+    static const struct kvp_sim_request q[] = {{0.0, 65, 1, 7, 64, 0},
+                                               {0.1, 33, 1, 8, 32, 0},
+                                               {0.2, 160, 1, 0, 0, 0},
+                                               {0.3, 65, 1, 7, 64, 0}};
+    struct kvp_sim_config c = pool_of(10);
+    struct kvp_workload w = listed(4, q);
+    struct kvp_sim_result r;
+    with_tier(&c, 4);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.steps, 4);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(r.offload_hit_tokens, 32);
+    ck_assert_uint_eq(r.offload_loaded_blocks, 2);
+    ck_assert_uint_eq(r.offload_stored_blocks, 4 + 2 + 2);
+    ck_assert_uint_eq(r.series[3].scheduled_tokens, 33);
+    ck_assert_uint_eq(r.series[3].offloaded, 4);
+    kvp_sim_result_free(&r);
+    /* a tier of 6 keeps all of A's and B's: C loads its 4 blocks */
+    with_tier(&c, 6);
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.offload_hit_tokens, 64);
+    ck_assert_uint_eq(r.offload_stored_blocks, 4 + 2);
+    ck_assert_uint_eq(r.series[3].scheduled_tokens, 1);
+    kvp_sim_result_free(&r);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* A preempted request reloads what it had stored: two requests of 16 + 60
+ * tokens in 8 blocks preempt once (as preemption_when_blocks_run_out). The
+ * victim's blocks are freed tail first, and the request that goes on growing
+ * takes its last full block off the free queue, so at readmission the GPU
+ * cache has its first 3 (48 tokens); with a tier its 4th, stored when
+ * computed and ready at the preemption, is loaded (16 tokens, 4 ms) instead
+ * of recomputed. Each request stores its 4 full blocks. A seeded workload
+ * with a tier repeats step for step. */
+START_TEST(offload_tier_preemption_and_repeats)
+{
+    struct kvp_sim_config c = pool_of(8);
+    struct kvp_workload w = burst(2, 16, 60, 0);
+    struct kvp_synth sy = {.rate = 20, .prompt = {200, 900}, .output = {20, 200}, .requests = 2000, .seed = 3,
+                           .prefix = 128, .prefix_share = 0.7};
+    struct kvp_workload big;
+    struct kvp_sim_result a, b, x, y;
+    struct kvp_error err = {0};
+    a = run(&c, &w);
+    with_tier(&c, 16);
+    b = run(&c, &w);
+    ck_assert_uint_eq(a.preemptions, 1);
+    ck_assert_uint_eq(b.preemptions, a.preemptions);
+    ck_assert_uint_eq(a.prefix_hit_tokens, 48);
+    ck_assert_uint_eq(b.prefix_hit_tokens, 48);
+    ck_assert_uint_eq(a.offload_hit_tokens, 0);
+    ck_assert_uint_eq(b.offload_hit_tokens, 16);
+    ck_assert_uint_eq(b.offload_loaded_blocks, 1);
+    ck_assert_uint_eq(b.offload_stored_blocks, 2 * 4);
+    ck_assert_double_eq_tol(b.duration_s - a.duration_s, 0.004, 1e-9);
+    kvp_sim_result_free(&a);
+    kvp_sim_result_free(&b);
+    kvp_workload_free(&w);
+
+    ck_assert_kvp_ok(kvp_workload_synth(&sy, &big, &err), err);
+    c = pool_of(120); /* preempting: readmissions find their blocks in the tier */
+    with_tier(&c, 200);
+    x = run(&c, &big);
+    y = run(&c, &big);
+    ck_assert_uint_eq(x.steps, y.steps);
+    ck_assert_mem_eq(x.series, y.series, x.steps * sizeof *x.series);
+    ck_assert_uint_eq(x.offload_hit_tokens, y.offload_hit_tokens);
+    ck_assert_uint_eq(x.offload_stored_blocks, y.offload_stored_blocks);
+    ck_assert_uint_gt(x.offload_hit_tokens, 0);
+    kvp_sim_result_free(&x);
+    kvp_sim_result_free(&y);
+    kvp_workload_free(&big);
+}
+END_TEST
+
+/* TensorRT-LLM, 4 blocks of 32: A (65 tokens, 64 of prefix 7) stores its 2
+ * full blocks for reuse; B (127 private) takes all 4, and the 2 reusable
+ * ones are offloaded to the secondary pool as they are taken. C, prefix 7,
+ * onboards both (64 tokens, 2 blocks loaded: 8 ms), computes 1 token, and
+ * the primary blocks it takes offload 2 of B's. Without a secondary pool C
+ * computes its 65 tokens. */
+START_TEST(trtllm_secondary_pool)
+{
+    static const struct kvp_sim_request q[] = {
+        {0.0, 65, 1, 7, 64, 0}, {0.1, 127, 1, 0, 0, 0}, {0.2, 65, 1, 7, 64, 0}};
+    struct kvp_sim_config c = trtllm_pool(4);
+    struct kvp_workload w = listed(3, q);
+    struct kvp_sim_result a, b;
+    a = run(&c, &w);
+    with_tier(&c, 4);
+    b = run(&c, &w);
+    ck_assert_uint_eq(a.steps, 3);
+    ck_assert_uint_eq(a.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(a.series[2].scheduled_tokens, 65);
+    ck_assert_uint_eq(b.steps, 3);
+    ck_assert_uint_eq(b.prefix_hit_tokens, 0);
+    ck_assert_uint_eq(b.offload_hit_tokens, 64);
+    ck_assert_uint_eq(b.offload_loaded_blocks, 2);
+    ck_assert_uint_eq(b.offload_stored_blocks, 2 + 2);
+    ck_assert_uint_eq(b.series[1].offloaded, 2);
+    ck_assert_uint_eq(b.series[2].scheduled_tokens, 1);
+    ck_assert_double_eq_tol(b.series[2].time_s - 0.2, 0.001 + 0.008, 1e-9);
+    kvp_sim_result_free(&a);
+    kvp_sim_result_free(&b);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* --cpu-offload through kvp_sim_config_from_fit: the tier in the pool's
+ * pages for vLLM V1 and TRT-LLM, refused where it is not simulated. */
+START_TEST(offload_config_from_fit)
+{
+    static const struct {
+        const char *engine, *model;
+        bool ok;
+    } cases[] = {{"vllm", "llama-3.1-8b", true},        {"vllm@0.21.0", "llama-3.1-8b", true},
+                 {"trtllm", "llama-3.1-8b", true},      {"sglang", "llama-3.1-8b", false},
+                 {"llamacpp", "llama-3.1-8b", false},   {"vllm@0.7.3", "llama-3.1-8b", false},
+                 {"vllm", "gemma-3-4b", false}};
+    struct kvp_error err = {0};
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        struct kvp_sim_config c;
+        enum kvp_engine_id e;
+        uint32_t rel;
+        enum kvp_status st;
+        ck_assert_kvp_ok(kvp_engine_parse(cases[i].engine, &e, &rel, &err), err);
+        kvp_deploy_init(&d, e, m);
+        d.release = rel;
+        d.gpu_memory = 80ull << 30;
+        d.context = 8192;
+        d.cpu_offload = 64ull << 30;
+        ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+        st = kvp_sim_config_from_fit(m, &d, &f, 0, 0, &c, &err);
+        ck_assert_msg((st == KVP_OK) == cases[i].ok, "case %zu: %s", i, err.msg);
+        if (cases[i].ok) {
+            ck_assert_uint_eq(c.offload_blocks, d.cpu_offload / (f.kv_pool_bytes / f.num_blocks));
+            ck_assert_double_eq(c.offload_bandwidth, KVP_SIM_HOST_LINK);
+        } else {
+            ck_assert_int_eq(st, KVP_ERR_UNSUPPORTED);
+        }
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sim");
@@ -966,6 +1187,13 @@ static Suite *suite(void)
     tcase_add_test(engines, vllm0_prefill_first_and_recompute);
     tcase_add_test(engines, vllm0_run_errors);
     suite_add_tcase(s, engines);
+    TCase *offload = tcase_create("offload");
+    tcase_add_test(offload, offload_tier_finds_an_evicted_prefix);
+    tcase_add_test(offload, offload_tier_is_lru);
+    tcase_add_test(offload, offload_tier_preemption_and_repeats);
+    tcase_add_test(offload, trtllm_secondary_pool);
+    tcase_add_test(offload, offload_config_from_fit);
+    suite_add_tcase(s, offload);
     return s;
 }
 

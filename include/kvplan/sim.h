@@ -5,7 +5,8 @@
  * tokens are added, prefix blocks shared by hash, sliding-window blocks freed,
  * requests preempted when blocks run out. The rules are vLLM V1's (0.11.0)
  * and V0's (0.7.3), SGLang's (0.5.2; 0.4.6), TensorRT-LLM's (1.0.0) and
- * llama.cpp's fixed slots; docs/simulate.md gives each with its source.
+ * llama.cpp's fixed slots, and a CPU offload tier (vLLM V1, TensorRT-LLM);
+ * docs/simulate.md gives each with its source.
  *
  *     struct kvp_workload w;
  *     struct kvp_synth s = {.rate = 5, .prompt = {2048, 2048}, .output = {500, 500},
@@ -185,7 +186,15 @@ struct kvp_sim_config {
     bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
     struct kvp_step_model step;
     bool log_decisions;         /* vLLM: fill kvp_sim_result.log (what --validate replays) */
+    uint64_t offload_blocks;    /* the CPU offload tier in blocks (deploy cpu_offload / block bytes; 0: none):
+                                 * vLLM V1's OffloadingConnector (num_cpu_blocks), TRT-LLM's secondary pool */
+    double offload_block_bytes; /* bytes one block moves over the host link, per GPU */
+    double offload_bandwidth;   /* host link bytes/s for loads from the tier (0: KVP_SIM_HOST_LINK) */
 };
+
+/* The host link a load from the CPU tier crosses when none is given:
+ * PCIe 5.0 x16's 64 GB/s less protocol overhead, an assumption (a bound). */
+#define KVP_SIM_HOST_LINK 55e9
 
 /* The engine, pool and limits a deployment runs with, from the fit kvplan fit
  * computed for it (num_blocks, block size, groups, max_num_batched_tokens and
@@ -204,6 +213,7 @@ struct kvp_sim_step {
     uint64_t used[KVP_SIM_MAX_GROUPS]; /* blocks referenced by requests, per group (llama.cpp: cells in use) */
     uint64_t cached;     /* free blocks that still hold a cached prefix (evictable) */
     uint64_t free;       /* free blocks holding nothing */
+    uint64_t offloaded;  /* blocks held by the CPU tier (0 without one) */
 };
 
 /* One scheduler decision (vLLM, with log_decisions), in the order the
@@ -235,6 +245,9 @@ struct kvp_sim_result {
     uint64_t pool_blocks;        /* blocks requests can use (vLLM: num_blocks - 1) */
     uint64_t preemptions;
     uint64_t prefix_hit_tokens;  /* tokens found in the prefix cache, over every admission */
+    uint64_t offload_hit_tokens; /* tokens loaded from the CPU tier instead of recomputed (beyond the GPU hit) */
+    uint64_t offload_stored_blocks, offload_loaded_blocks; /* blocks copied to the tier, and back */
+    double offload_load_s;       /* step time spent on loads: bytes / offload_bandwidth (a bound) */
     uint64_t prompt_tokens, output_tokens;
     double duration_s;           /* the last request's end */
     struct kvp_percentiles ttft, tpot, queue; /* seconds; queue: arrival to first scheduled */

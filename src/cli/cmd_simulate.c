@@ -20,6 +20,8 @@ static const struct cli_opt sim_opts[] = {
     {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching (SGLang --disable-radix-cache, TRT-LLM no block reuse)", NULL},
     {"step-time", "MS,MS", "step time = fixed ms + ms per scheduled token, instead of the GPU's roofline", NULL},
     {"find-max-rate", NULL, "bisect --rate for the highest sustained rate (no preemption, queueing bounded)", NULL},
+    {"offload-bandwidth", "GB/s", "with --cpu-offload: the host link loads from the CPU tier cross (default 55, "
+                                  "PCIe 5.0 x16 less overhead)", NULL},
     {"format", "F", "text (default), json, or csv (the time series)", NULL},
     {"svg", "FILE", "write the KV blocks over time as an SVG chart", NULL},
     {"validate", NULL, "replay the decisions on the reference decoder's real block pool and compare every step "
@@ -53,6 +55,22 @@ static int read_step(struct kvp_step_model *s, bool *given)
     memset(s, 0, sizeof *s);
     s->fixed_s = a / 1e3;
     s->per_token_s = b / 1e3;
+    return CLI_OK;
+}
+
+/* --offload-bandwidth GB/s: the host link of the CPU tier, in bytes/s into c. */
+static int read_offload_bandwidth(struct kvp_sim_config *c)
+{
+    const char *v = cli_opt(&cmd, "offload-bandwidth");
+    double gbs;
+    int n = 0;
+    if (!v)
+        return CLI_OK;
+    if (!c->offload_blocks)
+        return cli_usage_error("simulate: --offload-bandwidth needs --cpu-offload SIZE");
+    if (sscanf(v, "%lf%n", &gbs, &n) != 1 || v[n] != '\0' || !isfinite(gbs) || !(gbs >= 0.001))
+        return cli_usage_error("--offload-bandwidth must be a number >= 0.001 (got '%s')", v);
+    c->offload_bandwidth = gbs * 1e9;
     return CLI_OK;
 }
 
@@ -146,6 +164,14 @@ static void render_json(const struct run *x, struct kvp_buf *b)
     kvp_json_u64(&j, "peak_kv_blocks", r->peak_blocks);
     kvp_json_u64(&j, "preemptions", r->preemptions);
     kvp_json_u64(&j, "prefix_hit_tokens", r->prefix_hit_tokens);
+    if (x->c.offload_blocks) {
+        kvp_json_u64(&j, "offload_blocks", x->c.offload_blocks);
+        kvp_json_u64(&j, "offload_hit_tokens", r->offload_hit_tokens);
+        kvp_json_u64(&j, "offload_stored_blocks", r->offload_stored_blocks);
+        kvp_json_u64(&j, "offload_loaded_blocks", r->offload_loaded_blocks);
+        kvp_json_double(&j, "offload_bandwidth_bytes_per_s", x->c.offload_bandwidth);
+        kvp_json_double(&j, "offload_load_s", r->offload_load_s);
+    }
     kvp_json_u64(&j, "prompt_tokens", r->prompt_tokens);
     kvp_json_u64(&j, "output_tokens", r->output_tokens);
     kvp_json_str(&j, "time_basis", time_basis(x));
@@ -187,14 +213,17 @@ static void render_csv(const struct run *x, struct kvp_buf *b)
     kvp_buf_printf(b, "step,time_s,running,waiting,scheduled_tokens");
     for (uint32_t g = 0; g < x->c.n_groups; g++)
         kvp_buf_printf(b, ",used_g%u", g);
-    kvp_buf_printf(b, ",cached,free\n");
+    kvp_buf_printf(b, x->c.offload_blocks ? ",cached,free,offloaded\n" : ",cached,free\n");
     for (uint64_t i = 0; i < x->r.steps; i++) {
         const struct kvp_sim_step *s = &x->r.series[i];
         kvp_buf_printf(b, "%llu,%.6f,%u,%u,%llu", (unsigned long long)i + 1, s->time_s, s->running, s->waiting,
                        (unsigned long long)s->scheduled_tokens);
         for (uint32_t g = 0; g < x->c.n_groups; g++)
             kvp_buf_printf(b, ",%llu", (unsigned long long)s->used[g]);
-        kvp_buf_printf(b, ",%llu,%llu\n", (unsigned long long)s->cached, (unsigned long long)s->free);
+        kvp_buf_printf(b, ",%llu,%llu", (unsigned long long)s->cached, (unsigned long long)s->free);
+        if (x->c.offload_blocks)
+            kvp_buf_printf(b, ",%llu", (unsigned long long)s->offloaded);
+        kvp_buf_printf(b, "\n");
     }
 }
 
@@ -240,6 +269,15 @@ static void render_text(const struct run *x, struct kvp_buf *b)
     kvp_buf_printf(b, "preemptions       %s\n", kvp_count_text(r->preemptions, g[5], sizeof g[5]));
     kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n", kvp_count_text(r->prefix_hit_tokens, g[6], sizeof g[6]),
                    kvp_count_text(r->prompt_tokens, g[7], sizeof g[7]));
+    if (x->c.offload_blocks)
+        kvp_buf_printf(b, "CPU offload tier  %s of %s prompt tokens loaded from %s host blocks (%s stored, %s "
+                          "loaded; %.3f s of loads at %g GB/s, a bound)\n",
+                       kvp_count_text(r->offload_hit_tokens, g[0], sizeof g[0]),
+                       kvp_count_text(r->prompt_tokens, g[1], sizeof g[1]),
+                       kvp_count_text(x->c.offload_blocks, g[2], sizeof g[2]),
+                       kvp_count_text(r->offload_stored_blocks, g[3], sizeof g[3]),
+                       kvp_count_text(r->offload_loaded_blocks, g[4], sizeof g[4]), r->offload_load_s,
+                       x->c.offload_bandwidth / 1e9);
     kvp_buf_printf(b, "steps             %llu over %.2f s\n", (unsigned long long)r->steps, r->duration_s);
     ms3(p[0], sizeof p[0], &r->ttft);
     ms3(p[1], sizeof p[1], &r->tpot);
@@ -324,6 +362,8 @@ static int setup(struct run *x, const char *model)
         x->c.step = step;
     if (cli_opt(&cmd, "no-prefix-caching"))
         x->c.prefix_caching = false;
+    if ((rc = read_offload_bandwidth(&x->c)))
+        return rc;
     return workload(&x->s, &x->max_queue, &x->w);
 }
 
@@ -353,6 +393,11 @@ int cmd_simulate(int argc, char **argv)
     if (validate && x.c.engine != KVP_SIM_VLLM) {
         rc = cli_usage_error("simulate: --validate replays vLLM V1's paged block pool; %s (%s) is not validated yet",
                              kvp_engine_info(x.d.engine)->name, kvp_sim_scheduler(x.c.engine));
+        goto done;
+    }
+    if (validate && x.c.offload_blocks) {
+        rc = cli_usage_error("simulate: --validate replays the GPU block pool only; the CPU offload tier "
+                             "(--cpu-offload) is not replayed: drop one of them");
         goto done;
     }
     x.c.log_decisions = validate;

@@ -83,6 +83,34 @@ static enum kvp_status vllm_groups(const struct prank *r, const struct kvp_fit *
     return KVP_OK;
 }
 
+/* The CPU tier in blocks of the pool's page (vLLM's OffloadingConnector with
+ * num_cpu_blocks, TRT-LLM's secondary pool of host_cache_size bytes), for the
+ * engines that have one. */
+static enum kvp_status offload_config(const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_sim_config *c,
+                                      struct kvp_error *err)
+{
+    uint64_t page = f->num_blocks ? f->kv_pool_bytes / f->num_blocks : 0;
+    if (c->engine != KVP_SIM_VLLM && c->engine != KVP_SIM_TRTLLM)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: --cpu-offload is simulated for vLLM V1 (the "
+                        "OffloadingConnector) and TensorRT-LLM (host_cache_size); %s (%s) is not: %s",
+                        kvp_engine_info(d->engine)->name, kvp_sim_scheduler(c->engine),
+                        c->engine == KVP_SIM_SGLANG ? "SGLang's HiCache host tier is not modelled"
+                        : c->engine == KVP_SIM_VLLM0 ? "vLLM V0 has no CPU tier beside swap space; use vllm (V1)"
+                                                     : "llama.cpp keeps no KV tier in host memory");
+    if (c->engine == KVP_SIM_VLLM && (c->n_groups != 1 || (c->group[0].kind != KVP_LAYER_FULL &&
+                                                           c->group[0].kind != KVP_LAYER_MLA)))
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: --cpu-offload with vLLM takes one KV-cache group of "
+                        "full attention (the OffloadingConnector of 0.11.0 loads into block group 0 only); this "
+                        "model has %u group%s", c->n_groups, c->n_groups == 1 ? " of windowed or recurrent layers" : "s");
+    if (page == 0 || d->cpu_offload / page == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "simulate: --cpu-offload %llu bytes hold no block of %llu bytes",
+                        (unsigned long long)d->cpu_offload, (unsigned long long)page);
+    c->offload_blocks = d->cpu_offload / page;
+    c->offload_block_bytes = (double)page;
+    c->offload_bandwidth = KVP_SIM_HOST_LINK;
+    return KVP_OK;
+}
+
 enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                                         double bandwidth, double peak_flops, struct kvp_sim_config *c,
                                         struct kvp_error *err)
@@ -137,6 +165,8 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.21.0, "
                         "vllm@0.7.3, sglang, sglang@0.4.6, trtllm, llamacpp are)", kvp_engine_info(d->engine)->name);
     }
+    if (d->cpu_offload && (st = offload_config(d, f, c, err)) != KVP_OK)
+        return st;
     if (bandwidth > 0 && peak_flops > 0) {
         struct kvp_roofline one;
         struct kvp_deploy e = *d;
@@ -327,9 +357,14 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
 }
 
 /* KVCacheManager.free: each group's blocks, last first, so that a request's
- * tail is evicted before its (more shareable) head. */
+ * tail is evicted before its (more shareable) head. The blocks it was
+ * storing to the CPU tier become ready (finished or preempted: the
+ * connector's complete_store). */
 static void free_request(struct sim *s, struct req *r)
 {
+    for (uint32_t e = r->pend; e != NONE; e = s->tier.pend[e]) /* complete_store: its stores are ready */
+        s->tier.ref[e] = 0;
+    r->pend = NONE;
     for (uint32_t g = 0; g < s->c->n_groups; g++) {
         uint32_t *t = table(r, g);
         for (uint32_t i = r->len[g]; i-- > 0;)
@@ -339,13 +374,93 @@ static void free_request(struct sim *s, struct req *r)
     r->live = 0;
 }
 
+/* OffloadingConnectorScheduler.get_num_new_matched_tokens: every full block
+ * of the request is touched in the tier's LRU (last first: its first block
+ * ends the most recent), then the ready blocks from the end of the GPU hit
+ * on, while contiguous, are the tokens loaded instead of computed; at most
+ * num_tokens - 1 tokens with the GPU hit (so that one is computed). */
+static uint64_t offload_hit(struct sim *s, const struct req *r, uint32_t uid, uint64_t hit)
+{
+    struct tier *t = &s->tier;
+    uint32_t bs = s->c->block_size, e;
+    uint64_t i, most = (r->tokens - 1) / bs;
+    if (!t->n)
+        return 0;
+    for (i = r->tokens / bs; i-- > 0;)
+        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+            kvp_sim_tier_touch(t, e);
+    for (i = hit / bs; i < most; i++)
+        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) == NONE || t->ref[e] < 0)
+            break;
+    return (i - hit / bs) * bs;
+}
+
+/* update_state_after_alloc: the loaded blocks (prepare_load) are pinned in
+ * the tier until the step ends (complete_load); storing resumes after them. */
+static void offload_load(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t ext)
+{
+    uint32_t bs = s->c->block_size;
+    r->load_first = (uint32_t)(hit / bs);
+    r->load_n = (uint32_t)(ext / bs);
+    for (uint32_t i = r->load_first; i < r->load_first + r->load_n; i++)
+        s->tier.ref[kvp_sim_tier_find(&s->tier, owner_of(r, uid, i, bs), i)]++;
+    r->next_stored = r->load_first + r->load_n;
+    s->loaded += r->load_n;
+    s->out->offload_hit_tokens += ext;
+}
+
+/* _get_reqs_to_store, once the step is scheduled: each scheduled request's
+ * full blocks of its computed + scheduled tokens from _next_stored_block_idx
+ * on go to LRUOffloadingManager.prepare_store (the new requests first, then
+ * the running: yield_req_data's order). Those not in the tier are stored,
+ * room made by evicting the least recently used ready blocks; without that
+ * room nothing is stored and the request tries again next step. Storing
+ * touches its blocks up to there; they are ready when it finishes or is
+ * preempted. Then the step's loads complete. */
+static void offload_store(struct sim *s)
+{
+    struct tier *t = &s->tier;
+    uint32_t bs = s->c->block_size, e;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t k = 0; k < s->nsched; k++) {
+            uint32_t uid = s->sched[k], nstore = 0;
+            struct req *r = &s->r[uid];
+            uint64_t end = (r->computed + s->sched_n[k]) / bs;
+            if (r->fresh != (pass == 0) || end <= r->next_stored)
+                continue;
+            for (uint32_t i = r->next_stored; i < end; i++)
+                if (kvp_sim_tier_find(t, owner_of(r, uid, i, bs), i) == NONE)
+                    s->scratch[nstore++] = i;
+            if (!kvp_sim_tier_room(t, nstore))
+                continue;
+            for (uint32_t j = 0; j < nstore; j++) {
+                e = kvp_sim_tier_put(t, owner_of(r, uid, s->scratch[j], bs), s->scratch[j], -1);
+                t->pend[e] = r->pend;
+                r->pend = e;
+            }
+            r->next_stored = (uint32_t)end;
+            s->out->offload_stored_blocks += nstore;
+            for (uint64_t i = nstore ? end : 0; i-- > 0;)
+                if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+                    kvp_sim_tier_touch(t, e);
+        }
+    for (uint32_t k = 0; k < s->nsched; k++) {
+        struct req *r = &s->r[s->sched[k]];
+        for (uint32_t i = r->load_first; i < r->load_first + r->load_n; i++)
+            t->ref[kvp_sim_tier_find(t, owner_of(r, s->sched[k], i, bs), i)]--;
+        r->load_n = 0;
+    }
+}
+
 /* Scheduler.schedule (v1/core/sched/scheduler.py), FCFS: the running
  * requests first, each as far as the token budget goes, preempting the last
  * running request (recompute: its blocks freed, computed tokens 0, back to
  * the front of the queue) until its blocks fit; then, if nothing was
  * preempted, waiting requests in order while the budget, max_num_seqs and the
  * blocks allow (chunked prefill: a prompt may take what is left of the
- * budget); the first that does not fit stops the queue. */
+ * budget); the first that does not fit stops the queue. With a CPU tier, a
+ * waiting request's blocks found there after its GPU hit are loaded, not
+ * computed (they take blocks, not budget), and the step's blocks are stored. */
 static void vllm_step(struct sim *s)
 {
     const struct kvp_sim_config *c = s->c;
@@ -358,6 +473,7 @@ static void vllm_step(struct sim *s)
         uint64_t n = r->tokens - r->computed;
         bool ok = true;
         n = n < budget ? n : budget;
+        r->fresh = false;
         while (!allocate(s, r, i, 0, n)) {
             uint32_t v = s->run[--s->nrun];
             free_request(s, &s->r[v]);
@@ -384,22 +500,27 @@ static void vllm_step(struct sim *s)
     while (!preempted && s->nwait > 0 && budget > 0 && s->nrun < c->max_num_seqs) {
         uint32_t i = s->wait[s->wait_head];
         struct req *r = &s->r[i];
-        uint64_t hit = computed_blocks(s, r, i), n = r->tokens - hit;
+        uint64_t hit = computed_blocks(s, r, i), ext = offload_hit(s, r, i, hit), n = r->tokens - hit - ext;
         n = n < budget ? n : budget;
-        if (!allocate(s, r, i, hit, n)) {
+        if (!allocate(s, r, i, hit, ext + n)) {
             note(s, KVP_SIM_BLOCKED, i, i, n, hit, true);
             break;
         }
+        if (ext)
+            offload_load(s, r, i, hit, ext);
+        r->fresh = !r->started;
         s->wait_head = (s->wait_head + 1) % s->n;
         s->nwait--;
         s->run[s->nrun++] = i;
         r->state = R_RUNNING;
-        r->computed = hit;
+        r->computed = hit + ext;
         s->out->prefix_hit_tokens += hit;
         note(s, KVP_SIM_SCHEDULE, i, i, n, hit, true);
         schedule(s, i, n);
         budget -= n;
     }
+    if (s->tier.n)
+        offload_store(s);
 }
 
 /* llama-server's update_slots (tools/server/server.cpp): a free slot takes the
@@ -545,6 +666,7 @@ static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t t
         st->cached = s->pool.ncached_free;
         st->free = s->pool.nfree - s->pool.ncached_free;
     }
+    st->offloaded = s->tier.used;
     return KVP_OK;
 }
 
@@ -596,6 +718,8 @@ static void sim_free(struct sim *s)
         free(s->hit[g]);
     free(s->tmp);
     free(s->tmp_key);
+    free(s->scratch);
+    kvp_sim_tier_free(&s->tier);
     kvp_sim_sglang_free(s);
 }
 
@@ -617,6 +741,11 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     } else {
         s->pool.n = c->num_blocks;
     }
+    if ((st = kvp_sim_tier_init(&s->tier, c->offload_blocks, err)) != KVP_OK)
+        return st;
+    if (c->offload_blocks && c->engine == KVP_SIM_VLLM &&
+        !(s->scratch = malloc((kvp_cdiv(c->max_model_len, c->block_size) + 1) * sizeof *s->scratch)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory");
     if (c->engine == KVP_SIM_TRTLLM &&
         (!(s->tmp = malloc(2 * (uint64_t)w->n * sizeof *s->tmp)) || !(s->tmp_key = malloc(w->n * sizeof *s->tmp_key))))
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u requests", w->n);
@@ -637,6 +766,7 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
         uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
         r->q = q;
         r->tokens = q->prompt;
+        r->pend = NONE;
         s->out->prompt_tokens += q->prompt;
         if (len > UINT32_MAX)
             return kvp_fail_at(err, KVP_ERR_RANGE, w->name, q->line, q->line ? 1 : 0,
@@ -674,6 +804,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: an empty workload or a zero limit");
     if (!(c->step.fixed_s + c->step.per_token_s > 0) && !(c->step.bandwidth > 0 && c->step.peak_flops > 0))
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the step time needs a roofline (a GPU) or a step-time model");
+    if (c->offload_blocks && ((c->engine != KVP_SIM_VLLM && c->engine != KVP_SIM_TRTLLM) || c->n_groups != 1))
+        return kvp_fail(err, KVP_ERR_USAGE, "simulate: a CPU tier needs vLLM V1 or TensorRT-LLM with one KV-cache group");
     s.out = out;
     if ((st = sim_init(&s, c, w, err)) != KVP_OK)
         goto out;
@@ -691,6 +823,7 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
             s.wait[(s.wait_head + s.nwait++) % s.n] = next++;
         }
         s.nsched = 0;
+        s.loaded = 0;
         s.now = t;
         if (c->engine == KVP_SIM_VLLM)
             vllm_step(&s);
@@ -716,6 +849,13 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
             blocks += r->live;
         }
         t_end = t + step_time(c, tokens, blocks);
+        if (s.loaded) { /* the loads from the CPU tier, serialised with the step: a bound */
+            double load_s = (double)s.loaded * c->offload_block_bytes /
+                            (c->offload_bandwidth > 0 ? c->offload_bandwidth : KVP_SIM_HOST_LINK);
+            out->offload_loaded_blocks += s.loaded;
+            out->offload_load_s += load_s;
+            t_end += load_s;
+        }
         if ((st = record(&s, keep_series, t_end, tokens, &cap, err)) != KVP_OK)
             goto out;
         advance(&s, t_end);

@@ -211,6 +211,36 @@ static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_e
     return KVP_OK;
 }
 
+/* ---- the CPU offload tier (sim_offload.c) ----
+ * A fixed number of host blocks, each holding one block identity (as the
+ * pool's), in LRU order (vLLM's LRUOffloadingManager OrderedDict; TRT-LLM's
+ * secondary free queue), found by identity. ref: -1 while being stored (not
+ * ready: not found, not evicted), 0 ready, > 0 being loaded (not evicted).
+ * pend chains the entries one request is storing (struct req.pend). */
+struct tier {
+    uint64_t n, used;
+    uint32_t head, tail, spare;       /* LRU list (head least recent); the free slots, chained by next */
+    uint32_t *prev, *next, *pend;
+    int32_t *ref;
+    uint64_t *owner;
+    uint32_t *index;
+    uint32_t *slot;                   /* hash table of entries (NONE = empty), linear probing */
+    uint64_t mask;
+};
+
+enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *err);
+void kvp_sim_tier_free(struct tier *t);
+/* The entry holding identity (owner, index), or NONE (also without a tier). */
+uint32_t kvp_sim_tier_find(const struct tier *t, uint64_t owner, uint32_t index);
+/* Make e the most recently used. */
+void kvp_sim_tier_touch(struct tier *t, uint32_t e);
+void kvp_sim_tier_drop(struct tier *t, uint32_t e);
+/* Free `need` entries by evicting the least recently used ones with ref 0;
+ * false (nothing evicted) when there are not that many. */
+bool kvp_sim_tier_room(struct tier *t, uint64_t need);
+/* A new most recent entry (the caller made room). */
+uint32_t kvp_sim_tier_put(struct tier *t, uint64_t owner, uint32_t index, int32_t ref);
+
 /* ---- requests and their block tables (single_type_kv_cache_manager.py) ---- */
 
 enum rstate { R_PENDING, R_WAITING, R_RUNNING, R_DONE };
@@ -226,6 +256,10 @@ struct req {
     uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS]; /* blocks in the table; blocks cached */
     uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
     bool started;
+    bool fresh;        /* vLLM: first scheduled this step (scheduled_new_reqs) */
+    uint32_t next_stored; /* vLLM offload: _next_stored_block_idx */
+    uint32_t pend;     /* vLLM offload: the tier entries it is storing (chained by tier.pend), NONE: none */
+    uint32_t load_first, load_n; /* vLLM offload: blocks loaded this step (pinned until its end) */
     double first_sched, first_token, finish;
 };
 
@@ -245,6 +279,9 @@ struct sim {
     struct sg *sg;                     /* SGLang's radix cache and scheduler state (sim_sglang.c) */
     uint32_t *tmp;                     /* TRT-LLM: 2 n entries of scratch */
     uint64_t *tmp_key;                 /* TRT-LLM: n block identities of scratch */
+    struct tier tier;                  /* the CPU offload tier (c->offload_blocks entries) */
+    uint64_t loaded;                   /* blocks loaded from the tier this step */
+    uint32_t *scratch;                 /* vLLM with a tier: one request's block indices */
     uint64_t log_cap;                  /* out->log's room (log_decisions: vLLM V1 only) */
     bool log_nomem;
 };

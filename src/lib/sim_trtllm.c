@@ -56,13 +56,13 @@ enum kvp_status kvp_sim_trtllm_check(const struct kvp_sim_config *c, const struc
 }
 
 /* findNewContextBlock: the first full block of the prompt not in the reuse
- * tree, as its identity (0: every full block is there). */
+ * tree (primary or secondary), as its identity (0: every full block is there). */
 static uint64_t new_context_block(const struct sim *s, const struct req *r, uint32_t uid, uint32_t *index)
 {
     uint32_t bs = s->c->block_size;
     for (uint32_t i = 0; i < r->q->prompt / bs; i++) {
         uint64_t owner = owner_of(r, uid, i, bs);
-        if (cache_get(&s->pool, owner, i, 0) == NONE) {
+        if (cache_get(&s->pool, owner, i, 0) == NONE && kvp_sim_tier_find(&s->tier, owner, i) == NONE) {
             *index = i;
             return owner;
         }
@@ -88,16 +88,34 @@ static bool skip(struct sim *s, uint32_t uid, uint32_t *nkeys)
     return false;
 }
 
+/* WindowBlockManager::getFreeBlock: the least recently freed primary block;
+ * one that holds a reusable block is offloaded first when there is a
+ * secondary (host) pool: its identity moves to the secondary pool's most
+ * recent end, the least recent one there dropped to make room. */
+static uint32_t take(struct sim *s)
+{
+    struct pool *p = &s->pool;
+    uint32_t b = p->head;
+    if (s->tier.n && p->owner[b]) {
+        (void)kvp_sim_tier_room(&s->tier, 1); /* secondary blocks are all free (ref 0): it evicts the LRU one */
+        kvp_sim_tier_put(&s->tier, p->owner[b], p->index[b], 0);
+        s->out->offload_stored_blocks++;
+    }
+    return pool_take(p, 0);
+}
+
 /* addSequence (loadOrAllocateBlocks): the prompt's full blocks found in the
- * reuse tree, from the first, at most prompt - 1 tokens' worth, are shared;
- * the rest are new; the context's full blocks are stored for reuse
- * (storeContextBlocks). addToken: a block more when a token crosses into one. */
+ * reuse tree, from the first, at most prompt - 1 tokens' worth, are shared,
+ * a block in the secondary pool onboarded into a new primary one
+ * (onboardBlock); the rest are new; the context's full blocks are stored for
+ * reuse (storeContextBlocks). addToken: a block more when a token crosses
+ * into one. */
 static void grow(struct sim *s, struct req *r, uint32_t uid, uint64_t tokens)
 {
     uint32_t bs = s->c->block_size, *t = table(r, 0);
     uint64_t full = (tokens < r->tokens ? tokens : r->tokens) / bs;
     while (r->len[0] < kvp_cdiv(tokens, bs)) {
-        t[r->len[0]++] = pool_take(&s->pool, 0);
+        t[r->len[0]++] = take(s);
         r->live++;
     }
     for (uint32_t i = r->cached[0]; s->c->prefix_caching && i < full; i++)
@@ -109,18 +127,28 @@ static void add_sequence(struct sim *s, uint32_t uid)
 {
     struct req *r = &s->r[uid];
     uint32_t bs = s->c->block_size, *t = table(r, 0);
-    uint64_t most = (r->tokens - 1) / bs, hit = 0;
+    uint64_t most = (r->tokens - 1) / bs, hit = 0, onboarded = 0;
     for (; s->c->prefix_caching && hit < most; hit++) {
-        uint32_t b = cache_get(&s->pool, owner_of(r, uid, (uint32_t)hit, bs), (uint32_t)hit, 0);
-        if (b == NONE)
+        uint64_t owner = owner_of(r, uid, (uint32_t)hit, bs);
+        uint32_t b = cache_get(&s->pool, owner, (uint32_t)hit, 0), e;
+        if (b != NONE) {
+            pool_touch(&s->pool, b);
+        } else if ((e = kvp_sim_tier_find(&s->tier, owner, (uint32_t)hit)) != NONE) {
+            kvp_sim_tier_drop(&s->tier, e); /* claimed, then swapped into a primary block */
+            b = take(s);
+            cache_put(&s->pool, b, owner, (uint32_t)hit);
+            onboarded++;
+        } else {
             break;
-        pool_touch(&s->pool, b);
+        }
         t[r->len[0]++] = b;
         r->live++;
     }
     r->cached[0] = (uint32_t)hit;
     r->computed = hit * bs;
-    s->out->prefix_hit_tokens += hit * bs;
+    s->out->prefix_hit_tokens += (hit - onboarded) * bs;
+    s->out->offload_hit_tokens += onboarded * bs;
+    s->loaded += onboarded;
     grow(s, r, uid, r->tokens);
 }
 
