@@ -446,12 +446,16 @@ START_TEST(synth_key_errors)
         {"max_queue", "soon", "must be a number of seconds >= 0 (got 'soon')"},
         {"max-queue", "-0.5", "must be a number of seconds >= 0 (got '-0.5')"},
         {"promt", "5", "'promt' is not a workload key"},
+        {"seed", "99999999999999999999", "'99999999999999999999' does not fit in 64 bits"},
+        {"prompt", "1-99999999999999999999", "'99999999999999999999' does not fit in 64 bits"},
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct kvp_synth s = KVP_SYNTH_DEFAULTS, before = s;
         double q = 2.0;
         struct kvp_error err = {0};
-        ck_assert_int_ne(kvp_synth_set(&s, &q, cases[i].key, cases[i].text, &err), KVP_OK);
+        enum kvp_status st = kvp_synth_set(&s, &q, cases[i].key, cases[i].text, &err);
+        ck_assert_int_ne(st, KVP_OK);
+        ck_assert_int_eq(st, err.code); /* the status is the message's */
         ck_assert_msg(strcmp(err.msg, cases[i].msg) == 0, "%s %s: got '%s'", cases[i].key, cases[i].text, err.msg);
         ck_assert(memcmp(&s, &before, sizeof s) == 0 && q == 2.0); /* an error changes nothing */
     }

@@ -45,13 +45,14 @@ enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_e
     const char *dash = strchr(v, '-');
     uint64_t lo, hi;
     char a[32];
+    enum kvp_status st;
     if (dash && (size_t)(dash - v) < sizeof a) {
         memcpy(a, v, (size_t)(dash - v));
         a[dash - v] = '\0';
-        if (kvp_parse_count(a, &lo, err) != KVP_OK || kvp_parse_count(dash + 1, &hi, err) != KVP_OK)
-            return KVP_ERR_USAGE;
-    } else if (kvp_parse_count(v, &lo, err) != KVP_OK) {
-        return KVP_ERR_USAGE;
+        if ((st = kvp_parse_count(a, &lo, err)) != KVP_OK || (st = kvp_parse_count(dash + 1, &hi, err)) != KVP_OK)
+            return st; /* the count's own status: USAGE, or RANGE past 64 bits */
+    } else if ((st = kvp_parse_count(v, &lo, err)) != KVP_OK) {
+        return st;
     } else {
         hi = lo;
     }
@@ -107,8 +108,9 @@ static enum kvp_status real(const char *v, double lo, double hi, const char *wha
 static enum kvp_status count(const char *v, uint64_t lo, uint64_t hi, const char *what, uint64_t *out,
                              struct kvp_error *err)
 {
-    if (kvp_parse_count(v, out, err) != KVP_OK)
-        return KVP_ERR_USAGE;
+    enum kvp_status st = kvp_parse_count(v, out, err);
+    if (st != KVP_OK)
+        return st;
     if (*out < lo || *out > hi)
         return kvp_fail(err, KVP_ERR_USAGE, "must be %llu to %llu %s (got '%.40s')", (unsigned long long)lo,
                         (unsigned long long)hi, what, v);
@@ -122,6 +124,7 @@ enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const ch
     const struct kvp_synth_key *k = synth_key(key);
     struct kvp_range *r;
     uint64_t u = 0;
+    enum kvp_status st;
 
     if (!k)
         return kvp_fail(err, KVP_ERR_USAGE, "'%s' is not a workload key", key);
@@ -136,18 +139,18 @@ enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const ch
             *r = r == &s->prompt ? def.prompt : def.output;
         return v ? kvp_range_parse(v, r, err) : KVP_OK;
     case KVP_SYNTH_COUNT:
-        if (v && count(v, 1, KVP_SIM_MAX_REQUESTS, "requests", &u, err) != KVP_OK)
-            return KVP_ERR_USAGE;
+        if (v && (st = count(v, 1, KVP_SIM_MAX_REQUESTS, "requests", &u, err)) != KVP_OK)
+            return st;
         s->requests = v ? (uint32_t)u : def.requests;
         return KVP_OK;
     case KVP_SYNTH_SEED:
-        if (v && kvp_parse_count(v, &u, err) != KVP_OK)
-            return KVP_ERR_USAGE;
+        if (v && (st = kvp_parse_count(v, &u, err)) != KVP_OK)
+            return st;
         s->seed = v ? u : def.seed;
         return KVP_OK;
     case KVP_SYNTH_PREFIX: /* NULL, 0 and "none" leave u at 0: no prefix */
-        if (v && strcmp(v, "none") != 0 && count(v, 0, UINT32_MAX, "tokens", &u, err) != KVP_OK)
-            return KVP_ERR_USAGE;
+        if (v && strcmp(v, "none") != 0 && (st = count(v, 0, UINT32_MAX, "tokens", &u, err)) != KVP_OK)
+            return st;
         s->prefix_share = !u ? 0.0 : s->prefix ? s->prefix_share : 1.0;
         s->prefix = (uint32_t)u;
         return KVP_OK;
