@@ -112,7 +112,6 @@ START_TEST(sliding)
     ck_assert_uint_gt(rep.hit_tokens, 0);
     ck_assert_uint_gt(rep.logit_checks, 0);
     teardown(&x);
-    expect_match("mistral-7b-v0.1", 64, 256, 32, true);
 }
 END_TEST
 
