@@ -81,6 +81,13 @@ static inline void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_
     }
 }
 
+/* Linear probing's backward-shift deletion: may the entry at slot j, whose
+ * hash puts it at k, move into the hole at i (i before j, cyclically)? */
+static inline bool fills_hole(uint64_t i, uint64_t j, uint64_t k)
+{
+    return (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j);
+}
+
 /* _maybe_evict_cached_block; linear probing's backward-shift deletion. */
 static inline void cache_evict(struct pool *p, uint32_t b)
 {
@@ -96,7 +103,7 @@ static inline void cache_evict(struct pool *p, uint32_t b)
         for (j = (i + 1) & p->mask; p->slot[j] != NONE; j = (j + 1) & p->mask) {
             uint32_t y = p->slot[j];
             uint64_t k = key_hash(p->owner[y], p->index[y], p->grp[y]) & p->mask;
-            if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+            if (fills_hole(i, j, k)) {
                 p->slot[i] = y;
                 i = j;
             }

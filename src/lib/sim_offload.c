@@ -54,7 +54,7 @@ void kvp_sim_tier_drop(struct tier *t, uint32_t e)
     for (uint64_t j = (i + 1) & t->mask; t->slot[j] != NONE; j = (j + 1) & t->mask) {
         uint32_t y = t->slot[j];
         uint64_t k = key_hash(t->owner[y], t->index[y], 0) & t->mask;
-        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+        if (fills_hole(i, j, k)) {
             t->slot[i] = y;
             i = j;
         }
