@@ -18,6 +18,37 @@
 #define NONE UINT32_MAX
 #define NULL_BLOCK 0u /* BlockPool.null_block: block 0, taken off the free queue at start */
 
+/* A list threaded through per-entry prev/next arrays, NONE-terminated, least
+ * recent at the head: the pool's free queue and the offload tier's LRU order. */
+struct lru {
+    uint32_t head, tail;
+    uint32_t *prev, *next;
+};
+
+static inline void lru_unlink(struct lru *l, uint32_t e)
+{
+    if (l->prev[e] != NONE)
+        l->next[l->prev[e]] = l->next[e];
+    else
+        l->head = l->next[e];
+    if (l->next[e] != NONE)
+        l->prev[l->next[e]] = l->prev[e];
+    else
+        l->tail = l->prev[e];
+    l->prev[e] = l->next[e] = NONE;
+}
+
+static inline void lru_append(struct lru *l, uint32_t e)
+{
+    l->prev[e] = l->tail;
+    l->next[e] = NONE;
+    if (l->tail != NONE)
+        l->next[l->tail] = e;
+    else
+        l->head = e;
+    l->tail = e;
+}
+
 /* ---- the block pool (v1/core/block_pool.py) ----
  * ref counts; a free queue, least recently freed first (FreeKVCacheBlockQueue),
  * which holds both empty blocks and cached ones whose ref count fell to 0;
@@ -27,8 +58,8 @@
  * are equal exactly when their token chains are. */
 struct pool {
     uint64_t n, nfree, ncached_free;
-    uint32_t head, tail;
-    uint32_t *ref, *prev, *next, *chain;
+    struct lru q;     /* the free queue */
+    uint32_t *ref, *chain;
     uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
     uint32_t *index;  /* identity's block index */
     uint8_t *grp;     /* group the block serves */
@@ -115,28 +146,14 @@ static inline void cache_evict(struct pool *p, uint32_t b)
 
 static inline void queue_remove(struct pool *p, uint32_t b)
 {
-    if (p->prev[b] != NONE)
-        p->next[p->prev[b]] = p->next[b];
-    else
-        p->head = p->next[b];
-    if (p->next[b] != NONE)
-        p->prev[p->next[b]] = p->prev[b];
-    else
-        p->tail = p->prev[b];
-    p->prev[b] = p->next[b] = NONE;
+    lru_unlink(&p->q, b);
     p->nfree--;
     p->ncached_free -= p->owner[b] != 0;
 }
 
 static inline void queue_append(struct pool *p, uint32_t b)
 {
-    p->prev[b] = p->tail;
-    p->next[b] = NONE;
-    if (p->tail != NONE)
-        p->next[p->tail] = b;
-    else
-        p->head = b;
-    p->tail = b;
+    lru_append(&p->q, b);
     p->nfree++;
     p->ncached_free += p->owner[b] != 0;
 }
@@ -144,7 +161,7 @@ static inline void queue_append(struct pool *p, uint32_t b)
 /* get_new_blocks: pop the least recently freed block, evicting its hash. */
 static inline uint32_t pool_take(struct pool *p, uint8_t g)
 {
-    uint32_t b = p->head;
+    uint32_t b = p->q.head;
     queue_remove(p, b);
     if (p->owner[b])
         cache_evict(p, b);
@@ -178,8 +195,8 @@ static inline void pool_release(struct pool *p, uint32_t b)
 static inline void pool_free(struct pool *p)
 {
     free(p->ref);
-    free(p->prev);
-    free(p->next);
+    free(p->q.prev);
+    free(p->q.next);
     free(p->chain);
     free(p->owner);
     free(p->index);
@@ -198,21 +215,21 @@ static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_e
     p->n = n;
     p->mask = cap - 1;
     p->ref = calloc(n, sizeof *p->ref);
-    p->prev = malloc(n * sizeof *p->prev);
-    p->next = malloc(n * sizeof *p->next);
+    p->q.prev = malloc(n * sizeof *p->q.prev);
+    p->q.next = malloc(n * sizeof *p->q.next);
     p->chain = malloc(n * sizeof *p->chain);
     p->owner = calloc(n, sizeof *p->owner);
     p->index = calloc(n, sizeof *p->index);
     p->grp = calloc(n, sizeof *p->grp);
     p->slot = malloc(cap * sizeof *p->slot);
-    if (!p->ref || !p->prev || !p->next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
+    if (!p->ref || !p->q.prev || !p->q.next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
         pool_free(p);
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
     }
     memset(p->slot, 0xff, cap * sizeof *p->slot);
-    p->head = p->tail = NONE;
+    p->q.head = p->q.tail = NONE;
     p->ref[NULL_BLOCK] = 1; /* the null block is never free */
-    p->prev[NULL_BLOCK] = p->next[NULL_BLOCK] = NONE;
+    p->q.prev[NULL_BLOCK] = p->q.next[NULL_BLOCK] = NONE;
     for (uint32_t b = 1; b < n; b++)
         queue_append(p, b);
     return KVP_OK;
@@ -226,8 +243,9 @@ static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_e
  * pend chains the entries one request is storing (struct req.pend). */
 struct tier {
     uint64_t n, used;
-    uint32_t head, tail, spare;       /* LRU list (head least recent); the free slots, chained by next */
-    uint32_t *prev, *next, *pend;
+    struct lru lru;
+    uint32_t spare;                   /* the free entries, chained by lru.next */
+    uint32_t *pend;
     int32_t *ref;
     uint64_t *owner;
     uint32_t *index;

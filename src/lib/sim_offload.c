@@ -18,33 +18,10 @@ uint32_t kvp_sim_tier_find(const struct tier *t, uint64_t owner, uint32_t index)
     return t->n ? t->slot[tier_pos(t, owner, index)] : NONE;
 }
 
-static void unlink_entry(struct tier *t, uint32_t e)
-{
-    if (t->prev[e] != NONE)
-        t->next[t->prev[e]] = t->next[e];
-    else
-        t->head = t->next[e];
-    if (t->next[e] != NONE)
-        t->prev[t->next[e]] = t->prev[e];
-    else
-        t->tail = t->prev[e];
-}
-
-static void link_tail(struct tier *t, uint32_t e)
-{
-    t->prev[e] = t->tail;
-    t->next[e] = NONE;
-    if (t->tail != NONE)
-        t->next[t->tail] = e;
-    else
-        t->head = e;
-    t->tail = e;
-}
-
 void kvp_sim_tier_touch(struct tier *t, uint32_t e)
 {
-    unlink_entry(t, e);
-    link_tail(t, e);
+    lru_unlink(&t->lru, e);
+    lru_append(&t->lru, e);
 }
 
 /* Off the list and out of the table (backward-shift deletion, as the pool's cache_evict). */
@@ -60,8 +37,8 @@ void kvp_sim_tier_drop(struct tier *t, uint32_t e)
         }
     }
     t->slot[i] = NONE;
-    unlink_entry(t, e);
-    t->next[e] = t->spare;
+    lru_unlink(&t->lru, e);
+    t->lru.next[e] = t->spare;
     t->spare = e;
     t->used--;
 }
@@ -71,12 +48,12 @@ bool kvp_sim_tier_room(struct tier *t, uint64_t need)
     uint64_t have = t->n - t->used, evictable = 0;
     if (need <= have)
         return true;
-    for (uint32_t e = t->head; e != NONE && evictable < need - have; e = t->next[e])
+    for (uint32_t e = t->lru.head; e != NONE && evictable < need - have; e = t->lru.next[e])
         evictable += t->ref[e] == 0;
     if (evictable < need - have)
         return false;
-    for (uint32_t e = t->head, nx; have < need; e = nx) {
-        nx = t->next[e];
+    for (uint32_t e = t->lru.head, nx; have < need; e = nx) {
+        nx = t->lru.next[e];
         if (t->ref[e] == 0) {
             kvp_sim_tier_drop(t, e);
             have++;
@@ -88,21 +65,21 @@ bool kvp_sim_tier_room(struct tier *t, uint64_t need)
 uint32_t kvp_sim_tier_put(struct tier *t, uint64_t owner, uint32_t index, int32_t ref)
 {
     uint32_t e = t->spare;
-    t->spare = t->next[e];
+    t->spare = t->lru.next[e];
     t->owner[e] = owner;
     t->index[e] = index;
     t->ref[e] = ref;
     t->pend[e] = NONE;
     t->slot[tier_pos(t, owner, index)] = e;
-    link_tail(t, e);
+    lru_append(&t->lru, e);
     t->used++;
     return e;
 }
 
 void kvp_sim_tier_free(struct tier *t)
 {
-    free(t->prev);
-    free(t->next);
+    free(t->lru.prev);
+    free(t->lru.next);
     free(t->pend);
     free(t->ref);
     free(t->owner);
@@ -115,7 +92,7 @@ enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *
 {
     uint64_t cap = 16;
     memset(t, 0, sizeof *t);
-    t->head = t->tail = t->spare = NONE;
+    t->lru.head = t->lru.tail = t->spare = NONE;
     if (n == 0)
         return KVP_OK;
     if (n >= NONE)
@@ -125,21 +102,21 @@ enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *
         cap *= 2;
     t->n = n;
     t->mask = cap - 1;
-    t->prev = malloc(n * sizeof *t->prev);
-    t->next = malloc(n * sizeof *t->next);
+    t->lru.prev = malloc(n * sizeof *t->lru.prev);
+    t->lru.next = malloc(n * sizeof *t->lru.next);
     t->pend = malloc(n * sizeof *t->pend);
     t->ref = malloc(n * sizeof *t->ref);
     t->owner = malloc(n * sizeof *t->owner);
     t->index = malloc(n * sizeof *t->index);
     t->slot = malloc(cap * sizeof *t->slot);
-    if (!t->prev || !t->next || !t->pend || !t->ref || !t->owner || !t->index || !t->slot) {
+    if (!t->lru.prev || !t->lru.next || !t->pend || !t->ref || !t->owner || !t->index || !t->slot) {
         kvp_sim_tier_free(t);
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for a CPU tier of %llu blocks",
                         (unsigned long long)n);
     }
     memset(t->slot, 0xff, cap * sizeof *t->slot);
     for (uint32_t e = (uint32_t)n; e-- > 0;) { /* the spare chain hands out entry 0 first */
-        t->next[e] = t->spare;
+        t->lru.next[e] = t->spare;
         t->spare = e;
     }
     return KVP_OK;

@@ -95,7 +95,7 @@ static bool skip(struct sim *s, uint32_t uid, uint32_t *nkeys)
 static uint32_t take(struct sim *s)
 {
     struct pool *p = &s->pool;
-    uint32_t b = p->head;
+    uint32_t b = p->q.head;
     if (s->tier.n && p->owner[b]) {
         (void)kvp_sim_tier_room(&s->tier, 1); /* secondary blocks are all free (ref 0): it evicts the LRU one */
         kvp_sim_tier_put(&s->tier, p->owner[b], p->index[b], 0);
