@@ -200,19 +200,11 @@ static enum kvp_status match_prefix(struct sim *s, uint32_t q, uint64_t key, uin
 static enum kvp_status insert(struct sim *s, uint32_t q, uint64_t key, uint64_t *had, struct kvp_error *err)
 {
     struct sg *g = s->sg;
-    uint32_t x = 0, c, leaf;
-    uint64_t d = 0;
+    uint32_t x, leaf;
+    uint64_t d;
     enum kvp_status st;
-    nd(g, 0)->access = ++g->clock;
-    while (d < key && (c = child_of(s, x, q)) != NONE) {
-        uint64_t m = node_match(s, nd(g, c), q);
-        nd(g, c)->access = ++g->clock;
-        m = m < key - d ? m : key - d;
-        d += m;
-        x = c;
-        if (m < nd(g, c)->len && (st = split(g, c, (uint32_t)m, &x, err)) != KVP_OK)
-            return st;
-    }
+    if ((st = match_prefix(s, q, key, &x, &d, err)) != KVP_OK) /* the same walk, a partial node split */
+        return st;
     *had = d;
     if (d == key)
         return KVP_OK;
