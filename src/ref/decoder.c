@@ -32,39 +32,45 @@ static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
 
 /* ---- kernels ------------------------------------------------------------- */
 
+/* Sixteen floats as one value (GNU C's vector extension, GCC and clang):
+ * one AVX-512 register, two AVX2 or four SSE ones, whichever clone runs;
+ * an operation on it is sixteen independent float operations, each
+ * rounded as the scalar one (nothing contracted), so every clone gives the
+ * same floats. Loaded and stored by memcpy (any alignment); passed by
+ * pointer (a vector argument's ABI depends on the ISA). */
+typedef float v16 __attribute__((vector_size(16 * sizeof(float))));
+#define V16_LOAD(v, p) memcpy(&(v), (p), sizeof(v16))
+#define V16_STORE(p, v) memcpy((p), &(v), sizeof(v16))
+
 /* a (n,) . b (n,) in sixteen partial sums (lanes j mod 16, folded pairwise
  * at the end; the tail into lane 0): they break the chain of dependent adds,
  * so the loop runs at memory speed instead of at the FP add latency, and the
  * order is fixed, so a result never depends on who computes it. Every dot
- * product of the cached step (projections, scores) goes through here. */
+ * product of the cached step (projections, scores) has these floats. */
 static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
 {
-    /* four groups of four lanes, written out so that the compiler keeps
-     * them in four vector registers (a loop over an array of sums
-     * compiled to a load-add-store chain through the stack) */
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-    float c0 = 0, c1 = 0, c2 = 0, c3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+    v16 acc = {0}, x, y;
     uint64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        const float *r = a + j, *v = b + j;
-        a0 += r[0] * v[0], a1 += r[1] * v[1], a2 += r[2] * v[2], a3 += r[3] * v[3];
-        b0 += r[4] * v[4], b1 += r[5] * v[5], b2 += r[6] * v[6], b3 += r[7] * v[7];
-        c0 += r[8] * v[8], c1 += r[9] * v[9], c2 += r[10] * v[10], c3 += r[11] * v[11];
-        e0 += r[12] * v[12], e1 += r[13] * v[13], e2 += r[14] * v[14], e3 += r[15] * v[15];
+        V16_LOAD(x, a + j);
+        V16_LOAD(y, b + j);
+        acc += x * y;
     }
     for (; j < n; j++) /* the tail, n mod 16 values, into lane 0 */
-        a0 += a[j] * b[j];
-    a0 += c0, a1 += c1, a2 += c2, a3 += c3, b0 += e0, b1 += e1, b2 += e2, b3 += e3;
-    return ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
+        acc[0] += a[j] * b[j];
+    float v[8]; /* lanes l and l + 8, then four apart, then ((0 + 1) + (2 + 3)) */
+    for (uint32_t k = 0; k < 8; k++)
+        v[k] = acc[k] + acc[k + 8];
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
-/* dot of DOTS_NT vectors side by side, bit for bit: dot's sixteen lanes
- * (column c into lane c mod 16, the last d mod 16 into lane 0), each summed
- * in column order and folded as dot folds them, but the vectors' lanes in
- * one array, acc (rows, 16, DOTS_NT), so that a row's value times the
- * vectors' values of its column (the vectors transposed, xt (columns,
- * DOTS_NT)) is one vector operation and no lane is folded before its row
- * is done. A block of at most DOTS_COLS columns at a time. */
+/* dot of DOTS_NT vectors side by side, bit for bit: one row's dot with 16
+ * vectors x_t at once, their columns transposed (xt (columns, DOTS_NT):
+ * column c of all sixteen is one v16), each of dot's sixteen lanes one v16
+ * (a[l][t]: lane l of the row's dot with x_t), so that a column is one
+ * multiply and one add and no lane is folded before the row is done; the
+ * lanes folded at the end as dot folds them, sixteen results at once. A
+ * block of at most DOTS_COLS columns of xt at a time (32 KiB, in L1). */
 #define DOTS_NT 16
 #define DOTS_COLS 512
 #define DOTS_ROWS 32
@@ -77,118 +83,109 @@ static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, ui
             xt[(c - c0) * DOTS_NT + t] = x[t][c];
 }
 
-/* acc += the products of columns c0..c1 of rows A + i sa (i < ni) with xt;
- * n16: the columns that go into lanes of their own (d - d mod 16). Eight
- * rows at a time, lane by lane, their eight sums in registers (written out:
- * eight independent chains of adds), sharing each column of xt; a last
- * group of fewer rows repeats its last row into acc's spare rows. */
-static KVP_REF_INLINE void dots_add(float *acc, const float *A, uint64_t sa, uint64_t ni, const float *xt, uint64_t c0,
-                                    uint64_t c1, uint64_t n16)
+/* a[l] += w[c] xt[c - c0] for the columns c of [c0, c1) in order: column c
+ * into lane c mod 16 below n16 (d - d mod 16), into lane 0 from there on
+ * (dot's tail). c0 is a multiple of 16, and so is c1 where it is below n16.
+ * a is the caller's local array: inlined, it stays in registers. */
+static KVP_REF_INLINE void dots_add(v16 *a, const float *w, const float *xt, uint64_t c0, uint64_t c1, uint64_t n16)
 {
-    uint64_t m1 = c1 < n16 ? c1 : n16;
-    for (uint64_t i = 0; i < ni; i += 8) {
-        const float *r[8];
-        for (uint64_t k = 0; k < 8; k++)
-            r[k] = A + (i + k < ni ? i + k : ni - 1) * sa;
+    uint64_t c = c0, m = c1 < n16 ? c1 : n16;
+    for (; c < m; c += 16) {
+        _Pragma("GCC unroll 16")
         for (uint32_t l = 0; l < 16; l++) {
-            float a0[DOTS_NT], a1[DOTS_NT], a2[DOTS_NT], a3[DOTS_NT], a4[DOTS_NT], a5[DOTS_NT], a6[DOTS_NT], a7[DOTS_NT];
-            float *al = acc + (i * 16 + l) * DOTS_NT;
-            const uint64_t s16 = 16 * DOTS_NT; /* one row of acc */
-            if (c0 == 0) { /* the first block: the lanes start at 0, as dot's */
-                memset(a0, 0, sizeof a0), memset(a1, 0, sizeof a1), memset(a2, 0, sizeof a2), memset(a3, 0, sizeof a3);
-                memset(a4, 0, sizeof a4), memset(a5, 0, sizeof a5), memset(a6, 0, sizeof a6), memset(a7, 0, sizeof a7);
-            } else {
-                memcpy(a0, al, sizeof a0), memcpy(a1, al + s16, sizeof a1), memcpy(a2, al + 2 * s16, sizeof a2);
-                memcpy(a3, al + 3 * s16, sizeof a3), memcpy(a4, al + 4 * s16, sizeof a4);
-                memcpy(a5, al + 5 * s16, sizeof a5), memcpy(a6, al + 6 * s16, sizeof a6), memcpy(a7, al + 7 * s16, sizeof a7);
-            }
-            for (uint64_t c = c0 + l; c < c1; c += 16) {
-                if (c >= m1 && l) /* the tail (c >= m1) goes into lane 0 only */
-                    break;
-                for (uint64_t e = c; e < (c < m1 ? c + 1 : c1); e++) {
-                    const float *xc = xt + (e - c0) * DOTS_NT;
-                    float w0 = r[0][e], w1 = r[1][e], w2 = r[2][e], w3 = r[3][e], w4 = r[4][e], w5 = r[5][e],
-                          w6 = r[6][e], w7 = r[7][e];
-                    for (uint32_t t = 0; t < DOTS_NT; t++) {
-                        a0[t] += w0 * xc[t], a1[t] += w1 * xc[t], a2[t] += w2 * xc[t], a3[t] += w3 * xc[t];
-                        a4[t] += w4 * xc[t], a5[t] += w5 * xc[t], a6[t] += w6 * xc[t], a7[t] += w7 * xc[t];
-                    }
-                }
-            }
-            memcpy(al, a0, sizeof a0), memcpy(al + s16, a1, sizeof a1), memcpy(al + 2 * s16, a2, sizeof a2);
-            memcpy(al + 3 * s16, a3, sizeof a3), memcpy(al + 4 * s16, a4, sizeof a4), memcpy(al + 5 * s16, a5, sizeof a5);
-            memcpy(al + 6 * s16, a6, sizeof a6), memcpy(al + 7 * s16, a7, sizeof a7);
+            v16 x;
+            V16_LOAD(x, xt + (c - c0 + l) * DOTS_NT);
+            a[l] += w[c + l] * x;
         }
+    }
+    for (; c < c1; c++) {
+        v16 x;
+        V16_LOAD(x, xt + (c - c0) * DOTS_NT);
+        a[0] += w[c] * x;
     }
 }
 
-/* res[i DOTS_NT + t]: row i's dot with vector t, its lanes folded as dot's. */
-static KVP_REF_INLINE void dots_fold(const float *acc, uint64_t ni, float *res)
+/* *out = dot's fold of the lanes a[0..15]: lanes l and l + 8, then those
+ * sums four apart, then ((0 + 1) + (2 + 3)); sixteen folds at once. */
+static KVP_REF_INLINE void lanes_fold(const v16 *a, v16 *out)
 {
-    for (uint64_t i = 0; i < ni; i++) {
-        const float *L = acc + i * 16 * DOTS_NT;
-        for (uint32_t t = 0; t < DOTS_NT; t++) {
-            const uint32_t n = DOTS_NT;
-            float a0 = L[t] + L[8 * n + t], a1 = L[n + t] + L[9 * n + t], a2 = L[2 * n + t] + L[10 * n + t],
-                  a3 = L[3 * n + t] + L[11 * n + t], b0 = L[4 * n + t] + L[12 * n + t],
-                  b1 = L[5 * n + t] + L[13 * n + t], b2 = L[6 * n + t] + L[14 * n + t],
-                  b3 = L[7 * n + t] + L[15 * n + t];
-            res[i * DOTS_NT + t] = ((a0 + b0) + (a1 + b1)) + ((a2 + b2) + (a3 + b3));
-        }
-    }
+    v16 v[8], u[4];
+    _Pragma("GCC unroll 8")
+    for (uint32_t k = 0; k < 8; k++)
+        v[k] = a[k] + a[k + 8];
+    _Pragma("GCC unroll 4")
+    for (uint32_t k = 0; k < 4; k++)
+        u[k] = v[k] + v[k + 4];
+    *out = (u[0] + u[1]) + (u[2] + u[3]);
 }
 
 /* res (ni, DOTS_NT) = rows A + i sa (i < ni <= DOTS_ROWS) . x[t] (d,), the
- * same floats as dot; xt holds x's first DOTS_COLS columns already when
- * d <= DOTS_COLS (the caller transposed them once for many rows). */
+ * same floats as dot; xt holds x's columns already when d <= DOTS_COLS
+ * (the caller transposed them once for many rows), else it is scratch for
+ * a block of them, the lanes of every row kept in acc between blocks. */
 static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const float *const *x, uint64_t d, float *xt,
                                 float *res)
 {
-    float acc[DOTS_ROWS * 16 * DOTS_NT]; /* every lane of ni rows written by the first dots_add */
+    uint64_t n16 = d / 16 * 16;
+    v16 a[16], f;
+    if (d <= DOTS_COLS) { /* one block: the lanes never leave the registers */
+        for (uint64_t i = 0; i < ni; i++) {
+            _Pragma("GCC unroll 16")
+            for (uint32_t l = 0; l < 16; l++)
+                a[l] = (v16){0};
+            dots_add(a, A + i * sa, xt, 0, d, n16);
+            lanes_fold(a, &f);
+            V16_STORE(res + i * DOTS_NT, f);
+        }
+        return;
+    }
+    v16 acc[DOTS_ROWS * 16];
+    memset(acc, 0, ni * 16 * sizeof *acc);
     for (uint64_t c0 = 0; c0 < d; c0 += DOTS_COLS) {
         uint64_t c1 = c0 + DOTS_COLS < d ? c0 + DOTS_COLS : d;
-        if (d > DOTS_COLS)
-            dots_transpose(x, c0, c1, xt);
-        dots_add(acc, A, sa, ni, xt, c0, c1, d / 16 * 16);
+        dots_transpose(x, c0, c1, xt);
+        for (uint64_t i = 0; i < ni; i++) {
+            memcpy(a, acc + i * 16, sizeof a);
+            dots_add(a, A + i * sa, xt, c0, c1, n16);
+            memcpy(acc + i * 16, a, sizeof a);
+        }
     }
-    dots_fold(acc, ni, res);
+    for (uint64_t i = 0; i < ni; i++) {
+        lanes_fold(acc + i * 16, &f);
+        V16_STORE(res + i * DOTS_NT, f);
+    }
 }
 
 /* Vectors of a chunk below which dots does not pay for its transposes (a
  * last group of fewer than DOTS_NT is padded with its last vector). */
 #define DOTS_MIN 8
 
-/* o (16 k,) += p[j] v_j for j < m in order, v_j = v + j stride, k = 1 or
- * 4: the sums in k local arrays of 16 (written out: k independent chains
- * of adds) that the compiler keeps in vector registers, rather than
- * storing o back after every row. */
+/* o (16 k,) += p[j] v_j for j < m in order, v_j = v + j stride, k = 1, 4
+ * or 8: k independent chains of adds, in registers for the whole run. */
 static KVP_REF_INLINE void wsum_run(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t k)
 {
-    float a0[16], a1[16], a2[16], a3[16];
-    memcpy(a0, o, sizeof a0);
-    if (k == 4)
-        memcpy(a1, o + 16, sizeof a1), memcpy(a2, o + 32, sizeof a2), memcpy(a3, o + 48, sizeof a3);
+    v16 a[8];
+    memcpy(a, o, k * sizeof *a);
     for (uint64_t j = 0; j < m; j++) {
         const float *r = v + j * stride;
-        for (uint32_t l = 0; l < 16; l++)
-            a0[l] += p[j] * r[l];
-        for (uint32_t l = 0; l < 16 && k == 4; l++) {
-            a1[l] += p[j] * r[16 + l];
-            a2[l] += p[j] * r[32 + l];
-            a3[l] += p[j] * r[48 + l];
+        _Pragma("GCC unroll 8")
+        for (uint32_t i = 0; i < k; i++) {
+            v16 x;
+            V16_LOAD(x, r + 16 * i);
+            a[i] += p[j] * x;
         }
     }
-    memcpy(o, a0, sizeof a0);
-    if (k == 4)
-        memcpy(o + 16, a1, sizeof a1), memcpy(o + 32, a2, sizeof a2), memcpy(o + 48, a3, sizeof a3);
+    memcpy(o, a, k * sizeof *a);
 }
 
 /* o (d,) += p[j] v_j for j < m: each o[i] gets its products in the order of
- * a loop over j of o[i] += p[j] v_j[i]; 64, then 16 values at a time, then
- * one. */
+ * a loop over j of o[i] += p[j] v_j[i]; 128, 64, then 16 values at a time,
+ * then one. */
 static KVP_REF_INLINE void wsum(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t d)
 {
     uint32_t i = 0;
+    for (; i + 128 <= d; i += 128)
+        wsum_run(o + i, p, v + i, m, stride, 8);
     for (; i + 64 <= d; i += 64)
         wsum_run(o + i, p, v + i, m, stride, 4);
     for (; i + 16 <= d; i += 16)
@@ -207,7 +204,7 @@ KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const flo
     for (uint64_t t0 = 0; nt >= DOTS_MIN && t0 < nt; t0 += DOTS_NT) { /* DOTS_NT vectors, rows at a time */
         uint64_t m = nt - t0 < DOTS_NT ? nt - t0 : DOTS_NT;
         const float *xs[DOTS_NT];
-        float res[DOTS_ROWS * DOTS_NT], xt[DOTS_COLS * DOTS_NT];
+        _Alignas(64) float res[DOTS_ROWS * DOTS_NT], xt[DOTS_COLS * DOTS_NT]; /* a column: one cache line */
         for (uint64_t t = 0; t < DOTS_NT; t++)
             xs[t] = x[t0 + (t < m ? t : m - 1)];
         if (d <= DOTS_COLS)
@@ -596,7 +593,7 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
     for (uint64_t v0 = 0; v0 < nv; v0 += DOTS_NT) {
         uint64_t m = nv - v0 < DOTS_NT ? nv - v0 : DOTS_NT;
         const float *xs[DOTS_NT];
-        float xt[DOTS_COLS * DOTS_NT], res[DOTS_ROWS * DOTS_NT];
+        _Alignas(64) float xt[DOTS_COLS * DOTS_NT], res[DOTS_ROWS * DOTS_NT];
         for (uint64_t v = 0; v < DOTS_NT; v++) {
             uint64_t u = v0 + (v < m ? v : m - 1);
             xs[v] = s->q + u / nh * jb->wide + (uint64_t)(ha + u % nh) * w->dk;
