@@ -119,9 +119,9 @@ struct kvp_ref_cache {
     uint64_t *state_bytes;  /* (layers,) */
     struct blocks *free;    /* (layers, 2) */
     float *tmp;             /* a store's row, or a G-token group (G, n) */
-    float *otmp;            /* a store's row (outliers only) */
-    struct codec_okey *heap;
-    uint8_t *rowbuf;        /* one quantized row of the widest store (kvp_cache_reread) */
+    float *otmp[2];         /* a store's row (outliers only), per side (K, V) */
+    struct codec_okey *heap[2];
+    uint8_t *rowbuf[2];     /* per side: one quantized row of its widest store (kvp_cache_reread) */
     struct kvp_ref_cache *twin; /* mirrors every append (kvp_ref_cache_mirror), or NULL */
     void *scratch;          /* the decoder's step scratch (kvp_cache_scratch) */
     uint64_t scratch_bytes;
@@ -595,10 +595,12 @@ void kvp_ref_cache_free(struct kvp_ref_cache *c)
     free(c->free);
     free(c->len);
     free(c->tmp);
-    free(c->otmp);
-    free(c->heap);
+    for (int kv = 0; kv < 2; kv++) {
+        free(c->otmp[kv]);
+        free(c->heap[kv]);
+        free(c->rowbuf[kv]);
+    }
     free(c->scratch);
-    free(c->rowbuf);
     free(c);
 }
 
@@ -672,7 +674,7 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         }
         if (!(c->tmp = malloc(most * sizeof *c->tmp)))
             goto err;
-        uint64_t row = 1, k = 1; /* outlier scratch, shared by the stores like tmp */
+        uint64_t row = 1, k = 1; /* outlier scratch, shared by the stores of a side */
         for (uint64_t i = 0; i < L * B * 2; i++)
             if (c->st[i].f) {
                 row = c->st[i].n > row ? c->st[i].n : row;
@@ -681,12 +683,15 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         uint64_t qrow = 1;
         for (uint64_t i = 0; i < L * B * 2; i++)
             qrow = c->st[i].f && c->st[i].qrow > qrow ? c->st[i].qrow : qrow;
-        if (!(c->otmp = malloc(row * sizeof *c->otmp)) || !(c->heap = malloc(k * sizeof *c->heap)) ||
-            qrow > SIZE_MAX || !(c->rowbuf = malloc((size_t)qrow)))
-            goto err;
+        /* one set per side, so that the K and V sides may be encoded at once
+         * (kvp_cache_reread from two threads) */
+        for (int kv = 0; kv < 2; kv++)
+            if (!(c->otmp[kv] = malloc(row * sizeof *c->otmp[kv])) || !(c->heap[kv] = malloc(k * sizeof *c->heap[kv])) ||
+                qrow > SIZE_MAX || !(c->rowbuf[kv] = malloc((size_t)qrow)))
+                goto err;
         for (uint64_t i = 0; i < L * B * 2; i++) {
-            c->st[i].otmp = c->otmp;
-            c->st[i].heap = c->heap;
+            c->st[i].otmp = c->otmp[i % 2];
+            c->st[i].heap = c->heap[i % 2];
         }
     }
     /* free lists can hold every block the batch may ever own */
@@ -898,8 +903,6 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     free(p);
     if (st == KVP_OK)
         c->len[seq]++;
-    if (st == KVP_OK && c->twin) /* the same rows through the same codecs */
-        st = kvp_cache_commit(c->twin, seq, k, v, err);
     return st;
 }
 
@@ -951,8 +954,8 @@ bool kvp_cache_rows_final(const struct kvp_ref_cache *c)
 void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out)
 {
     const struct store *s = ST(c, layer, 0, kv);
-    row_encode(s, x, c->rowbuf);
-    row_decode(s, c->rowbuf, 0, s->n_kv, out);
+    row_encode(s, x, c->rowbuf[kv]);
+    row_decode(s, c->rowbuf[kv], 0, s->n_kv, out);
 }
 
 uint64_t kvp_cache_context(const struct kvp_ref_cache *c)

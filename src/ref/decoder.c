@@ -291,8 +291,8 @@ KVP_REF_HOT static void softmax(float *x, uint64_t n)
 {
     float m = x[0];
     double sum = 0;
-    for (uint64_t i = 1; i < n; i++)
-        m = fmaxf(m, x[i]);
+    for (uint64_t i = 1; i < n; i++) /* fmaxf's maximum (a NaN is passed over) without its call */
+        m = x[i] > m || m != m ? x[i] : m;
     for (uint64_t i = 0; i < n; i++) {
         x[i] = expf(x[i] - m);
         sum += x[i];
@@ -801,16 +801,77 @@ static void attention(const struct kvp_ref_model *rm, const struct kvp_ref_cache
 
 
 /* Layer l's pending rows of every token of the chunk, as the cache will
- * give them back (for the chunk's later tokens). */
+ * give them back (for the chunk's later tokens): K rows in part 0, V rows
+ * in part 1 where there are two (each side has its own codec scratch). */
+struct reread_job {
+    struct kvp_ref_cache *c;
+    const struct scratch *s;
+    uint32_t l, L;
+    bool v; /* the layer caches V rows */
+};
+
+static void reread_part(void *arg, uint32_t part, uint32_t parts)
+{
+    const struct reread_job *j = arg;
+    const struct scratch *s = j->s;
+    for (int kv = 0; kv < 2; kv++) {
+        if ((kv && !j->v) || (parts > 1 && part != (uint32_t)kv))
+            continue;
+        float *const *x = kv ? s->pv : s->pk, *const *out = kv ? s->rv : s->rk;
+        for (uint64_t t = 0; t + 1 < s->n; t++) /* the last token's rows are read by no later one */
+            kvp_cache_reread(j->c, j->l, kv, x[t * j->L + j->l], out[t * j->L + j->l]);
+    }
+}
+
 static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w, uint32_t l,
                         struct scratch *s)
 {
-    uint32_t L = rm->m.n_layers;
-    for (uint64_t t = 0; t + 1 < s->n; t++) { /* the last token's rows are read by no later one */
-        kvp_cache_reread(c, l, 0, s->pk[t * L + l], s->rk[t * L + l]);
-        if (w->wk)
-            kvp_cache_reread(c, l, 1, s->pv[t * L + l], s->rv[t * L + l]);
+    struct reread_job job = {c, s, l, rm->m.n_layers, w->wk != NULL};
+    if (job.v && s->n > 2 && kvp_ref_pool_parts(rm->pool) > 1)
+        kvp_ref_pool_run(rm->pool, reread_part, &job);
+    else
+        reread_part(&job, 0, 1);
+}
+
+/* Tokens t0..t0+n-1 of the chunk's rows (pk, pv: (n, layers) pointers) into
+ * c and into its twin: the two caches in parts 0 and 1 where there are two
+ * (each has its own scratch and allocator), else one after the other. */
+struct commit_job {
+    struct kvp_ref_cache *c[2]; /* the cache, its twin (or NULL) */
+    uint32_t seq, L;
+    float *const *pk, *const *pv;
+    uint64_t n;
+    enum kvp_status st[2];
+    struct kvp_error err[2];
+};
+
+static void commit_part(void *arg, uint32_t part, uint32_t parts)
+{
+    struct commit_job *j = arg;
+    for (int i = 0; i < 2; i++) {
+        if (!j->c[i] || (parts > 1 && part != (uint32_t)i))
+            continue;
+        for (uint64_t t = 0; t < j->n && j->st[i] == KVP_OK; t++)
+            j->st[i] = kvp_cache_commit(j->c[i], j->seq, (const float *const *)j->pk + t * j->L,
+                                        (const float *const *)j->pv + t * j->L, &j->err[i]);
     }
+}
+
+static enum kvp_status commit_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                   float *const *pk, float *const *pv, uint64_t n, struct kvp_error *err)
+{
+    struct commit_job job = {{c, kvp_cache_twin(c)}, seq, rm->m.n_layers, pk, pv, n, {KVP_OK, KVP_OK}, {{0}}};
+    if (job.c[1] && kvp_ref_pool_parts(rm->pool) > 1)
+        kvp_ref_pool_run(rm->pool, commit_part, &job);
+    else
+        commit_part(&job, 0, 1);
+    for (int i = 0; i < 2; i++)
+        if (job.st[i] != KVP_OK) {
+            if (err)
+                *err = job.err[i];
+            return job.st[i];
+        }
+    return KVP_OK;
 }
 
 /* The chunk's n tokens (at positions pos0..) through every layer, the
@@ -896,11 +957,7 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
     }
     if (logits)
         logits_of(rm, s->x + (n - 1) * H, s->xb, logits);
-    for (uint64_t t = 0; t < n; t++)
-        if ((st = kvp_cache_commit(c, seq, (const float *const *)s->pk + t * L, (const float *const *)s->pv + t * L,
-                                   err)) != KVP_OK)
-            return st;
-    return KVP_OK;
+    return commit_rows(rm, c, seq, s->pk, s->pv, n, err);
 }
 
 enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -955,7 +1012,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         if (w->ra)
             st = recur_layer(rm, c, w, l, seq, pos == 0, rm->embed, s.o, s.st, err);
     }
-    return st == KVP_OK ? kvp_cache_commit(c, seq, (const float *const *)s.pk, (const float *const *)s.pv, err) : st;
+    return st == KVP_OK ? commit_rows(rm, c, seq, s.pk, s.pv, 1, err) : st;
 }
 
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)

@@ -77,9 +77,10 @@ uint32_t kvp_pcg_next(struct pcg *r);
 float kvp_pcg_float(struct pcg *r); /* uniform in [-1, 1) */
 
 /* ---- cache.c: per-layer stores --------------------------------------- */
-/* Append one token of sequence seq to every layer's stores: k[l] (n_kv*dk)
- * and v[l] (n_kv*dv) of layer l, NULL where the layer caches nothing; the
- * sequence then holds one more token. Dynamic caches grow smallest first. */
+/* Append one token of sequence seq to every layer's stores of c (not its
+ * twin): k[l] (n_kv*dk) and v[l] (n_kv*dv) of layer l, NULL where the layer
+ * caches nothing; the sequence then holds one more token. Dynamic caches
+ * grow smallest first. */
 enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err);
 /* Dequantized row of position pos (must be held). */
@@ -99,12 +100,14 @@ enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
 bool kvp_cache_rows_final(const struct kvp_ref_cache *c);
 /* x, a K (kv 0) or V (kv 1) row of layer `layer`, as the cache would give
  * it back once appended (encoded and decoded through the store's codec;
- * rows-final caches only). */
+ * rows-final caches only). The K and V sides have scratch of their own:
+ * one thread may reread K rows while another rereads V rows. */
 void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out);
 uint64_t kvp_cache_context(const struct kvp_ref_cache *c); /* tokens a sequence may hold */
-/* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_cache_commit
- * and kvp_ref_seq_end reach it themselves; its recurrent state is the
- * decoder's to update. */
+/* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_ref_seq_end
+ * reaches it itself; the decoder commits every row into it too (its own
+ * kvp_cache_commit, on another thread where there is one) and updates its
+ * recurrent state. */
 struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
 /* At least `bytes` of memory the cache keeps for the decoder's step scratch
  * (its contents are the caller's; it moves when it grows); NULL when out of
