@@ -160,39 +160,52 @@ static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const 
  * last group of fewer than DOTS_NT is padded with its last vector). */
 #define DOTS_MIN 8
 
-/* o (16 k,) += p[j] v_j for j < m in order, v_j = v + j stride, k = 1, 4
- * or 8: k independent chains of adds, in registers for the whole run. */
-static KVP_REF_INLINE void wsum_run(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t k)
+/* o[q] (16 k,) += p[q][j] v_j for j < m in order, v_j = v + j stride, for
+ * nq = 1 or 2 outputs sharing the rows (each row's values loaded once for
+ * both), k = 1, 4 or 8: nq k independent chains of adds, in registers for
+ * the whole run. */
+static KVP_REF_INLINE void wsum_run(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
+                                    uint64_t stride, uint32_t k)
 {
-    v16 a[8];
-    memcpy(a, o, k * sizeof *a);
+    v16 a[2][8];
+    _Pragma("GCC unroll 2")
+    for (uint32_t q = 0; q < 2; q++) /* what the compiler cannot see unused when nq = 1 */
+        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < 8; i++) a[q][i] = (v16){0};
+    for (uint32_t q = 0; q < nq; q++)
+        memcpy(a[q], o[q], k * sizeof(v16));
     for (uint64_t j = 0; j < m; j++) {
         const float *r = v + j * stride;
         _Pragma("GCC unroll 8")
         for (uint32_t i = 0; i < k; i++) {
             v16 x;
             V16_LOAD(x, r + 16 * i);
-            a[i] += p[j] * x;
+            _Pragma("GCC unroll 2")
+            for (uint32_t q = 0; q < nq; q++)
+                a[q][i] += p[q][j] * x;
         }
     }
-    memcpy(o, a, k * sizeof *a);
+    for (uint32_t q = 0; q < nq; q++)
+        memcpy(o[q], a[q], k * sizeof(v16));
 }
 
-/* o (d,) += p[j] v_j for j < m: each o[i] gets its products in the order of
- * a loop over j of o[i] += p[j] v_j[i]; 128, 64, then 16 values at a time,
- * then one. */
-static KVP_REF_INLINE void wsum(float *o, const float *p, const float *v, uint64_t m, uint64_t stride, uint32_t d)
+/* o[q] (d,) += p[q][j] v_j for j < m, q < nq (1 or 2): each o[q][i] gets its
+ * products in the order of a loop over j of o[q][i] += p[q][j] v_j[i];
+ * 128, 64, then 16 values at a time, then one. */
+static KVP_REF_INLINE void wsum(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
+                                uint64_t stride, uint32_t d)
 {
     uint32_t i = 0;
+    float *oi[2];
     for (; i + 128 <= d; i += 128)
-        wsum_run(o + i, p, v + i, m, stride, 8);
+        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 8);
     for (; i + 64 <= d; i += 64)
-        wsum_run(o + i, p, v + i, m, stride, 4);
+        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 4);
     for (; i + 16 <= d; i += 16)
-        wsum_run(o + i, p, v + i, m, stride, 1);
+        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 1);
     for (; i < d; i++) /* the last d mod 16 values */
-        for (uint64_t j = 0; j < m; j++)
-            o[i] += p[j] * v[j * stride + i];
+        for (uint32_t q = 0; q < nq; q++)
+            for (uint64_t j = 0; j < m; j++)
+                o[q][i] += p[q][j] * v[j * stride + i];
 }
 
 /* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
@@ -674,18 +687,37 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
             if (j0 < s->pos0)
                 read_block(jb, 1, k0, k1, j0, j1 < s->pos0 ? j1 : s->pos0, blk);
             for (uint64_t t = 0; t < s->n; t++) {
-                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
-                const float *att = s->att + t * s->heads * T;
-                uint64_t c = b < s->pos0 ? b : s->pos0; /* [a, c) cached, in blk; [c, b) the chunk's */
-                for (uint32_t h = qa; h < qb && a < b; h++) {
-                    uint64_t kh = h / g;
-                    float *oh = s->o + t * wide + (uint64_t)h * w->dv;
-                    const float *p = att + h * T - tlo;
-                    if (a < c)
-                        wsum(oh, p + a, blk + (a - j0) * wv + (kh - k0) * w->dv, c - a, wv, w->dv);
-                    for (uint64_t j = c > a ? c : a; j < b; j++)
-                        wsum(oh, p + j, chunk_row(s, L, src, 1, j, t) + kh * w->dv, 1, 0, w->dv);
+                /* tokens t and u = t + 1 (when it reads the same cached
+                 * rows of the block) summed together: u's cached rows, then
+                 * each one's rows of the chunk, in order */
+                uint64_t a[2], b[2], c[2], tlo[2], u = t + 1;
+                uint32_t nq = 1;
+                for (uint32_t q = 0; q < 2 && t + q < s->n; q++) {
+                    uint64_t pos = s->pos0 + t + q;
+                    tlo[q] = window_lo(ss, pos);
+                    a[q] = j0 > tlo[q] ? j0 : tlo[q];
+                    b[q] = j1 < pos + 1 ? j1 : pos + 1;
+                    c[q] = b[q] < s->pos0 ? b[q] : s->pos0; /* [a, c) cached, in blk; [c, b) the chunk's */
                 }
+                if (u < s->n && a[1] == a[0] && c[1] == c[0] && a[0] < c[0])
+                    nq = 2;
+                for (uint32_t h = qa; h < qb; h++) {
+                    uint64_t kh = h / g;
+                    float *oh[2];
+                    const float *ph[2];
+                    for (uint32_t q = 0; q < nq; q++) {
+                        oh[q] = s->o + (t + q) * wide + (uint64_t)h * w->dv;
+                        ph[q] = s->att + (t + q) * s->heads * T + h * T - tlo[q] + a[0];
+                    }
+                    if (a[0] < c[0])
+                        wsum(oh, ph, nq, blk + (a[0] - j0) * wv + (kh - k0) * w->dv, c[0] - a[0], wv, w->dv);
+                    for (uint32_t q = 0; q < nq; q++)
+                        for (uint64_t j = c[q] > a[q] ? c[q] : a[q]; j < b[q]; j++) {
+                            const float *pj = s->att + (t + q) * s->heads * T + h * T - tlo[q] + j;
+                            wsum(&oh[q], &pj, 1, chunk_row(s, L, src, 1, j, t + q) + kh * w->dv, 1, 0, w->dv);
+                        }
+                }
+                t += nq - 1;
             }
         }
     }
