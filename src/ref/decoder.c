@@ -169,7 +169,7 @@ static KVP_REF_INLINE void wsum_run(float *const *o, const float *const *p, uint
 {
     v16 a[2][8];
     _Pragma("GCC unroll 2")
-    for (uint32_t q = 0; q < 2; q++) /* what the compiler cannot see unused when nq = 1 */
+    for (uint32_t q = 0; q < 2; q++) /* zeroed: GCC cannot see that a[1] is unused when nq = 1 */
         _Pragma("GCC unroll 8") for (uint32_t i = 0; i < 8; i++) a[q][i] = (v16){0};
     for (uint32_t q = 0; q < nq; q++)
         memcpy(a[q], o[q], k * sizeof(v16));
@@ -195,7 +195,7 @@ static KVP_REF_INLINE void wsum(float *const *o, const float *const *p, uint32_t
                                 uint64_t stride, uint32_t d)
 {
     uint32_t i = 0;
-    float *oi[2];
+    float *oi[2]; /* the outputs from value i on (oi[1] = oi[0] when nq = 1: never read, never undefined) */
     for (; i + 128 <= d; i += 128)
         oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 8);
     for (; i + 64 <= d; i += 64)
@@ -830,8 +830,6 @@ static void attention(const struct kvp_ref_model *rm, const struct kvp_ref_cache
         kvp_ref_pool_run(rm->pool, att_part, &jb);
 }
 
-
-
 /* Layer l's pending rows of every token of the chunk, as the cache will
  * give them back (for the chunk's later tokens): K rows in part 0, V rows
  * in part 1 where there are two (each side has its own codec scratch). */
@@ -865,7 +863,7 @@ static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c,
         reread_part(&job, 0, 1);
 }
 
-/* Tokens t0..t0+n-1 of the chunk's rows (pk, pv: (n, layers) pointers) into
+/* The n tokens' rows of a chunk (pk, pv: (n, layers) pointers) into
  * c and into its twin: the two caches in parts 0 and 1 where there are two
  * (each has its own scratch and allocator), else one after the other. */
 struct commit_job {
