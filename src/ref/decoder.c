@@ -280,19 +280,40 @@ static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
         out[i] = x[i] * r * g[i];
 }
 
+/* The cosine and sine of pair (i, i+1) of d dims at pos (i even): of the
+ * angle pos * 10000^(-i/d). */
+static void rope_angle(uint32_t i, uint32_t d, uint64_t pos, float *cs)
+{
+    double th = (double)pos * pow(10000.0, -(double)i / d);
+    cs[0] = (float)cos(th), cs[1] = (float)sin(th);
+}
+
+/* Pair x[0], x[1] turned by the angle of cs (rope_angle). */
+static KVP_REF_INLINE void rope_turn(float *x, const float *cs)
+{
+    float a = x[0], b = x[1];
+    x[0] = a * cs[0] - b * cs[1];
+    x[1] = a * cs[1] + b * cs[0];
+}
+
 /* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d)
  * (each pair's angle computed once for all heads). */
 static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
 {
     for (uint32_t i = 0; i + 1 < d; i += 2) {
-        double th = (double)pos * pow(10000.0, -(double)i / d);
-        float c = (float)cos(th), s = (float)sin(th);
-        for (uint32_t k = 0; k < h; k++) {
-            float a = x[k * stride + i], b = x[k * stride + i + 1];
-            x[k * stride + i] = a * c - b * s;
-            x[k * stride + i + 1] = a * s + b * c;
-        }
+        float cs[2];
+        rope_angle(i, d, pos, cs);
+        for (uint32_t k = 0; k < h; k++)
+            rope_turn(x + (uint64_t)k * stride + i, cs);
     }
+}
+
+/* rope with the angles of a table (rope_table): the same floats. */
+static void rope_by(float *x, uint32_t h, uint32_t d, uint32_t stride, const float *cs)
+{
+    for (uint32_t k = 0; k < h; k++)
+        for (uint32_t i = 0; i + 1 < d; i += 2)
+            rope_turn(x + (uint64_t)k * stride + i, cs + i);
 }
 
 void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
@@ -425,8 +446,24 @@ struct scratch {
     uint64_t blk_n;
     float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
     float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back */
+    float *cs;            /* (n, dmax) RoPE angles of the chunk's positions for cs_d dims (rope_table) */
+    uint32_t cs_d, dmax;
     uint64_t heads;
 };
+
+/* The angles of the chunk's token t for d dims (d <= dmax), the table
+ * filled for d when it holds another d: every layer of the same head
+ * width reads the angles computed once per chunk. */
+static const float *rope_table(struct scratch *s, uint32_t d, uint64_t t)
+{
+    if (s->cs_d != d) {
+        for (uint64_t u = 0; u < s->n; u++)
+            for (uint32_t i = 0; i + 1 < d; i += 2)
+                rope_angle(i, d, s->pos0 + u, s->cs + u * s->dmax + i);
+        s->cs_d = d;
+    }
+    return s->cs + t * s->dmax;
+}
 
 /* attend's blocks of cached rows: a group of KV heads of ATT_RUN floats of
  * a row at most (one KV head at least), ATT_BLOCK floats of its rows (one
@@ -470,21 +507,24 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++)
         heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
-    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs, blk = ATT_BLOCK, total;
+    uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs, blk = ATT_BLOCK, total, angles;
+    uint32_t dmax = 1;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         blk = rm->w[i].dk > blk ? rm->w[i].dk : blk;
         blk = rm->w[i].dv > blk ? rm->w[i].dv : blk;
+        dmax = rm->w[i].dk > dmax ? rm->w[i].dk : dmax;
     }
     /* per token: x, xb, q, o, ql, h1, h3, pending and re-read rows; once:
      * row (a cached row, then a rotated one; one per thread), st; the
-     * pending and re-read rows (the last ones) and the blocks are written
-     * before they are read, so left out of the zeroing */
+     * pending and re-read rows (the last ones), the blocks and the RoPE
+     * angles are written before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
         !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
-        !kvp_add(bytes, total, &total) || !kvp_mul3(2 * pend, n, sizeof(float), &rows))
+        !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
+        !kvp_mul3(2 * pend, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
     void *mem = kvp_cache_scratch(c, total);
     if (!mem)
@@ -507,6 +547,8 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->att = s->st + H;
     s->blk = s->x + nf;
     s->blk_n = blk;
+    s->cs = s->blk + blk * parts;
+    s->dmax = dmax;
     float *p = s->att + att;
     for (uint64_t t = 0; t < n; t++)
         for (uint32_t l = 0; l < L; l++) {
@@ -941,21 +983,21 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
                 matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
                 matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
                 for (uint64_t t = 0; t < n && !rm->o.pre_rope_keys; t++) /* else attention rotates them after reading */
-                    rope(k[t], w->hkv, w->dk, w->dk, s->pos0 + t);
+                    rope_by(k[t], w->hkv, w->dk, w->dk, rope_table(s, w->dk, t));
                 /* fallthrough */
             case KVP_LAYER_SHARED:
                 matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
                 for (uint64_t t = 0; t < n; t++)
-                    rope(q[t], w->hq, w->dk, w->dk, s->pos0 + t);
+                    rope_by(q[t], w->hq, w->dk, w->dk, rope_table(s, w->dk, t));
                 break;
             case KVP_LAYER_MLA:
                 matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
                 matmat(rm, k, w->wdkv, in, n, w->rank, H);
                 matmat(rm, kr, w->wkr, in, n, w->rope, H);
                 for (uint64_t t = 0; t < n; t++) {
-                    rope(q[t] + w->nope, w->hq, w->rope, w->dk, s->pos0 + t);
+                    rope_by(q[t] + w->nope, w->hq, w->rope, w->dk, rope_table(s, w->rope, t));
                     if (!rm->o.pre_rope_keys)
-                        rope(kr[t], 1, w->rope, w->rope, s->pos0 + t);
+                        rope_by(kr[t], 1, w->rope, w->rope, rope_table(s, w->rope, t));
                 }
                 break;
             case KVP_LAYER_RECURRENT:
