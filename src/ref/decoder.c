@@ -618,25 +618,32 @@ struct att_job {
     bool mla;
 };
 
-/* The cached rows' KV heads [k0, k1) of layer src (K, or V with kv) of
- * positions [j0, j1), into blk (j1 - j0, (k1 - k0) d); keys rotated here
- * when the cache holds them un-rotated. */
+/* KV heads [k0, k1) of layer src's rows (K, or V with kv) of positions
+ * [j0, j1), into blk (j1 - j0, (k1 - k0) d) as the chunk's later tokens
+ * read them: from the cache, or a row of the chunk as the cache gives it
+ * back (j1 < pos0 + n: the last token's row is only its own); keys
+ * rotated here when the cache holds them un-rotated. */
 static void read_block(const struct att_job *jb, int kv, uint32_t k0, uint32_t k1, uint64_t j0, uint64_t j1, float *blk)
 {
+    const struct scratch *s = jb->s;
     uint32_t d = kv ? jb->w->dv : jb->w->dk;
     uint64_t width = (uint64_t)(k1 - k0) * d;
     for (uint64_t j = j0; j < j1; j++) {
         float *r = blk + (j - j0) * width;
-        kvp_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
+        if (j < s->pos0)
+            kvp_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
+        else
+            memcpy(r, (kv ? s->rv : s->rk)[(j - s->pos0) * jb->rm->m.n_layers + jb->l] + (uint64_t)k0 * d,
+                   width * sizeof *r);
         if (!kv && jb->rm->o.pre_rope_keys)
             rope(r, k1 - k0, d, d, j);
     }
 }
 
 /* Scores of KV head kh's query heads of qa..qb (every token of the chunk)
- * with the cached keys of positions j0..j1 (rows k, stride floats apart),
+ * with the keys of positions j0..j1 (rows k, stride floats apart; read_block),
  * DOTS_NT queries by DOTS_ROWS keys at a time: the floats of dot, each
- * times scale, where the token attends the position. */
+ * times scale, where the token attends the position before its own. */
 KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint32_t qa, uint32_t qb, const float *k,
                         uint64_t stride, uint64_t j0, uint64_t j1, float scale)
 {
@@ -659,10 +666,10 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
             uint64_t ni = j1 - j < DOTS_ROWS ? j1 - j : DOTS_ROWS;
             dots(k + (j - j0) * stride, stride, ni, xs, w->dk, xt, res);
             for (uint64_t v = 0; v < m; v++) {
-                uint64_t u = v0 + v, t = u / nh, tlo = window_lo(ss, s->pos0 + t);
+                uint64_t u = v0 + v, t = u / nh, pos = s->pos0 + t, tlo = window_lo(ss, pos);
                 float *att = s->att + t * s->heads * T + (uint64_t)(ha + u % nh) * T;
                 for (uint64_t r = 0; r < ni; r++)
-                    if (j + r >= tlo)
+                    if (j + r >= tlo && j + r < pos)
                         att[j + r - tlo] = res[r * DOTS_NT + v] * scale;
             }
         }
@@ -671,12 +678,14 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
 
 /* Attention of the chunk's queries q (n, hq, dk), heads h0..h1, over each
  * one's positions of layer src (its window), out o (n, hq, dv). A group of
- * KV heads at a time (ATT_RUN floats of a row, read in one run), its
- * cached rows a block of positions at a time (ATT_BLOCK floats): the
- * group's rows, queries and outputs stay in the core's cache while its
- * query heads score them and sum them. Every score and every value sum is
- * that of a step of its own, in row order (blocks in order), so the result
- * does not depend on the group or block sizes. */
+ * KV heads at a time (ATT_RUN floats of a row, read in one run), its rows
+ * a block of positions at a time (ATT_BLOCK floats; read_block: cached
+ * rows and the chunk's own as the cache gives them back): the group's
+ * rows, queries and outputs stay in the core's cache while its query heads
+ * score them and sum them; each token's own row (pending, as computed)
+ * apart. Every score and every value sum is that of a step of its own, in
+ * row order (blocks in order, the own row last), so the result does not
+ * depend on the group or block sizes. */
 KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h1, float *row, float *blk)
 {
     const struct kvp_ref_model *rm = jb->rm;
@@ -696,22 +705,23 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
         uint64_t jbk = s->blk_n / wk, jbv = s->blk_n / wv; /* >= 1: G = 1 where a head is wider than ATT_RUN */
         for (uint64_t j0 = lo; j0 < T; j0 += jbk) {
             uint64_t j1 = j0 + jbk < T ? j0 + jbk : T;
-            uint64_t jc = j1 < s->pos0 ? j1 : s->pos0; /* [j0, jc) cached, read into blk */
+            uint64_t je = j1 < T - 1 ? j1 : T - 1; /* [j0, je) read into blk */
             bool many = s->n * (qb - qa) / (k1 - k0) >= DOTS_MIN; /* query vectors per KV head */
-            if (j0 < jc)
-                read_block(jb, 0, k0, k1, j0, jc, blk);
-            for (uint32_t kh = k0; kh < k1 && many && j0 < jc; kh++)
-                score_block(jb, kh, qa, qb, blk + (uint64_t)(kh - k0) * w->dk, wk, j0, jc, scale);
+            if (j0 < je)
+                read_block(jb, 0, k0, k1, j0, je, blk);
+            for (uint32_t kh = k0; kh < k1 && many && j0 < je; kh++)
+                score_block(jb, kh, qa, qb, blk + (uint64_t)(kh - k0) * w->dk, wk, j0, je, scale);
             for (uint64_t t = 0; t < s->n; t++) {
                 uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
+                uint64_t own = b > pos ? pos : b; /* the rows before it are in blk */
                 float *att = s->att + t * s->heads * T;
-                if (many && a < jc)
-                    a = jc;
+                if (many && a < own) /* score_block scored them */
+                    a = own;
                 for (uint32_t kh = k0; kh < k1; kh++)
                     for (uint64_t j = a; j < b; j++) {
-                        const float *k = j < s->pos0 ? blk + (j - j0) * wk + (uint64_t)(kh - k0) * w->dk
-                                                     : key_of(rm, s, src, (uint64_t)kh * w->dk, w->dk, 0, w->dk, 1, w->dk,
-                                                              j, t, row);
+                        const float *k = j < pos ? blk + (j - j0) * wk + (uint64_t)(kh - k0) * w->dk
+                                                 : key_of(rm, s, src, (uint64_t)kh * w->dk, w->dk, 0, w->dk, 1, w->dk,
+                                                          j, t, row);
                         uint32_t ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb;
                         for (uint32_t h = ha; h < hb; h++)
                             att[h * T + (j - tlo)] = dot(s->q + t * wide + (uint64_t)h * w->dk, k, w->dk) * scale;
@@ -726,12 +736,12 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
         }
         for (uint64_t j0 = lo; j0 < T; j0 += jbv) {
             uint64_t j1 = j0 + jbv < T ? j0 + jbv : T;
-            if (j0 < s->pos0)
-                read_block(jb, 1, k0, k1, j0, j1 < s->pos0 ? j1 : s->pos0, blk);
+            if (j0 < T - 1)
+                read_block(jb, 1, k0, k1, j0, j1 < T - 1 ? j1 : T - 1, blk);
             for (uint64_t t = 0; t < s->n; t++) {
-                /* tokens t and u = t + 1 (when it reads the same cached
-                 * rows of the block) summed together: u's cached rows, then
-                 * each one's rows of the chunk, in order */
+                /* tokens t and u = t + 1 (when it reads the block's rows
+                 * from the same one on) summed together over t's rows of
+                 * the block; then u's next row; then each one's own row */
                 uint64_t a[2], b[2], c[2], tlo[2], u = t + 1;
                 uint32_t nq = 1;
                 for (uint32_t q = 0; q < 2 && t + q < s->n; q++) {
@@ -739,9 +749,9 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
                     tlo[q] = window_lo(ss, pos);
                     a[q] = j0 > tlo[q] ? j0 : tlo[q];
                     b[q] = j1 < pos + 1 ? j1 : pos + 1;
-                    c[q] = b[q] < s->pos0 ? b[q] : s->pos0; /* [a, c) cached, in blk; [c, b) the chunk's */
+                    c[q] = b[q] < pos ? b[q] : pos; /* [a, c) in blk; [c, b) the own row, if in the block */
                 }
-                if (u < s->n && a[1] == a[0] && c[1] == c[0] && a[0] < c[0])
+                if (u < s->n && a[1] == a[0] && a[0] < c[0])
                     nq = 2;
                 for (uint32_t h = qa; h < qb; h++) {
                     uint64_t kh = h / g;
@@ -751,12 +761,17 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
                         oh[q] = s->o + (t + q) * wide + (uint64_t)h * w->dv;
                         ph[q] = s->att + (t + q) * s->heads * T + h * T - tlo[q] + a[0];
                     }
+                    const float *vb = blk + (kh - k0) * w->dv;
                     if (a[0] < c[0])
-                        wsum(oh, ph, nq, blk + (a[0] - j0) * wv + (kh - k0) * w->dv, c[0] - a[0], wv, w->dv);
+                        wsum(oh, ph, nq, vb + (a[0] - j0) * wv, c[0] - a[0], wv, w->dv);
+                    if (nq == 2 && c[0] < c[1]) { /* u's row after t's rows */
+                        const float *pj = ph[1] + (c[0] - a[0]);
+                        wsum(&oh[1], &pj, 1, vb + (c[0] - j0) * wv, c[1] - c[0], wv, w->dv);
+                    }
                     for (uint32_t q = 0; q < nq; q++)
-                        for (uint64_t j = c[q] > a[q] ? c[q] : a[q]; j < b[q]; j++) {
-                            const float *pj = s->att + (t + q) * s->heads * T + h * T - tlo[q] + j;
-                            wsum(&oh[q], &pj, 1, chunk_row(s, L, src, 1, j, t + q) + kh * w->dv, 1, 0, w->dv);
+                        if (a[q] <= c[q] && c[q] < b[q]) { /* the own row */
+                            const float *pj = s->att + (t + q) * s->heads * T + h * T - tlo[q] + c[q];
+                            wsum(&oh[q], &pj, 1, chunk_row(s, L, src, 1, c[q], t + q) + kh * w->dv, 1, 0, w->dv);
                         }
                 }
                 t += nq - 1;
