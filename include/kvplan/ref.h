@@ -176,6 +176,9 @@ struct kvp_ref_cache;
 enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
                                   struct kvp_ref_alloc *a, struct kvp_ref_cache **out, struct kvp_error *err);
 void kvp_ref_cache_free(struct kvp_ref_cache *c);
+/* Free the decoder's working memory that c keeps between calls (allocated
+ * again by the next one): what c then holds is its cache bytes. */
+void kvp_ref_cache_trim(struct kvp_ref_cache *c);
 uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
 /* Bytes the codecs wrote, by tag: a and b are caches of one model and
  * options, driven through the same steps (the decoder is deterministic), whose
@@ -197,6 +200,13 @@ enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struc
  * Errors: twin is c, of another model or options, or not empty; either
  * already mirrors. */
 enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
+/* kvp_ref_cache_new for c (allocator a) and for its twin (allocator a2),
+ * then kvp_ref_cache_mirror: the two built at once, on two of the model's
+ * threads where it has two (static: the two preallocations and their
+ * canaries at once). On error neither is left. */
+enum kvp_status kvp_ref_cache_new_twin(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+                                       struct kvp_ref_alloc *a, struct kvp_ref_alloc *a2, struct kvp_ref_cache **c,
+                                       struct kvp_ref_cache **twin, struct kvp_error *err);
 /* End sequence seq: its blocks go back to the free list (paged), its state is
  * released (dynamic, paged); the slot starts again at position 0. */
 void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);

@@ -906,10 +906,25 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     return st;
 }
 
+/* Rows read one after another: a quantized row's heads read now start
+ * their trip from memory for the row READ_AHEAD positions on (its cache
+ * lines, 64 bytes apart), which the hardware does not foresee: the rows are
+ * a row's bytes apart, each a few pages. */
+#define READ_AHEAD 2
+
 void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
                           uint32_t h0, uint32_t nh, float *out)
 {
-    store_read(c, ST(c, layer, seq, kv), pos, h0, nh, out);
+    const struct store *s = ST(c, layer, seq, kv);
+    uint64_t next = pos + READ_AHEAD;
+    bool resid;
+    if (s->mode == ROWS && next < s->len && !c->blocks) { /* the caller's blocks count their reads */
+        const uint8_t *row = c->o.policy == KVP_REF_PAGED ? own_row((struct store *)s, c->a, c->o.block, next, false)
+                             : s->R ? NULL : row_at(s, next, s->len, &resid);
+        for (uint64_t i = 0; row && i < (uint64_t)nh * s->hrow; i += 64)
+            __builtin_prefetch(row + (uint64_t)h0 * s->hrow + i);
+    }
+    store_read(c, s, pos, h0, nh, out);
 }
 
 void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
@@ -981,6 +996,13 @@ void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes)
     return c->scratch;
 }
 
+void kvp_ref_cache_trim(struct kvp_ref_cache *c)
+{
+    free(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+}
+
 /* Field by field: a format's padding need not be initialised. */
 static bool same_format(const struct kvp_format *a, const struct kvp_format *b)
 {
@@ -1002,6 +1024,45 @@ enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cac
             return kvp_fail(err, KVP_ERR_USAGE, "a twin cache must be mirrored from the first token (sequence %u holds %llu)",
                             b, (unsigned long long)(c->len[b] ? c->len[b] : twin->len[b]));
     c->twin = twin;
+    return KVP_OK;
+}
+
+struct twin_job {
+    const struct kvp_ref_model *rm;
+    const struct kvp_ref_cache_opts *o;
+    struct kvp_ref_alloc *a[2];
+    struct kvp_ref_cache *c[2];
+    enum kvp_status st[2];
+    struct kvp_error err[2];
+};
+
+static void twin_part(void *arg, uint32_t part, uint32_t parts)
+{
+    struct twin_job *j = arg;
+    for (uint32_t i = 0; i < 2; i++)
+        if (parts == 1 || part == i)
+            j->st[i] = kvp_ref_cache_new(j->rm, j->o, j->a[i], &j->c[i], &j->err[i]);
+}
+
+enum kvp_status kvp_ref_cache_new_twin(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+                                       struct kvp_ref_alloc *a, struct kvp_ref_alloc *a2, struct kvp_ref_cache **c,
+                                       struct kvp_ref_cache **twin, struct kvp_error *err)
+{
+    struct twin_job j = {rm, o, {a, a2}, {NULL, NULL}, {KVP_OK, KVP_OK}, {{0}}};
+    enum kvp_status st = KVP_OK;
+    *c = *twin = NULL;
+    kvp_ref_pool_run(rm->pool, twin_part, &j);
+    for (int i = 0; i < 2 && st == KVP_OK; i++)
+        if ((st = j.st[i]) != KVP_OK && err)
+            *err = j.err[i];
+    if (st == KVP_OK)
+        st = kvp_ref_cache_mirror(j.c[0], j.c[1], err);
+    if (st != KVP_OK) {
+        kvp_ref_cache_free(j.c[0]);
+        kvp_ref_cache_free(j.c[1]);
+        return st;
+    }
+    *c = j.c[0], *twin = j.c[1];
     return KVP_OK;
 }
 

@@ -321,18 +321,42 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
     rope(x, h, d, stride, pos);
 }
 
-KVP_REF_HOT static void softmax(float *x, uint64_t n)
+/* Softmax of rows rows of n values, stride floats apart: each row's
+ * maximum (fmaxf's: a NaN is passed over, without its call), x = expf(x -
+ * max), the sum of those in order (in double), x / sum. SOFTMAX_ROWS rows
+ * at a time, their maxima and sums side by side (independent chains of
+ * dependent operations), each row's floats those of its own loop. */
+#define SOFTMAX_ROWS 8
+
+KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, uint64_t n)
 {
-    float m = x[0];
-    double sum = 0;
-    for (uint64_t i = 1; i < n; i++) /* fmaxf's maximum (a NaN is passed over) without its call */
-        m = x[i] > m || m != m ? x[i] : m;
-    for (uint64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        sum += x[i];
+    for (uint32_t r0 = 0; r0 < rows; r0 += SOFTMAX_ROWS) {
+        uint32_t k = rows - r0 < SOFTMAX_ROWS ? rows - r0 : SOFTMAX_ROWS;
+        float *y[SOFTMAX_ROWS], m[SOFTMAX_ROWS];
+        double sum[SOFTMAX_ROWS];
+        for (uint32_t r = 0; r < SOFTMAX_ROWS; r++) { /* rows past k repeat the last one, not written */
+            y[r] = x + (r0 + (r < k ? r : k - 1)) * stride;
+            m[r] = y[r][0];
+            sum[r] = 0;
+        }
+        for (uint64_t i = 1; i < n; i++)
+            _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
+                m[r] = y[r][i] > m[r] || m[r] != m[r] ? y[r][i] : m[r];
+        for (uint32_t r = 0; r < k; r++)
+            for (uint64_t i = 0; i < n; i++)
+                y[r][i] = expf(y[r][i] - m[r]);
+        for (uint64_t i = 0; i < n; i++)
+            _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
+                sum[r] += y[r][i];
+        for (uint32_t r = 0; r < k; r++)
+            for (uint64_t i = 0; i < n; i++)
+                y[r][i] = (float)(y[r][i] / sum[r]);
     }
-    for (uint64_t i = 0; i < n; i++)
-        x[i] = (float)(x[i] / sum);
+}
+
+static void softmax(float *x, uint64_t n)
+{
+    softmax_rows(x, 0, 1, n);
 }
 
 /* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
@@ -660,10 +684,13 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
             uint64_t u = v0 + (v < m ? v : m - 1);
             xs[v] = s->q + u / nh * jb->wide + (uint64_t)(ha + u % nh) * w->dk;
         }
+        uint64_t jend = s->pos0 + (v0 + m - 1) / nh; /* the group's last token's own row */
+        if (jend > j1)
+            jend = j1;
         if (w->dk <= DOTS_COLS)
             dots_transpose(xs, 0, w->dk, xt);
-        for (uint64_t j = j0; j < j1; j += DOTS_ROWS) {
-            uint64_t ni = j1 - j < DOTS_ROWS ? j1 - j : DOTS_ROWS;
+        for (uint64_t j = j0; j < jend; j += DOTS_ROWS) {
+            uint64_t ni = jend - j < DOTS_ROWS ? jend - j : DOTS_ROWS;
             dots(k + (j - j0) * stride, stride, ni, xs, w->dk, xt, res);
             for (uint64_t v = 0; v < m; v++) {
                 uint64_t u = v0 + v, t = u / nh, pos = s->pos0 + t, tlo = window_lo(ss, pos);
@@ -730,8 +757,7 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
         }
         for (uint64_t t = 0; t < s->n; t++) {
             uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
-            for (uint32_t h = qa; h < qb; h++)
-                softmax(s->att + t * s->heads * T + h * T, m);
+            softmax_rows(s->att + t * s->heads * T + (uint64_t)qa * T, T, qb - qa, m);
             memset(s->o + t * wide + (uint64_t)qa * w->dv, 0, (uint64_t)(qb - qa) * w->dv * sizeof(float));
         }
         for (uint64_t j0 = lo; j0 < T; j0 += jbv) {
@@ -825,8 +851,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
         }
     }
     for (uint64_t t = 0; t < s->n; t++) {
-        for (uint32_t h = h0; h < h1; h++)
-            softmax(s->att + t * s->heads * T + h * T, s->pos0 + t + 1);
+        softmax_rows(s->att + t * s->heads * T + (uint64_t)h0 * T, T, h1 - h0, s->pos0 + t + 1);
         memset(s->ql + t * wide + (uint64_t)h0 * R, 0, (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
     }
     for (uint64_t j = 0; j < T; j++) {
