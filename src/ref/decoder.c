@@ -469,7 +469,8 @@ struct scratch {
     float *blk;           /* (threads, blk_n) per thread: a block of cached rows (attend), not zeroed */
     uint64_t blk_n;
     float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
-    float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back */
+    float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back: one row per
+                           * token for every layer, that of the layer being run (reread_rows) */
     float *cs;            /* (n, dmax) RoPE angles of the chunk's positions for cs_d dims (rope_table) */
     uint32_t cs_d, dmax;
     uint64_t heads;
@@ -527,10 +528,16 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
                                   struct scratch *s, struct kvp_error *err)
 {
     uint64_t H = rm->hidden, wide = scratch_wide(rm), heads = 1, pend = pending_floats(rm), L = rm->m.n_layers,
-             parts = kvp_ref_pool_parts(rm->pool);
+             parts = kvp_ref_pool_parts(rm->pool), kmax = 0, vmax = 0;
     memset(s, 0, sizeof *s);
-    for (uint32_t i = 0; i < rm->m.n_specs; i++)
-        heads = rm->w[i].hq > heads ? rm->w[i].hq : heads;
+    for (uint32_t i = 0; i < rm->m.n_specs; i++) {
+        const struct ref_layer *w = &rm->w[i];
+        uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        uint64_t nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+        heads = w->hq > heads ? w->hq : heads;
+        kmax = nk > kmax ? nk : kmax;
+        vmax = nv > vmax ? nv : vmax;
+    }
     uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs, blk = ATT_BLOCK, total, angles;
     uint32_t dmax = 1;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
@@ -542,13 +549,13 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
      * row (a cached row, then a rotated one; one per thread), st; the
      * pending and re-read rows (the last ones), the blocks and the RoPE
      * angles are written before they are read, so left out of the zeroing */
-    if (!kvp_add(2 * H + 3 * wide + 2 * I, 2 * pend, &per) || !kvp_mul(per, n, &nf) ||
+    if (!kvp_add(2 * H + 3 * wide + 2 * I, pend + kmax + vmax, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
         !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
         !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
-        !kvp_mul3(2 * pend, n, sizeof(float), &rows))
+        !kvp_mul3(pend + kmax + vmax, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
     void *mem = kvp_cache_scratch(c, total);
     if (!mem)
@@ -574,6 +581,15 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->cs = s->blk + blk * parts;
     s->dmax = dmax;
     float *p = s->att + att;
+    for (uint64_t t = 0; t < n; t++, p += kmax + vmax)
+        for (uint32_t l = 0; l < L; l++) {
+            const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+            if (!w->wk && !w->wdkv)
+                continue;
+            s->rk[t * L + l] = p;
+            if (w->wk)
+                s->rv[t * L + l] = p + kmax;
+        }
     for (uint64_t t = 0; t < n; t++)
         for (uint32_t l = 0; l < L; l++) {
             const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
@@ -581,11 +597,8 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
             if (!w->wk && !w->wdkv)
                 continue;
             s->pk[t * L + l] = p, p += nk;
-            s->rk[t * L + l] = p, p += nk;
-            if (nv) {
+            if (nv)
                 s->pv[t * L + l] = p, p += nv;
-                s->rv[t * L + l] = p, p += nv;
-            }
         }
     return KVP_OK;
 }
@@ -1053,6 +1066,8 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             }
             if (w->wk || w->wdkv)
                 reread_rows(rm, c, w, l, s);
+            else if (sp->kind == KVP_LAYER_SHARED) /* the rows of the layer it reads, once more */
+                reread_rows(rm, c, &rm->w[rm->m.layer_spec[sp->shares]], sp->shares, s);
             if (w->wq)
                 attention(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide,
                           sp->kind == KVP_LAYER_MLA);
