@@ -268,6 +268,35 @@ START_TEST(half_conversions)
         memcpy(&f, &x, 4);
         check_half_of(f);
     }
+    /* rows (the CPU's conversion instructions where it has them: 16 or 8
+     * values at a time, NaNs through the functions) give what one value at
+     * a time gives, bit for bit: every half, then a float sweep, in one row
+     * (the instructions stop at the first NaN) and in rows of 16 and of 19 */
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *h1 = malloc(N * sizeof *h1);
+    float *f = malloc(N * sizeof *f), *f1 = malloc(N * sizeof *f1);
+    ck_assert(h && h1 && f && f1);
+    for (uint32_t i = 0; i < N; i++) {
+        h[i] = (uint16_t)i;
+        kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h[i], 1, &f1[i]);
+    }
+    static const uint64_t rows[] = {N, 16, 19};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (uint64_t i = 0; i < N; i += rows[r])
+            kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)(h + i), N - i < rows[r] ? N - i : rows[r], f + i);
+        ck_assert_int_eq(memcmp(f, f1, N * sizeof *f), 0);
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t x = i % 97 ? (uint32_t)((uint64_t)i * 65521) : 0x7f800001u | i << 8 | (i & 1u) << 31; /* NaNs among them */
+        memcpy(&f[i], &x, 4);
+        kvp_codec_put_plain(KVP_DTYPE_F16, &f[i], 1, (uint8_t *)&h1[i]);
+    }
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (uint64_t i = 0; i < N; i += rows[r])
+            kvp_codec_put_plain(KVP_DTYPE_F16, f + i, N - i < rows[r] ? N - i : rows[r], (uint8_t *)(h + i));
+        ck_assert_int_eq(memcmp(h, h1, N * sizeof *h), 0);
+    }
+    free(h), free(h1), free(f), free(f1);
 }
 END_TEST
 
