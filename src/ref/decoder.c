@@ -75,11 +75,41 @@ static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
 #define DOTS_COLS 512
 #define DOTS_ROWS 32
 
-/* xt = columns c0..c1 of the DOTS_NT vectors x. */
+typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
+
+/* Rows r[i] and r[i + s] (i without bit s) exchange their s-lane blocks:
+ * after the steps s = 8, 4, 2, 1 the 16 x 16 block r is transposed. */
+#define TRANSPOSE_STEP(r, s, lo, hi)                                                                    \
+    do {                                                                                              \
+        _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++) if (!(i & (s))) {                   \
+            v16 a_ = (r)[i], b_ = (r)[i + (s)];                                                         \
+            (r)[i] = __builtin_shuffle(a_, b_, (v16i)lo);                                               \
+            (r)[i + (s)] = __builtin_shuffle(a_, b_, (v16i)hi);                                         \
+        }                                                                                             \
+    } while (0)
+
+/* xt = columns c0..c1 of the DOTS_NT vectors x: 16 columns at a time
+ * transposed in registers, the last c1 - c0 mod 16 one by one. */
 static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, uint64_t c1, float *xt)
 {
-    for (uint64_t t = 0; t < DOTS_NT; t++)
-        for (uint64_t c = c0; c < c1; c++)
+    uint64_t c = c0;
+    for (; c + 16 <= c1; c += 16) {
+        v16 r[16];
+        _Pragma("GCC unroll 16") for (uint32_t t = 0; t < 16; t++)
+            V16_LOAD(r[t], x[t] + c);
+        TRANSPOSE_STEP(r, 8, ((v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
+                       ((v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));
+        TRANSPOSE_STEP(r, 4, ((v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
+                       ((v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}));
+        TRANSPOSE_STEP(r, 2, ((v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
+                       ((v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}));
+        TRANSPOSE_STEP(r, 1, ((v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
+                       ((v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}));
+        _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
+            V16_STORE(xt + (c - c0 + i) * DOTS_NT, r[i]);
+    }
+    for (; c < c1; c++)
+        for (uint64_t t = 0; t < DOTS_NT; t++)
             xt[(c - c0) * DOTS_NT + t] = x[t][c];
 }
 
@@ -244,20 +274,38 @@ struct mv_job {
     const float *W;
     const float *const *x;
     uint64_t nt, n, d;
+    bool by_vectors; /* parts take groups of DOTS_NT vectors, each all rows */
 };
 
 static void mv_part(void *arg, uint32_t part, uint32_t parts)
 {
     const struct mv_job *j = arg;
+    if (j->by_vectors) {
+        uint64_t g = kvp_cdiv(j->nt, DOTS_NT), t0 = g * part / parts * DOTS_NT, t1 = g * (part + 1) / parts * DOTS_NT;
+        if (t1 > j->nt)
+            t1 = j->nt;
+        if (t0 < t1)
+            matvec_rows(j->out + t0, j->W, j->x + t0, t1 - t0, 0, j->n, j->d);
+        return;
+    }
     matvec_rows(j->out, j->W, j->x, j->nt, j->n * part / parts, j->n * (part + 1) / parts, j->d);
 }
 
-/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows split among the
- * model's threads (kvp_ref_pool_run). */
+/* Below this many rows per part a product of wide rows (more than
+ * DOTS_COLS) is split by groups of vectors instead of rows, where there
+ * are as many groups as parts: dots transposes a group's columns once per
+ * block of rows, which few rows do not pay for. */
+#define MATVEC_PART_ROWS 256
+
+/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows (or groups of
+ * vectors) split among the model's threads (kvp_ref_pool_run): each
+ * product the same floats whoever computes it. */
 static void matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
                    uint64_t n, uint64_t d)
 {
-    struct mv_job job = {out, W, x, nt, n, d};
+    uint32_t parts = kvp_ref_pool_parts(rm->pool);
+    struct mv_job job = {out, W, x, nt, n, d,
+                         d > DOTS_COLS && n / parts < MATVEC_PART_ROWS && nt >= DOTS_NT * (uint64_t)parts};
     if (n < kvp_ref_pool_parts(rm->pool) || nt * n * d < MATVEC_PAR_MIN)
         mv_part(&job, 0, 1);
     else
@@ -321,11 +369,48 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
     rope(x, h, d, stride, pos);
 }
 
+/* e^x for the n floats of x, in place, in double 8 at a time (so that the
+ * loop vectorizes; the decoder's own, so the same floats on every machine
+ * and library): x = k ln 2 + r, k = round(x / ln 2), |r| <= ln 2 / 2; e^r
+ * by its Taylor series to r^11 (truncation below 7e-15 relative; the
+ * rounding of k ln 2 and of Horner's steps adds a few 1e-16), times 2^k
+ * from k's bits, rounded once to float: the nearest float to e^x unless
+ * e^x lies within about 1e-14 of halfway between two floats (there expf,
+ * itself not correctly rounded everywhere, and this may differ by an ulp).
+ * x is clamped to [-150, 89] first: e^x rounds to 0 below (-inf too) and to
+ * infinity above; a NaN stays one. */
+static KVP_REF_INLINE void exp_row(float *x, uint64_t n)
+{
+    const double shift = 0x1.8p52, inv_ln2 = 0x1.71547652b82fep0, ln2 = 0x1.62e42fefa39efp-1;
+    for (uint64_t i = 0; i < n; i++) {
+        double v = x[i], p = 1.0 / 39916800, s;
+        v = v < -150.0 ? -150.0 : v > 89.0 ? 89.0 : v; /* a NaN stays one */
+        double c = v * inv_ln2 + shift, k = c - shift, r = v - k * ln2; /* k in c's low bits */
+        p = p * r + 1.0 / 3628800;
+        p = p * r + 1.0 / 362880;
+        p = p * r + 1.0 / 40320;
+        p = p * r + 1.0 / 5040;
+        p = p * r + 1.0 / 720;
+        p = p * r + 1.0 / 120;
+        p = p * r + 1.0 / 24;
+        p = p * r + 1.0 / 6;
+        p = p * r + 1.0 / 2;
+        p = p * r + 1.0;
+        p = p * r + 1.0;
+        uint64_t b;
+        memcpy(&b, &c, sizeof b);
+        b = (b - 0x4338000000000000u + 1023) << 52; /* 2^k: k + 1023 its exponent */
+        memcpy(&s, &b, sizeof s);
+        x[i] = (float)(p * s);
+    }
+}
+
 /* Softmax of rows rows of n values, stride floats apart: each row's
- * maximum (fmaxf's: a NaN is passed over, without its call), x = expf(x -
- * max), the sum of those in order (in double), x / sum. SOFTMAX_ROWS rows
- * at a time, their maxima and sums side by side (independent chains of
- * dependent operations), each row's floats those of its own loop. */
+ * maximum (fmaxf's: a NaN is passed over, without its call), x = e^(x -
+ * max) (exp_row), the sum of those in order (in double), x / sum.
+ * SOFTMAX_ROWS rows at a time, their maxima and sums side by side
+ * (independent chains of dependent operations), each row's floats those of
+ * its own loop. */
 #define SOFTMAX_ROWS 8
 
 KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, uint64_t n)
@@ -342,9 +427,11 @@ KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, u
         for (uint64_t i = 1; i < n; i++)
             _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
                 m[r] = y[r][i] > m[r] || m[r] != m[r] ? y[r][i] : m[r];
-        for (uint32_t r = 0; r < k; r++)
+        for (uint32_t r = 0; r < k; r++) {
             for (uint64_t i = 0; i < n; i++)
-                y[r][i] = expf(y[r][i] - m[r]);
+                y[r][i] -= m[r];
+            exp_row(y[r], n);
+        }
         for (uint64_t i = 0; i < n; i++)
             _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
                 sum[r] += y[r][i];
