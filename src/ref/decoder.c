@@ -190,18 +190,19 @@ static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const 
  * last group of fewer than DOTS_NT is padded with its last vector). */
 #define DOTS_MIN 8
 
+/* Tokens whose value sums share the rows they read (wsum): at most
+ * WSUM_NQ, each row's values loaded once for all of them. */
+#define WSUM_NQ 4
+
 /* o[q] (16 k,) += p[q][j] v_j for j < m in order, v_j = v + j stride, for
- * nq = 1 or 2 outputs sharing the rows (each row's values loaded once for
- * both), k = 1, 4 or 8: nq k independent chains of adds, in registers for
- * the whole run. */
+ * the nq outputs sharing the rows, k = 1, 4 or 8 (nq k <= 16): nq k
+ * independent chains of adds, in registers for the whole run. nq and k are
+ * constants where it is inlined. */
 static KVP_REF_INLINE void wsum_run(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
                                     uint64_t stride, uint32_t k)
 {
-    v16 a[2][8];
-    _Pragma("GCC unroll 2")
-    for (uint32_t q = 0; q < 2; q++) /* zeroed: GCC cannot see that a[1] is unused when nq = 1 */
-        _Pragma("GCC unroll 8") for (uint32_t i = 0; i < 8; i++) a[q][i] = (v16){0};
-    for (uint32_t q = 0; q < nq; q++)
+    v16 a[WSUM_NQ][8];
+    _Pragma("GCC unroll 4") for (uint32_t q = 0; q < nq; q++)
         memcpy(a[q], o[q], k * sizeof(v16));
     for (uint64_t j = 0; j < m; j++) {
         const float *r = v + j * stride;
@@ -209,33 +210,59 @@ static KVP_REF_INLINE void wsum_run(float *const *o, const float *const *p, uint
         for (uint32_t i = 0; i < k; i++) {
             v16 x;
             V16_LOAD(x, r + 16 * i);
-            _Pragma("GCC unroll 2")
+            _Pragma("GCC unroll 4")
             for (uint32_t q = 0; q < nq; q++)
                 a[q][i] += p[q][j] * x;
         }
     }
-    for (uint32_t q = 0; q < nq; q++)
+    _Pragma("GCC unroll 4") for (uint32_t q = 0; q < nq; q++)
         memcpy(o[q], a[q], k * sizeof(v16));
 }
 
-/* o[q] (d,) += p[q][j] v_j for j < m, q < nq (1 or 2): each o[q][i] gets its
- * products in the order of a loop over j of o[q][i] += p[q][j] v_j[i];
- * 128, 64, then 16 values at a time, then one. */
-static KVP_REF_INLINE void wsum(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
-                                uint64_t stride, uint32_t d)
+/* wsum for a constant nq (1, 2 or 4): 128 values at a time (nq <= 2), 64,
+ * then 16, then one. */
+static KVP_REF_INLINE void wsum_nq(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
+                                   uint64_t stride, uint32_t d)
 {
     uint32_t i = 0;
-    float *oi[2]; /* the outputs from value i on (oi[1] = oi[0] when nq = 1: never read, never undefined) */
-    for (; i + 128 <= d; i += 128)
-        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 8);
+    float *oi[WSUM_NQ];
+#define WSUM_AT(k)                                                \
+    do {                                                          \
+        for (uint32_t q = 0; q < nq; q++)                         \
+            oi[q] = o[q] + i;                                     \
+        wsum_run(oi, p, nq, v + i, m, stride, k);                 \
+    } while (0)
+    for (; nq <= 2 && i + 128 <= d; i += 128)
+        WSUM_AT(8);
     for (; i + 64 <= d; i += 64)
-        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 4);
+        WSUM_AT(4);
     for (; i + 16 <= d; i += 16)
-        oi[0] = o[0] + i, oi[1] = o[nq - 1] + i, wsum_run(oi, p, nq, v + i, m, stride, 1);
+        WSUM_AT(1);
+#undef WSUM_AT
     for (; i < d; i++) /* the last d mod 16 values */
         for (uint32_t q = 0; q < nq; q++)
             for (uint64_t j = 0; j < m; j++)
                 o[q][i] += p[q][j] * v[j * stride + i];
+}
+
+/* o[q] (d,) += p[q][j] v_j for j < m, q < nq (1 to WSUM_NQ): each o[q][i]
+ * gets its products in the order of a loop over j of o[q][i] += p[q][j]
+ * v_j[i]. Three outputs run as four, the last one twice (the same floats
+ * into the same place). */
+static KVP_REF_INLINE void wsum(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
+                                uint64_t stride, uint32_t d)
+{
+    if (nq == 1) {
+        wsum_nq(o, p, 1, v, m, stride, d);
+    } else if (nq == 2) {
+        wsum_nq(o, p, 2, v, m, stride, d);
+    } else {
+        float *o4[WSUM_NQ];
+        const float *p4[WSUM_NQ];
+        for (uint32_t q = 0; q < WSUM_NQ; q++)
+            o4[q] = o[q < nq ? q : nq - 1], p4[q] = p[q < nq ? q : nq - 1];
+        wsum_nq(o4, p4, WSUM_NQ, v, m, stride, d);
+    }
 }
 
 /* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
@@ -865,24 +892,26 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
             if (j0 < T - 1)
                 read_block(jb, 1, k0, k1, j0, j1 < T - 1 ? j1 : T - 1, blk);
             for (uint64_t t = 0; t < s->n; t++) {
-                /* tokens t and u = t + 1 (when it reads the block's rows
-                 * from the same one on) summed together over t's rows of
-                 * the block; then u's next row; then each one's own row */
-                uint64_t a[2], b[2], c[2], tlo[2], u = t + 1;
-                uint32_t nq = 1;
-                for (uint32_t q = 0; q < 2 && t + q < s->n; q++) {
+                /* tokens t.. t + nq - 1 (up to WSUM_NQ that read the block's
+                 * rows from the same one on) summed together over t's rows
+                 * of the block; then each later one's next rows; then each
+                 * one's own row */
+                uint64_t a[WSUM_NQ], b[WSUM_NQ], c[WSUM_NQ], tlo[WSUM_NQ];
+                uint32_t nq = 0;
+                for (uint32_t q = 0; q < WSUM_NQ && t + q < s->n; q++) {
                     uint64_t pos = s->pos0 + t + q;
                     tlo[q] = window_lo(ss, pos);
                     a[q] = j0 > tlo[q] ? j0 : tlo[q];
                     b[q] = j1 < pos + 1 ? j1 : pos + 1;
                     c[q] = b[q] < pos ? b[q] : pos; /* [a, c) in blk; [c, b) the own row, if in the block */
+                    if (q > 0 && (a[q] != a[0] || a[0] >= c[0]))
+                        break;
+                    nq = q + 1;
                 }
-                if (u < s->n && a[1] == a[0] && a[0] < c[0])
-                    nq = 2;
                 for (uint32_t h = qa; h < qb; h++) {
                     uint64_t kh = h / g;
-                    float *oh[2];
-                    const float *ph[2];
+                    float *oh[WSUM_NQ];
+                    const float *ph[WSUM_NQ];
                     for (uint32_t q = 0; q < nq; q++) {
                         oh[q] = s->o + (t + q) * wide + (uint64_t)h * w->dv;
                         ph[q] = s->att + (t + q) * s->heads * T + h * T - tlo[q] + a[0];
@@ -890,10 +919,11 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
                     const float *vb = blk + (kh - k0) * w->dv;
                     if (a[0] < c[0])
                         wsum(oh, ph, nq, vb + (a[0] - j0) * wv, c[0] - a[0], wv, w->dv);
-                    if (nq == 2 && c[0] < c[1]) { /* u's row after t's rows */
-                        const float *pj = ph[1] + (c[0] - a[0]);
-                        wsum(&oh[1], &pj, 1, vb + (c[0] - j0) * wv, c[1] - c[0], wv, w->dv);
-                    }
+                    for (uint32_t q = 1; q < nq; q++)
+                        if (c[0] < c[q]) { /* its rows after t's */
+                            const float *pj = ph[q] + (c[0] - a[0]);
+                            wsum(&oh[q], &pj, 1, vb + (c[0] - j0) * wv, c[q] - c[0], wv, w->dv);
+                        }
                     for (uint32_t q = 0; q < nq; q++)
                         if (a[q] <= c[q] && c[q] < b[q]) { /* the own row */
                             const float *pj = s->att + (t + q) * s->heads * T + h * T - tlo[q] + c[q];
