@@ -804,33 +804,60 @@ static bool scan(const uint8_t *x, const uint8_t *y, uint64_t n, const struct kv
     return true;
 }
 
-/* Every allocated byte of a and b (free blocks too) counted by f, by tag;
+/* Every allocated byte of a and b (free blocks too) counted by f, by tag,
+ * the stores (and states) split among the parts of the model's threads;
  * false when the two differ in layout. */
-static bool walk(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b, count_fn *f,
-                 uint64_t out[KVP_REF_TAG_COUNT])
+struct walk_job {
+    const struct kvp_ref_cache *a, *b;
+    count_fn *f;
+    uint64_t out[KVP_REF_MAX_THREADS][KVP_REF_TAG_COUNT];
+    bool same[KVP_REF_MAX_THREADS];
+};
+
+static void walk_part(void *arg, uint32_t part, uint32_t parts)
 {
-    uint64_t L = a->m->n_layers, B = a->o.batch;
-    bool same = L == b->m->n_layers && B == b->o.batch && a->o.policy == b->o.policy && a->o.block == b->o.block;
-    memset(out, 0, KVP_REF_TAG_COUNT * sizeof *out);
-    for (uint64_t i = 0; same && i < L * B * 2; i++) {
+    struct walk_job *j = arg;
+    const struct kvp_ref_cache *a = j->a, *b = j->b;
+    uint64_t L = a->m->n_layers, B = a->o.batch, n = L * B * 2, *out = j->out[part];
+    bool same = true;
+    for (uint64_t i = n * part / parts; same && i < n * (part + 1) / parts; i++) {
         const struct store *s = &a->st[i], *t = &b->st[i];
         uint64_t *w = &out[s->tag], blk = (uint64_t)a->o.block * s->qrow;
         if (!s->f)
             continue;
         if (a->o.policy != KVP_REF_PAGED) {
-            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, f, w);
+            same = s->bytes == t->bytes && scan(s->buf, t->buf, s->bytes, a, b, j->f, w);
             continue;
         }
         same = s->table.n == t->table.n;
-        for (uint64_t j = 0; same && j < s->table.n; j++)
-            same = scan(s->table.p[j], t->table.p[j], blk, a, b, f, w);
+        for (uint64_t k = 0; same && k < s->table.n; k++)
+            same = scan(s->table.p[k], t->table.p[k], blk, a, b, j->f, w);
         if (i / 2 % B == 0) /* the layer's free list (K or V), once */
-            for (uint64_t j = 0; same && j < s->free->n; j++)
-                same = s->free->n == t->free->n && scan(s->free->p[j], t->free->p[j], blk, a, b, f, w);
+            for (uint64_t k = 0; same && k < s->free->n; k++)
+                same = s->free->n == t->free->n && scan(s->free->p[k], t->free->p[k], blk, a, b, j->f, w);
     }
-    for (uint64_t i = 0; same && i < L * B; i++)
+    for (uint64_t i = L * B * part / parts; same && i < L * B * (part + 1) / parts; i++)
         same = a->state_bytes[i / B] == b->state_bytes[i / B] &&
-               scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, f, &out[KVP_REF_STATE]);
+               scan(a->state[i], b->state[i], a->state_bytes[i / B], a, b, j->f, &out[KVP_REF_STATE]);
+    j->same[part] = same;
+}
+
+static bool walk(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b, count_fn *f,
+                 uint64_t out[KVP_REF_TAG_COUNT])
+{
+    struct walk_job j = {a, b, f, {{0}}, {0}};
+    uint32_t parts = kvp_ref_pool_parts(a->rm->pool);
+    bool same = a->m->n_layers == b->m->n_layers && a->o.batch == b->o.batch && a->o.policy == b->o.policy &&
+                a->o.block == b->o.block;
+    memset(out, 0, KVP_REF_TAG_COUNT * sizeof *out);
+    if (!same)
+        return false;
+    kvp_ref_pool_run(a->rm->pool, walk_part, &j);
+    for (uint32_t p = 0; p < parts; p++) {
+        same = same && j.same[p];
+        for (int t = 0; t < KVP_REF_TAG_COUNT; t++)
+            out[t] += j.out[p][t];
+    }
     return same;
 }
 

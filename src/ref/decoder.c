@@ -590,18 +590,48 @@ struct scratch {
     uint64_t heads;
 };
 
-/* The angles of the chunk's token t for d dims (d <= dmax), the table
- * filled for d when it holds another d: every layer of the same head
- * width reads the angles computed once per chunk. */
-static const float *rope_table(struct scratch *s, uint32_t d, uint64_t t)
+/* The chunk's table of RoPE angles for d dims (d <= dmax), filled when it
+ * holds another d: every layer of the same head width reads the angles
+ * computed once per chunk. */
+static void rope_table(struct scratch *s, uint32_t d)
 {
-    if (s->cs_d != d) {
-        for (uint64_t u = 0; u < s->n; u++)
-            for (uint32_t i = 0; i + 1 < d; i += 2)
-                rope_angle(i, d, s->pos0 + u, s->cs + u * s->dmax + i);
-        s->cs_d = d;
-    }
-    return s->cs + t * s->dmax;
+    if (s->cs_d == d)
+        return;
+    for (uint64_t u = 0; u < s->n; u++)
+        for (uint32_t i = 0; i + 1 < d; i += 2)
+            rope_angle(i, d, s->pos0 + u, s->cs + u * s->dmax + i);
+    s->cs_d = d;
+}
+
+/* Below this many values a chunk's rotation runs on the calling thread. */
+#define ROPE_PAR_MIN (1ull << 16)
+
+struct rope_job {
+    float *const *x;
+    const struct scratch *s;
+    uint64_t off;
+    uint32_t h, d, stride;
+};
+
+static void rope_part(void *arg, uint32_t part, uint32_t parts)
+{
+    const struct rope_job *j = arg;
+    for (uint64_t t = j->s->n * part / parts; t < j->s->n * (part + 1) / parts; t++)
+        rope_by(j->x[t] + j->off, j->h, j->d, j->stride, j->s->cs + t * j->s->dmax);
+}
+
+/* RoPE of the chunk's rows x[t] + off (h heads of d dims, stride floats
+ * apart) at their positions, by the chunk's table (filled first), tokens
+ * split among the model's threads when there are many values. */
+static void rope_rows(const struct kvp_ref_model *rm, struct scratch *s, float *const *x, uint64_t off, uint32_t h,
+                      uint32_t d, uint32_t stride)
+{
+    struct rope_job job = {x, s, off, h, d, stride};
+    rope_table(s, d);
+    if (s->n * h * d < ROPE_PAR_MIN)
+        rope_part(&job, 0, 1);
+    else
+        kvp_ref_pool_run(rm->pool, rope_part, &job);
 }
 
 /* attend's blocks of cached rows: a group of KV heads of ATT_RUN floats of
@@ -1152,23 +1182,20 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             case KVP_LAYER_CHUNKED:
                 matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
                 matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
-                for (uint64_t t = 0; t < n && !rm->o.pre_rope_keys; t++) /* else attention rotates them after reading */
-                    rope_by(k[t], w->hkv, w->dk, w->dk, rope_table(s, w->dk, t));
+                if (!rm->o.pre_rope_keys) /* else attention rotates them after reading */
+                    rope_rows(rm, s, k, 0, w->hkv, w->dk, w->dk);
                 /* fallthrough */
             case KVP_LAYER_SHARED:
                 matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
-                for (uint64_t t = 0; t < n; t++)
-                    rope_by(q[t], w->hq, w->dk, w->dk, rope_table(s, w->dk, t));
+                rope_rows(rm, s, q, 0, w->hq, w->dk, w->dk);
                 break;
             case KVP_LAYER_MLA:
                 matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
                 matmat(rm, k, w->wdkv, in, n, w->rank, H);
                 matmat(rm, kr, w->wkr, in, n, w->rope, H);
-                for (uint64_t t = 0; t < n; t++) {
-                    rope_by(q[t] + w->nope, w->hq, w->rope, w->dk, rope_table(s, w->rope, t));
-                    if (!rm->o.pre_rope_keys)
-                        rope_by(kr[t], 1, w->rope, w->rope, rope_table(s, w->rope, t));
-                }
+                rope_rows(rm, s, q, w->nope, w->hq, w->rope, w->dk);
+                if (!rm->o.pre_rope_keys)
+                    rope_rows(rm, s, kr, 0, 1, w->rope, w->rope);
                 break;
             case KVP_LAYER_RECURRENT:
                 for (uint64_t t = 0; t < n; t++) {
