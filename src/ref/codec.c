@@ -202,41 +202,16 @@ uint32_t kvp_codec_code_bits(enum kvp_dtype t)
     return codec_type(t)->bits;
 }
 
-/* f16 rows by the CPU's conversion instructions where it has them (x86-64:
- * AVX-512F, or AVX2 with F16C), 16 or 8 values at a time: IEEE conversions,
- * exact from half and to nearest even to it (the immediate, not MXCSR), so
- * the floats and halves of f16_to_f32 and f32_to_f16, except a NaN's
- * payload, which the instructions keep: from a group holding a NaN on, the
- * row goes through those functions (the loops of kvp_codec_get_plain /
- * put_plain), as do the last n mod 16 (or 8) values, and every value
- * elsewhere. */
+/* f16 rows by the CPU's conversion instructions where it has them (x86-64
+ * F16C, 8 values at a time; every AVX-512 CPU has them too): IEEE
+ * conversions, exact from half and to nearest even to it (the immediate,
+ * not MXCSR), so the floats and halves of f16_to_f32 and f32_to_f16,
+ * except a NaN's payload, which the instructions keep: from a group holding
+ * a NaN on, the row goes through those functions (the loops of
+ * kvp_codec_get_plain / put_plain), as do the last n mod 8 values, and
+ * every value elsewhere. Each returns how many values it converted. */
 #ifdef KVP_X86_HALF
-__attribute__((target("avx512f"))) static uint64_t get_f16_avx512(const uint8_t *src, uint64_t n, float *x)
-{
-    uint64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 y = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * i)));
-        if (_mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q))
-            break;
-        _mm512_storeu_ps(x + i, y);
-    }
-    return i;
-}
-
-__attribute__((target("avx512f"))) static uint64_t put_f16_avx512(const float *x, uint64_t n, uint8_t *dst)
-{
-    uint64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512 y = _mm512_loadu_ps(x + i);
-        if (_mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q))
-            break;
-        _mm256_storeu_si256((__m256i *)(void *)(dst + 2 * i),
-                            _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    }
-    return i;
-}
-
-__attribute__((target("avx2,f16c"))) static uint64_t get_f16_f16c(const uint8_t *src, uint64_t n, float *x)
+__attribute__((target("avx,f16c"))) static uint64_t get_f16_f16c(const uint8_t *src, uint64_t n, float *x)
 {
     uint64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -248,7 +223,7 @@ __attribute__((target("avx2,f16c"))) static uint64_t get_f16_f16c(const uint8_t 
     return i;
 }
 
-__attribute__((target("avx2,f16c"))) static uint64_t put_f16_f16c(const float *x, uint64_t n, uint8_t *dst)
+__attribute__((target("avx,f16c"))) static uint64_t put_f16_f16c(const float *x, uint64_t n, uint8_t *dst)
 {
     uint64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -260,32 +235,16 @@ __attribute__((target("avx2,f16c"))) static uint64_t put_f16_f16c(const float *x
     }
     return i;
 }
-#endif
 
-/* The first values of a row converted by the instructions (how many). */
-static uint64_t get_f16_hw(const uint8_t *src, uint64_t n, float *x)
+static bool has_f16c(void)
 {
-#ifdef KVP_X86_HALF
-    if (__builtin_cpu_supports("avx512f"))
-        return get_f16_avx512(src, n, x);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-        return get_f16_f16c(src, n, x);
-#endif
-    (void)src, (void)n, (void)x;
-    return 0;
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
 }
-
-static uint64_t put_f16_hw(const float *x, uint64_t n, uint8_t *dst)
-{
-#ifdef KVP_X86_HALF
-    if (__builtin_cpu_supports("avx512f"))
-        return put_f16_avx512(x, n, dst);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
-        return put_f16_f16c(x, n, dst);
+/* How many of a row's first values the instructions converted, 0 without them. */
+#define F16_HW(call) (has_f16c() ? (call) : 0)
+#else
+#define F16_HW(call) 0
 #endif
-    (void)x, (void)n, (void)dst;
-    return 0;
-}
 
 uint32_t kvp_codec_plain_size(enum kvp_dtype t)
 {
@@ -302,7 +261,7 @@ KVP_REF_HOT void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t 
         memcpy(dst, x, n * 4);
         break;
     case KVP_DTYPE_F16:
-        for (uint64_t i = put_f16_hw(x, n, dst); i < n; i++) {
+        for (uint64_t i = F16_HW(put_f16_f16c(x, n, dst)); i < n; i++) {
             h = f32_to_f16(x[i]);
             memcpy(dst + 2 * i, &h, 2);
         }
@@ -332,7 +291,7 @@ KVP_REF_HOT void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint6
         memcpy(x, src, n * 4);
         break;
     case KVP_DTYPE_F16:
-        for (uint64_t i = get_f16_hw(src, n, x); i < n; i++) {
+        for (uint64_t i = F16_HW(get_f16_f16c(src, n, x)); i < n; i++) {
             memcpy(&h, src + 2 * i, 2);
             x[i] = f16_to_f32(h);
         }
