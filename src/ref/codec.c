@@ -28,7 +28,7 @@
  */
 #include <math.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) /* clang's __builtin_cpu_supports lacks "f16c" */
 #include <immintrin.h>
 #define KVP_X86_HALF 1
 #endif

@@ -77,14 +77,24 @@ static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
 
 typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
 
+/* Lanes of a and b (16 each) chosen by 16 constant indices, b's from 16 on:
+ * GCC's and clang's spellings of the one shuffle. */
+#if defined(__clang__)
+#define SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (v16i){__VA_ARGS__})
+#endif
+#define UNPAREN(...) __VA_ARGS__
+
 /* Rows r[i] and r[i + s] (i without bit s) exchange their s-lane blocks:
- * after the steps s = 8, 4, 2, 1 the 16 x 16 block r is transposed. */
+ * after the steps s = 8, 4, 2, 1 the 16 x 16 block r is transposed. lo and
+ * hi: the parenthesized indices of the two new rows. */
 #define TRANSPOSE_STEP(r, s, lo, hi)                                                                    \
     do {                                                                                              \
         _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++) if (!(i & (s))) {                   \
             v16 a_ = (r)[i], b_ = (r)[i + (s)];                                                         \
-            (r)[i] = __builtin_shuffle(a_, b_, (v16i)lo);                                               \
-            (r)[i + (s)] = __builtin_shuffle(a_, b_, (v16i)hi);                                         \
+            (r)[i] = SHUFFLE16(a_, b_, UNPAREN lo);                                                     \
+            (r)[i + (s)] = SHUFFLE16(a_, b_, UNPAREN hi);                                               \
         }                                                                                             \
     } while (0)
 
@@ -97,14 +107,14 @@ static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, ui
         v16 r[16];
         _Pragma("GCC unroll 16") for (uint32_t t = 0; t < 16; t++)
             V16_LOAD(r[t], x[t] + c);
-        TRANSPOSE_STEP(r, 8, ((v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),
-                       ((v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));
-        TRANSPOSE_STEP(r, 4, ((v16i){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),
-                       ((v16i){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}));
-        TRANSPOSE_STEP(r, 2, ((v16i){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),
-                       ((v16i){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}));
-        TRANSPOSE_STEP(r, 1, ((v16i){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}),
-                       ((v16i){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}));
+        TRANSPOSE_STEP(r, 8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                       (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+        TRANSPOSE_STEP(r, 4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                       (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+        TRANSPOSE_STEP(r, 2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                       (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+        TRANSPOSE_STEP(r, 1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                       (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
         _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
             V16_STORE(xt + (c - c0 + i) * DOTS_NT, r[i]);
     }
