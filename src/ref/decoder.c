@@ -650,13 +650,25 @@ static void rope_rows(const struct kvp_ref_model *rm, struct scratch *s, float *
 #define ATT_RUN 1024
 #define ATT_BLOCK (1u << 18)
 
+/* Floats of a layer's K (MLA: latent) and V rows of one token; 0 for a
+ * layer that caches none. */
+static uint64_t k_floats(const struct ref_layer *w)
+{
+    return w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+}
+
+static uint64_t v_floats(const struct ref_layer *w)
+{
+    return w->wk ? (uint64_t)w->hkv * w->dv : 0;
+}
+
 /* Floats of one token's pending rows, all layers. */
 static uint64_t pending_floats(const struct kvp_ref_model *rm)
 {
     uint64_t pend = 0;
     for (uint32_t l = 0; l < rm->m.n_layers; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        pend += w->wk ? (uint64_t)w->hkv * (w->dk + w->dv) : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
+        pend += k_floats(w) + v_floats(w);
     }
     return pend;
 }
@@ -686,8 +698,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     memset(s, 0, sizeof *s);
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
-        uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-        uint64_t nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+        uint64_t nk = k_floats(w), nv = v_floats(w);
         heads = w->hq > heads ? w->hq : heads;
         kmax = nk > kmax ? nk : kmax;
         vmax = nv > vmax ? nv : vmax;
@@ -747,7 +758,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     for (uint64_t t = 0; t < n; t++)
         for (uint32_t l = 0; l < L; l++) {
             const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-            uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->rank + w->rope, nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+            uint64_t nk = k_floats(w), nv = v_floats(w);
             if (!w->wk && !w->wdkv)
                 continue;
             s->pk[t * L + l] = p, p += nk;
@@ -1282,8 +1293,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         return st;
     for (uint32_t l = 0; l < rm->m.n_layers && st == KVP_OK; l++) {
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
-        uint64_t nk = w->wk ? (uint64_t)w->hkv * w->dk : w->wdkv ? (uint64_t)w->rank + w->rope : 0;
-        uint64_t nv = w->wk ? (uint64_t)w->hkv * w->dv : 0;
+        uint64_t nk = k_floats(w), nv = v_floats(w);
         struct pcg r; /* synthetic, varied, bounded entries: a PCG32 stream per (position, layer) */
         kvp_pcg_seed(&r, pos, l);
         for (uint64_t i = 0; i < nk; i++)
