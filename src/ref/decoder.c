@@ -98,6 +98,19 @@ typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
         }                                                                                             \
     } while (0)
 
+/* The 16 x 16 block r transposed in registers (r[i][j] <-> r[j][i]). */
+static KVP_REF_INLINE void transpose16(v16 *r)
+{
+    TRANSPOSE_STEP(r, 8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                   (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+    TRANSPOSE_STEP(r, 4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                   (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+    TRANSPOSE_STEP(r, 2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                   (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+    TRANSPOSE_STEP(r, 1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
+                   (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+}
+
 /* xt = columns c0..c1 of the DOTS_NT vectors x: 16 columns at a time
  * transposed in registers, the last c1 - c0 mod 16 one by one. */
 static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, uint64_t c1, float *xt)
@@ -107,14 +120,7 @@ static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, ui
         v16 r[16];
         _Pragma("GCC unroll 16") for (uint32_t t = 0; t < 16; t++)
             V16_LOAD(r[t], x[t] + c);
-        TRANSPOSE_STEP(r, 8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
-                       (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
-        TRANSPOSE_STEP(r, 4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
-                       (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
-        TRANSPOSE_STEP(r, 2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
-                       (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
-        TRANSPOSE_STEP(r, 1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
-                       (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
+        transpose16(r);
         _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
             V16_STORE(xt + (c - c0 + i) * DOTS_NT, r[i]);
     }
@@ -292,9 +298,18 @@ KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const flo
         for (uint64_t i = lo; i < hi; i += DOTS_ROWS) {
             uint64_t ni = hi - i < DOTS_ROWS ? hi - i : DOTS_ROWS;
             dots(W + i * d, d, ni, xs, d, xt, res);
-            for (uint64_t t = 0; t < m; t++) /* rows in order: a scatter to m rows would be slower */
-                for (uint64_t r = 0; r < ni; r++)
-                    out[t0 + t][i + r] = res[r * DOTS_NT + t];
+            uint64_t r = 0;
+            for (; r + 16 <= ni; r += 16) { /* 16 rows x 16 vectors turned into 16 runs of 16 rows */
+                v16 b[16];
+                _Pragma("GCC unroll 16") for (uint32_t k = 0; k < 16; k++)
+                    V16_LOAD(b[k], res + (r + k) * DOTS_NT);
+                transpose16(b);
+                for (uint64_t t = 0; t < m; t++)
+                    V16_STORE(out[t0 + t] + i + r, b[t]);
+            }
+            for (uint64_t t = 0; t < m && r < ni; t++) /* the last ni mod 16 rows */
+                for (uint64_t k = r; k < ni; k++)
+                    out[t0 + t][i + k] = res[k * DOTS_NT + t];
         }
     }
     for (uint64_t i = lo; i < hi && nt < DOTS_MIN; i++)
@@ -442,6 +457,30 @@ static KVP_REF_INLINE void exp_row(float *x, uint64_t n)
     }
 }
 
+/* The largest of y[0..n) (n > 0), NaNs passed over (a NaN when all are):
+ * the rule of a loop of m = y[i] > m || m != m ? y[i] : m, taken in 16
+ * lanes (j mod 16) and then across them. A maximum does not depend on the
+ * order it is taken in, but for the sign of a zero, which leaves x - max
+ * and e^(x - max) as they are. */
+static KVP_REF_INLINE float row_max(const float *y, uint64_t n)
+{
+    float m = y[0];
+    uint64_t i = 1;
+    if (n >= 32) {
+        float a[16]; /* a compare and a masked move per 16 values where it vectorizes */
+        memcpy(a, y, sizeof a);
+        for (i = 16; i + 16 <= n; i += 16)
+            for (uint32_t l = 0; l < 16; l++)
+                a[l] = ((y[i + l] > a[l]) | (a[l] != a[l])) ? y[i + l] : a[l];
+        m = a[0];
+        for (uint32_t l = 1; l < 16; l++)
+            m = a[l] > m || m != m ? a[l] : m;
+    }
+    for (; i < n; i++)
+        m = y[i] > m || m != m ? y[i] : m;
+    return m;
+}
+
 /* Softmax of rows rows of n values, stride floats apart: each row's
  * maximum (fmaxf's: a NaN is passed over, without its call), x = e^(x -
  * max) (exp_row), the sum of those in order (in double), x / sum.
@@ -458,12 +497,10 @@ KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, u
         double sum[SOFTMAX_ROWS];
         for (uint32_t r = 0; r < SOFTMAX_ROWS; r++) { /* rows past k repeat the last one, not written */
             y[r] = x + (r0 + (r < k ? r : k - 1)) * stride;
-            m[r] = y[r][0];
             sum[r] = 0;
         }
-        for (uint64_t i = 1; i < n; i++)
-            _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
-                m[r] = y[r][i] > m[r] || m[r] != m[r] ? y[r][i] : m[r];
+        for (uint32_t r = 0; r < k; r++)
+            m[r] = row_max(y[r], n);
         for (uint32_t r = 0; r < k; r++) {
             for (uint64_t i = 0; i < n; i++)
                 y[r][i] -= m[r];
