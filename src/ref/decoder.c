@@ -409,7 +409,7 @@ static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos
 }
 
 /* rope with the angles of a table (rope_table): the same floats. */
-static void rope_by(float *x, uint32_t h, uint32_t d, uint32_t stride, const float *cs)
+static KVP_REF_INLINE void rope_by(float *x, uint32_t h, uint32_t d, uint32_t stride, const float *cs)
 {
     for (uint32_t k = 0; k < h; k++)
         for (uint32_t i = 0; i + 1 < d; i += 2)
@@ -660,7 +660,7 @@ struct rope_job {
     uint32_t h, d, stride;
 };
 
-static void rope_part(void *arg, uint32_t part, uint32_t parts)
+KVP_REF_HOT static void rope_part(void *arg, uint32_t part, uint32_t parts)
 {
     const struct rope_job *j = arg;
     for (uint64_t t = j->s->n * part / parts; t < j->s->n * (part + 1) / parts; t++)
