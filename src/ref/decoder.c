@@ -907,12 +907,23 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
         for (uint64_t j = j0; j < jend; j += DOTS_ROWS) {
             uint64_t ni = jend - j < DOTS_ROWS ? jend - j : DOTS_ROWS;
             dots(k + (j - j0) * stride, stride, ni, xs, w->dk, xt, res);
-            for (uint64_t v = 0; v < m; v++) {
-                uint64_t u = v0 + v, t = u / nh, pos = s->pos0 + t, tlo = window_lo(ss, pos);
-                float *att = s->att + t * s->heads * T + (uint64_t)(ha + u % nh) * T;
-                for (uint64_t r = 0; r < ni; r++)
-                    if (j + r >= tlo && j + r < pos)
-                        att[j + r - tlo] = res[r * DOTS_NT + v] * scale;
+            for (uint64_t r0 = 0; r0 < ni; r0 += 16) { /* 16 keys x 16 queries turned into a run per query */
+                uint64_t nr = ni - r0 < 16 ? ni - r0 : 16, a = j + r0;
+                v16 b[16];
+                _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
+                    V16_LOAD(b[i], res + (r0 + (i < nr ? i : nr - 1)) * DOTS_NT);
+                transpose16(b);
+                for (uint64_t v = 0; v < m; v++) {
+                    uint64_t u = v0 + v, t = u / nh, pos = s->pos0 + t, tlo = window_lo(ss, pos);
+                    uint64_t lo = a > tlo ? a : tlo, hi = a + nr < pos ? a + nr : pos; /* its keys [lo, hi) */
+                    float *att = s->att + t * s->heads * T + (uint64_t)(ha + u % nh) * T - tlo;
+                    v16 sc = b[v] * scale;
+                    if (lo == a && hi == a + 16)
+                        V16_STORE(att + a, sc);
+                    else
+                        for (uint64_t i = lo; i < hi; i++)
+                            att[i] = sc[i - a];
+                }
             }
         }
     }
