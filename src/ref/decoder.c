@@ -551,51 +551,81 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
         x[i] += xb[i];
 }
 
-/* One step of the gated linear recurrence over S state elements:
+/* Elements of a recurrent state that recur takes at a time: whole rows of
+ * H (element i feeds channel i mod H), about RECUR_GROUP of them. */
+#define RECUR_GROUP 1024
+
+static uint64_t recur_group(const struct kvp_ref_model *rm)
+{
+    return rm->hidden >= RECUR_GROUP ? rm->hidden : RECUR_GROUP / rm->hidden * rm->hidden;
+}
+
+/* n steps of the gated linear recurrence over S state elements, one per
+ * token t (its input xb[t], its output y[t], both (H,)):
  *   s_i = sigmoid(a_i) s_i + b_i xb[i mod H];  y[i mod H] += c_i s_i
  * The state is kept in the model's state dtype (st, S values) and rounded
- * through it before it is read; it is converted H values at a time through
- * tmp (H,), which stays in cache. fresh (the sequence's first token) starts
- * from s = 0 without reading st, so the decoder never reads a state byte it
- * has not written. y[j] sums its elements in increasing order. twin (or
- * NULL) receives the same new values through the same codec: the twin
+ * through it before it is read; it is converted a group of elements
+ * (recur_group) at a time through tmp (a group's floats). The steps go a
+ * group at a time, every token's step of it in turn, so that its bytes
+ * stay in the core's cache for all n steps (each step's floats as if it
+ * ran alone: an element's value is that of the token before, and
+ * y[t][j] sums its elements in increasing order). fresh
+ * (the sequence's first token is t = 0) starts from s = 0 without reading
+ * st, so the decoder never reads a state byte it has not written. twin (or
+ * NULL) receives every step's new values through the same codec: the twin
  * cache's state (kvp_ref_cache_mirror), written, never read. */
 KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
-                              uint8_t *twin, bool fresh, const float *xb, float *y, float *tmp)
+                              uint8_t *twin, bool fresh, const float *const *xb, float *const *y, uint64_t nt,
+                              float *tmp)
 {
     uint32_t H = rm->hidden, sz = kvp_codec_plain_size(dt);
-    memset(y, 0, H * sizeof *y);
-    for (uint64_t base = 0; base < w->S; base += H) { /* element base + j reads and feeds channel j */
-        uint64_t n = w->S - base < H ? w->S - base : H;
+    uint64_t G = recur_group(rm);
+    for (uint64_t t = 0; t < nt; t++)
+        memset(y[t], 0, H * sizeof *y[t]);
+    for (uint64_t base = 0; base < w->S; base += G) { /* element base + j feeds channel j mod H */
+        uint64_t n = w->S - base < G ? w->S - base : G;
         const float *den = w->rden + base, *gb = w->rb + base, *gc = w->rc + base;
         uint8_t *p = st + base * sz;
-        if (fresh)
-            memset(tmp, 0, n * sizeof *tmp);
-        else
+        for (uint64_t t = 0; t < nt; t++) {
+            if (fresh && t == 0)
+                memset(tmp, 0, n * sizeof *tmp);
+            else
+                kvp_codec_get_plain(dt, p, n, tmp);
+            for (uint64_t r = 0; r < n; r += H) {
+                uint64_t m = n - r < H ? n - r : H;
+                float *u = tmp + r;
+                const float *d = den + r, *b = gb + r, *x = xb[t];
+                for (uint64_t j = 0; j < m; j++)
+                    u[j] = u[j] / d[j] + b[j] * x[j];
+            }
+            kvp_codec_put_plain(dt, tmp, n, p);
+            if (twin)
+                kvp_codec_put_plain(dt, tmp, n, twin + base * sz);
             kvp_codec_get_plain(dt, p, n, tmp);
-        for (uint64_t j = 0; j < n; j++)
-            tmp[j] = tmp[j] / den[j] + gb[j] * xb[j];
-        kvp_codec_put_plain(dt, tmp, n, p);
-        if (twin)
-            kvp_codec_put_plain(dt, tmp, n, twin + base * sz);
-        kvp_codec_get_plain(dt, p, n, tmp);
-        for (uint64_t j = 0; j < n; j++)
-            y[j] += gc[j] * tmp[j];
+            for (uint64_t r = 0; r < n; r += H) {
+                uint64_t m = n - r < H ? n - r : H;
+                const float *u = tmp + r, *c = gc + r;
+                float *o = y[t];
+                for (uint64_t j = 0; j < m; j++)
+                    o[j] += c[j] * u[j];
+            }
+        }
     }
 }
 
-/* The recurrence of layer l for sequence seq on c's state, writing the new
- * state into c's twin too (kvp_ref_cache_mirror). */
+/* The recurrence of layer l for sequence seq on c's state (nt tokens, the
+ * first of them the sequence's first when fresh), writing the new state
+ * into c's twin too (kvp_ref_cache_mirror). */
 static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, const struct ref_layer *w,
-                                   uint32_t l, uint32_t seq, bool fresh, const float *xb, float *y, float *tmp,
-                                   struct kvp_error *err)
+                                   uint32_t l, uint32_t seq, bool fresh, const float *const *xb, float *const *y,
+                                   uint64_t nt, float *tmp, struct kvp_error *err)
 {
     uint8_t *state, *twin = NULL;
     enum kvp_status st = kvp_cache_state(c, l, seq, &state, err);
     if (st == KVP_OK && kvp_cache_twin(c))
         st = kvp_cache_state(kvp_cache_twin(c), l, seq, &twin, err);
     if (st == KVP_OK)
-        recur(rm, w, kvp_cache_state_dtype(c), state, twin, fresh, xb, y, tmp);
+        recur(rm, w, kvp_cache_state_dtype(c), state, twin, fresh, xb, y, nt, tmp);
     return st;
 }
 
@@ -625,7 +655,7 @@ struct scratch {
     float *q, *o, *ql;    /* (n, wide) queries, mixer outputs, MLA latent queries/outputs */
     float *row;           /* (threads, 2, wide) per thread: a cached row as read, a chunk row rotated */
     float *h1, *h3;       /* (n, inter) MLP */
-    float *st;            /* (hidden,) recurrent state values being updated */
+    float *st;            /* recurrent state values being updated (recur_group) */
     float *att;           /* (n, heads, T) scores, then weights */
     float *blk;           /* (threads, blk_n) per thread: a block of cached rows (attend), not zeroed */
     uint64_t blk_n;
@@ -753,7 +783,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
      * angles are written before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, pend + kmax + vmax, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
-        !kvp_add(nf, rows, &nf) || !kvp_add(nf, H, &nf) ||
+        !kvp_add(nf, rows, &nf) || !kvp_add(nf, recur_group(rm), &nf) ||
         !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
         !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
         !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
@@ -777,7 +807,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
     s->h3 = s->h1 + n * I;
     s->row = s->h3 + n * I;
     s->st = s->row + 2 * wide * parts;
-    s->att = s->st + H;
+    s->att = s->st + recur_group(rm);
     s->blk = s->x + nf;
     s->blk_n = blk;
     s->cs = s->blk + blk * parts;
@@ -1266,14 +1296,16 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
                 if (!rm->o.pre_rope_keys)
                     rope_rows(rm, s, kr, 0, 1, w->rope, w->rope);
                 break;
-            case KVP_LAYER_RECURRENT:
-                for (uint64_t t = 0; t < n; t++) {
-                    if ((st = recur_layer(rm, c, w, l, seq, s->pos0 + t == 0, xb[t], s->o + t * wide, s->st, err)) != KVP_OK)
-                        return st;
+            case KVP_LAYER_RECURRENT: {
+                float *o[CHUNK_MAX] = {NULL};
+                rows_of(s->o, wide, n, o);
+                if ((st = recur_layer(rm, c, w, l, seq, s->pos0 == 0, in, o, n, s->st, err)) != KVP_OK)
+                    return st;
+                for (uint64_t t = 0; t < n; t++)
                     for (uint64_t i = 0; i < H; i++)
-                        s->x[t * H + i] += s->o[t * wide + i];
-                }
+                        s->x[t * H + i] += o[t][i];
                 break;
+            }
             default:
                 break;
             }
@@ -1349,7 +1381,7 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         for (uint64_t i = 0; i < nv; i++)
             s.pv[l][i] = kvp_pcg_float(&r);
         if (w->ra)
-            st = recur_layer(rm, c, w, l, seq, pos == 0, rm->embed, s.o, s.st, err);
+            st = recur_layer(rm, c, w, l, seq, pos == 0, (const float *const *)&rm->embed, &s.o, 1, s.st, err);
     }
     return st == KVP_OK ? commit_rows(rm, c, seq, s.pk, s.pv, 1, err) : st;
 }
@@ -1391,7 +1423,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     float *X = calloc(n * H, sizeof(float)), *KV = calloc(L * n * kmax, sizeof(float));
     float *xb = calloc(H + wide * 4 + 2 * (uint64_t)rm->inter + n + rm->vocab, sizeof(float));
     uint8_t *state = calloc(smax, 4);
-    float *stmp = calloc(H, sizeof(float));
+    float *stmp = calloc(recur_group(rm), sizeof(float));
     enum kvp_status st = KVP_OK;
     if (!X || !KV || !xb || !state || !stmp) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory recomputing %llu tokens", (unsigned long long)n);
@@ -1432,7 +1464,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             if (sp->kind != KVP_LAYER_NONE) {
                 rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
-                    recur(rm, w, rm->m.state_dtype, state, NULL, t == 0, xb, o, stmp);
+                    recur(rm, w, rm->m.state_dtype, state, NULL, t == 0, (const float *const *)&xb, &o, 1, stmp);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += o[i];
                 } else {
