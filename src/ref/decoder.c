@@ -111,6 +111,16 @@ static KVP_REF_INLINE void transpose16(v16 *r)
                    (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
 }
 
+/* b[v] = results r0..r0 + nr - 1 (nr <= 16) of vector v of dots' res
+ * (rows by DOTS_NT vectors): 16 rows turned in registers into a run per
+ * vector (lanes past nr repeat the last row). */
+static KVP_REF_INLINE void res_runs(const float *res, uint64_t r0, uint64_t nr, v16 *b)
+{
+    _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
+        V16_LOAD(b[i], res + (r0 + (i < nr ? i : nr - 1)) * DOTS_NT);
+    transpose16(b);
+}
+
 /* xt = columns c0..c1 of the DOTS_NT vectors x: 16 columns at a time
  * transposed in registers, the last c1 - c0 mod 16 one by one. */
 static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, uint64_t c1, float *xt)
@@ -298,18 +308,17 @@ KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const flo
         for (uint64_t i = lo; i < hi; i += DOTS_ROWS) {
             uint64_t ni = hi - i < DOTS_ROWS ? hi - i : DOTS_ROWS;
             dots(W + i * d, d, ni, xs, d, xt, res);
-            uint64_t r = 0;
-            for (; r + 16 <= ni; r += 16) { /* 16 rows x 16 vectors turned into 16 runs of 16 rows */
+            for (uint64_t r = 0; r < ni; r += 16) { /* a run of 16 rows per vector */
+                uint64_t nr = ni - r < 16 ? ni - r : 16;
                 v16 b[16];
-                _Pragma("GCC unroll 16") for (uint32_t k = 0; k < 16; k++)
-                    V16_LOAD(b[k], res + (r + k) * DOTS_NT);
-                transpose16(b);
+                res_runs(res, r, nr, b);
                 for (uint64_t t = 0; t < m; t++)
-                    V16_STORE(out[t0 + t] + i + r, b[t]);
+                    if (nr == 16)
+                        V16_STORE(out[t0 + t] + i + r, b[t]);
+                    else
+                        for (uint64_t k = 0; k < nr; k++)
+                            out[t0 + t][i + r + k] = b[t][k];
             }
-            for (uint64_t t = 0; t < m && r < ni; t++) /* the last ni mod 16 rows */
-                for (uint64_t k = r; k < ni; k++)
-                    out[t0 + t][i + k] = res[k * DOTS_NT + t];
         }
     }
     for (uint64_t i = lo; i < hi && nt < DOTS_MIN; i++)
@@ -937,12 +946,10 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
         for (uint64_t j = j0; j < jend; j += DOTS_ROWS) {
             uint64_t ni = jend - j < DOTS_ROWS ? jend - j : DOTS_ROWS;
             dots(k + (j - j0) * stride, stride, ni, xs, w->dk, xt, res);
-            for (uint64_t r0 = 0; r0 < ni; r0 += 16) { /* 16 keys x 16 queries turned into a run per query */
+            for (uint64_t r0 = 0; r0 < ni; r0 += 16) { /* a run of 16 keys per query */
                 uint64_t nr = ni - r0 < 16 ? ni - r0 : 16, a = j + r0;
                 v16 b[16];
-                _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
-                    V16_LOAD(b[i], res + (r0 + (i < nr ? i : nr - 1)) * DOTS_NT);
-                transpose16(b);
+                res_runs(res, r0, nr, b);
                 for (uint64_t v = 0; v < m; v++) {
                     uint64_t u = v0 + v, t = u / nh, pos = s->pos0 + t, tlo = window_lo(ss, pos);
                     uint64_t lo = a > tlo ? a : tlo, hi = a + nr < pos ? a + nr : pos; /* its keys [lo, hi) */
