@@ -300,6 +300,46 @@ START_TEST(half_conversions)
 }
 END_TEST
 
+/* |got - want| in units of the float spacing at want (a normal float). */
+static double ulps(double got, double want)
+{
+    int e;
+    frexp(want, &e);
+    return fabs(got - want) / ldexp(1.0, e - 24);
+}
+
+/* The softmax's exponential (decoder.c exp_row, its own: Cephes' expf in
+ * float) is within 1 ulp of e^x: 0.99 at worst over every float of [-104,
+ * 89] with a normal result (checked once with a copy of the loop), here
+ * every 4093rd of [-87, 0] through kvp_ref_softmax of [0, v], whose second
+ * value over its first is e^v within half an ulp (the first is 1 / sum
+ * exactly, the second e^v / sum rounded once), so 2 ulp in all; a row of
+ * 37 (16 at a time, the last 5 through a vector of 16) the same way; -inf
+ * and values below -104 give 0, a NaN makes the row NaN. */
+START_TEST(softmax_exponential)
+{
+    for (uint32_t b = 0x80000000u; b <= 0xc2ae0000u; b += 4093) { /* -0 to -87 */
+        float v, y[2] = {0.0f, 0.0f};
+        memcpy(&v, &b, sizeof v);
+        y[1] = v;
+        kvp_ref_softmax(y, 2);
+        ck_assert_msg(ulps((double)y[1] / y[0], exp((double)v)) <= 2.0, "e^%a: %a", (double)v, (double)y[1] / y[0]);
+    }
+    float row[37], in[37];
+    for (uint32_t i = 0; i < 37; i++)
+        in[i] = row[i] = i ? -0.37f * (float)(i * i % 41) - 0.01f * (float)i : 0.0f;
+    kvp_ref_softmax(row, 37);
+    for (uint32_t i = 1; i < 37; i++)
+        ck_assert_msg(ulps((double)row[i] / row[0], exp((double)in[i])) <= 2.0, "value %u: e^%a", i, (double)in[i]);
+    float edge[4] = {0.0f, -INFINITY, -104.5f, -1e30f};
+    kvp_ref_softmax(edge, 4);
+    ck_assert(edge[0] == 1.0f && edge[1] == 0.0f && edge[2] == 0.0f && edge[3] == 0.0f);
+    float nan[2] = {0.0f, NAN};
+    kvp_ref_softmax(nan, 2);
+    ck_assert(nan[0] != nan[0] && nan[1] != nan[1]);
+}
+END_TEST
+
 /* kvp_ref_prefill gives the logits and the cache of token-by-token steps,
  * bit for bit: every layer kind (window 5 and chunk 4, crossed by chunks of
  * up to 32 tokens), every policy, plain, block and per-token integer formats
@@ -1396,6 +1436,7 @@ static Suite *suite(void)
     tcase_set_timeout(core, 120);
     tcase_set_timeout(threads, 120);
     tcase_add_test(core, half_conversions);
+    tcase_add_test(core, softmax_exponential);
     tcase_add_test(core, prefill_equals_steps);
     tcase_add_test(core, twin_equals_second_run);
     tcase_add_test(core, cached_equals_recompute);

@@ -430,69 +430,89 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
     rope(x, h, d, stride, pos);
 }
 
-/* e^x for the n floats of x, in place, in double 8 at a time (so that the
- * loop vectorizes; the decoder's own, so the same floats on every machine
- * and library): x = k ln 2 + r, k = round(x / ln 2), |r| <= ln 2 / 2; e^r
- * by its Taylor series to r^11 (truncation below 7e-15 relative; the
- * rounding of k ln 2 and of Horner's steps adds a few 1e-16), times 2^k
- * from k's bits, rounded once to float: the nearest float to e^x unless
- * e^x lies within about 1e-14 of halfway between two floats (there expf,
- * itself not correctly rounded everywhere, and this may differ by an ulp).
- * x is clamped to [-150, 89] first: e^x rounds to 0 below (-inf too) and to
- * infinity above; a NaN stays one. */
-static KVP_REF_INLINE void exp_row(float *x, uint64_t n)
+/* e^(x - m) for the n floats of x, in place, in float (so that the loop
+ * runs 16 at a time; the decoder's own, so the same floats on every machine and
+ * library; Cephes' expf): x = k ln 2 + r, k = round(x / ln 2), r = (x - k
+ * c1) - k c2 (ln 2 = c1 + c2, c1 of 9 bits: k c1 exact), |r| <= ln 2 / 2;
+ * e^r = 1 + r + r^2 p(r), p Cephes' minimax polynomial of degree 5; times
+ * 2^k as 2^(k >> 1) 2^(k - (k >> 1)) from their bits (both normal floats,
+ * so that a result in the subnormal range or near the largest float is
+ * only rounded at the end). Within 2 ulp of e^x (checked against expf,
+ * tests/check_ref.c `exp_row_ulp`). x is clamped to [-104, 89] first: e^x
+ * rounds to 0 below (-inf too) and to infinity above; a NaN stays one. */
+static KVP_REF_INLINE void exp_lanes(float *x, uint64_t n, float m)
 {
-    const double shift = 0x1.8p52, inv_ln2 = 0x1.71547652b82fep0, ln2 = 0x1.62e42fefa39efp-1;
+    const float shift = 0x1.8p23f, inv_ln2 = 1.44269504088896341f, c1 = 0x1.63p-1f, c2 = -2.12194440e-4f;
     for (uint64_t i = 0; i < n; i++) {
-        double v = x[i], p = 1.0 / 39916800, s;
-        v = v < -150.0 ? -150.0 : v > 89.0 ? 89.0 : v; /* a NaN stays one */
-        double c = v * inv_ln2 + shift, k = c - shift, r = v - k * ln2; /* k in c's low bits */
-        p = p * r + 1.0 / 3628800;
-        p = p * r + 1.0 / 362880;
-        p = p * r + 1.0 / 40320;
-        p = p * r + 1.0 / 5040;
-        p = p * r + 1.0 / 720;
-        p = p * r + 1.0 / 120;
-        p = p * r + 1.0 / 24;
-        p = p * r + 1.0 / 6;
-        p = p * r + 1.0 / 2;
-        p = p * r + 1.0;
-        p = p * r + 1.0;
-        uint64_t b;
+        float v = x[i] - m, s1, s2;
+        v = v < -104.0f ? -104.0f : v > 89.0f ? 89.0f : v; /* a NaN stays one */
+        float c = v * inv_ln2 + shift, k = c - shift, r = (v - k * c1) - k * c2; /* k in c's low bits */
+        float p = 1.9875691500e-4f;
+        p = p * r + 1.3981999507e-3f;
+        p = p * r + 8.3334519073e-3f;
+        p = p * r + 4.1665795894e-2f;
+        p = p * r + 1.6666665459e-1f;
+        p = p * r + 5.0000001201e-1f;
+        p = p * (r * r) + r + 1.0f;
+        uint32_t b, b1, b2;
         memcpy(&b, &c, sizeof b);
-        b = (b - 0x4338000000000000u + 1023) << 52; /* 2^k: k + 1023 its exponent */
-        memcpy(&s, &b, sizeof s);
-        x[i] = (float)(p * s);
+        int32_t ki = (int32_t)(b - 0x4b400000u), k1 = ki >> 1; /* k: c's bits less shift's */
+        b1 = (uint32_t)(k1 + 127) << 23;
+        b2 = (uint32_t)(ki - k1 + 127) << 23;
+        memcpy(&s1, &b1, sizeof s1);
+        memcpy(&s2, &b2, sizeof s2);
+        x[i] = p * s1 * s2;
+    }
+}
+
+/* x[i] = e^(x[i] - m) for i < n (exp_lanes): 16 at a time, the last n mod
+ * 16 through a vector of 16 (each value's floats whichever lane it is in). */
+static KVP_REF_INLINE void exp_row(float *x, uint64_t n, float m)
+{
+    uint64_t n16 = n / 16 * 16;
+    exp_lanes(x, n16, m);
+    if (n16 < n) {
+        float t[16] = {0};
+        memcpy(t, x + n16, (n - n16) * sizeof *x);
+        exp_lanes(t, 16, m);
+        memcpy(x + n16, t, (n - n16) * sizeof *x);
     }
 }
 
 /* The largest of y[0..n) (n > 0), NaNs passed over (a NaN when all are):
  * the rule of a loop of m = y[i] > m || m != m ? y[i] : m, taken in 16
- * lanes (j mod 16) and then across them. A maximum does not depend on the
- * order it is taken in, but for the sign of a zero, which leaves x - max
- * and e^(x - max) as they are. */
+ * lanes (j mod 16; where n is not a multiple of 16, the last 16 values
+ * again, a value taken twice changing no maximum) and then across them
+ * (lanes l and l + 8, then 4 apart, 2, 1). A
+ * maximum does not depend on the order it is taken in, but for the sign of
+ * a zero, which leaves x - max and e^(x - max) as they are. */
 static KVP_REF_INLINE float row_max(const float *y, uint64_t n)
 {
     float m = y[0];
-    uint64_t i = 1;
-    if (n >= 32) {
-        float a[16]; /* a compare and a masked move per 16 values where it vectorizes */
-        memcpy(a, y, sizeof a);
-        for (i = 16; i + 16 <= n; i += 16)
-            for (uint32_t l = 0; l < 16; l++)
-                a[l] = ((y[i + l] > a[l]) | (a[l] != a[l])) ? y[i + l] : a[l];
-        m = a[0];
-        for (uint32_t l = 1; l < 16; l++)
-            m = a[l] > m || m != m ? a[l] : m;
+    if (n < 16) {
+        for (uint64_t i = 1; i < n; i++)
+            m = y[i] > m || m != m ? y[i] : m;
+        return m;
     }
-    for (; i < n; i++)
-        m = y[i] > m || m != m ? y[i] : m;
-    return m;
+    float a[16]; /* a compare and a masked move per 16 values where it vectorizes */
+    memcpy(a, y, sizeof a);
+    for (uint64_t i = 16;; i += 16) {
+        const float *b = y + (i + 16 <= n ? i : n - 16); /* the last 16 again: a value twice is taken once */
+        for (uint32_t l = 0; l < 16; l++)
+            a[l] = ((b[l] > a[l]) | (a[l] != a[l])) ? b[l] : a[l];
+        if (i + 16 >= n)
+            break;
+    }
+    for (uint32_t w = 8; w; w /= 2) /* then lanes l and l + w, w = 8, 4, 2, 1 */
+        for (uint32_t l = 0; l < w; l++)
+            a[l] = ((a[l + w] > a[l]) | (a[l] != a[l])) ? a[l + w] : a[l];
+    return a[0];
 }
 
 /* Softmax of rows rows of n values, stride floats apart: each row's
  * maximum (fmaxf's: a NaN is passed over, without its call), x = e^(x -
- * max) (exp_row), the sum of those in order (in double), x / sum.
+ * max) (exp_row), the sum of those in order (in double), x times the
+ * float nearest 1 / sum.
  * SOFTMAX_ROWS rows at a time, their maxima and sums side by side
  * (independent chains of dependent operations), each row's floats those of
  * its own loop. */
@@ -510,17 +530,16 @@ KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, u
         }
         for (uint32_t r = 0; r < k; r++)
             m[r] = row_max(y[r], n);
-        for (uint32_t r = 0; r < k; r++) {
-            for (uint64_t i = 0; i < n; i++)
-                y[r][i] -= m[r];
-            exp_row(y[r], n);
-        }
+        for (uint32_t r = 0; r < k; r++)
+            exp_row(y[r], n, m[r]);
         for (uint64_t i = 0; i < n; i++)
             _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
                 sum[r] += y[r][i];
-        for (uint32_t r = 0; r < k; r++)
+        for (uint32_t r = 0; r < k; r++) {
+            float inv = (float)(1.0 / sum[r]);
             for (uint64_t i = 0; i < n; i++)
-                y[r][i] = (float)(y[r][i] / sum[r]);
+                y[r][i] *= inv;
+        }
     }
 }
 
