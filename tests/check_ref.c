@@ -15,8 +15,10 @@
  * refused all but q8_0 and q4_0 before the codecs existed); the decoder
  * test below then measures the new formats instead of expecting the refusal. */
 /* A small model with every layer kind (window 5 / chunk 4, so that short
- * runs cross them). */
-static void zoo(struct kvp_model *m, enum kvp_dtype state)
+ * runs cross them), or every one but shared: static caches then take a
+ * chunk's rows a layer at a time (decoder.c by_layer), other caches and
+ * the whole zoo's at the chunk's end. */
+static void zoo_of(struct kvp_model *m, enum kvp_dtype state, bool shared_layer)
 {
     struct kvp_error err = {0};
     struct kvp_layer_spec full = {.kind = KVP_LAYER_FULL, .n_heads = 4, .n_kv_heads = 2, .head_dim_k = 32, .head_dim_v = 32};
@@ -53,10 +55,16 @@ static void zoo(struct kvp_model *m, enum kvp_dtype state)
     ck_assert_kvp_ok(kvp_model_add_layers(m, &slide, 1, &err), err);
     ck_assert_kvp_ok(kvp_model_add_layers(m, &chunk, 1, &err), err);
     ck_assert_kvp_ok(kvp_model_add_layers(m, &mqa, 1, &err), err);
-    ck_assert_kvp_ok(kvp_model_add_layers(m, &shared, 1, &err), err);
+    if (shared_layer)
+        ck_assert_kvp_ok(kvp_model_add_layers(m, &shared, 1, &err), err);
     ck_assert_kvp_ok(kvp_model_add_layers(m, &mla, 1, &err), err);
     ck_assert_kvp_ok(kvp_model_add_layers(m, &rec, 1, &err), err);
     ck_assert_kvp_ok(kvp_model_validate(m, &err), err);
+}
+
+static void zoo(struct kvp_model *m, enum kvp_dtype state)
+{
+    zoo_of(m, state, true);
 }
 
 /* The zoo with windows wider than the groups of the channel-axis tests:
@@ -346,7 +354,9 @@ END_TEST
  * (with outliers) read in chunks, a residual format read a token at a time,
  * pre- and post-RoPE keys, two sequences of different lengths. After the
  * prefill both caches decode three more tokens (reading every cached row)
- * and must agree again. */
+ * and must agree again. The zoo with and without its shared layer (static
+ * caches then take rows a layer at a time), whose prefill's logits are the
+ * same under every policy. */
 START_TEST(prefill_equals_steps)
 {
     static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
@@ -355,13 +365,14 @@ START_TEST(prefill_equals_steps)
                                           {"int4:group=16:residual=4", "f16"}};
     struct kvp_model m;
     struct kvp_error err = {0};
-    zoo(&m, KVP_DTYPE_F16);
-    for (int pre = 0; pre < 2; pre++) {
+    for (int run = 0; run < 4; run++) {
+        int pre = run % 2;
+        zoo_of(&m, KVP_DTYPE_F16, run < 2);
         struct kvp_ref_model *rm;
         struct kvp_ref_opts o = {.seed = 7, .pre_rope_keys = pre == 1};
         ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
         uint32_t V = kvp_ref_vocab(rm), tok[40];
-        float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+        float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *first = malloc(V * sizeof *first);
         for (uint32_t i = 0; i < 40; i++)
             tok[i] = (i * 13 + 5) % V;
         for (size_t p = 0; p < 3; p++)
@@ -380,6 +391,11 @@ START_TEST(prefill_equals_steps)
                 ck_assert_kvp_ok(kvp_ref_prefill(rm, cb, 0, tok + 7, 33, b, &err), err);
                 ck_assert_msg(memcmp(a, b, V * sizeof *a) == 0, "%s %s/%s pre %d: prefill logits differ",
                               kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre);
+                if (f == 2 && p == 0)
+                    memcpy(first, b, V * sizeof *b);
+                else if (f == 2)
+                    ck_assert_msg(memcmp(first, b, V * sizeof *b) == 0, "%s q8_0/q4_0 pre %d: not static's logits",
+                                  kvp_ref_policy_name(pol[p]), pre);
                 for (uint32_t i = 0; i < 3; i++) {
                     ck_assert_kvp_ok(kvp_ref_step(rm, ca, i % 2, tok[i], a, &err), err);
                     ck_assert_kvp_ok(kvp_ref_step(rm, cb, i % 2, tok[i], b, &err), err);
@@ -393,6 +409,7 @@ START_TEST(prefill_equals_steps)
             }
         free(a);
         free(b);
+        free(first);
         kvp_ref_model_free(rm);
     }
 }
@@ -411,8 +428,9 @@ START_TEST(threads_equal_one)
                                           {"int2:group=8:axis=channel", "int4:group=8:residual=8"}};
     struct kvp_model m;
     struct kvp_error err = {0};
-    zoo(&m, KVP_DTYPE_F16);
-    for (int pre = 0; pre < 2; pre++) {
+    for (int run = 0; run < 4; run++) { /* the zoo, then without its shared layer (rows a layer at a time) */
+        int pre = run % 2;
+        zoo_of(&m, KVP_DTYPE_F16, run < 2);
         struct kvp_ref_model *rm[3];
         for (uint32_t t = 0; t < 3; t++) {
             struct kvp_ref_opts o = {.seed = 5, .hidden = 256, .intermediate = 256, .pre_rope_keys = pre == 1,

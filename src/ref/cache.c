@@ -933,6 +933,43 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     return st;
 }
 
+bool kvp_cache_layerwise(const struct kvp_ref_cache *c)
+{
+    return c->o.policy == KVP_REF_STATIC && !c->blocks;
+}
+
+enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
+                                       const float *v, struct kvp_error *err)
+{
+    if (!kvp_cache_layerwise(c))
+        return kvp_fail(err, KVP_ERR_USAGE, "only a static cache without the caller's blocks takes rows a layer at a time");
+    for (int kv = 0; kv < 2; kv++) {
+        struct store *s = ST(c, l, seq, kv);
+        enum kvp_status st;
+        if (!s->f)
+            continue;
+        if (s->len >= c->o.context)
+            return kvp_fail(err, KVP_ERR_RANGE, "sequence %u is full: the cache holds %llu tokens", seq,
+                            (unsigned long long)c->o.context);
+        if ((st = store_append(c, s, kv ? v : k, c->tmp, err)) != KVP_OK)
+            return st;
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err)
+{
+    for (uint32_t l = 0; l < c->m->n_layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            const struct store *s = ST(c, l, seq, kv);
+            if (s->f && s->len != c->len[seq] + n)
+                return kvp_fail(err, KVP_ERR_USAGE, "layer %u holds %llu rows of sequence %u, not %llu", l,
+                                (unsigned long long)s->len, seq, (unsigned long long)(c->len[seq] + n));
+        }
+    c->len[seq] += n;
+    return KVP_OK;
+}
+
 /* Rows read one after another: a quantized row's heads read now start
  * their trip from memory for the row READ_AHEAD positions on (its cache
  * lines, 64 bytes apart), which the hardware does not foresee: the rows are

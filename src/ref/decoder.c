@@ -687,7 +687,9 @@ struct scratch {
     float *att;           /* (n, heads, T) scores, then weights */
     float *blk;           /* (threads, blk_n) per thread: a block of cached rows (attend), not zeroed */
     uint64_t blk_n;
-    float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token */
+    float **pk, **pv;     /* (n, layers) pending K (MLA: latent) and V rows of each token: one
+                           * row per token for every layer where by_layer */
+    bool by_layer;        /* each layer's rows into the cache once its attention is done */
     float **rk, **rv;     /* (n, layers) the same rows as the cache gives them back: one row per
                            * token for every layer, that of the layer being run (reread_rows) */
     float *cs;            /* (n, dmax) RoPE angles of the chunk's positions for cs_d dims (rope_table) */
@@ -782,6 +784,20 @@ static uint64_t scratch_wide(const struct kvp_ref_model *rm)
     return wide;
 }
 
+/* Whether a chunk's rows go into the cache a layer at a time, each layer's
+ * once its attention is done (so that the pending rows are one layer's,
+ * reused): where the cache's layers commute (kvp_cache_layerwise, its twin
+ * too) and no layer reads another's rows (shared). */
+static bool by_layer(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c)
+{
+    if (!kvp_cache_layerwise(c) || (kvp_cache_twin(c) && !kvp_cache_layerwise(kvp_cache_twin(c))))
+        return false;
+    for (uint32_t l = 0; l < rm->m.n_layers; l++)
+        if (kvp_model_layer(&rm->m, l)->kind == KVP_LAYER_SHARED)
+            return false;
+    return true;
+}
+
 /* The chunk's scratch, carved from the cache's scratch memory (kept by the
  * cache from call to call, so that a step allocates nothing once the
  * longest sequence's scores fit), zeroed. */
@@ -798,6 +814,10 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
         kmax = nk > kmax ? nk : kmax;
         vmax = nv > vmax ? nv : vmax;
     }
+    s->by_layer = by_layer(rm, c);
+    if (s->by_layer) /* one layer's rows per token, 16 floats apart more than their size (rows a multiple
+                      * of 4 KiB apart would share one set of L1's lines) */
+        pend = kmax + vmax + 16;
     uint64_t I = rm->inter, per, att, rows, nf, bytes, ptrs, blk = ATT_BLOCK, total, angles;
     uint32_t dmax = 1;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
@@ -850,16 +870,22 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
             if (w->wk)
                 s->rv[t * L + l] = p + kmax;
         }
-    for (uint64_t t = 0; t < n; t++)
+    for (uint64_t t = 0; t < n; t++) {
+        float *own = p;
         for (uint32_t l = 0; l < L; l++) {
             const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
             uint64_t nk = k_floats(w), nv = v_floats(w);
             if (!w->wk && !w->wdkv)
                 continue;
+            if (s->by_layer)
+                p = own;
             s->pk[t * L + l] = p, p += nk;
             if (nv)
                 s->pv[t * L + l] = p, p += nv;
         }
+        if (s->by_layer)
+            p = own + pend;
+    }
     return KVP_OK;
 }
 
@@ -1231,11 +1257,16 @@ static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c,
 }
 
 /* The n tokens' rows of a chunk (pk, pv: (n, layers) pointers) into
- * c and into its twin: the two caches in parts 0 and 1 where there are two
- * (each has its own scratch and allocator), else one after the other. */
+ * c and into its twin, every layer's (kvp_cache_commit) or layer's only
+ * (its rows of every token, kvp_cache_commit_layer; the tokens counted by
+ * kvp_cache_commit_end once every layer's are in): the two caches in parts
+ * 0 and 1 where there are two (each has its own scratch and allocator),
+ * else one after the other. */
+#define ALL_LAYERS UINT32_MAX
+
 struct commit_job {
     struct kvp_ref_cache *c[2]; /* the cache, its twin (or NULL) */
-    uint32_t seq, L;
+    uint32_t seq, L, layer;     /* layer: ALL_LAYERS, or the one */
     float *const *pk, *const *pv;
     uint64_t n;
     enum kvp_status st[2];
@@ -1248,16 +1279,20 @@ static void commit_part(void *arg, uint32_t part, uint32_t parts)
     for (int i = 0; i < 2; i++) {
         if (!j->c[i] || (parts > 1 && part != (uint32_t)i))
             continue;
-        for (uint64_t t = 0; t < j->n && j->st[i] == KVP_OK; t++)
-            j->st[i] = kvp_cache_commit(j->c[i], j->seq, (const float *const *)j->pk + t * j->L,
-                                        (const float *const *)j->pv + t * j->L, &j->err[i]);
+        for (uint64_t t = 0; t < j->n && j->st[i] == KVP_OK; t++) {
+            const float *const *k = (const float *const *)j->pk + t * j->L, *const *v = (const float *const *)j->pv + t * j->L;
+            j->st[i] = j->layer == ALL_LAYERS
+                           ? kvp_cache_commit(j->c[i], j->seq, k, v, &j->err[i])
+                           : kvp_cache_commit_layer(j->c[i], j->seq, j->layer, k[j->layer], v[j->layer], &j->err[i]);
+        }
     }
 }
 
 static enum kvp_status commit_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
-                                   float *const *pk, float *const *pv, uint64_t n, struct kvp_error *err)
+                                   uint32_t layer, float *const *pk, float *const *pv, uint64_t n,
+                                   struct kvp_error *err)
 {
-    struct commit_job job = {{c, kvp_cache_twin(c)}, seq, rm->m.n_layers, pk, pv, n, {KVP_OK, KVP_OK}, {{0}}};
+    struct commit_job job = {{c, kvp_cache_twin(c)}, seq, rm->m.n_layers, layer, pk, pv, n, {KVP_OK, KVP_OK}, {{0}}};
     if (job.c[1] && kvp_ref_pool_parts(rm->pool) > 1)
         kvp_ref_pool_run(rm->pool, commit_part, &job);
     else
@@ -1271,9 +1306,34 @@ static enum kvp_status commit_rows(const struct kvp_ref_model *rm, struct kvp_re
     return KVP_OK;
 }
 
+/* Layer l's rows of the chunk into the cache and its twin where they go a
+ * layer at a time (s->by_layer), once nothing reads them any more. */
+static enum kvp_status layer_done(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                  const struct scratch *s, uint32_t l, struct kvp_error *err)
+{
+    const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
+    if (!s->by_layer || (!w->wk && !w->wdkv))
+        return KVP_OK;
+    return commit_rows(rm, c, seq, l, s->pk, s->pv, s->n, err);
+}
+
+/* The chunk's tokens into the cache and its twin: every layer's rows, or
+ * (by_layer) counted, their rows in already. */
+static enum kvp_status chunk_done(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+                                  const struct scratch *s, struct kvp_error *err)
+{
+    enum kvp_status st;
+    if (!s->by_layer)
+        return commit_rows(rm, c, seq, ALL_LAYERS, s->pk, s->pv, s->n, err);
+    if ((st = kvp_cache_commit_end(c, seq, s->n, err)) != KVP_OK ||
+        (kvp_cache_twin(c) && (st = kvp_cache_commit_end(kvp_cache_twin(c), seq, s->n, err)) != KVP_OK))
+        return st;
+    return KVP_OK;
+}
+
 /* The chunk's n tokens (at positions pos0..) through every layer, the
- * logits of the last one (when asked for), then each token's rows into the
- * cache in order. */
+ * logits of the last one (when asked for), each token's rows into the
+ * cache in order: at the end, or a layer at a time (by_layer). */
 static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                                const uint32_t *tok, float *logits, struct scratch *s, uint64_t wide,
                                struct kvp_error *err)
@@ -1342,6 +1402,8 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             if (w->wq)
                 attention(rm, c, w, sp->kind == KVP_LAYER_SHARED ? sp->shares : l, seq, s, wide,
                           sp->kind == KVP_LAYER_MLA);
+            if ((st = layer_done(rm, c, seq, s, l, err)) != KVP_OK)
+                return st;
             if (w->wo) {
                 float *o[CHUNK_MAX] = {NULL};
                 rows_of(s->o, wide, n, o);
@@ -1355,7 +1417,7 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
     }
     if (logits)
         logits_of(rm, s->x + (n - 1) * H, s->xb, logits);
-    return commit_rows(rm, c, seq, s->pk, s->pv, n, err);
+    return chunk_done(rm, c, seq, s, err);
 }
 
 enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
@@ -1408,8 +1470,10 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
             s.pv[l][i] = kvp_pcg_float(&r);
         if (w->ra)
             st = recur_layer(rm, c, w, l, seq, pos == 0, (const float *const *)&rm->embed, &s.o, 1, s.st, err);
+        if (st == KVP_OK)
+            st = layer_done(rm, c, seq, &s, l, err);
     }
-    return st == KVP_OK ? commit_rows(rm, c, seq, s.pk, s.pv, 1, err) : st;
+    return st == KVP_OK ? chunk_done(rm, c, seq, &s, err) : st;
 }
 
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q)

@@ -83,6 +83,18 @@ float kvp_pcg_float(struct pcg *r); /* uniform in [-1, 1) */
  * grow smallest first. */
 enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err);
+/* Whether c takes a token's rows a layer at a time (kvp_cache_commit_layer):
+ * a static cache without the caller's blocks, whose stores never move, so
+ * that the layers' appends commute. */
+bool kvp_cache_layerwise(const struct kvp_ref_cache *c);
+/* Append layer l's rows k, v (NULL where it caches none) of the next token
+ * not yet counted of sequence seq to its stores: the i-th call for a layer
+ * since the sequence's last count writes its position len + i - 1. The
+ * sequence holds those tokens once kvp_cache_commit_end counts n of them,
+ * every layer's rows in. The bytes are those of kvp_cache_commit's. */
+enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
+                                       const float *v, struct kvp_error *err);
+enum kvp_status kvp_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err);
 /* Dequantized row of position pos (must be held). */
 void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
 void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
