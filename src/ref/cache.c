@@ -942,7 +942,8 @@ enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, ui
                                        const float *v, struct kvp_error *err)
 {
     if (!kvp_cache_layerwise(c))
-        return kvp_fail(err, KVP_ERR_USAGE, "only a static cache without the caller's blocks takes rows a layer at a time");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "only a static cache without the caller's blocks takes rows a layer at a time");
     for (int kv = 0; kv < 2; kv++) {
         struct store *s = ST(c, l, seq, kv);
         enum kvp_status st;
