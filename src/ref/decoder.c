@@ -439,8 +439,8 @@ void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t po
  * floats, so that a result in the subnormal range or near the largest
  * float is only rounded at the end). Within 1 ulp of e^x wherever it is a
  * normal float (0.99 at worst over every float of [-104, 89], against exp
- * in double; tests/check_ref.c `softmax_exponential`). x is clamped to
- * [-104, 89] first: e^x rounds to 0 below (-inf too) and to infinity
+ * in double; tests/check_ref.c `softmax_exponential`). x - m is clamped
+ * to [-104, 89] first: e^x rounds to 0 below (-inf too) and to infinity
  * above; a NaN stays one. */
 static KVP_REF_INLINE void exp_lanes(float *x, uint64_t n, float m)
 {
@@ -490,8 +490,8 @@ static KVP_REF_INLINE void exp_row(float *x, uint64_t n, float m)
  * and e^(x - max) as they are. */
 static KVP_REF_INLINE float row_max(const float *y, uint64_t n)
 {
-    float m = y[0];
     if (n < 16) {
+        float m = y[0];
         for (uint64_t i = 1; i < n; i++)
             m = y[i] > m || m != m ? y[i] : m;
         return m;
@@ -1328,10 +1328,9 @@ static enum kvp_status chunk_done(const struct kvp_ref_model *rm, struct kvp_ref
     enum kvp_status st;
     if (!s->by_layer)
         return commit_rows(rm, c, seq, ALL_LAYERS, s->pk, s->pv, s->n, err);
-    if ((st = kvp_cache_commit_end(c, seq, s->n, err)) != KVP_OK ||
-        (kvp_cache_twin(c) && (st = kvp_cache_commit_end(kvp_cache_twin(c), seq, s->n, err)) != KVP_OK))
+    if ((st = kvp_cache_commit_end(c, seq, s->n, err)) != KVP_OK || !kvp_cache_twin(c))
         return st;
-    return KVP_OK;
+    return kvp_cache_commit_end(kvp_cache_twin(c), seq, s->n, err);
 }
 
 /* The chunk's n tokens (at positions pos0..) through every layer, the
