@@ -1471,9 +1471,20 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("ref");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits"), *mut = tcase_create("mutation");
-    TCase *threads = tcase_create("threads"); /* its own case: short enough for valgrind (CK_RUN_CASE=threads) */
+    TCase *threads = tcase_create("threads");
+    /* Tags the Makefile excludes by CK_EXCLUDE_TAGS: "release" cases run in the
+     * release build only (the fidelity grid; fidelity_deterministic proves the
+     * same code's memory under the sanitizers and valgrind), "float" cases are
+     * the decoder's float loops at many sizes or on several threads (which
+     * memcheck runs one at a time), left to ASan/UBSan by valgrind. */
+    TCase *grid = tcase_create("grid"), *sweep = tcase_create("sweep");
+    tcase_set_tags(grid, "release");
+    tcase_set_tags(sweep, "float");
+    tcase_set_tags(threads, "float");
     tcase_set_timeout(core, 120);
     tcase_set_timeout(threads, 120);
+    tcase_set_timeout(grid, 120);
+    tcase_set_timeout(sweep, 120);
     tcase_add_test(core, half_conversions);
     tcase_add_test(core, softmax_exponential);
     tcase_add_test(core, prefill_equals_steps);
@@ -1483,9 +1494,9 @@ static Suite *suite(void)
     tcase_add_test(core, measured_equals_predicted);
     tcase_add_test(core, dynamic_peak_every_step);
     tcase_add_test(core, paged_free_list);
-    tcase_add_test(core, fidelity_ordering);
+    tcase_add_test(grid, fidelity_ordering);
     tcase_add_test(core, fidelity_deterministic);
-    tcase_add_test(core, static_channel_capacity);
+    tcase_add_test(sweep, static_channel_capacity);
     tcase_add_test(core, windowed_channel_exact);
     tcase_add_test(core, block_round_trip);
     tcase_add_test(core, block_layouts);
@@ -1493,7 +1504,7 @@ static Suite *suite(void)
     tcase_add_test(core, outliers_measured_equals_predicted);
     tcase_add_test(core, outliers_round_trip);
     tcase_add_test(core, pre_rope_bytes_and_logits);
-    tcase_add_test(core, kvquant_fidelity);
+    tcase_add_test(grid, kvquant_fidelity);
     tcase_add_test(limits, block_row_bytes);
     tcase_add_test(limits, block_edges);
     tcase_add_test(limits, refusals);
@@ -1503,6 +1514,8 @@ static Suite *suite(void)
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
     suite_add_tcase(s, threads);
+    suite_add_tcase(s, grid);
+    suite_add_tcase(s, sweep);
     suite_add_tcase(s, mut);
     return s;
 }
