@@ -320,6 +320,19 @@ START_TEST(format_bytes_table)
 }
 END_TEST
 
+/* The one table of byte units, and its clamp past EiB. */
+START_TEST(unit_names)
+{
+    static const char *const iec[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "EiB", "EiB"};
+    static const char *const dec[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB", "EB", "EB"};
+    for (uint32_t p = 0; p < N_ELEMS(iec); p++) {
+        ck_assert_str_eq(kvp_unit_name(p, false), iec[p]);
+        ck_assert_str_eq(kvp_unit_name(p, true), dec[p]);
+    }
+    ck_assert_str_eq(kvp_unit_name(UINT32_MAX, false), "EiB");
+}
+END_TEST
+
 START_TEST(format_bytes_small_buffer)
 {
     char buf[6];
@@ -460,6 +473,7 @@ static Suite *suite(void)
     tcase_add_test(core, parse_count_good);
     tcase_add_test(core, parse_bytes_good);
     tcase_add_test(core, format_bytes_table);
+    tcase_add_test(core, unit_names);
     tcase_add_test(core, format_grouped_table);
     tcase_add_test(core, mul3_and_cdiv);
     tcase_add_test(core, parse_count_messages);

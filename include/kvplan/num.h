@@ -89,6 +89,13 @@ enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *
 /* Parse a plain unsigned decimal integer that fits in 64 bits ("0", "4096"). */
 bool kvp_parse_u64(const char *s, uint64_t *out);
 
+/* The name of 1024^power bytes (B, KiB, MiB, GiB, TiB, PiB, EiB) or, when si
+ * is true, of 1000^power bytes (B, kB, MB, GB, TB, PB, EB): the one table of
+ * byte units. A power past KVP_UNIT_MAX (EiB, the largest in 64 bits) names
+ * KVP_UNIT_MAX. */
+#define KVP_UNIT_MAX 6u
+const char *kvp_unit_name(uint32_t power, bool si);
+
 /* Format bytes with two decimals in IEC units (B, KiB, MiB, GiB, TiB) or, when
  * si is true, SI units (B, kB, MB, GB, TB). Returns buf. */
 const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n);

@@ -142,12 +142,11 @@ static void text(struct kvp_buf *b, double x, double y, const char *attrs, const
 /* A power of two of bytes as a tick label: "512 MiB", "1 GiB". */
 static void bytes_tick(double log2v, char *buf, size_t n)
 {
-    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     int k = (int)lround(log2v);
     int u = k < 0 ? 0 : k / 10;
-    if (u > 6)
-        u = 6;
-    snprintf(buf, n, "%.0f %s", ldexp(1.0, k - 10 * u), unit[u]);
+    if (u > (int)KVP_UNIT_MAX)
+        u = KVP_UNIT_MAX;
+    snprintf(buf, n, "%.0f %s", ldexp(1.0, k - 10 * u), kvp_unit_name((uint32_t)u, false));
 }
 
 static void tokens_tick(double log2v, char *buf, size_t n)
@@ -303,12 +302,11 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
      * chart); else linear from 0, where the weights band reads as its share */
     f.linear = hi - lo < 5;
     if (f.linear) {
-        static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
         double top = exp2(hi) * 1.08, raw, mag;
         int u = (int)floor(log2(top) / 10);
-        u = u < 0 ? 0 : u > 6 ? 6 : u;
+        u = u < 0 ? 0 : u > (int)KVP_UNIT_MAX ? (int)KVP_UNIT_MAX : u;
         f.unit = ldexp(1.0, 10 * u);
-        f.unit_name = unit[u];
+        f.unit_name = kvp_unit_name((uint32_t)u, false);
         raw = top / f.unit / 6; /* about six ticks, on a 1-2-5 step */
         mag = pow(10, floor(log10(raw)));
         f.ystep = (raw <= mag ? 1 : raw <= 2 * mag ? 2 : raw <= 5 * mag ? 5 : 10) * mag * f.unit;

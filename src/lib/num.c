@@ -107,22 +107,29 @@ enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *
     return kvp_fail(err, KVP_ERR_USAGE, "'%s' has an unknown unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s);
 }
 
+const char *kvp_unit_name(uint32_t power, bool si)
+{
+    static const char *const iec[KVP_UNIT_MAX + 1] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    static const char *const dec[KVP_UNIT_MAX + 1] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
+    if (power > KVP_UNIT_MAX)
+        power = KVP_UNIT_MAX;
+    return si ? dec[power] : iec[power];
+}
+
 const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n)
 {
-    static const char *const iec[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    static const char *const dec[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
     double base = si ? 1000.0 : 1024.0, v = (double)bytes;
-    int u = 0;
+    uint32_t u = 0;
 
     if (bytes < (si ? 1000u : 1024u)) {
         snprintf(buf, n, "%llu B", (unsigned long long)bytes);
         return buf;
     }
-    while (v >= base && u < 6) {
+    while (v >= base && u < KVP_UNIT_MAX) {
         v /= base;
         u++;
     }
-    snprintf(buf, n, "%.2f %s", v, si ? dec[u] : iec[u]);
+    snprintf(buf, n, "%.2f %s", v, kvp_unit_name(u, si));
     return buf;
 }
 

@@ -355,13 +355,12 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
                      : strcmp(r->key, "gpu_memory") == 0       ? !gpu || v != gpu->memory_bytes
                                                                : v != 0;
         if (given) { /* exact, in the largest binary unit that divides it: 80GiB, 512MiB, 1000B */
-            static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
             uint32_t u = 0;
-            while (u + 1 < sizeof units / sizeof units[0] && v && v % 1024 == 0) {
+            while (u < 4 && v && v % 1024 == 0) { /* up to TiB: kvp_parse_bytes reads no larger unit */
                 v /= 1024;
                 u++;
             }
-            snprintf(buf, n, "%" PRIu64 "%s", v, units[u]);
+            snprintf(buf, n, "%" PRIu64 "%s", v, kvp_unit_name(u, false));
         }
         break;
     }

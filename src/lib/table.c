@@ -30,15 +30,13 @@ bool kvp_table_out_from_name(const char *s, enum kvp_out *out)
 
 struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si)
 {
-    static const char *const iec[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    static const char *const dec[] = {"B", "kB", "MB", "GB", "TB", "PB"};
     uint64_t step = si ? 1000 : 1024, u = 1;
     uint32_t i = 0;
-    while (i + 1 < 6 && max_bytes / u >= step) {
+    while (i < 5 && max_bytes / u >= step) { /* up to PiB: a table's column keeps 4 digits */
         u *= step;
         i++;
     }
-    return (struct kvp_unit){si ? dec[i] : iec[i], u};
+    return (struct kvp_unit){kvp_unit_name(i, si), u};
 }
 
 const char *kvp_tokens_label(uint64_t tokens, char *buf, uint32_t n)
