@@ -25,6 +25,8 @@
 #include "kvplan/num.h"
 #include "kvplan/render.h"
 
+#include "gguf_types.h"
+
 const char *const kvp_gguf_archs[] = {"llama", "gemma3", "deepseek2", NULL};
 
 enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_DEEPSEEK2 };
@@ -32,8 +34,7 @@ enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_DEEPSEEK2 };
 #define ALIGN 32 /* GGUF_DEFAULT_ALIGNMENT */
 #define DEFAULT_MAX_DENSE (UINT64_C(4) << 30)
 
-/* GGUF value types and ggml tensor types used here. */
-enum { T_UINT32 = 4, T_FLOAT32 = 6, T_BOOL = 7, T_STRING = 8, T_ARRAY = 9 };
+/* ggml tensor types used here (GGUF value types: gguf_types.h). */
 enum { GGML_F32 = 0, GGML_F16 = 1 };
 
 /* ---- the header being built ---------------------------------------------- */
@@ -86,7 +87,7 @@ static void key(struct writer *w, bool arch, const char *name, uint32_t type)
 
 static void kv_u32(struct writer *w, const char *name, uint32_t v)
 {
-    key(w, true, name, T_UINT32);
+    key(w, true, name, GGUF_UINT32);
     put_le(&w->kv, v, 4);
 }
 
@@ -94,13 +95,13 @@ static void kv_f32(struct writer *w, const char *name, float v)
 {
     uint32_t raw;
     memcpy(&raw, &v, 4);
-    key(w, true, name, T_FLOAT32);
+    key(w, true, name, GGUF_FLOAT32);
     put_le(&w->kv, raw, 4);
 }
 
 static void kv_str(struct writer *w, bool arch, const char *name, const char *v)
 {
-    key(w, arch, name, T_STRING);
+    key(w, arch, name, GGUF_STRING);
     put_str(&w->kv, v);
 }
 
@@ -303,7 +304,7 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
 
     kv_str(w, false, "general.architecture", name);
     kv_str(w, false, "general.name", m->name);
-    key(w, false, "general.file_type", T_UINT32); /* llama_ftype: ALL_F32 0, MOSTLY_F16 1 */
+    key(w, false, "general.file_type", GGUF_UINT32); /* llama_ftype: ALL_F32 0, MOSTLY_F16 1 */
     put_le(&w->kv, any_f16 ? 1 : 0, 4);
     kv_str(w, false, "tokenizer.ggml.model", "none"); /* no token list: llama.cpp makes vocab_size dummies */
     kv_u32(w, "context_length", (uint32_t)m->max_context);
@@ -345,8 +346,8 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
         if (n) {
             kv_u32(w, "attention.sliding_window_pattern", n);
         } else { /* per-layer bools, true = sliding (llama.cpp load_swa_pattern reads an array too) */
-            key(w, true, "attention.sliding_window_pattern", T_ARRAY);
-            put_le(&w->kv, T_BOOL, 4);
+            key(w, true, "attention.sliding_window_pattern", GGUF_ARRAY);
+            put_le(&w->kv, GGUF_BOOL, 4);
             put_le(&w->kv, m->n_layers, 8);
             for (uint32_t il = 0; il < m->n_layers; il++)
                 put_le(&w->kv, kvp_model_layer(m, il)->kind == KVP_LAYER_SLIDING, 1);

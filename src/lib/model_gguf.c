@@ -33,14 +33,9 @@
 #include "kvplan/num.h"
 #include "kvplan/wquant.h"
 
-/* ---- value types ------------------------------------------------------ */
+#include "gguf_types.h"
 
-enum gguf_type {
-    GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,
-    GGUF_UINT32 = 4, GGUF_INT32 = 5, GGUF_FLOAT32 = 6, GGUF_BOOL = 7,
-    GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_UINT64 = 10, GGUF_INT64 = 11,
-    GGUF_FLOAT64 = 12, GGUF_TYPE_COUNT
-};
+/* ---- value types (gguf_types.h) ---------------------------------------- */
 
 static const char *const type_names[GGUF_TYPE_COUNT] = {
     "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
