@@ -68,7 +68,7 @@ static void tiny_gemma3(struct kvp_model *m)
 }
 
 /* The hand-worked rule tests give the start-up reserve (0 unless set), so the
- * estimate of src/lib/kvp_profile_reserve.c does not enter their arithmetic. */
+ * estimate of src/lib/profile_reserve.c does not enter their arithmetic. */
 static void reserve_given(struct kvp_deploy *d)
 {
     d->activation_given = d->non_torch_given = true;

@@ -1,4 +1,4 @@
-/* kvp_profile_llamacpp.c -- llama.cpp KV-cache sizing, after src/llama-context.cpp,
+/* profile_llamacpp.c -- llama.cpp KV-cache sizing, after src/llama-context.cpp,
  * src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp and ggml-alloc/ggml-cuda
  * (docs/engines.md, section llamacpp; checked against the real library by
  * tests/oracle). */

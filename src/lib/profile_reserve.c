@@ -1,4 +1,4 @@
-/* kvp_profile_reserve.c -- the start-up reserve an engine takes before its KV
+/* profile_reserve.c -- the start-up reserve an engine takes before its KV
  * budget, estimated from the model's shapes and the settings when the user
  * has not measured it (docs/engines.md, "The start-up reserve, estimated",
  * gives the derivation and the error on real start-up logs).

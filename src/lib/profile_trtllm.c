@@ -1,4 +1,4 @@
-/* kvp_profile_trtllm.c -- TensorRT-LLM KV-cache sizing, after
+/* profile_trtllm.c -- TensorRT-LLM KV-cache sizing, after
  * batch_manager/kvCacheManager.cpp, llmapi/llm_args.py (KvCacheConfig) and
  * _torch/pyexecutor/_util.py (docs/engines.md, section trtllm): the budget
  * (total - peak of the profiling run + its temporary KV cache) * fraction,

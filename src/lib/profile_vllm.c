@@ -1,4 +1,4 @@
-/* kvp_profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
+/* profile_vllm.c -- vLLM (v1 engine) KV-cache sizing, after
  * vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py and
  * vllm/v1/worker/gpu_worker.py (docs/engines.md, section vllm). */
 #include <stdio.h>
