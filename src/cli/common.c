@@ -163,8 +163,11 @@ void cli_catalog_release(void)
 }
 
 /* The GPU catalog beside the models, loaded once: whole, or for a command
- * that names one GPU, up to that GPU (kvp_gpus_load_for). */
-static struct kvp_gpu_catalog *gpus;
+ * that names one GPU, up to that GPU (kvp_gpus_load_for). A command that
+ * then asks for another GPU gets the whole file, loaded beside the first
+ * catalog: what it handed out (compare's rows, one per GPU) points into it,
+ * so both live until cli_gpus_release. */
+static struct kvp_gpu_catalog *gpus, *gpus_first;
 static char gpus_for[KVP_GPU_ID_MAX]; /* the name gpus was loaded for; "" for the whole file */
 
 int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out)
@@ -173,7 +176,11 @@ int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out)
     char path[PATH_MAX + 64];
 
     if (!gpus || (gpus_for[0] && (!name || strcmp(name, gpus_for) != 0))) {
-        cli_gpus_release();
+        if (gpus) { /* the first load was for one GPU: keep it, read the whole file */
+            gpus_first = gpus;
+            gpus = NULL;
+            name = NULL;
+        }
         cli_models_dir(path, PATH_MAX + 32);
         snprintf(path + strlen(path), sizeof path - strlen(path), "/gpus.yaml");
         if (kvp_gpus_load_for(path, name, &gpus, &err) != KVP_OK)
@@ -193,7 +200,8 @@ int cli_gpus(const struct kvp_gpu_catalog **out)
 void cli_gpus_release(void)
 {
     kvp_gpus_free(gpus);
-    gpus = NULL;
+    kvp_gpus_free(gpus_first);
+    gpus = gpus_first = NULL;
 }
 
 int cli_model(const char *s, struct kvp_model **out)
