@@ -145,6 +145,33 @@ START_TEST(preemption)
 }
 END_TEST
 
+/* gpt-oss-20b (a full and a sliding group), a pool of 16 MiB, four requests
+ * of 60..120 tokens behind a 32-token prefix: a preempted request comes
+ * back to find its hit blocks in both groups free, at the free queue's
+ * head. Each group claiming its hits and taking its new blocks in turn (the
+ * order before vLLM's allocate_slots was followed) let the full group take
+ * a sliding-group hit as a new block: the block served two groups, the
+ * simulator counted a hit it did not own and the replay read a block
+ * without the sliding layers' memory (SIGSEGV). Hits first, in every
+ * group, then new blocks: the simulator's invariant holds (kvp_sim_run
+ * fails otherwise) and the replay matches. */
+START_TEST(hits_before_new_blocks)
+{
+    struct fixture x;
+    struct kvp_serve_report rep;
+    setup(&x, "gpt-oss-20b", 16, 256, 4, 60, 120, 32, true);
+    ck_assert_uint_eq(x.c.n_groups, 2);
+    ck_assert_uint_gt(x.r.preemptions, 0);
+    rep = replay(&x);
+    ck_assert_msg(rep.match, "step %llu: %s: simulated %llu, measured %llu", (unsigned long long)rep.step + 1,
+                  rep.field, (unsigned long long)rep.claimed, (unsigned long long)rep.measured);
+    ck_assert_uint_eq(rep.hit_tokens, x.r.prefix_hit_tokens);
+    ck_assert_uint_gt(rep.hit_tokens, 0);
+    ck_assert_uint_eq(rep.preemptions_compared, x.r.preemptions);
+    teardown(&x);
+}
+END_TEST
+
 /* A simulator one block off in one step's count, or claiming a block more
  * of prefix hit: each is reported at its step and field. */
 START_TEST(claims_mutated)
@@ -241,6 +268,7 @@ static Suite *suite(void)
     tcase_add_test(kinds, mla);
     suite_add_tcase(s, kinds);
     tcase_add_test(core, preemption);
+    tcase_add_test(core, hits_before_new_blocks);
     tcase_add_test(core, claims_mutated);
     tcase_add_test(core, refusals);
     suite_add_tcase(s, core);

@@ -326,19 +326,26 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
         memset(s->hit_len, 0, sizeof s->hit_len);
         return false;
     }
+    /* touch, then save_new_computed_blocks: every group's hits leave the
+     * free queue before any group takes a new block, or a group's new
+     * block could be a hit another group is about to reuse */
     for (uint32_t g = 0; g < c->n_groups; g++) {
         uint32_t *t = table(r, g);
-        uint64_t req_blocks = required(s, g, need_tokens);
         for (uint32_t i = 0; i < s->hit_len[g]; i++) {
             uint32_t b = s->hit[g][i];
             if (b != NULL_BLOCK) {
-                pool_touch(&s->pool, b);
+                pool_touch(&s->pool, b, (uint8_t)g);
                 r->live++;
             }
             t[r->len[g]++] = b;
         }
         if (s->hit_len[g]) /* a new request: its hit is cached already */
             r->cached[g] = r->len[g];
+    }
+    /* allocate_new_blocks, then cache_blocks, group by group */
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        uint32_t *t = table(r, g);
+        uint64_t req_blocks = required(s, g, need_tokens);
         while (r->len[g] < req_blocks) {
             t[r->len[g]++] = pool_take(&s->pool, (uint8_t)g);
             r->live++;
@@ -864,8 +871,13 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         t = t_end;
     }
     out->duration_s = t;
-    st = s.log_nomem ? kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for the decision log")
-                     : summarize(&s, err);
+    if (s.log_nomem)
+        st = kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for the decision log");
+    else if (s.pool.misowned)
+        st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu prefix hits reused a block another KV-cache group owns "
+                      "(the simulator's invariant; please report it)", (unsigned long long)s.pool.misowned);
+    else
+        st = summarize(&s, err);
 out:
     sim_free(&s);
     if (st != KVP_OK)

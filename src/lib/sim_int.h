@@ -66,6 +66,7 @@ struct pool {
     uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
     uint64_t mask;
     uint64_t used[KVP_SIM_MAX_GROUPS];
+    uint64_t misowned; /* hits touched by a group the block does not serve (must stay 0) */
 };
 
 KVP_WRAPS static inline uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
@@ -171,9 +172,12 @@ static inline uint32_t pool_take(struct pool *p, uint8_t g)
     return b;
 }
 
-/* touch: a cache hit takes a reference (off the free queue if it was free). */
-static inline void pool_touch(struct pool *p, uint32_t b)
+/* touch: a cache hit of group g takes a reference (off the free queue if it
+ * was free). A block that serves another group is an invariant broken (a
+ * hit some group's new block took first): counted, and the run fails. */
+static inline void pool_touch(struct pool *p, uint32_t b, uint8_t g)
 {
+    p->misowned += p->grp[b] != g;
     if (p->ref[b]++ == 0) {
         queue_remove(p, b);
         p->used[p->grp[b]]++;

@@ -380,13 +380,13 @@ static bool differ(struct serve *s, uint64_t step, const char *field, uint64_t c
 }
 
 /* The decoder's row hook (kvp_cache_set_blocks): a written token must fall
- * in a block this pool gave the request's table. */
+ * in a block this pool gave the request's table, of the layer's group. */
 static uint8_t *row_block(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make)
 {
     struct serve *s = ctx;
     const struct sreq *r = &s->q[s->seq_req[seq]];
     uint32_t g = s->group_of[layer], b;
-    if (g == NONE || index >= r->len[g] || (b = table_of(r, g)[index]) == NULL_BLK) {
+    if (g == NONE || index >= r->len[g] || (b = table_of(r, g)[index]) == NULL_BLK || s->b[b].group != g) {
         s->dropped_reads += !make; /* the decoder's window reaches a block the pool let go */
         return make ? NULL : s->dropped;
     }
@@ -484,16 +484,26 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
     s->out->supplies_checked++;
     if (differ(s, e->step, "blocks the pool could not supply", 0, need > s->nfree))
         return KVP_OK;
+    /* every group's hits off the free queue before any group takes a new
+     * block (vLLM's allocate_slots: touch, save_new_computed_blocks, then
+     * allocate_new_blocks); a hit serving another group would be a block
+     * owned twice: reported, never read */
     for (uint32_t g = 0; g < s->G; g++) {
         uint32_t *t = table_of(r, g);
-        uint64_t want = blocks_for(s, g, r->computed + hit + e->tokens);
         for (uint64_t i = 0; i < hit / s->c->block_size; i++) {
-            if (s->hit[g][i] != NULL_BLK)
-                touch(s, s->hit[g][i]);
-            t[r->len[g]++] = s->hit[g][i];
+            uint32_t b = s->hit[g][i];
+            if (b != NULL_BLK && differ(s, e->step, "KV-cache group of a prefix-hit block", g, s->b[b].group))
+                return KVP_OK;
+            if (b != NULL_BLK)
+                touch(s, b);
+            t[r->len[g]++] = b;
         }
         if (hit)
             r->cached[g] = r->len[g];
+    }
+    for (uint32_t g = 0; g < s->G; g++) {
+        uint32_t *t = table_of(r, g);
+        uint64_t want = blocks_for(s, g, r->computed + hit + e->tokens);
         while (r->len[g] < want)
             if ((st = take(s, g, &t[r->len[g]++], err)) != KVP_OK)
                 return st;
