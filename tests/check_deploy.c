@@ -1655,6 +1655,10 @@ static const struct usage_case {
     {KVP_ENGINE_VLLM, 1, 33, 33, 0.9, 24 * GiB, 8192,
      "'pp' must be at most 64 and at most the layer count 32 (got 33)"},
     {KVP_ENGINE_VLLM, 2, 1, 1, 0.9, 24 * GiB, 8192, "tp x pp = 2 x 1 needs 2 GPUs (got 1)"},
+    /* GPUs the split leaves idle: asked, not assumed (llama.cpp splits layers over --gpus itself) */
+    {KVP_ENGINE_SGLANG, 1, 1, 2, 0.9, 24 * GiB, 8192,
+     "2 GPUs, but tp x pp = 1 x 1 uses 1 of them: set 'tp' (or 'pp') so that tp x pp = 2 to split the model "
+     "over them (data-parallel replicas are not modelled yet: size one)"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 1.5, 24 * GiB, 8192, "the memory fraction must be 0..1 (got 1.5)"},
     {KVP_ENGINE_SGLANG, 1, 1, 1, -0.1, 24 * GiB, 8192, "the memory fraction must be 0..1 (got -0.1)"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 0, 8192, "vllm needs the GPU memory (a GPU, or its memory in bytes)"},

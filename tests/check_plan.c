@@ -608,9 +608,10 @@ START_TEST(every_setting_is_a_plan_key)
         char text[512], x[KVP_SETTING_VALUE_MAX], y[KVP_SETTING_VALUE_MAX];
         int bad;
 
-        /* llama.cpp's own settings, and separate K and V, under llama.cpp */
-        bool llama = strncmp(k->key, "n_", 2) == 0 || strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype",
-                                                             k->key) != NULL;
+        /* llama.cpp's own settings, separate K and V, and a GPU count alone
+         * (elsewhere it needs tp x pp to match), under llama.cpp */
+        bool llama = strncmp(k->key, "n_", 2) == 0 || strcmp(k->key, "gpus") == 0 ||
+                     strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype", k->key) != NULL;
         kvp_settings_clear(&st);
         if (k->type != KVP_SET_GPU)
             ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", "h100", &err), err);

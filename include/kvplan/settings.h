@@ -61,6 +61,12 @@ const struct kvp_setting *kvp_setting_at(uint32_t row);
 /* The row of key ("tp", "max_num_seqs"; '-' reads as '_'), or -1. */
 int kvp_setting_find(const char *key);
 
+/* An engine's own name for a setting (vLLM's "tensor-parallel-size",
+ * SGLang's "mem_fraction_static", llama.cpp's "ctx-size" or "c"; '-' and
+ * '_' alike, no leading dashes): the row it is, or -1; *engine names whose
+ * flag it is. For suggestions only: the value is not translated. */
+int kvp_setting_engine_flag(const char *flag, const char **engine);
+
 /* What was given, as written, row by row. */
 struct kvp_settings {
     uint64_t given; /* bit i: row i was given */

@@ -34,18 +34,59 @@ int cli_usage_error(const char *fmt, ...)
     return CLI_USAGE;
 }
 
-/* "unknown option", with the closest option name when one is near. */
+/* The command's option named `name` ('_' read as '-'), or NULL. */
+static const char *option_named(const struct cli_cmd *cmd, const char *name)
+{
+    for (const struct cli_opt *o = cmd->opts; o->name; o++) {
+        const char *a = o->name, *b = name;
+        for (; *a && (*a == *b || (*a == '-' && *b == '_')); a++, b++)
+            ;
+        if (*a == '\0' && *b == '\0')
+            return o->name;
+    }
+    return NULL;
+}
+
+/* The one option that `given` abbreviates (its letters in order, the first
+ * one first: "ctx" for "context"), or NULL when none or several do. */
+static const char *abbreviated(const struct cli_cmd *cmd, const char *given)
+{
+    const char *found = NULL;
+    if (strlen(given) < 2)
+        return NULL;
+    for (const struct cli_opt *o = cmd->opts; o->name; o++) {
+        const char *g = given;
+        if (o->name[0] != given[0])
+            continue;
+        for (const char *c = o->name; *c && *g; c++)
+            g += *c == *g;
+        if (*g == '\0') {
+            if (found)
+                return NULL;
+            found = o->name;
+        }
+    }
+    return found;
+}
+
+/* "unknown option", with the option meant when it can be told: an engine's
+ * own flag for a setting (vLLM's --max-model-len is --context), the option
+ * with one dash, the nearest name, or the one option it abbreviates. */
 static int unknown_option(const struct cli_cmd *cmd, const char *a, size_t len)
 {
-    const char *names[64], *near;
+    const char *names[64], *near, *engine;
     char given[64];
     size_t n = 0;
     const char *s = a + (a[1] == '-' ? 2 : 1);
+    int row;
     for (const struct cli_opt *o = cmd->opts; o->name && n < 64; o++)
         names[n++] = o->name;
     snprintf(given, sizeof given, "%.*s", (int)(len < sizeof given ? len : sizeof given - 1), s);
-    near = kvp_closest(given, names, n, 2);
-    if (near)
+    if ((row = kvp_setting_engine_flag(given, &engine)) >= 0 &&
+        (near = option_named(cmd, kvp_setting_at((uint32_t)row)->key)) != NULL)
+        return cli_usage_error("%s: unknown option '%s' (%s's flag; kvplan's is '--%s')", cmd->name, a, engine, near);
+    if ((near = option_named(cmd, given)) != NULL || (near = kvp_closest(given, names, n, 2)) != NULL ||
+        (near = abbreviated(cmd, given)) != NULL)
         return cli_usage_error("%s: unknown option '%s' (did you mean '--%s'?)", cmd->name, a, near);
     return cli_usage_error("%s: unknown option '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
 }

@@ -35,6 +35,11 @@ static enum kvp_status check_deploy(const struct kvp_model *m, const struct kvp_
     if ((uint64_t)d->tp * d->pp > d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
         return kvp_fail(err, KVP_ERR_USAGE, "tp x pp = %u x %u needs %llu GPUs (got %u)", d->tp, d->pp,
                         (unsigned long long)d->tp * d->pp, d->n_gpus);
+    if ((uint64_t)d->tp * d->pp < d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "%u GPUs, but tp x pp = %u x %u uses %llu of them: set 'tp' (or 'pp') so that tp x pp = %u to "
+                        "split the model over them (data-parallel replicas are not modelled yet: size one)",
+                        d->n_gpus, d->tp, d->pp, (unsigned long long)d->tp * d->pp, d->n_gpus);
     if (!(d->util >= 0.0 && d->util <= 1.0))
         return kvp_fail(err, KVP_ERR_USAGE, "the memory fraction must be 0..1 (got %g)", d->util);
     if (d->gpu_memory == 0 && d->kv_memory == 0 && d->engine != KVP_ENGINE_LLAMACPP && d->engine != KVP_ENGINE_IDEAL &&

@@ -21,7 +21,7 @@ static const struct kvp_setting table[] = {
     {"gpu", KVP_SET_GPU, "NAME", "GPU type from the catalog (kvplan gpus), e.g. h100, a100-80gb", "h100", 0},
     {"tp", KVP_SET_U32, "N", "tensor parallel degree (default 1)", "2", OFF(tp)},
     {"pp", KVP_SET_U32, "N", "pipeline parallel degree (default 1)", "1", OFF(pp)},
-    {"gpus", KVP_SET_U32, "N", "GPUs in all (default tp x pp; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
+    {"gpus", KVP_SET_U32, "N", "GPUs in all (default tp x pp, which must use them all; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
     {"util", KVP_SET_FRACTION, "F",
      "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction "
      "(default: the release's)", "0.85", 0},
@@ -74,15 +74,55 @@ const struct kvp_setting *kvp_setting_at(uint32_t row)
     return row < N_ROWS ? &table[row] : NULL;
 }
 
+/* key (with '_') names what was given (with '_' or '-')? */
+static bool same_key(const char *key, const char *given)
+{
+    for (; *key && (*key == *given || (*key == '_' && *given == '-')); key++, given++)
+        ;
+    return *key == '\0' && *given == '\0';
+}
+
 int kvp_setting_find(const char *key)
 {
-    for (uint32_t i = 0; i < N_ROWS; i++) {
-        const char *a = table[i].key, *b = key;
-        for (; *a && (*a == *b || (*a == '_' && *b == '-')); a++, b++)
-            ;
-        if (*a == '\0' && *b == '\0')
+    for (uint32_t i = 0; i < N_ROWS; i++)
+        if (same_key(table[i].key, key))
             return (int)i;
-    }
+    return -1;
+}
+
+/* The engines' flags for the settings above, as their argument parsers
+ * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs), SGLang
+ * 0.5 python/sglang/srt/server_args.py (ServerArgs), llama.cpp
+ * common/arg.cpp (long and short names). A flag whose meaning differs from
+ * the setting (llama.cpp --tensor-split takes proportions, vLLM
+ * --cpu-offload-gb offloads weights) is left out. */
+static const struct {
+    const char *flag, *key, *engine;
+} engine_flags[] = {
+    {"tensor_parallel_size", "tp", "vLLM"},      {"tp_size", "tp", "SGLang"},
+    {"pipeline_parallel_size", "pp", "vLLM"},    {"pp_size", "pp", "SGLang"},
+    {"max_model_len", "context", "vLLM"},        {"context_length", "context", "SGLang"},
+    {"ctx_size", "context", "llama.cpp"},        {"c", "context", "llama.cpp"},
+    {"gpu_memory_utilization", "util", "vLLM"},  {"mem_fraction_static", "util", "SGLang"},
+    {"kv_cache_dtype", "kv_dtype", "vLLM and SGLang"},
+    {"cache_type_k", "k_dtype", "llama.cpp"},    {"ctk", "k_dtype", "llama.cpp"},
+    {"cache_type_v", "v_dtype", "llama.cpp"},    {"ctv", "v_dtype", "llama.cpp"},
+    {"quantization", "weight_dtype", "vLLM"},    {"kv_cache_memory_bytes", "kv_cache_memory", "vLLM"},
+    {"max_running_requests", "max_num_seqs", "SGLang"},
+    {"page_size", "block_size", "SGLang"},       {"batch_size", "n_batch", "llama.cpp"},
+    {"b", "n_batch", "llama.cpp"},               {"ubatch_size", "n_ubatch", "llama.cpp"},
+    {"ub", "n_ubatch", "llama.cpp"},             {"parallel", "n_seq", "llama.cpp"},
+    {"np", "n_seq", "llama.cpp"},                {"fa", "flash_attn", "llama.cpp"},
+    {"kvu", "kv_unified", "llama.cpp"},
+};
+
+int kvp_setting_engine_flag(const char *flag, const char **engine)
+{
+    for (size_t i = 0; i < sizeof engine_flags / sizeof engine_flags[0]; i++)
+        if (same_key(engine_flags[i].flag, flag)) {
+            *engine = engine_flags[i].engine;
+            return kvp_setting_find(engine_flags[i].key);
+        }
     return -1;
 }
 
