@@ -23,6 +23,7 @@
 #include "kvplan/model.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"
+#include "kvplan/sim.h"
 #include "testutil.h"
 
 #define REGRESS_DIR "tests/data/fuzz-regressions"
@@ -698,6 +699,39 @@ START_TEST(text_file_cap)
 }
 END_TEST
 
+/* A FIFO, a directory or a device given as a model, a plan, a GPU catalog
+ * or a trace is an error naming what it is, at once: opening a FIFO for
+ * reading used to wait for a writer forever (a hang, found by the hostile
+ * test of issue #37): without the check this test times out. */
+START_TEST(only_regular_files)
+{
+    const char *fifo = "build/check_robust-fifo.yaml";
+    static const char *const others[] = {"build", "/dev/null"};
+    static const char *const what[] = {"a directory", "a device"};
+    struct kvp_model *m = NULL;
+    struct kvp_gpu_catalog *g = NULL;
+    struct kvp_plan p = {0};
+    struct kvp_workload w = {0};
+    struct kvp_error err = {0};
+    char got[KVP_ERROR_TEXT_MAX];
+
+    remove(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(kvp_model_load(fifo, &m, &err), KVP_ERR_IO);
+    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-fifo.yaml: a FIFO, not a regular file");
+    ck_assert_int_eq(kvp_gpus_load(fifo, &g, &err), KVP_ERR_IO);
+    ck_assert_int_eq(kvp_plan_load(&p, fifo, NULL, NULL, &err), KVP_ERR_IO);
+    kvp_plan_release(&p);
+    ck_assert_int_eq(kvp_workload_load(fifo, &w, &err), KVP_ERR_IO);
+    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-fifo.yaml: a FIFO, not a regular file");
+    remove(fifo);
+    for (int i = 0; i < 2; i++) { /* a model's directory is read as a Hugging Face folder: its config.json */
+        ck_assert_int_eq(kvp_gpus_load(others[i], &g, &err), KVP_ERR_IO);
+        ck_assert_msg(strstr(err.msg, what[i]) != NULL, "%s: %s", others[i], err.msg);
+    }
+}
+END_TEST
+
 /* Was a GAP, fixed: the duplicate-key check compares every pair of keys of a mapping
  * (ydoc.c walk()), so 80,000 keys (1 MB) take 79 s and a 60 MiB file hours.
  * A 1 MB config must be answered within the test timeout. */
@@ -817,6 +851,7 @@ static Suite *suite(void)
     tcase_add_loop_test(lim, gguf_limits, 0, (int)N_ELEMS(gguf_rows));
     tcase_add_loop_test(lim, num_limits, 0, (int)N_ELEMS(num_rows));
     tcase_add_test(lim, file_over_read_cap);
+    tcase_add_test(lim, only_regular_files);
     tcase_add_test(lim, text_file_cap);
     tcase_add_test(lim, many_keys_in_time);
     tcase_add_loop_test(lim, plan_limits, 0, (int)N_ELEMS(plan_rows));

@@ -18,7 +18,8 @@
  * costs little. With truncated NULL a larger file is an error ("the file is
  * larger than N MiB"); otherwise the first max bytes are returned and
  * *truncated says whether there was more (a GGUF's header is all kvplan
- * reads of it). */
+ * reads of it). Only a regular file is read: a FIFO, a device or a
+ * directory is an error that names it, at once (a FIFO never blocks). */
 enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
                               struct kvp_error *err);
 
