@@ -493,6 +493,9 @@ START_TEST(trace_errors)
          "t:1:15: 'arrival_s' must be a non-negative number"},
         {"{\"arrival_s\": 0 \"prompt_tokens\": 3}\n", "t:1:17: expected ',' or '}'"},
         {"\n# nothing\n", "t:2:1: the trace has no requests"},
+        /* an arrival of 1e300 s printed a 300-digit duration (issue #37) */
+        {"arrival_s,prompt_tokens,output_tokens\n0,10,3\n1e300,10,3\n",
+         "t:3:1: 'arrival_s' must be at most 1e9 s (31.7 years)"},
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct kvp_workload w;
@@ -502,6 +505,52 @@ START_TEST(trace_errors)
         ck_assert_str_eq(kvp_error_text(&err, buf, sizeof buf), cases[i].msg);
         ck_assert_ptr_null(w.req);
     }
+}
+END_TEST
+
+/* A rate so low that a request arrives after 10^9 s is refused: at 1e-308
+ * requests/s the simulation's duration was inf and its JSON "inf" and
+ * "-nan" (issue #37). */
+START_TEST(rate_too_low)
+{
+    struct kvp_synth sy = KVP_SYNTH_DEFAULTS;
+    struct kvp_workload w;
+    struct kvp_error err = {0};
+    sy.requests = 3;
+    sy.rate = 1e-308;
+    ck_assert_int_eq(kvp_workload_synth(&sy, &w, &err), KVP_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "request 1 would arrive after") && strstr(err.msg, "the latest arrival is 1e+09 s"),
+                  "%s", err.msg);
+    ck_assert_ptr_null(w.req);
+    sy.rate = 1e-6; /* 3 requests in about 3 x 10^6 s: well inside */
+    ck_assert_kvp_ok(kvp_workload_synth(&sy, &w, &err), err);
+    kvp_workload_free(&w);
+}
+END_TEST
+
+/* The documented maximum is a trace's to have: a CSV header and exactly
+ * KVP_SIM_MAX_REQUESTS rows, each ending in a newline, parse (they were
+ * refused as "more than 10000000 requests": the last newline counted as a
+ * line); one row more is refused. 60 MB of text: the release pass only. */
+START_TEST(trace_of_the_most_requests)
+{
+    static const char head[] = "arrival_s,prompt_tokens,output_tokens\n", row[] = "0,1,1\n";
+    uint64_t n = (uint64_t)KVP_SIM_MAX_REQUESTS + 1, len = sizeof head - 1 + n * (sizeof row - 1);
+    char *text = malloc(len + 1), *p = text;
+    struct kvp_workload w;
+    struct kvp_error err = {0};
+    ck_assert_ptr_nonnull(text);
+    memcpy(p, head, sizeof head - 1);
+    p += sizeof head - 1;
+    for (uint64_t i = 0; i < n; i++, p += sizeof row - 1)
+        memcpy(p, row, sizeof row - 1);
+    *p = '\0';
+    ck_assert_int_eq(kvp_workload_parse(text, len, "t", &w, &err), KVP_ERR_RANGE);
+    ck_assert_str_eq(err.msg, "more than 10000000 requests");
+    ck_assert_kvp_ok(kvp_workload_parse(text, len - (sizeof row - 1), "t", &w, &err), err);
+    ck_assert_uint_eq(w.n, KVP_SIM_MAX_REQUESTS);
+    kvp_workload_free(&w);
+    free(text);
 }
 END_TEST
 
@@ -1177,9 +1226,15 @@ static Suite *suite(void)
     suite_add_tcase(s, core);
     tcase_add_test(limits, trace_errors);
     tcase_add_test(limits, synth_key_errors);
+    tcase_add_test(limits, rate_too_low);
     tcase_add_test(limits, run_errors);
     tcase_add_test(limits, max_rate_brackets);
     suite_add_tcase(s, limits);
+    TCase *most = tcase_create("most"); /* 60 MB of trace: the release pass (docs/testing.md) */
+    tcase_set_tags(most, "release");
+    tcase_set_timeout(most, 60);
+    tcase_add_test(most, trace_of_the_most_requests);
+    suite_add_tcase(s, most);
     tcase_add_test(engines, sglang_radix_cache_shares_tokens);
     tcase_add_test(engines, sglang_retracts_when_decode_runs_out);
     tcase_add_test(engines, sglang_chunked_prefill);

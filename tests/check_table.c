@@ -10,6 +10,7 @@
 
 #include "kvplan/chart.h"
 #include "kvplan/num.h"
+#include "kvplan/render.h"
 #include "kvplan/table.h"
 #include "testutil.h"
 
@@ -280,6 +281,29 @@ END_TEST
 
 /* ---- limits ---- */
 
+/* JSON has no inf or nan: kvp_json_double writes null for them (simulate's
+ * JSON carried "inf" and "-nan", issue #37); finite values as %.6g. */
+START_TEST(test_json_non_finite)
+{
+    struct kvp_buf b = {0};
+    struct kvp_json j;
+    kvp_json_init(&j, &b);
+    kvp_json_begin(&j, NULL, '{');
+    kvp_json_double(&j, "a", INFINITY);
+    kvp_json_double(&j, "b", -INFINITY);
+    kvp_json_double(&j, "c", NAN);
+    kvp_json_double(&j, "d", 0.1);
+    kvp_json_end(&j, '}');
+    ck_assert_ptr_nonnull(strstr(b.data, "\"a\": null"));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"b\": null"));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"c\": null"));
+    ck_assert_ptr_nonnull(strstr(b.data, "\"d\": 0.1"));
+    ck_assert_ptr_null(strstr(b.data, "inf"));
+    ck_assert_ptr_null(strstr(b.data, "nan"));
+    kvp_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_bad_lists)
 {
     static const struct {
@@ -355,6 +379,7 @@ static Suite *suite(void)
     Suite *s = suite_create("table");
     TCase *core = tcase_create("core"), *limits = tcase_create("limits");
     tcase_add_test(core, test_units);
+    tcase_add_test(core, test_json_non_finite);
     tcase_add_test(core, test_labels);
     tcase_add_test(core, test_lists);
     tcase_add_test(core, test_seed_cells);

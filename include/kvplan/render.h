@@ -53,6 +53,7 @@ void kvp_json_begin(struct kvp_json *j, const char *key, char open);
 void kvp_json_end(struct kvp_json *j, char close);
 void kvp_json_str(struct kvp_json *j, const char *key, const char *v);
 void kvp_json_u64(struct kvp_json *j, const char *key, uint64_t v);
+/* v as %.6g; an infinite or NaN v as null (JSON has neither). */
 void kvp_json_double(struct kvp_json *j, const char *key, double v);
 void kvp_json_bool(struct kvp_json *j, const char *key, bool v);
 void kvp_json_null(struct kvp_json *j, const char *key);

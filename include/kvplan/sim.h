@@ -70,6 +70,9 @@ struct kvp_synth {
 };
 
 #define KVP_SIM_MAX_REQUESTS 10000000u
+/* The latest arrival a workload may have: 10^9 s (31.7 years), so that every
+ * duration and rate derived from it prints as a number of sane width. */
+#define KVP_SIM_MAX_ARRIVAL_S 1e9
 
 /* The synthetic workload `kvplan simulate` and a plan's `workloads` start
  * from: 1 request/s, 1024-token prompts, 256-token answers, 1000 requests, seed 1. */
@@ -122,13 +125,15 @@ const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const 
 
 /* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
  * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the
- * shortest prompt, a share outside 0..1, a negative or non-finite rate. */
+ * shortest prompt, a share outside 0..1, a negative or non-finite rate, a
+ * rate so low that the last request would arrive after KVP_SIM_MAX_ARRIVAL_S. */
 enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err);
 
 /* Parse a trace: CSV with the header `arrival_s,prompt_tokens,output_tokens`
  * and optionally `,prefix_id,prefix_tokens`, or JSONL (one flat object per
  * line with those keys); docs/simulate.md gives the format. name is the file
- * name for errors (`name:line:col: message`, KVP_ERR_SYNTAX or _RANGE). */
+ * name for errors (`name:line:col: message`, KVP_ERR_SYNTAX or _RANGE): at
+ * most KVP_SIM_MAX_REQUESTS requests, arrivals at most KVP_SIM_MAX_ARRIVAL_S. */
 enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *name, struct kvp_workload *w,
                                    struct kvp_error *err);
 /* Read and parse a trace file (at most 256 MiB). */

@@ -1,6 +1,7 @@
 /* render.c -- buffers, a JSON writer and tables. */
 #include "kvplan/render.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,7 +159,10 @@ void kvp_json_u64(struct kvp_json *j, const char *key, uint64_t v)
 void kvp_json_double(struct kvp_json *j, const char *key, double v)
 {
     item(j, key);
-    kvp_buf_printf(j->b, "%.6g", v);
+    if (isfinite(v))
+        kvp_buf_printf(j->b, "%.6g", v);
+    else
+        kvp_buf_printf(j->b, "null"); /* JSON has no inf or nan */
 }
 
 void kvp_json_bool(struct kvp_json *j, const char *key, bool v)

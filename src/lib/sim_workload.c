@@ -240,6 +240,13 @@ enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workloa
         struct kvp_sim_request *q = &w->req[i];
         if (s->rate > 0.0)
             t += -log1p(-uniform01(&st)) / s->rate; /* exponential gaps: a Poisson process */
+        if (t > KVP_SIM_MAX_ARRIVAL_S) {
+            kvp_workload_free(w);
+            return kvp_fail(err, KVP_ERR_USAGE,
+                            "at %g requests/s request %u would arrive after %.3g s (%.3g years); the latest "
+                            "arrival is %g s: a higher rate or fewer requests",
+                            s->rate, i + 1, t, t / (365.25 * 86400), KVP_SIM_MAX_ARRIVAL_S);
+        }
         q->arrival_s = t;
         q->prompt = draw(&st, s->prompt);
         q->output = draw(&st, s->output);
@@ -295,6 +302,8 @@ static enum kvp_status number(struct cursor *c, enum field f, const char *p, con
     *out = strtod(buf, &e);
     if (*e != '\0' || !isfinite(*out) || *out < 0.0)
         return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be a non-negative number", field_names[f]);
+    if (f == F_ARRIVAL && *out > KVP_SIM_MAX_ARRIVAL_S)
+        return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be at most 1e9 s (31.7 years)", field_names[f]);
     if (f != F_ARRIVAL && (*out != floor(*out) || *out > 4294967295.0))
         return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be an integer below 2^32", field_names[f]);
     *next = p + n;
@@ -446,9 +455,9 @@ enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *n
 
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
-    for (uint64_t i = 0; i < len; i++)
+    for (uint64_t i = 0; i + 1 < len; i++) /* lines begun: a last newline begins none */
         lines += text[i] == '\n';
-    if (lines > KVP_SIM_MAX_REQUESTS + 1)
+    if (lines > KVP_SIM_MAX_REQUESTS + 1) /* a CSV header and KVP_SIM_MAX_REQUESTS requests */
         return kvp_fail_at(err, KVP_ERR_RANGE, name, 0, 0, "more than %u requests", KVP_SIM_MAX_REQUESTS);
     if ((rc = alloc_requests(w, lines, err)) != KVP_OK)
         return rc;
@@ -469,6 +478,10 @@ enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *n
                     goto fail;
                 continue;
             }
+        }
+        if (w->n == KVP_SIM_MAX_REQUESTS) {
+            rc = kvp_fail_at(err, KVP_ERR_RANGE, name, c.line, 1, "more than %u requests", KVP_SIM_MAX_REQUESTS);
+            goto fail;
         }
         if ((rc = ncols == 0 ? jsonl_row(&c, e, seen, v) : csv_row(&c, e, col, ncols, seen, v)) != KVP_OK ||
             (rc = check_request(&c, seen, v, w->n ? w->req[w->n - 1].arrival_s : 0.0, &w->req[w->n])) != KVP_OK)
