@@ -273,15 +273,18 @@ uint64_t kvp_profile_sub(uint64_t a, uint64_t b, uint64_t *short_by)
     return a - b;
 }
 
-void kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit)
+enum kvp_status kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit, struct kvp_error *err)
 {
+    uint64_t kv_short = kvp_profile_sub(f->kv_bytes_required, f->kv_budget_bytes, NULL);
     f->fits = fits && deficit == 0;
-    if (f->fits) {
+    f->short_bytes = 0;
+    if (f->fits)
         f->free_bytes = kvp_profile_sub(f->kv_budget_bytes, f->kv_bytes_required, NULL);
-        f->short_bytes = 0;
-    } else {
-        f->short_bytes = deficit + kvp_profile_sub(f->kv_bytes_required, f->kv_budget_bytes, NULL);
-    }
+    else if (!kvp_add(deficit, kv_short, &f->short_bytes)) /* it wrapped: 18.8 EiB short printed 2.8 */
+        return kvp_fail(err, KVP_ERR_OVERFLOW,
+                        "the shortfall overflows 64 bits: the memory lacks %llu B and the KV cache %llu B more",
+                        (unsigned long long)deficit, (unsigned long long)kv_short);
+    return KVP_OK;
 }
 
 enum kvp_status kvp_profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,

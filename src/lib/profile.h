@@ -69,8 +69,9 @@ uint64_t kvp_profile_fraction(uint64_t memory, double fraction);
 uint64_t kvp_profile_sub(uint64_t a, uint64_t b, uint64_t *short_by);
 
 /* Settle fits / free_bytes / short_bytes from kv_budget_bytes and
- * kv_bytes_required; deficit is what the non-KV memory already lacks. */
-void kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit);
+ * kv_bytes_required; deficit is what the non-KV memory already lacks.
+ * KVP_ERR_OVERFLOW when the shortfall does not fit 64 bits. */
+enum kvp_status kvp_profile_finish(struct kvp_fit *f, bool fits, uint64_t deficit, struct kvp_error *err);
 
 /* The longest context c <= limit with cost(c) * n <= pool (binary search; cost
  * is non-decreasing in c). 0 if not even one token fits. */

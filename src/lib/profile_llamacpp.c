@@ -338,6 +338,5 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
     if (d->concurrency > 1 && f->n_seq == d->concurrency)
         f->max_context /= f->n_seq; /* --concurrency N: N slots share -c */
     f->max_concurrency = busiest <= f->kv_budget_bytes ? (double)f->n_seq : 0.0;
-    kvp_profile_finish(f, busiest <= f->kv_budget_bytes, deficit);
-    return KVP_OK;
+    return kvp_profile_finish(f, busiest <= f->kv_budget_bytes, deficit, err);
 }

@@ -228,6 +228,5 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
     if (f->kv_tokens == 0) /* model_runner.py init_memory_pool, both releases */
         snprintf(f->refused, sizeof f->refused, "Not enough memory. Please try to increase --mem-fraction-static.");
-    kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit);
-    return KVP_OK;
+    return kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit, err);
 }

@@ -165,8 +165,7 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
     f->kv_pool_bytes = d->engine == KVP_ENGINE_HF_STATIC ? f->kv_bytes_required : budget;
-    kvp_profile_finish(f, f->kv_bytes_required <= budget, deficit);
-    return KVP_OK;
+    return kvp_profile_finish(f, f->kv_bytes_required <= budget, deficit, err);
 }
 
 enum kvp_status kvp_profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,

@@ -64,6 +64,5 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     f->max_context = kvp_sat_mul(f->num_blocks / want, tpb);
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
-    kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit);
-    return KVP_OK;
+    return kvp_profile_finish(f, f->max_concurrency >= (double)want, deficit, err);
 }

@@ -396,7 +396,8 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         f->max_concurrency = (double)f->kv_tokens / (double)d->context;
     if (!kvp_mul(f->request_bytes, want, &f->kv_bytes_required))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "%llu requests overflow 64 bits", (unsigned long long)want);
-    kvp_profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes);
+    if ((st = kvp_profile_finish(f, f->max_concurrency + 1e-12 >= (double)want, f->short_bytes, err)) != KVP_OK)
+        return st;
     check_start(d, f, one_request_len);
     return KVP_OK;
 }
