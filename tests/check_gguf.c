@@ -1,8 +1,10 @@
 /* check_gguf.c -- the GGUF header reader, on headers written by a tiny in-test writer. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kvplan/model.h"
+#include "kvplan/num.h"
 #include "testutil.h"
 
 
@@ -15,6 +17,7 @@ struct gbuf {
     uint8_t d[1 << 16];
     uint64_t n;       /* bytes written */
     uint64_t n_kv, n_tensors;
+    uint64_t data;    /* the data section so far: the next tensor's offset */
 };
 
 static void put(struct gbuf *b, const void *p, uint64_t n)
@@ -96,15 +99,26 @@ static void kv_tokens(struct gbuf *b, uint64_t n)
 }
 
 /* A tensor info of ggml type `type` and n_dims dims ne (ne[0] innermost). */
+/* A tensor info at the data section's end, as llama.cpp lays them out (each
+ * one's bytes padded to 32); a type or shape kvplan refuses adds nothing. */
 static void tensor(struct gbuf *b, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne)
 {
+    enum kvp_dtype dt;
+    uint64_t rows = 1, row;
+    struct kvp_error err = {0};
     put_str(b, name);
     put_u32(b, n_dims);
     for (uint32_t d = 0; d < n_dims; d++)
         put_u64(b, ne[d]);
     put_u32(b, type);
-    put_u64(b, 0);
+    put_u64(b, b->data);
     patch_u64(b, 8, ++b->n_tensors);
+    for (uint32_t d = 1; d < n_dims; d++)
+        rows = kvp_mul(rows, ne[d], &rows) ? rows : 0;
+    if (kvp_dtype_from_ggml(type, &dt) &&
+        kvp_format_row_bytes(&(struct kvp_format){.dtype = dt}, ne[0], &row, &err) == KVP_OK &&
+        kvp_mul(row, rows, &row))
+        b->data += (row + 31) / 32 * 32;
 }
 
 /* A 2-D F16 tensor info [ne0, ne1]. */
@@ -593,6 +607,28 @@ static void hostile_header(struct gbuf *b, int i)
         kv_str(b, "general.architecture", "llama");
         tensor(b, "x", 0, 3, (const uint64_t[]){UINT64_C(1) << 40, UINT64_C(1) << 40, UINT64_C(1) << 40});
         break;
+    case 17: /* the second tensor placed over the first (overlap: its bytes counted twice) */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        tensor2(b, "a", 256, 100);
+        tensor2(b, "b", 256, 100);
+        patch_u64(b, b->n - 8, 0);
+        break;
+    case 18: /* an alignment of 48 bytes */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        kv_u32(b, "general.alignment", 48);
+        tensor2(b, "a", 256, 100);
+        break;
+    case 19: /* 2^62 bytes in each of four ggml types: each type's sum fits, the file's does not (the
+              * weights' total wrapped to "0 B, fits") */
+        g_begin(b, 3);
+        kv_str(b, "general.architecture", "llama");
+        tensor(b, "a", 0, 2, (const uint64_t[]){UINT64_C(1) << 30, UINT64_C(1) << 30});
+        tensor(b, "b", 1, 2, (const uint64_t[]){UINT64_C(1) << 31, UINT64_C(1) << 30});
+        tensor(b, "c", 30, 2, (const uint64_t[]){UINT64_C(1) << 31, UINT64_C(1) << 30});
+        tensor(b, "d", 24, 2, (const uint64_t[]){UINT64_C(1) << 31, UINT64_C(1) << 31});
+        break;
     default:
         ck_abort_msg("no hostile case %d", i);
     }
@@ -632,6 +668,13 @@ static const struct hostile hostile[] = {
     {"2^120 values", KVP_ERR_OVERFLOW,
      "model.gguf: tensor 0 ('x') has 1099511627776 x 1099511627776 x 1099511627776 x 1 values, more than "
      "2^64, at offset 106"},
+    /* llama.cpp gguf.cpp gguf_init_from_file_impl: each tensor where the ones before it end */
+    {"overlapping tensor", KVP_ERR_SYNTAX,
+     "model.gguf: tensor 1 ('b') has offset 0, expected 51200 (the tensors before it, each padded to 32 bytes; "
+     "llama.cpp refuses it)"},
+    {"alignment 48", KVP_ERR_SCHEMA, "model.gguf: 'general.alignment' must be a power of 2 below 2^32 (key 1)"},
+    {"2^64 bytes of data", KVP_ERR_OVERFLOW,
+     "model.gguf: tensor 3 ('d'): the data section overflows 64 bits at offset 221"},
 };
 
 START_TEST(hostile_inputs)
@@ -650,6 +693,45 @@ START_TEST(hostile_inputs)
                       text(&err), hostile[i].want);
         ck_assert_uint_eq(err.line, 0);
     }
+}
+END_TEST
+
+/* A header's sizes are claims about its file: a GGUF whose tensor table
+ * places data past the file's end loads with a warning that says so (a
+ * header alone is an input kvplan takes; a 400-byte file claimed 8 EiB of
+ * weights without a word, issue #37); with its data section there (zeros up
+ * to the end the table gives) it loads without one. */
+START_TEST(data_within_the_file)
+{
+    const char *path = "build/check_gguf-claims.gguf";
+    struct gbuf b;
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    FILE *f;
+    uint64_t end;
+
+    llama_header(&b, true);
+    f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b.d, 1, b.n, f), b.n);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
+    end = (b.n + 31) / 32 * 32 + 2 * 51200; /* two f16 tensors of 256 x 100, at the aligned data start */
+    ck_assert_uint_eq(m->wtable.file_bytes, end);
+    ck_assert_uint_eq(m->n_warnings, 1);
+    ck_assert_msg(strstr(m->warnings[0], "its tensor table places data up to byte") &&
+                      strstr(m->warnings[0], "a header alone"),
+                  "%s", m->warnings[0]);
+    kvp_model_free(m);
+    f = fopen(path, "ab");
+    ck_assert_ptr_nonnull(f);
+    for (uint64_t i = b.n; i < end; i++)
+        ck_assert_int_ne(fputc(0, f), EOF);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_kvp_ok(kvp_model_load(path, &m, &err), err);
+    ck_assert_uint_eq(m->n_warnings, 0);
+    kvp_model_free(m);
+    remove(path);
 }
 END_TEST
 
@@ -687,6 +769,7 @@ static Suite *suite(void)
     tcase_add_test(limits, truncated_prefixes);
     tcase_add_test(limits, truncated_message);
     tcase_add_test(limits, hostile_inputs);
+    tcase_add_test(limits, data_within_the_file);
     tcase_add_test(limits, hostile_prefixes);
     suite_add_tcase(s, limits);
     return s;

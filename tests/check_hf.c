@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvplan/engine.h"
 #include "kvplan/model.h"
@@ -616,6 +617,92 @@ START_TEST(limits)
 END_TEST
 
 /* Warnings come in the order the importer meets what it assumed. */
+/* ---- safetensors headers: claims checked against the file ---- */
+
+#define ST_DIR "build/check_hf-st"
+
+/* ST_DIR/model.safetensors: the 8-byte length, json, then `data` zero bytes. */
+static void write_shard(const char *json, uint64_t data)
+{
+    FILE *f = fopen(ST_DIR "/model.safetensors", "wb");
+    uint64_t n = strlen(json);
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_ne(fputc((int)(n >> (8 * i) & 0xff), f), EOF);
+    ck_assert_uint_eq(fwrite(json, 1, n, f), n);
+    for (uint64_t i = 0; i < data; i++)
+        ck_assert_int_ne(fputc(0, f), EOF);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Each shard's tensors tile its data from 0, without a hole or an overlap,
+ * each one its shape's values times its dtype's size, the data ending where
+ * the file does (safetensors' Metadata::validate and SafeTensors::deserialize):
+ * else an error, not weights counted twice or wrapped (issue #37: a 130-byte
+ * shard claimed 8 EiB, overlapping tensors were counted twice). A file that
+ * ends before its data is a header alone: it loads, with a warning. */
+START_TEST(safetensors_claims_checked)
+{
+    static const char two[] = "{\"a\": {\"dtype\": \"F16\", \"shape\": [2, 3], \"data_offsets\": [0, 12]}, "
+                              "\"b\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [12, 28]}}";
+    static const struct {
+        const char *what, *json;
+        uint64_t data;
+        enum kvp_status st;
+        const char *msg; /* in the error, or in the last warning when it loads; NULL: no warning */
+    } cases[] = {
+        {"whole", two, 28, KVP_OK, NULL},
+        {"header alone", two, 0, KVP_OK, "1 of 1 safetensors files end before their tensors' data"},
+        {"a byte past the data", two, 29, KVP_ERR_SCHEMA, "the data must end where the file does"},
+        {"overlap", "{\"a\": {\"dtype\": \"F16\", \"shape\": [2, 3], \"data_offsets\": [0, 12]}, "
+                    "\"b\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [8, 24]}}",
+         24, KVP_ERR_SCHEMA, "'b' begins at byte 8 of the data, where a ends at 12"},
+        {"hole", "{\"a\": {\"dtype\": \"F16\", \"shape\": [2, 3], \"data_offsets\": [0, 12]}, "
+                 "\"b\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [16, 32]}}",
+         32, KVP_ERR_SCHEMA, "'b' begins at byte 16 of the data, where a ends at 12"},
+        {"span not the shape's", "{\"a\": {\"dtype\": \"F16\", \"shape\": [2, 3], \"data_offsets\": [0, 10]}}", 10,
+         KVP_ERR_SCHEMA, "'a': 'data_offsets' span 10 bytes, its shape and dtype F16 make another size"},
+        {"2^63 values of F16", "{\"a\": {\"dtype\": \"F16\", \"shape\": [9223372036854775808], "
+                               "\"data_offsets\": [0, 0]}}", 0, KVP_ERR_SCHEMA, "more than 2^64"},
+    };
+    char config[1 << 16];
+    FILE *f = fopen("tests/data/hf/llama-3.1-8b.json", "rb");
+    size_t n;
+    ck_assert_ptr_nonnull(f);
+    n = fread(config, 1, sizeof config, f);
+    fclose(f);
+    (void)mkdir("build", 0755);
+    (void)mkdir(ST_DIR, 0755);
+    f = fopen(ST_DIR "/config.json", "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(config, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = NULL;
+        struct kvp_error err = {0};
+        enum kvp_status st;
+        write_shard(cases[i].json, cases[i].data);
+        st = kvp_model_load(ST_DIR, &m, &err);
+        ck_assert_msg(st == cases[i].st, "%s: status %d (%s)", cases[i].what, st, err.msg);
+        if (st != KVP_OK) {
+            ck_assert_msg(strstr(err.msg, cases[i].msg), "%s: '%s'", cases[i].what, err.msg);
+            continue;
+        }
+        ck_assert_uint_eq(m->wtable.rows[0].bytes + m->wtable.rows[1].bytes, 28);
+        if (cases[i].msg)
+            ck_assert_msg(m->n_warnings && strstr(m->warnings[m->n_warnings - 1], cases[i].msg), "%s: %s",
+                          cases[i].what, m->n_warnings ? m->warnings[m->n_warnings - 1] : "no warning");
+        else
+            for (uint32_t w = 0; w < m->n_warnings; w++)
+                ck_assert_msg(!strstr(m->warnings[w], "safetensors"), "%s: %s", cases[i].what, m->warnings[w]);
+        kvp_model_free(m);
+    }
+    remove(ST_DIR "/model.safetensors");
+    remove(ST_DIR "/config.json");
+    remove(ST_DIR);
+}
+END_TEST
+
 START_TEST(warnings_in_order)
 {
     static const char json[] = "{model_type: opt, num_hidden_layers: 1, num_attention_heads: 1, hidden_size: 8, "
@@ -817,6 +904,7 @@ static Suite *hf_suite(void)
     tcase_add_test(lim, bad_input);
     tcase_add_loop_test(lim, limits, 0, (int)N_ELEMS(limit_cases));
     tcase_add_test(lim, warnings_in_order);
+    tcase_add_test(lim, safetensors_claims_checked);
     suite_add_tcase(s, core);
     suite_add_tcase(s, lim);
     return s;

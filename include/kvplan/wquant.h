@@ -161,6 +161,8 @@ struct kvp_wtable {
     uint64_t expert_bytes;                /* of routed-expert tensors (for active bytes) */
     char what[48];                        /* "GGUF tensor table", "safetensors headers" */
     char mixture[24];                     /* GGUF file type, e.g. "Q4_K_M"; "" */
+    uint64_t file_bytes;                  /* GGUF: the data section's end, the least length a file
+                                           * holding these tensors has (kvp_model_load checks it) */
 };
 
 /* ---- what a deployment weighs the weights as ------------------------------- */

@@ -276,7 +276,7 @@ struct header {
     uint64_t n_tensors, n_kv;
     uint64_t kv_end;            /* offset where the tensor infos start */
     char arch[64];              /* general.architecture */
-    struct kv name, file_type, tokens;
+    struct kv name, file_type, tokens, alignment;
     /* <arch>.* keys */
     struct kv block_count, embedding_length, feed_forward_length, context_length, vocab_size;
     struct kv head_count, head_count_kv, key_length, value_length;
@@ -290,6 +290,7 @@ struct header {
         uint64_t tensors, params, bytes;
     } by_dtype[KVP_DTYPE_COUNT]; /* the tensor table, summed per ggml type */
     uint64_t expert_bytes;      /* of tensors named *_exps* (routed experts) */
+    uint64_t file_bytes;        /* the data section's end: what the file must hold */
 };
 
 /* Keys under `<arch>.`, with where each goes. */
@@ -358,6 +359,8 @@ static enum kvp_status take_kv(struct cursor *c, struct header *h, const char *k
         return store(c, &h->name, key, n, v, i);
     if (key_is(key, n, "general.file_type"))
         return store(c, &h->file_type, key, n, v, i);
+    if (key_is(key, n, "general.alignment"))
+        return store(c, &h->alignment, key, n, v, i);
     if (key_is(key, n, "tokenizer.ggml.tokens"))
         return store(c, &h->tokens, key, n, v, i);
     if (alen == 0 || n <= alen + 1 || memcmp(key, h->arch, alen) != 0 || key[alen] != '.')
@@ -438,7 +441,7 @@ static bool name_has(const char *name, uint64_t n, const char *part)
  * ne1*ne2*ne3 rows of ne0 values (ggml_nbytes for a contiguous tensor), every
  * product checked. at: the offset of the type field, for messages. */
 static enum kvp_status count_tensor(struct cursor *c, struct header *h, const char *name, uint64_t nlen,
-                                    uint32_t type, const uint64_t ne[MAX_DIMS], uint64_t at)
+                                    uint32_t type, const uint64_t ne[MAX_DIMS], uint64_t at, uint64_t *out)
 {
     enum kvp_dtype d;
     const struct kvp_dtype_info *info;
@@ -468,14 +471,40 @@ static enum kvp_status count_tensor(struct cursor *c, struct header *h, const ch
     if (name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
                            "%s: expert bytes overflow 64 bits at offset %" PRIu64, what(c), at);
+    *out = bytes;
+    return KVP_OK;
+}
+
+/* general.alignment, 32 by default, a power of two (llama.cpp gguf.cpp
+ * gguf_init_from_file_impl: "alignment %zu is not a power of 2"). */
+static enum kvp_status alignment_of(const struct cursor *c, const struct header *h, uint64_t *out)
+{
+    const struct kv *k = &h->alignment;
+    *out = 32;
+    if (!k->set)
+        return KVP_OK;
+    if (!type_is_int(k->v.type) || k->v.u == 0 || k->v.u > UINT32_MAX || (k->v.u & (k->v.u - 1)) != 0)
+        return kvp_fail_at(c->err, KVP_ERR_SCHEMA, c->file, 0, 0,
+                           "'general.alignment' must be a power of 2 below 2^32 (key %" PRIu64 ")", k->index);
+    *out = k->v.u;
     return KVP_OK;
 }
 
 /* Tensor infos from kv_end: the table of types and bytes; output.weight and
- * token_embd.weight's ne[1]. Dimensions past n_dims are 1, as in ggml. */
+ * token_embd.weight's ne[1]. Dimensions past n_dims are 1, as in ggml. The
+ * tensors lie one after the other in the data section, in the order of
+ * their infos: each one's offset is the sum of the ones before, each
+ * padded to the alignment, as llama.cpp requires (gguf.cpp
+ * gguf_init_from_file_impl: "tensor '%s' has offset %" PRIu64 ", expected
+ * %zu"): no tensor overlaps another, no byte is counted twice, and the end
+ * of the data section is what the file must hold (h->file_bytes). */
 static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
 {
     enum kvp_status st;
+    uint64_t align, data = 0, start;
+
+    if ((st = alignment_of(c, h, &align)) != KVP_OK)
+        return st;
 
     c->pos = h->kv_end;
     if (h->n_tensors > left(c) / MIN_TENSOR_BYTES)
@@ -485,7 +514,7 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
                            h->n_tensors, left(c), c->pos);
     for (uint64_t i = 0; i < h->n_tensors; i++) {
         const char *name;
-        uint64_t nlen, ne[MAX_DIMS] = {1, 1, 1, 1}, offset, type_at;
+        uint64_t nlen, ne[MAX_DIMS] = {1, 1, 1, 1}, offset, type_at, bytes = 0;
         uint32_t n_dims, type;
 
         reading(c, "tensor", i);
@@ -504,13 +533,25 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
                 return st;
         type_at = c->pos;
         if ((st = read_u32(c, &type)) != KVP_OK || (st = read_u64(c, &offset)) != KVP_OK ||
-            (st = count_tensor(c, h, name, nlen, type, ne, type_at)) != KVP_OK)
+            (st = count_tensor(c, h, name, nlen, type, ne, type_at, &bytes)) != KVP_OK)
             return st;
+        if (offset != data)
+            return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+                               "%s has offset %" PRIu64 ", expected %" PRIu64
+                               " (the tensors before it, each padded to %" PRIu64 " bytes; llama.cpp refuses it)",
+                               what(c), offset, data, align);
+        if (!kvp_add(bytes, align - 1, &bytes) || !kvp_add(data, bytes / align * align, &data))
+            return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
+                               "%s: the data section overflows 64 bits at offset %" PRIu64, what(c), type_at);
         if (key_is(name, nlen, "output.weight"))
             h->has_output = true;
         if (key_is(name, nlen, "token_embd.weight") && n_dims >= 2)
             h->embd_rows = ne[1]; /* ne0 is the innermost (hidden) dim */
     }
+    start = c->pos + (align - c->pos % align) % align; /* c->pos <= len, far below 2^64 - align */
+    if (!kvp_add(start, data, &h->file_bytes))
+        return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
+                           "the data section of %" PRIu64 " bytes at offset %" PRIu64 " overflows 64 bits", data, start);
     return KVP_OK;
 }
 
@@ -691,6 +732,7 @@ static enum kvp_status set_wtable(struct build *b)
     const char *mix = NULL;
 
     memset(t, 0, sizeof *t);
+    t->file_bytes = h->file_bytes;
     for (int d = 0; d < KVP_DTYPE_COUNT; d++) {
         uint32_t i;
         if (h->by_dtype[d].tensors == 0)

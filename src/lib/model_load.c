@@ -6,6 +6,7 @@
  * cycle (make check-includes). */
 #include "kvplan/model.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,28 @@ static enum kvp_status parse_hf_folder(const char *text, uint64_t len, const cha
         return st;
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - file) : 1, slash ? file : ".");
     return kvp_safetensors_read(dir, m, err);
+}
+
+/* A GGUF's tensor table is a claim about the file: llama.cpp refuses a
+ * tensor whose data lies past the file's end (llama-model-loader.cpp,
+ * llama_tensor_weight: "tensor data is not within the file bounds, model is
+ * corrupted or incomplete"). kvplan reads only the header, and a header
+ * alone is an input it takes (cut from a file, dropped on the page, read
+ * from the Hub), so a file shorter than its data section is said so in a
+ * warning: its weights are the table's claims (contiguous, their sums
+ * checked, read_tensor_infos), not bytes the file holds. */
+static enum kvp_status gguf_check_length(const char *file, struct kvp_model *m, struct kvp_error *err)
+{
+    struct stat sb;
+    if (stat(file, &sb) != 0)
+        return kvp_fail_at(err, KVP_ERR_IO, file, 0, 0, "cannot read the file's length");
+    if ((uint64_t)sb.st_size < m->wtable.file_bytes)
+        kvp_model_warn(m,
+                       "the file ends at byte %" PRIu64 ", its tensor table places data up to byte %" PRIu64
+                       ": a header alone (or a truncated file), so the weights are the table's claims, not "
+                       "bytes the file holds",
+                       (uint64_t)sb.st_size, m->wtable.file_bytes);
+    return KVP_OK;
 }
 
 enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct kvp_error *err)
@@ -70,9 +93,10 @@ enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct 
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory loading '%s'", file);
     }
     kvp_model_init(m);
-    if (gguf)
-        st = kvp_model_parse_gguf((const uint8_t *)text, len, file, m, err);
-    else if (has_suffix(file, ".json"))
+    if (gguf) {
+        if ((st = kvp_model_parse_gguf((const uint8_t *)text, len, file, m, err)) == KVP_OK)
+            st = gguf_check_length(file, m, err);
+    } else if (has_suffix(file, ".json"))
         st = parse_hf_folder(text, len, file, m, err);
     else
         st = kvp_model_parse_yaml(text, len, file, m, err);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "io.h"
 #include "kvplan/num.h"
@@ -45,10 +46,20 @@ static bool st_dtype(const char *s, enum kvp_dtype *out)
     return false;
 }
 
+/* A tensor's place in its shard's data: [begin, end) and its name (in the
+ * shard's parsed header). */
+struct span {
+    uint64_t begin, end;
+    const char *name;
+};
+
 struct tally {
     struct kvp_wtable tb;
     uint64_t total;
     uint64_t skipped, skipped_bytes;
+    struct span *span; /* this shard's tensors */
+    uint64_t nspan, span_cap;
+    uint64_t short_files; /* shards shorter than their data (headers alone) */
 };
 
 static void add(struct tally *t, enum kvp_dtype d, uint64_t elems, uint64_t bytes, bool expert)
@@ -84,7 +95,8 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
     yaml_node_t *off = kvp_ydoc_get(d, v, "data_offsets"), *shape = kvp_ydoc_get(d, v, "shape");
     char dt[16];
     enum kvp_dtype dtype;
-    uint64_t o[2], elems = 1;
+    uint64_t o[2], elems = 1, bytes = 0;
+    bool fits = true;
     enum kvp_status st;
     int i = 0;
 
@@ -111,6 +123,20 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
         if (!kvp_mul(elems, x, &elems))
             return kvp_ydoc_fail(d, shape, err, KVP_ERR_OVERFLOW, "'%s': shape overflows 64 bits", name);
     }
+    /* safetensors' Metadata::validate: a tensor's bytes are its shape's values times its dtype's size */
+    if (shape && (!(fits = kvp_mul(elems, kvp_dtype_info(dtype)->block_bits / 8, &bytes)) || bytes != o[1] - o[0]))
+        return kvp_ydoc_fail(d, off, err, KVP_ERR_SCHEMA,
+                             "'%s': 'data_offsets' span %" PRIu64 " bytes, its shape and dtype %s make %s", name,
+                             o[1] - o[0], dt, fits ? "another size" : "more than 2^64");
+    if (t->nspan == t->span_cap) {
+        uint64_t cap = t->span_cap ? 2 * t->span_cap : 256;
+        struct span *ns = realloc(t->span, cap * sizeof *ns);
+        if (!ns)
+            return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading the safetensors header");
+        t->span = ns;
+        t->span_cap = cap;
+    }
+    t->span[t->nspan++] = (struct span){o[0], o[1], name};
     if (layer_of(name) >= (long)m->n_layers) {
         t->skipped++;
         t->skipped_bytes += o[1] - o[0];
@@ -119,6 +145,44 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
     if (!kvp_add(t->total, o[1] - o[0], &t->total))
         return kvp_ydoc_fail(d, off, err, KVP_ERR_OVERFLOW, "'%s': the shards' sizes overflow 64 bits", name);
     add(t, dtype, elems, o[1] - o[0], strstr(name, ".experts.") != NULL);
+    return KVP_OK;
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* safetensors' Metadata::validate and SafeTensors::deserialize: the
+ * tensors, by offset, tile the data from 0 without a hole or an overlap,
+ * and the data ends where the file does. A file shorter than that is a
+ * header alone (counted: the caller warns); a longer one, or a hole, or an
+ * overlap (bytes counted twice) is an error. */
+static enum kvp_status check_spans(const char *path, uint64_t header_end, struct tally *t, struct kvp_error *err)
+{
+    struct stat sb;
+    uint64_t end = 0, need;
+    qsort(t->span, t->nspan, sizeof *t->span, by_begin);
+    for (uint64_t i = 0; i < t->nspan; i++) {
+        if (t->span[i].begin != end)
+            return kvp_fail_at(err, KVP_ERR_SCHEMA, path, 0, 0,
+                               "'%s' begins at byte %" PRIu64 " of the data, where %s ends at %" PRIu64
+                               " (safetensors allows no hole and no overlap)",
+                               t->span[i].name, t->span[i].begin, i ? t->span[i - 1].name : "nothing", end);
+        end = t->span[i].end;
+    }
+    t->nspan = 0;
+    if (stat(path, &sb) != 0)
+        return kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot read the file's length");
+    if (!kvp_add(header_end, end, &need))
+        return kvp_fail_at(err, KVP_ERR_OVERFLOW, path, 0, 0, "the tensors' data overflows 64 bits");
+    if ((uint64_t)sb.st_size > need)
+        return kvp_fail_at(err, KVP_ERR_SCHEMA, path, 0, 0,
+                           "the tensors' data ends at byte %" PRIu64 ", the file at %" PRIu64
+                           " (safetensors: the data must end where the file does)",
+                           need, (uint64_t)sb.st_size);
+    t->short_files += (uint64_t)sb.st_size < need;
     return KVP_OK;
 }
 
@@ -161,6 +225,9 @@ static enum kvp_status shard(const char *path, const struct kvp_model *m, struct
             if (name && strcmp(name, "__metadata__") != 0)
                 st = tensor(&d, name, kvp_ydoc_node(&d, p->value), m, t, err);
         }
+        if (st == KVP_OK)
+            st = check_spans(path, 8 + n, t, err);
+        t->nspan = 0;
         kvp_ydoc_release(&d);
     }
     free(head);
@@ -240,6 +307,7 @@ enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struc
     for (uint32_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
+    free(t.span);
     if (st != KVP_OK)
         return st;
     /* most bytes first */
@@ -251,6 +319,10 @@ enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struc
         }
     snprintf(t.tb.what, sizeof t.tb.what, "safetensors headers (%u file%s)", n, n == 1 ? "" : "s");
     m->wtable = t.tb;
+    if (t.short_files)
+        kvp_model_warn(m, "%" PRIu64 " of %u safetensors files end before their tensors' data: headers alone (or "
+                       "truncated files), so the weights are their headers' claims, not bytes the files hold",
+                       t.short_files, n);
     if (t.skipped)
         kvp_model_warn(m, "%" PRIu64 " tensors (%" PRIu64 " B) of layers past num_hidden_layers (MTP) are not "
                        "counted in the weights", t.skipped, t.skipped_bytes);

@@ -282,7 +282,7 @@ static void take_table(const struct kvp_model *m, struct kvp_weights *w)
         p->bytes = tb->rows[i].bytes;
     }
     for (uint32_t i = 0; i < tb->n; i++)
-        bytes += tb->rows[i].bytes; /* a file's bytes fit 64 bits */
+        bytes += tb->rows[i].bytes; /* the readers checked the sum (read_tensor_infos, safetensors tensor) */
     w->bytes = bytes;
     /* a token reads the file less its idle experts: the experts' bytes times idle/all */
     per_expert_idle = m->n_experts ? (uint64_t)((long double)expert * (m->n_experts - m->n_experts_active) /
