@@ -245,6 +245,8 @@ clean:
 	rm -rf build kvplan
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+# the mutated objects depend on the headers too (a changed struct must rebuild them)
+-include $(BUILD)/mut/row/engine.d $(BUILD)/mut/state/engine.d $(BUILD)/mut/sim/sim.d
 
 # ---- kvplan check (issue #6): plan files as a CI gate ----
 .PHONY: check-examples check-plan-cli

@@ -200,6 +200,41 @@ START_TEST(includes_defaults_and_relative_paths)
 }
 END_TEST
 
+/* An include stays in the folder of the plan given, or below it: a path up
+ * and out, an absolute path elsewhere, and a link from inside to outside are
+ * each refused at the include, naming the folder (a CI job checking a pull
+ * request's plans must not read the runner's other files, issue #37). */
+START_TEST(includes_stay_in_the_plan_folder)
+{
+    static const char *const out[] = {"../outside.yaml", "/etc/passwd", "link.yaml"};
+    char dir[128], outside[160], link[160];
+    snprintf(dir, sizeof dir, "%s/plans", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    put("outside.yaml", "kvplan_plan: 1\ndefaults: {gpu_memory: 24GiB}\n");
+    snprintf(outside, sizeof outside, "%s/outside.yaml", tmpdir);
+    snprintf(link, sizeof link, "%s/plans/link.yaml", tmpdir);
+    ck_assert_int_eq(symlink(outside, link), 0);
+    put("plans/inside.yaml", "kvplan_plan: 1\ndefaults: {gpu_memory: 24GiB, engine: ideal}\n");
+    for (int i = 0; i < 4; i++) {
+        struct kvp_plan p = {0};
+        struct kvp_error err = {0};
+        char text[512];
+        enum kvp_status st;
+        snprintf(text, sizeof text, "kvplan_plan: 1\ninclude: [%s]\ndeployments:\n"
+                 "  - {name: d, model: llama-3.1-8b, context: 1k, assert: {fits: true}}\n", i < 3 ? out[i] : "inside.yaml");
+        st = kvp_plan_load(&p, put("plans/top.yaml", text), models, gpus, &err);
+        if (i == 3) {
+            ck_assert_kvp_ok(st, err);
+        } else {
+            ck_assert_int_eq(st, KVP_ERR_USAGE);
+            ck_assert_msg(strstr(err.msg, "is outside the folder of the plan given") && strstr(err.msg, "/plans')"),
+                          "%s: %s", out[i], err.msg);
+        }
+        kvp_plan_release(&p);
+    }
+}
+END_TEST
+
 START_TEST(render_formats)
 {
     struct kvp_plan p = {0};
@@ -650,6 +685,7 @@ static Suite *suite(void)
     tcase_add_test(core, fits_and_headroom_figures);
     tcase_add_test(core, modifiers_change_the_question);
     tcase_add_test(core, includes_defaults_and_relative_paths);
+    tcase_add_test(core, includes_stay_in_the_plan_folder);
     tcase_add_test(core, render_formats);
     tcase_add_test(core, baseline_both_ways);
     tcase_add_test(core, simulated_assertions);

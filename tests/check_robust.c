@@ -268,10 +268,14 @@ static const struct text_row text_rows[] = {
     {"non-scalar key", T_YAML, "? [a]\n: 1\n", "t.yaml:1:3: a key must be a scalar, not a sequence", false},
     {"syntax", T_HF, "{\"a\": ", "t/config.json:2:1: did not find expected node content while parsing a flow node", false},
     {"empty", T_YAML, "", "t.yaml:1:1: the file is empty", false},
-    {"alias bomb", T_YAML, "a: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+    {"alias bomb", T_YAML, "kvplan: 1\na: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: [*d, *d, *d, *d, *d, *d, *d, *d]\n",
-     "t.yaml:1:1: unknown key 'a'", false},
+     "t.yaml:2:1: unknown key 'a'", false},
+    /* a file that is not a kvplan model shows its place, never its content (issue #37: a plan naming a
+     * file of /etc/shadow's format printed its first line as an unknown key) */
+    {"not a model", T_YAML, "root:$6$salt$hash:19000:0:99999:7:::\n",
+     "t.yaml:1:1: missing required key 'kvplan': not a kvplan model (nothing of it is shown)", false},
     /* issue #20: aliases are counted expanded, and may not contain themselves */
     {"alias bomb over the node limit", T_YAML, "a: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"

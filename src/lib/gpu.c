@@ -158,8 +158,8 @@ static enum kvp_status parse_catalog(struct ydoc *d, struct kvp_gpu_catalog *c, 
     size_t count;
     enum kvp_status st;
 
-    if ((st = kvp_ydoc_want_map(d, root, "gpu catalog", err)) || (st = kvp_ydoc_check_keys(d, root, keys, err)) ||
-        (st = kvp_ydoc_get_u32(d, root, "kvplan_gpus", true, &version, err)))
+    if ((st = kvp_ydoc_want_schema(d, root, "kvplan_gpus", "gpu catalog", &version, err)) ||
+        (st = kvp_ydoc_check_keys(d, root, keys, err)))
         return st;
     if (version != 1)
         return kvp_ydoc_fail(d, kvp_ydoc_get(d, root, "kvplan_gpus"), err, KVP_ERR_UNSUPPORTED,

@@ -320,8 +320,8 @@ static enum kvp_status parse_top(struct yparse *p, yaml_node_t *root)
     yaml_node_t *n;
     enum kvp_status st;
 
-    if ((st = kvp_ydoc_want_map(d, root, "model", p->err)) || (st = kvp_ydoc_check_keys(d, root, top_keys, p->err)) ||
-        (st = kvp_ydoc_get_u32(d, root, "kvplan", true, &version, p->err)))
+    if ((st = kvp_ydoc_want_schema(d, root, "kvplan", "model", &version, p->err)) ||
+        (st = kvp_ydoc_check_keys(d, root, top_keys, p->err)))
         return st;
     if (version != 1)
         return kvp_ydoc_fail(d, kvp_ydoc_get(d, root, "kvplan"), p->err, KVP_ERR_UNSUPPORTED,

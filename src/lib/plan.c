@@ -5,6 +5,7 @@
  * assertions, comparing with a baseline, rendering text, JSON and JUnit.
  * The format is docs/plan-format.md.
  */
+#define _XOPEN_SOURCE 700 /* realpath: an include is confined to the plan's folder */
 #include "kvplan/plan.h"
 
 #include <limits.h>
@@ -74,6 +75,27 @@ static bool join_path(const char *file, const char *rel, char *out, size_t n)
     else
         w = snprintf(out, n, "%.*s/%s", (int)(slash - file), file, rel);
     return w >= 0 && (size_t)w < n;
+}
+
+/* Is the resolved path within the resolved folder root? */
+static bool below(const char *root, const char *path)
+{
+    size_t n = strlen(root);
+    return strcmp(root, "/") == 0 || (strncmp(path, root, n) == 0 && path[n] == '/');
+}
+
+/* The folder of the plan at path, resolved (links, "..") into root. */
+static bool plan_root(const char *path, char root[PATH_MAX])
+{
+    char *slash;
+    if (!realpath(path, root))
+        return false;
+    slash = strrchr(root, '/');
+    if (slash == root) /* a plan in / : includes anywhere below it */
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    return true;
 }
 
 /* ---- deployment settings ------------------------------------------------ */
@@ -219,6 +241,7 @@ struct loader {
         dev_t dev;
         ino_t ino;
     } stack[KVP_PLAN_MAX_INCLUDE_DEPTH + 1]; /* the files being loaded, by identity (links and ./ alike) */
+    char root[PATH_MAX]; /* the folder of the plan given, resolved: every include resolves below it */
 };
 
 /* 'model': a catalog name, or a path relative to the plan's file. */
@@ -754,7 +777,7 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
 static enum kvp_status read_include(struct loader *L, struct ydoc *d, yaml_node_t *n, struct settings *eff)
 {
     struct kvp_error *err = L->err;
-    char path[KVP_PLAN_PATH_MAX];
+    char path[KVP_PLAN_PATH_MAX], real[PATH_MAX];
     struct settings inc;
     struct stat sb;
     const char *v;
@@ -766,6 +789,11 @@ static enum kvp_status read_include(struct loader *L, struct ydoc *d, yaml_node_
         return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "the include path is too long (got '%.60s...')", v);
     if (stat(path, &sb) != 0)
         return kvp_ydoc_fail(d, n, err, KVP_ERR_IO, "cannot open the included file '%s'", path);
+    if (!realpath(path, real) || !below(L->root, real))
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE,
+                             "the included file '%s' is outside the folder of the plan given ('%s'): includes stay "
+                             "in it or below (give that file on the command line instead)",
+                             path, L->root);
     for (uint32_t i = 0; i <= L->depth; i++)
         if (L->stack[i].dev == sb.st_dev && L->stack[i].ino == sb.st_ino)
             return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "include cycle: '%s' is already being loaded", path);
@@ -818,9 +846,8 @@ static enum kvp_status load_file(struct loader *L, const char *path, struct sett
     if ((st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
         goto done;
     root = kvp_ydoc_root(&d);
-    if ((st = kvp_ydoc_want_map(&d, root, "plan", err)) != KVP_OK ||
-        (st = kvp_ydoc_check_keys(&d, root, top_keys, err)) != KVP_OK ||
-        (st = kvp_ydoc_get_u32(&d, root, "kvplan_plan", true, &version, err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_schema(&d, root, "kvplan_plan", "plan", &version, err)) != KVP_OK ||
+        (st = kvp_ydoc_check_keys(&d, root, top_keys, err)) != KVP_OK)
         goto done;
     if (version != KVP_PLAN_VERSION) {
         st = kvp_ydoc_fail(&d, kvp_ydoc_get(&d, root, "kvplan_plan"), err, KVP_ERR_UNSUPPORTED,
@@ -889,7 +916,7 @@ enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct
     L->models = models;
     L->gpus = gpus;
     L->err = err;
-    if (stat(path, &sb) != 0) {
+    if (stat(path, &sb) != 0 || !plan_root(path, L->root)) {
         st = kvp_fail_at(err, KVP_ERR_IO, path, 0, 0, "cannot open the file");
     } else {
         L->stack[0].dev = sb.st_dev;

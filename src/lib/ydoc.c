@@ -413,6 +413,19 @@ yaml_node_t *kvp_ydoc_get(struct ydoc *d, yaml_node_t *map, const char *key)
     return NULL;
 }
 
+enum kvp_status kvp_ydoc_want_schema(struct ydoc *d, yaml_node_t *root, const char *key, const char *what,
+                                     uint32_t *version, struct kvp_error *err)
+{
+    yaml_node_t *n;
+    enum kvp_status st;
+    if (root && (st = kvp_ydoc_want_map(d, root, what, err)) != KVP_OK)
+        return st;
+    if (!root || !(n = kvp_ydoc_get(d, root, key)))
+        return kvp_ydoc_fail(d, root, err, KVP_ERR_SCHEMA,
+                             "missing required key '%s': not a kvplan %s (nothing of it is shown)", key, what);
+    return kvp_ydoc_u32(d, n, key, version, err);
+}
+
 enum kvp_status kvp_ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *const *allowed,
                                 struct kvp_error *err)
 {

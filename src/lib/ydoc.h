@@ -62,6 +62,14 @@ const char *kvp_ydoc_scalar(const yaml_node_t *n); /* NUL-terminated value, or N
 /* The value node of `key` in mapping map, or NULL if absent. */
 yaml_node_t *kvp_ydoc_get(struct ydoc *d, yaml_node_t *map, const char *key);
 
+/* The top of a kvplan file: root a mapping holding `key` (its schema
+ * version, an integer put in *version), looked at before anything else, so
+ * that a file that is not this kind of file (what: "model", "plan") is
+ * refused with its place only, never a word of its content (a plan naming
+ * /etc/shadow must not print its first line). */
+enum kvp_status kvp_ydoc_want_schema(struct ydoc *d, yaml_node_t *root, const char *key, const char *what,
+                                     uint32_t *version, struct kvp_error *err);
+
 /* Fail on any key of map not in the NULL-terminated list allowed. */
 enum kvp_status kvp_ydoc_check_keys(struct ydoc *d, yaml_node_t *map, const char *const *allowed,
                                 struct kvp_error *err);
