@@ -68,7 +68,8 @@ void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uin
 const char *kvp_closest(const char *s, const char *const *names, size_t n, unsigned max_dist);
 
 /* Render "file:line:col: message" (omitting the parts that are unknown) into
- * buf of size n; returns buf. */
+ * buf of size n; returns buf. A control byte (an escape sequence a file put
+ * in a value the message echoes) is written as \xHH. */
 const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n);
 
 #endif

@@ -65,14 +65,29 @@ void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uin
 
 const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n)
 {
+    char raw[KVP_ERROR_TEXT_MAX];
+    uint32_t o = 0;
     if (err->file[0] && err->line && err->col)
-        snprintf(buf, n, "%s:%u:%u: %s", err->file, err->line, err->col, err->msg);
+        snprintf(raw, sizeof raw, "%s:%u:%u: %s", err->file, err->line, err->col, err->msg);
     else if (err->file[0] && err->line)
-        snprintf(buf, n, "%s:%u: %s", err->file, err->line, err->msg);
+        snprintf(raw, sizeof raw, "%s:%u: %s", err->file, err->line, err->msg);
     else if (err->file[0])
-        snprintf(buf, n, "%s: %s", err->file, err->msg);
+        snprintf(raw, sizeof raw, "%s: %s", err->file, err->msg);
     else
-        snprintf(buf, n, "%s", err->msg);
+        snprintf(raw, sizeof raw, "%s", err->msg);
+    /* a value echoed from a file never drives the terminal: control bytes as \xHH */
+    for (const unsigned char *c = (const unsigned char *)raw; *c && o + 1 < n; c++) {
+        if (*c >= 0x20 && *c != 0x7f) {
+            buf[o++] = (char)*c;
+        } else if (o + 5 < n) {
+            snprintf(buf + o, n - o, "\\x%02x", *c);
+            o += 4;
+        } else {
+            break;
+        }
+    }
+    if (n)
+        buf[o < n ? o : n - 1] = '\0';
     return buf;
 }
 
