@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "kvplan/catalog.h"
 #include "kvplan/engine.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
@@ -489,6 +492,46 @@ START_TEST(bad_files)
 }
 END_TEST
 
+/* A file in the working directory named like a built-in does not shadow
+ * it: "llama-3.1-8b" is the built-in, "./llama-3.1-8b" the file; a plain name
+ * that is no built-in still opens its file (issue #37: a modified copy
+ * named llama-3.1-8b gave false figures under the real model's name). */
+START_TEST(builtin_not_shadowed)
+{
+    struct kvp_catalog *cat = NULL;
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    char cwd[4096], *yaml = test_slurp("models/llama-3.1-8b.yaml"), *h;
+    FILE *f;
+    ck_assert_ptr_nonnull(yaml);
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_kvp_ok(kvp_catalog_load("models", &cat, &err), err);
+    (void)mkdir("build/check_model-shadow", 0755);
+    ck_assert_int_eq(chdir("build/check_model-shadow"), 0);
+    ck_assert_ptr_nonnull(h = strstr(yaml, "\nhidden: 4096"));
+    memcpy(h, "\nhidden: 2048", 13); /* another model under the same name */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_nonnull(f = fopen(i ? "mine" : "llama-3.1-8b", "w"));
+        fputs(yaml, f);
+        ck_assert_int_eq(fclose(f), 0);
+    }
+    ck_assert_kvp_ok(kvp_model_open(cat, "llama-3.1-8b", &m, &err), err);
+    ck_assert_uint_eq(m->hidden, 4096);
+    kvp_model_free(m);
+    ck_assert_kvp_ok(kvp_model_open(cat, "./llama-3.1-8b", &m, &err), err);
+    ck_assert_uint_eq(m->hidden, 2048);
+    kvp_model_free(m);
+    ck_assert_kvp_ok(kvp_model_open(cat, "mine", &m, &err), err);
+    ck_assert_uint_eq(m->hidden, 2048);
+    kvp_model_free(m);
+    remove("llama-3.1-8b");
+    remove("mine");
+    ck_assert_int_eq(chdir(cwd), 0);
+    kvp_catalog_free(cat);
+    free(yaml);
+}
+END_TEST
+
 START_TEST(load_missing_file)
 {
     struct kvp_model *m = NULL;
@@ -727,6 +770,7 @@ static Suite *suite(void)
 
     tcase_add_test(limits, bad_files);
     tcase_add_test(limits, load_missing_file);
+    tcase_add_test(limits, builtin_not_shadowed);
     tcase_add_test(limits, repeat_limits);
     tcase_add_test(limits, stack_errors);
     tcase_add_test(limits, add_layers_limits);

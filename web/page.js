@@ -196,10 +196,11 @@ function renderBar(j) {
   bar.setAttribute('aria-label', `memory per GPU: ${gib(j.gpu_memory_bytes)}`);
 }
 
-function renderSummary(j) {
+/* file: the dropped or carried file the figures come from (named by its path, never as a built-in) */
+function renderSummary(j, file) {
   const s = $('summary');
   s.className = j.fits ? 'fits' : 'nofit';
-  s.textContent = `${j.model} on ${j.gpus} x ${j.gpu || 'GPU'} (${gib(j.gpu_memory_bytes)} each), ${j.engine} ` +
+  s.textContent = (file ? `from the file ./${file.name} (not a built-in model): ` : '') + `${j.model} on ${j.gpus} x ${j.gpu || 'GPU'} (${gib(j.gpu_memory_bytes)} each), ${j.engine} ` +
     `${j.engine_version}, tp ${j.tp} pp ${j.pp}: ${j.fits ? 'fits' : 'does NOT fit'} ${j.concurrency} x ` +
     `${j.context} tokens. Capacity: ${j.kv_tokens} KV tokens, ${j.max_concurrency.toFixed(2)} requests of ` +
     `${j.context} tokens; max context ${j.max_context} tokens at concurrency ${j.concurrency}.`;
@@ -246,7 +247,7 @@ function answer(state, file) {
       $('chart').innerHTML = plot.svg;
     else
       $('chart').textContent = plot.err;
-    renderSummary(j);
+    renderSummary(j, file);
     renderBar(j);
     $('answer').hidden = false;
     finish('ok');
@@ -312,9 +313,11 @@ function readForm() {
   return {settings, errors: settings.some(([k]) => k === 'model') ? [] : ['which model? (type its name or drop a file)']};
 }
 
-/* the dropped file when the model names it */
+/* the dropped file when the model names it as a path (./NAME; a name with a model file's extension
+ * is one too): a plain name is a built-in's, which a file never shadows (kvp_model_ref_is_path) */
 function fileFor(state) {
-  return dropped && state.settings.some(([k, v]) => k === 'model' && v === dropped.name) ? dropped : null;
+  return dropped && state.settings.some(([k, v]) => k === 'model' && (v === './' + dropped.name ||
+    (v === dropped.name && /\.(ya?ml|json|gguf)$/i.test(v)))) ? dropped : null;
 }
 
 let timer = 0;
@@ -335,7 +338,7 @@ function formChanged() {
 function dropFile(f) {
   f.slice(0, READ_MAX).arrayBuffer().then(buf => {
     dropped = {name: f.name.replace(/[^A-Za-z0-9._-]/g, '_'), bytes: new Uint8Array(buf)};
-    $('f-model').value = dropped.name;
+    $('f-model').value = './' + dropped.name;
     formChanged();
   });
 }

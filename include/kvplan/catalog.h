@@ -38,9 +38,17 @@ const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const ch
  * back to the whole catalog (variants of an id, suggestions). */
 enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err);
 
-/* Resolve MODEL: an existing file or directory is loaded as such; otherwise
- * a catalog name or HF id (cat may be NULL). An unknown name is
- * KVP_ERR_NOTFOUND with the closest names suggested. */
+/* Does a model reference name a file: a '/' in it, or a model file's
+ * extension (.yaml .yml .json .gguf)? "./llama-3.1-8b" does, "llama-3.1-8b"
+ * does not. */
+bool kvp_model_ref_is_path(const char *s);
+
+/* Resolve MODEL: an existing file or directory given as a path
+ * (kvp_model_ref_is_path) is loaded as such; otherwise a catalog name or HF
+ * id (cat may be NULL), then an existing file of that plain name. So a file
+ * in the working directory named like a built-in never shadows it: it is
+ * read only as ./NAME. An unknown name is KVP_ERR_NOTFOUND with the closest
+ * names suggested. */
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
                                struct kvp_error *err);
 

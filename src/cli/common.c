@@ -255,7 +255,7 @@ int cli_model(const char *s, struct kvp_model **out)
 
     cli_models_dir(dir, sizeof dir);
     /* a shipped model by name or id loads alone; the whole catalog only for variants and suggestions */
-    if (access(s, F_OK) == 0 || kvp_catalog_open_one(dir, s, out, &err) != KVP_OK) {
+    if ((kvp_model_ref_is_path(s) && access(s, F_OK) == 0) || kvp_catalog_open_one(dir, s, out, &err) != KVP_OK) {
         if (access(s, F_OK) != 0 && (rc = cli_catalog(&cat)) != CLI_OK)
             return rc;
         err = (struct kvp_error){0};

@@ -277,6 +277,20 @@ enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_
     return st;
 }
 
+bool kvp_model_ref_is_path(const char *s)
+{
+    static const char *const ext[] = {".yaml", ".yml", ".json", ".gguf"};
+    size_t n = strlen(s);
+    if (strchr(s, '/'))
+        return true;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t e = strlen(ext[i]);
+        if (n > e && strcasecmp(s + n - e, ext[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
                                struct kvp_error *err)
 {
@@ -285,13 +299,16 @@ enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, str
     const struct variant *v;
     const char *best = NULL;
     const char **names;
+    bool exists = stat(s, &sb) == 0;
 
-    if (stat(s, &sb) == 0)
+    if (exists && kvp_model_ref_is_path(s))
         return kvp_model_load(s, out, err);
-    if ((found = kvp_catalog_find(cat, s)) != NULL)
+    if ((found = kvp_catalog_find(cat, s)) != NULL) /* a file of a built-in's plain name does not shadow it */
         return copy_model(found, out, err);
     if ((found = find_variant(cat, s, &v)) != NULL)
         return open_variant(found, v, s, out, err);
+    if (exists)
+        return kvp_model_load(s, out, err);
     if (cat && cat->n && (names = malloc(cat->n * sizeof *names)) != NULL) {
         for (uint32_t i = 0; i < cat->n; i++)
             names[i] = cat->models[i]->name;

@@ -208,21 +208,6 @@ static enum kvp_status name_value(struct ydoc *d, yaml_node_t *n, const char *wh
     return KVP_OK;
 }
 
-/* Does a model value name a file rather than a catalog model? */
-static bool looks_like_path(const char *v)
-{
-    static const char *const ext[] = {".yaml", ".yml", ".json", ".gguf"};
-    size_t n = strlen(v);
-    if (strchr(v, '/'))
-        return true;
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
-        size_t e = strlen(ext[i]);
-        if (n > e && strcasecmp(v + n - e, ext[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
 struct loader {
     struct kvp_plan *p;
     const struct kvp_catalog *models;
@@ -253,7 +238,7 @@ static enum kvp_status read_model(struct ydoc *d, yaml_node_t *n, struct setting
         return st;
     if (v[0] == '\0')
         return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
-    if (looks_like_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
+    if (kvp_model_ref_is_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
                            : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
         return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
     snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
