@@ -1640,6 +1640,36 @@ START_TEST(engine_releases)
 }
 END_TEST
 
+/* llama.cpp's longest context is the memory's bound, found with every term
+ * at that context, not clamped at the model's trained length (issue #33:
+ * Qwen3-30B-A3B Q4_K_M with q8_0 KV on a 24 GB card said 40,960, its
+ * max_position_embeddings, beside "fits NO" at 128K): the answer fits and
+ * one token more does not. */
+START_TEST(llamacpp_max_context_is_the_memory_bound)
+{
+    struct kvp_model *m = test_load("qwen3-30b-a3b");
+    struct kvp_deploy d;
+    struct kvp_fit f, at;
+    struct kvp_error err = {0};
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.gpu_memory = 25756696576ull; /* rtx-4090 in models/gpus.yaml */
+    d.w = test_wstore("q4_k_m");
+    d.k = d.v = test_fmt("q8_0");
+    d.context = 128 * 1024;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+    ck_assert(!f.fits);
+    ck_assert_uint_gt(f.max_context, m->max_context);
+    d.context = f.max_context;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &at, &err), err);
+    ck_assert(at.fits);
+    ck_assert_uint_eq(at.max_context, f.max_context);
+    d.context = f.max_context + 1;
+    ck_assert_kvp_ok(kvp_fit_compute(m, &d, &at, &err), err);
+    ck_assert(!at.fits);
+    kvp_model_free(m);
+}
+END_TEST
+
 /* ---- limits: usage errors ----------------------------------------------- */
 
 static const struct usage_case {
@@ -2131,6 +2161,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_b6182_log);
     tcase_add_test(core, llamacpp_b4862_log_lines);
     tcase_add_test(core, llamacpp_ubatch_capped);
+    tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
     tcase_add_test(core, vllm_pp_groups_whole_model);

@@ -277,6 +277,11 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     row(&t, "max concurrency", g[3], d->engine == KVP_ENGINE_LLAMACPP ? "the configured sequences, if they fit" : note);
     snprintf(note, sizeof note, "tokens, with %s request%s", kvp_count_text(want, g[4], sizeof g[4]),
              want == 1 ? "" : "s");
+    if (f->max_context > x->m->max_context) /* the memory allows more than the model was trained on */
+        snprintf(note + strlen(note), sizeof note - strlen(note),
+                 "; the memory's bound: past the model's %s the engine needs RoPE scaling set (llama.cpp: "
+                 "--rope-scaling yarn --yarn-orig-ctx %llu)",
+                 kvp_count_text(x->m->max_context, g[4], sizeof g[4]), (unsigned long long)x->m->max_context);
     row(&t, "max context", kvp_count_text(f->max_context, g[5], sizeof g[5]), note);
     if (d->cpu_offload) {
         snprintf(note, sizeof note, "tokens in %s of host memory; %.0f requests parked",

@@ -71,6 +71,37 @@ static void effective(const struct kvp_model *m, const struct kvp_deploy *d, str
     e->cuda_graph_memory = f->reserve.cuda_graph;
 }
 
+/* llama.cpp's longest context per request on this memory: every term at
+ * that context (its compute buffer grows with it too), not the KV alone
+ * against the budget of the context asked for; -c is llama.cpp's uint32_t
+ * n_ctx, the model's trained length no bound (binary search: the fit's
+ * bytes do not fall as the context grows). */
+static enum kvp_status llamacpp_max_context(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+                                            struct kvp_error *err)
+{
+    uint64_t lo = 0, hi = UINT32_MAX / (d->concurrency > 1 ? d->concurrency : 1);
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        struct kvp_deploy t = *d, e;
+        struct kvp_fit f;
+        enum kvp_status st;
+        memset(&f, 0, sizeof f);
+        f.engine = t.engine;
+        f.n_groups = f.n_stream = 1;
+        t.context = mid;
+        effective(m, &t, &f, &e);
+        st = kvp_profile_llamacpp(m, &e, &f, err);
+        if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE)
+            return st;
+        if (st == KVP_OK && f.fits)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *out = lo;
+    return KVP_OK;
+}
+
 enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                 struct kvp_error *err)
 {
@@ -98,6 +129,8 @@ enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_depl
     }
     if (st == KVP_OK && f->refused[0])
         f->fits = false;
+    if (st == KVP_OK && d->engine == KVP_ENGINE_LLAMACPP && d->gpu_memory && !f->refused[0])
+        st = llamacpp_max_context(m, d, &f->max_context, err);
     return st;
 }
 

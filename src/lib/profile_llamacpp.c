@@ -328,7 +328,10 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
     reserve = kvp_sat_add(per_device_weights, kvp_profile_reserve(d));
     if (d->gpu_memory) {
         f->kv_budget_bytes = kvp_profile_sub(d->gpu_memory, reserve, &deficit);
-        if ((st = kvp_profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, m->max_context, &f->max_context, err)))
+        /* the memory's bound, not the model's: llama.cpp takes any -c up to its uint32_t n_ctx
+         * (llama-context.cpp warns "n_ctx_seq > n_ctx_train -- possible training context
+         * overflow" past the trained length, and the model then needs RoPE scaling) */
+        if ((st = kvp_profile_max_context(buffer_cost, &c, 1, f->kv_budget_bytes, UINT32_MAX, &f->max_context, err)))
             return st;
     } else {
         f->kv_budget_bytes = busiest;
