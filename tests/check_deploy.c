@@ -1670,6 +1670,42 @@ START_TEST(llamacpp_max_context_is_the_memory_bound)
 }
 END_TEST
 
+/* vLLM 0.11.0 model_executor/layers/linear.py QKVParallelLinear: the KV
+ * heads split over tp, or are replicated when tp >= them; either way one
+ * must divide the other, or the model does not load (issue #35: phi-4's 10
+ * KV heads at tp 4 were answered). qwen2.5-7b: 28 heads, 4 KV heads. */
+START_TEST(vllm_kv_heads_divide_tp)
+{
+    static const struct {
+        uint32_t tp;
+        const char *msg; /* NULL: loads */
+    } cases[] = {
+        {2, NULL}, {4, NULL}, {7, "vllm: AssertionError: 7 is not divisible by 4 (QKVParallelLinear: 4 KV heads at "
+                                  "tensor parallel size 7; the model does not load)"},
+        {14, "vllm: AssertionError: 14 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size "
+             "14; the model does not load)"},
+        {28, NULL}, /* 4 KV heads replicated 7 times */
+    };
+    struct kvp_model *m = test_load("qwen2.5-7b");
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        struct kvp_error err = {0};
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.tp = d.n_gpus = cases[i].tp;
+        d.gpu_memory = 80 * GiB;
+        d.context = 8192;
+        if (!cases[i].msg) {
+            ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+        } else {
+            ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+            ck_assert_str_eq(err.msg, cases[i].msg);
+        }
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
 /* ---- limits: usage errors ----------------------------------------------- */
 
 static const struct usage_case {
@@ -2162,6 +2198,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_b4862_log_lines);
     tcase_add_test(core, llamacpp_ubatch_capped);
     tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
+    tcase_add_test(core, vllm_kv_heads_divide_tp);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
     tcase_add_test(core, vllm_pp_groups_whole_model);

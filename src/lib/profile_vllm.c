@@ -221,11 +221,21 @@ static enum kvp_status request_cost(void *ctx, uint64_t L, uint64_t *bytes, stru
 static enum kvp_status check_settings(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
 {
     for (uint32_t i = 0; i < m->n_specs; i++) {
-        uint32_t h = m->specs[i].n_heads;
+        const struct kvp_layer_spec *s = &m->specs[i];
+        uint32_t h = s->n_heads, kv = s->n_kv_heads;
         if (h && h % d->tp != 0)
             return kvp_fail(err, KVP_ERR_USAGE,
                             "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).",
                             h, d->tp);
+        /* model_executor/layers/linear.py QKVParallelLinear.__init__: the KV heads split over tp
+         * (divide(kv, tp)), or replicated when tp >= kv (divide(tp, kv)); distributed/utils.py
+         * ensure_divisibility asserts either at load. MLA's latent is not a QKV projection. */
+        if (kv && s->kind != KVP_LAYER_MLA && s->kind != KVP_LAYER_RECURRENT &&
+            (d->tp >= kv ? d->tp % kv : kv % d->tp) != 0)
+            return kvp_fail(err, KVP_ERR_USAGE,
+                            "vllm: AssertionError: %u is not divisible by %u (QKVParallelLinear: %u KV heads at "
+                            "tensor parallel size %u; the model does not load)",
+                            d->tp >= kv ? d->tp : kv, d->tp >= kv ? kv : d->tp, kv, d->tp);
     }
     if (d->context > m->max_context)
         return kvp_fail(err, KVP_ERR_USAGE,
