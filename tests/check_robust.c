@@ -17,12 +17,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fuzz/fuzz_common.h"
+#include "io.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"
+#include "kvplan/render.h"
 #include "kvplan/sim.h"
 #include "testutil.h"
 
@@ -736,6 +741,55 @@ START_TEST(only_regular_files)
 }
 END_TEST
 
+/* Every file the CLI writes goes through kvp_buf_save: a temporary file
+ * beside the target, renamed, so the target is the old file or the whole
+ * new one; a FIFO or a device as the target is refused; a process killed
+ * while it writes leaves no temporary file (export-gguf killed by SIGTERM
+ * left gigabytes of one, simulate --svg truncated the old chart before
+ * writing: issue #37). */
+START_TEST(writes_whole_or_not_at_all)
+{
+    const char *path = "build/check_robust-out.txt", *fifo = "build/check_robust-out.fifo";
+    struct kvp_buf b = {0};
+    struct kvp_error err = {0};
+    char *back, tmp[256];
+    DIR *dir;
+    struct dirent *e;
+    int fd, status;
+    pid_t pid;
+
+    kvp_buf_printf(&b, "new contents\n");
+    remove(path);
+    ck_assert_kvp_ok(kvp_buf_save(&b, path, &err), err);
+    ck_assert_ptr_nonnull(back = test_slurp(path));
+    ck_assert_str_eq(back, "new contents\n");
+    free(back);
+    remove(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(kvp_buf_save(&b, fifo, &err), KVP_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "is not a regular file"));
+    remove(fifo);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* a writer killed before its rename */
+        if (kvp_tmp_beside(path, tmp, sizeof tmp, &fd, &err) == KVP_OK)
+            raise(SIGTERM);
+        _exit(3);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    ck_assert_ptr_nonnull(dir = opendir("build"));
+    while ((e = readdir(dir)) != NULL)
+        ck_assert_msg(strncmp(e->d_name, "check_robust-out.txt.tmp", 24) != 0, "left behind: %s", e->d_name);
+    closedir(dir);
+    ck_assert_ptr_nonnull(back = test_slurp(path)); /* the old file stays */
+    ck_assert_str_eq(back, "new contents\n");
+    free(back);
+    remove(path);
+    kvp_buf_release(&b);
+}
+END_TEST
+
 /* Was a GAP, fixed: the duplicate-key check compares every pair of keys of a mapping
  * (ydoc.c walk()), so 80,000 keys (1 MB) take 79 s and a 60 MiB file hours.
  * A 1 MB config must be answered within the test timeout. */
@@ -856,6 +910,7 @@ static Suite *suite(void)
     tcase_add_loop_test(lim, num_limits, 0, (int)N_ELEMS(num_rows));
     tcase_add_test(lim, file_over_read_cap);
     tcase_add_test(lim, only_regular_files);
+    tcase_add_test(lim, writes_whole_or_not_at_all);
     tcase_add_test(lim, text_file_cap);
     tcase_add_test(lim, many_keys_in_time);
     tcase_add_loop_test(lim, plan_limits, 0, (int)N_ELEMS(plan_rows));

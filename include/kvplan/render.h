@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvplan/error.h"
+
 struct kvp_buf {
     char *data; /* NUL-terminated when len > 0 */
     size_t len, cap;
@@ -29,6 +31,11 @@ struct kvp_buf {
 void kvp_buf_printf(struct kvp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void kvp_buf_put(struct kvp_buf *b, const char *s, size_t n);
 void kvp_buf_release(struct kvp_buf *b);
+/* Write b to path whole or not at all: a temporary file beside it, synced
+ * and renamed over it (a failure, a full disk or a SIGINT/SIGTERM leaves the
+ * old file and no temporary one); a path naming a device, FIFO or link is
+ * refused. KVP_ERR_IO, KVP_ERR_USAGE, KVP_ERR_NOMEM (b->nomem). */
+enum kvp_status kvp_buf_save(const struct kvp_buf *b, const char *path, struct kvp_error *err);
 /* Append s as XML/HTML character data or double-quoted attribute text:
  * & < > " escaped, and the control characters XML 1.0 cannot hold dropped. */
 void kvp_buf_xml(struct kvp_buf *b, const char *s);

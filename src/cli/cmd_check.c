@@ -34,47 +34,11 @@ static const struct cli_cmd cmd = {
     opts,
 };
 
-/* Write b to path through a temporary file in the same directory, so that a
- * failure never leaves a half-written report nor replaces a good one. */
+/* Write b to path whole or not at all (kvp_buf_save). */
 static int write_atomic(const char *path, const struct kvp_buf *b)
 {
-    char tmp[PATH_MAX];
-    size_t done = 0;
-    mode_t mask;
-    int fd, saved;
-
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp)
-        return cli_usage_error("'%s': the path is too long", path);
-    if ((fd = mkstemp(tmp)) < 0)
-        return cli_usage_error("cannot create a temporary file next to '%s': %s", path, strerror(errno));
-    mask = umask(0); /* mkstemp makes 0600; a report is as readable as any file the user writes */
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0)
-        goto fail;
-    while (done < b->len) {
-        ssize_t w = write(fd, b->data + done, b->len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            goto fail;
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0)
-        goto fail;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        goto fail;
-    return CLI_OK;
-fail:
-    saved = errno;
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    return cli_usage_error("cannot write '%s': %s", path, strerror(saved));
+    struct kvp_error err = {0};
+    return kvp_buf_save(b, path, &err) == KVP_OK ? CLI_OK : cli_error(&err);
 }
 
 /* "5", "5%", "0.5%" -> a fraction 0.05, 0.005. */

@@ -47,56 +47,6 @@ static uint32_t default_contexts(uint64_t max, uint64_t *x)
     return n;
 }
 
-/* Write b to path through a temporary file in the same folder and rename:
- * a reader never sees half a chart, and a failure leaves the old file. */
-static int write_atomic(const char *path, const struct kvp_buf *b)
-{
-    size_t n = strlen(path);
-    char *tmp;
-    FILE *f;
-    struct stat st;
-    int fd, rc = CLI_OK;
-
-    /* a rename replaces whatever the path names: never a device, pipe or
-     * link (`--svg /dev/stdout` run as root would replace /dev/stdout) */
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return cli_usage_error("--svg: '%s' is not a regular file (the chart replaces the file it names)", path);
-    if (!(tmp = malloc(n + 16)))
-        return cli_usage_error("out of memory");
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0) {
-        rc = cli_usage_error("cannot create a file beside '%s': %s", path, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    {
-        mode_t mask = umask(0); /* mkstemp makes 0600; give the chart the usual 0666 & ~umask */
-        umask(mask);
-        if (fchmod(fd, 0666 & ~mask) != 0) {
-            close(fd);
-            unlink(tmp);
-            free(tmp);
-            return cli_usage_error("cannot set the mode of '%s': %s", path, strerror(errno));
-        }
-    }
-    if (!(f = fdopen(fd, "wb"))) {
-        close(fd);
-        rc = cli_usage_error("cannot write '%s': %s", tmp, strerror(errno));
-    } else {
-        bool ok = fwrite(b->data, 1, b->len, f) == b->len;
-        ok = fflush(f) == 0 && ok;
-        ok = fsync(fileno(f)) == 0 && ok;
-        if (fclose(f) != 0 || !ok)
-            rc = cli_usage_error("cannot write '%s': %s", tmp, strerror(errno));
-        else if (rename(tmp, path) != 0)
-            rc = cli_usage_error("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-    }
-    if (rc != CLI_OK)
-        unlink(tmp);
-    free(tmp);
-    return rc;
-}
-
 /* The legend's text for model m in format fname (the caller adds a deployment's longest context). */
 static void series_label(const struct kvp_model *m, const char *fname, int nmodels, uint32_t nf, bool deployed,
                          char *buf, size_t n)
@@ -229,7 +179,7 @@ int cmd_plot(int argc, char **argv)
         rc = cli_error(&err);
         goto out;
     }
-    rc = write_atomic(svg, &b);
+    rc = kvp_buf_save(&b, svg, &err) == KVP_OK ? CLI_OK : cli_error(&err);
 out:
     kvp_buf_release(&b);
     free(c);

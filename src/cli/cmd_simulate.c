@@ -310,21 +310,13 @@ static int write_svg(const struct run *x, const char *path)
     struct kvp_buf b = {0};
     struct kvp_error err = {0};
     char title[256];
-    FILE *f;
     int rc = CLI_OK;
     snprintf(title, sizeof title, "%s on %s, %s %s: KV blocks over time", x->m->name, x->gpu ? x->gpu->id : "GPU",
              kvp_engine_info(x->d.engine)->name, x->f.release->version);
     if (kvp_sim_svg(&x->c, &x->r, title, &b, &err) != KVP_OK)
         return cli_error(&err);
-    if (b.nomem)
-        rc = cli_usage_error("out of memory rendering the chart");
-    else if (!(f = fopen(path, "w")))
-        rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
-    else {
-        bool short_write = fwrite(b.data, 1, b.len, f) != b.len; /* the file is closed either way */
-        if (fclose(f) != 0 || short_write)
-            rc = cli_usage_error("cannot write '%s': %s", path, strerror(errno));
-    }
+    if (kvp_buf_save(&b, path, &err) != KVP_OK) /* whole or not at all: a failure keeps the old chart */
+        rc = cli_error(&err);
     kvp_buf_release(&b);
     return rc;
 }

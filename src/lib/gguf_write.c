@@ -26,6 +26,7 @@
 #include "kvplan/render.h"
 
 #include "gguf_types.h"
+#include "io.h"
 
 const char *const kvp_gguf_archs[] = {"llama", "gemma3", "deepseek2", NULL};
 
@@ -513,6 +514,7 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
     struct writer w;
     const char *name;
     char tmp[KVP_TEXT_MAX + 32];
+    int fd;
     uint64_t limit = opt->max_dense_bytes ? opt->max_dense_bytes : DEFAULT_MAX_DENSE, header = 0, total;
     int arch = -1;
     enum kvp_status st;
@@ -555,7 +557,10 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
                       kvp_bytes_text(limit, false, b, sizeof b));
         goto out;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    /* beside the target, removed if a signal ends the process (gigabytes of it otherwise) */
+    if ((st = kvp_tmp_beside(path, tmp, sizeof tmp, &fd, err)) != KVP_OK)
+        goto out;
+    close(fd); /* write_file opens it again by name */
     if ((st = write_file(&w, tmp, opt, &header, err)) != KVP_OK) {
         remove(tmp);
         goto out;
@@ -575,6 +580,7 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
     opt->header_bytes = header;
     opt->file_bytes = total;
 out:
+    kvp_tmp_unguard();
     kvp_buf_release(&w.kv);
     free(w.t);
     return st;

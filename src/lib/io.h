@@ -9,6 +9,7 @@
 #define KVPLAN_IO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvplan/error.h"
@@ -22,5 +23,16 @@
  * directory is an error that names it, at once (a FIFO never blocks). */
 enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
                               struct kvp_error *err);
+
+/* A temporary file beside path, for writing it whole or not at all:
+ * mkstemp's "PATH.tmp.XXXXXX" into tmp (of size n), open as *fd, with the
+ * target's mode (or 0666 & ~umask), and guarded: removed if SIGINT, SIGTERM
+ * or SIGHUP ends the process before kvp_tmp_unguard. A path that names
+ * something other than a regular file is refused (a rename would replace
+ * a device or a link). The caller renames tmp to path, or removes it, then
+ * calls kvp_tmp_unguard. */
+enum kvp_status kvp_tmp_beside(const char *path, char *tmp, size_t n, int *fd, struct kvp_error *err);
+void kvp_tmp_guard(const char *tmp);
+void kvp_tmp_unguard(void);
 
 #endif

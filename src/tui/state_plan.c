@@ -246,51 +246,29 @@ static void write_plan(const struct tui_state *s, FILE *f)
 
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err)
 {
-    char tmp[TUI_INPUT_MAX + 32];
     const char *slash = strrchr(path, '/');
+    struct kvp_buf b = {0};
+    char *text = NULL;
+    size_t len = 0;
     FILE *f;
-    int fd;
+    enum kvp_status st;
 
     if (!path[0])
         return kvp_fail(err, KVP_ERR_USAGE, "no file name given for the plan");
     if (slash && slash[1] == '\0')
         return kvp_fail(err, KVP_ERR_USAGE, "'%s' is a directory, not a plan file name", path);
-    /* the temporary file sits beside the target so rename() stays on one file system */
-    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp)
-        return kvp_fail(err, KVP_ERR_USAGE, "plan path is too long (got '%s')", path);
-    if ((fd = mkstemp(tmp)) < 0)
-        return kvp_fail(err, KVP_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    if (!(f = fdopen(fd, "w"))) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return kvp_fail(err, KVP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    /* mkstemp makes the file 0600; a plan is shared like any other file */
-    {
-        struct stat sb;
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, stat(path, &sb) == 0 ? sb.st_mode & 07777 : 0666 & ~mask);
-    }
+    if (!(f = open_memstream(&text, &len)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory writing the plan");
     write_plan(s, f);
-    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
-        int e = errno;
-        fclose(f);
-        unlink(tmp);
-        return kvp_fail(err, KVP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
     if (fclose(f) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kvp_fail(err, KVP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
+        free(text);
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory writing the plan");
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kvp_fail(err, KVP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    return KVP_OK;
+    b.data = text;
+    b.len = b.cap = len;
+    st = kvp_buf_save(&b, path, err); /* whole or not at all */
+    free(text);
+    return st;
 }
 
 /* The workloads of p its first deployment can name (those of its file) into
