@@ -211,6 +211,22 @@ def shapes():
         gpu % i for i in range(TEXT_CAP // (len(gpu) + 2)))}, ["gpus"], "more than"))
     s.append(("gpus-brackets", {"d/gpus.yaml": nested("[", "]", TEXT_CAP - 16)}, ["gpus"],
               "nesting deeper than 32 levels"))
+    # request traces: 4 MiB of distinct requests (SGLang's radix tree has one root child each: its
+    # children were scanned, 3.7 s; issue #37), and vLLM's on the same
+    trace, i = ["arrival_s,prompt_tokens,output_tokens\n"], 0
+    size = len(trace[0])
+    while True:
+        row = "%d.%03d,%d,%d\n" % (i // 200, i % 200 * 5, 50 + i % 250, 5 + i % 45)
+        if size + len(row) > TEXT_CAP:
+            break
+        trace.append(row)
+        size += len(row)
+        i += 1
+    trace = "".join(trace)
+    for eng in ("sglang", "vllm"):
+        s.append(("trace-4mib-" + eng, {"t.csv": trace},
+                  ["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", eng, "--context", "4k", "--trace", "FILE"],
+                  ""))
     # GGUF headers (the 64 MiB read cap)
     s.append(("gguf-many-keys", {"m.gguf": gguf_many_keys(64 * MIB)}, ["size", "FILE"], ""))
     s.append(("gguf-token-array", {"m.gguf": gguf_token_array(64 * MIB)}, ["size", "FILE"], ""))

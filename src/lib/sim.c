@@ -682,6 +682,7 @@ static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t t
  * finished and frees its blocks (llama.cpp: its slot). */
 static void advance(struct sim *s, double t_end)
 {
+    uint32_t finished = 0;
     for (uint32_t k = 0; k < s->nsched; k++) {
         struct req *r = &s->r[s->sched[k]];
         r->computed += s->sched_n[k];
@@ -695,6 +696,7 @@ static void advance(struct sim *s, double t_end)
             continue;
         r->finish = t_end;
         r->state = R_DONE;
+        finished++;
         if (s->c->engine == KVP_SIM_LLAMACPP)
             s->pool.used[0] -= r->live;
         else if (s->c->engine == KVP_SIM_SGLANG)
@@ -705,10 +707,10 @@ static void advance(struct sim *s, double t_end)
         r->table = NULL;
     }
     uint32_t j = 0;
-    for (uint32_t k = 0; k < s->nrun; k++)
+    for (uint32_t k = 0; finished && k < s->nrun; k++) /* the finished leave the running list */
         if (s->r[s->run[k]].state == R_RUNNING)
             s->run[j++] = s->run[k];
-    s->nrun = j;
+    s->nrun = finished ? j : s->nrun;
 }
 
 static void sim_free(struct sim *s)

@@ -62,21 +62,33 @@ enum kvp_status kvp_sim_sglang_config(const struct kvp_deploy *d, const struct k
  * the request's own), so two requests' tokens match exactly where their
  * token chains are equal. Node 0 is the root (lock 1, never evicted). */
 struct node {
-    uint32_t parent, child, sibling; /* NONE: none */
+    uint32_t parent, nchild, next_free; /* parent NONE: deleted (or the root); next_free: the free list */
     uint32_t src, start, len;
     uint32_t lock;   /* lock_ref: requests whose prefix runs through the node */
     uint64_t access; /* last_access_time, as a counter */
 };
 
+/* A leaf as the eviction heap saw it: stale once the node's access moved,
+ * it got a child or it was deleted. */
+struct leaf {
+    uint64_t access, evictions; /* evictions: the root's entry holds for the eviction that pushed it */
+    uint32_t node;
+};
+
 struct sg {
     struct node *node;
-    uint32_t nnode, cap, free_node; /* slots used; free list of deleted nodes (through .sibling) */
+    uint32_t nnode, cap, free_node; /* slots used; free list of deleted nodes (through .next_free) */
+    uint32_t *slot;                 /* the children, by (parent, first token): open addressing, NONE empty */
+    uint64_t mask;
     uint64_t clock;
     uint64_t size, available;      /* the token pool; free slots (token_to_kv_pool.available_size) */
     uint64_t evictable, protect;   /* tree slots with lock 0 (evictable_size_) and with lock > 0 */
     uint32_t *last_node;           /* per request: the node its prefix ends at (NONE: holds none) */
     uint64_t *plen, *priv;         /* per request: tree slots it holds (len(prefix_indices)); its own slots */
-    uint32_t *heap;                /* eviction's min-heap of nodes */
+    struct leaf *heap;             /* eviction's min-heap of leaves, kept between evictions (stale
+                                    * entries dropped as they surface); 3 x cap entries */
+    uint32_t *skip;                /* an eviction's locked leaves, put back after it; cap entries */
+    uint64_t nheap, evictions;
     uint32_t *batch, nbatch;       /* the last prefill batch (extend), in order */
     bool last_extend;
     uint32_t chunked;              /* the request being prefilled in chunks (NONE: none) */
@@ -103,42 +115,187 @@ static uint64_t node_match(const struct sim *s, const struct node *x, uint32_t q
     return lim <= x->start ? 0 : lim - x->start < x->len ? lim - x->start : x->len;
 }
 
-/* The child of x whose first token is request q's token there (NONE: none). */
+/* The identity of request q's token at position pos (TreeNode.children's
+ * key, the first token of a child): the shared prefix's token there, else
+ * q's own. Two requests' tokens are equal exactly when these are
+ * (node_match > 0 for a child starting there). */
+static uint64_t token_key(const struct sim *s, uint32_t q, uint64_t pos)
+{
+    const struct kvp_sim_request *r = s->r[q].q;
+    return r->prefix_id && r->prefix_tokens > pos ? (uint64_t)r->prefix_id | 1ull << 63 : (uint64_t)q + 1;
+}
+
+KVP_WRAPS static uint64_t child_hash(uint32_t parent, uint64_t key)
+{
+    uint64_t h = (key ^ (uint64_t)parent << 32 ^ parent) * 0x9e3779b97f4a7c15ull;
+    return h ^ h >> 29;
+}
+
+/* The slot of parent's child with first token key, or of the empty slot it would take. */
+static uint64_t child_slot(const struct sim *s, uint32_t parent, uint64_t key)
+{
+    struct sg *g = s->sg;
+    uint64_t i = child_hash(parent, key) & g->mask;
+    for (uint32_t c; (c = g->slot[i]) != NONE; i = (i + 1) & g->mask)
+        if (nd(g, c)->parent == parent && token_key(s, nd(g, c)->src, nd(g, c)->start) == key)
+            return i;
+    return i;
+}
+
+/* The child of x whose first token is request q's token there (NONE: none):
+ * a hash lookup, so a root with 40,000 children costs what one with two does. */
 static uint32_t child_of(const struct sim *s, uint32_t x, uint32_t q)
 {
     struct sg *g = s->sg;
-    for (uint32_t c = nd(g, x)->child; c != NONE; c = nd(g, c)->sibling)
-        if (node_match(s, nd(g, c), q) > 0)
-            return c;
-    return NONE;
+    uint64_t pos = x ? (uint64_t)nd(g, x)->start + nd(g, x)->len : 0;
+    return g->slot[child_slot(s, x, token_key(s, q, pos))];
+}
+
+/* Node c (its parent, src and start set) into the index of its parent's children. */
+static void child_add(const struct sim *s, uint32_t c)
+{
+    struct sg *g = s->sg;
+    const struct node *n = nd(g, c);
+    g->slot[child_slot(s, n->parent, token_key(s, n->src, n->start))] = c;
+    nd(g, n->parent)->nchild++;
+}
+
+/* Node c out of the index (linear probing's backward-shift deletion). */
+static void child_remove(const struct sim *s, uint32_t c)
+{
+    struct sg *g = s->sg;
+    const struct node *n = nd(g, c);
+    uint64_t i = child_slot(s, n->parent, token_key(s, n->src, n->start)), j;
+    nd(g, n->parent)->nchild--;
+    for (j = (i + 1) & g->mask; g->slot[j] != NONE; j = (j + 1) & g->mask) {
+        const struct node *y = nd(g, g->slot[j]);
+        uint64_t k = child_hash(y->parent, token_key(s, y->src, y->start)) & g->mask;
+        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+            g->slot[i] = g->slot[j];
+            i = j;
+        }
+    }
+    g->slot[i] = NONE;
+}
+
+/* ---- the eviction heap ---- */
+
+static void sift_up(struct sg *g, uint64_t i)
+{
+    while (i > 0 && g->heap[i].access < g->heap[(i - 1) / 2].access) {
+        struct leaf t = g->heap[(i - 1) / 2];
+        g->heap[(i - 1) / 2] = g->heap[i];
+        g->heap[i] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static struct leaf heap_pop(struct sg *g)
+{
+    struct leaf top = g->heap[0];
+    uint64_t i = 0, n = --g->nheap;
+    g->heap[0] = g->heap[n];
+    for (;;) {
+        uint64_t l = 2 * i + 1, r = l + 1, m = i;
+        struct leaf t;
+        if (l < n && g->heap[l].access < g->heap[m].access)
+            m = l;
+        if (r < n && g->heap[r].access < g->heap[m].access)
+            m = r;
+        if (m == i)
+            return top;
+        t = g->heap[m];
+        g->heap[m] = g->heap[i];
+        g->heap[i] = t;
+        i = m;
+    }
+}
+
+static bool is_leaf(const struct sg *g, uint32_t x)
+{
+    return g->node[x].parent != NONE && g->node[x].nchild == 0;
+}
+
+/* Is e still a leaf with the access it had? (The root's entry: only in the eviction that pushed it.) */
+static bool current(const struct sg *g, const struct leaf *e)
+{
+    return e->node == 0 ? e->evictions == g->evictions
+                        : is_leaf(g, e->node) && g->node[e->node].access == e->access;
+}
+
+/* Node x, a leaf now (or the root left childless by an eviction), onto the
+ * heap; a full heap is rebuilt first from the leaves there are. */
+static void push_leaf(struct sg *g, uint32_t x)
+{
+    if (g->nheap == 3ull * g->cap) {
+        uint64_t n = 0;
+        for (uint64_t i = 0; i < g->nheap; i++)
+            if (current(g, &g->heap[i]))
+                g->heap[n++] = g->heap[i]; /* a subsequence of a heap is not one: sifted again below */
+        g->nheap = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            g->heap[g->nheap] = g->heap[i];
+            sift_up(g, g->nheap++);
+        }
+    }
+    g->heap[g->nheap] = (struct leaf){g->node[x].access, g->evictions, x};
+    sift_up(g, g->nheap++);
+}
+
+/* The children's index for cap nodes: twice as many slots, the live nodes put back. */
+static enum kvp_status index_for(const struct sim *s, uint32_t cap, struct kvp_error *err)
+{
+    struct sg *g = s->sg;
+    uint64_t n = 16;
+    while (n < 2ull * cap)
+        n *= 2;
+    free(g->slot);
+    if (!(g->slot = malloc(n * sizeof *g->slot)))
+        return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u radix nodes", cap);
+    memset(g->slot, 0xff, n * sizeof *g->slot);
+    g->mask = n - 1;
+    for (uint32_t x = 1; x < g->nnode; x++)
+        if (nd(g, x)->parent != NONE) {
+            nd(g, nd(g, x)->parent)->nchild--; /* child_add counts it again */
+            child_add(s, x);
+        }
+    return KVP_OK;
 }
 
 /* Room for `extra` more nodes without growing (a finish's insert takes at most two). */
-static enum kvp_status reserve(struct sg *g, uint32_t extra, struct kvp_error *err)
+static enum kvp_status reserve(const struct sim *s, uint32_t extra, struct kvp_error *err)
 {
+    struct sg *g = s->sg;
     while (g->cap - g->nnode < extra) {
         uint32_t cap = g->cap * 2;
         struct node *p = realloc(g->node, (uint64_t)cap * sizeof *p);
-        uint32_t *h = realloc(g->heap, (uint64_t)cap * sizeof *h);
+        struct leaf *h = realloc(g->heap, 3ull * cap * sizeof *h);
+        uint32_t *k = realloc(g->skip, (uint64_t)cap * sizeof *k);
+        enum kvp_status st;
         if (p)
             g->node = p;
         if (h)
             g->heap = h;
-        if (!p || !h || cap >= NONE)
+        if (k)
+            g->skip = k;
+        if (!p || !h || !k || cap >= NONE)
             return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u radix nodes", cap);
         g->cap = cap;
+        if ((st = index_for(s, cap, err)) != KVP_OK)
+            return st;
     }
     return KVP_OK;
 }
 
-static enum kvp_status new_node(struct sg *g, uint32_t *out, struct kvp_error *err)
+static enum kvp_status new_node(const struct sim *s, uint32_t *out, struct kvp_error *err)
 {
+    struct sg *g = s->sg;
     if (g->free_node != NONE) {
         *out = g->free_node;
-        g->free_node = nd(g, *out)->sibling;
+        g->free_node = nd(g, *out)->next_free;
         return KVP_OK;
     }
-    enum kvp_status st = reserve(g, 1, err);
+    enum kvp_status st = reserve(s, 1, err);
     if (st == KVP_OK)
         *out = g->nnode++;
     return st;
@@ -146,21 +303,21 @@ static enum kvp_status new_node(struct sg *g, uint32_t *out, struct kvp_error *e
 
 /* _split_node: x keeps its tail after m tokens; a new node (fresh access
  * time, x's lock) takes its head and x's place under its parent. */
-static enum kvp_status split(struct sg *g, uint32_t x, uint32_t m, uint32_t *head, struct kvp_error *err)
+static enum kvp_status split(const struct sim *s, uint32_t x, uint32_t m, uint32_t *head, struct kvp_error *err)
 {
+    struct sg *g = s->sg;
     enum kvp_status st;
-    uint32_t h, *link;
-    if ((st = new_node(g, &h, err)) != KVP_OK)
+    uint32_t h;
+    if ((st = new_node(s, &h, err)) != KVP_OK)
         return st;
-    *nd(g, h) = (struct node){nd(g, x)->parent, x, nd(g, x)->sibling, nd(g, x)->src, nd(g, x)->start, m,
-                              nd(g, x)->lock, ++g->clock};
-    for (link = &nd(g, nd(g, x)->parent)->child; *link != x; link = &nd(g, *link)->sibling)
-        ;
-    *link = h;
+    child_remove(s, x);
+    *nd(g, h) = (struct node){nd(g, x)->parent, 0, NONE, nd(g, x)->src, nd(g, x)->start, m, nd(g, x)->lock,
+                              ++g->clock};
+    child_add(s, h); /* in x's place: the same first token */
     nd(g, x)->parent = h;
-    nd(g, x)->sibling = NONE;
     nd(g, x)->start += m;
     nd(g, x)->len -= m;
+    child_add(s, x);
     *head = h;
     return KVP_OK;
 }
@@ -179,9 +336,11 @@ static enum kvp_status match_prefix(struct sim *s, uint32_t q, uint64_t key, uin
     while (d < key && (c = child_of(s, x, q)) != NONE) {
         uint64_t m = node_match(s, nd(g, c), q);
         nd(g, c)->access = ++g->clock;
+        if (nd(g, c)->nchild == 0)
+            push_leaf(g, c); /* its entry with the old access is stale now */
         m = m < key - d ? m : key - d;
         if (m < nd(g, c)->len) {
-            if ((st = split(g, c, (uint32_t)m, &x, err)) != KVP_OK)
+            if ((st = split(s, c, (uint32_t)m, &x, err)) != KVP_OK)
                 return st;
             d += m;
             break;
@@ -208,10 +367,11 @@ static enum kvp_status insert(struct sim *s, uint32_t q, uint64_t key, uint64_t 
     *had = d;
     if (d == key)
         return KVP_OK;
-    if ((st = new_node(g, &leaf, err)) != KVP_OK)
+    if ((st = new_node(s, &leaf, err)) != KVP_OK)
         return st;
-    *nd(g, leaf) = (struct node){x, NONE, nd(g, x)->child, q, (uint32_t)d, (uint32_t)(key - d), 0, ++g->clock};
-    nd(g, x)->child = leaf;
+    *nd(g, leaf) = (struct node){x, 0, NONE, q, (uint32_t)d, (uint32_t)(key - d), 0, ++g->clock};
+    child_add(s, leaf);
+    push_leaf(g, leaf);
     g->evictable += key - d;
     return KVP_OK;
 }
@@ -232,74 +392,45 @@ static void lock(struct sg *g, uint32_t x, bool on)
     }
 }
 
-static bool older(struct sg *g, uint32_t a, uint32_t b)
-{
-    return nd(g, a)->access < nd(g, b)->access;
-}
-
-static void heap_push(struct sg *g, uint32_t *n, uint32_t x)
-{
-    uint32_t i = (*n)++;
-    g->heap[i] = x;
-    while (i > 0 && older(g, g->heap[i], g->heap[(i - 1) / 2])) {
-        uint32_t p = (i - 1) / 2, t = g->heap[p];
-        g->heap[p] = g->heap[i];
-        g->heap[i] = t;
-        i = p;
-    }
-}
-
-static uint32_t heap_pop(struct sg *g, uint32_t *n)
-{
-    uint32_t top = g->heap[0], i = 0;
-    g->heap[0] = g->heap[--*n];
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i, t;
-        if (l < *n && older(g, g->heap[l], g->heap[m]))
-            m = l;
-        if (r < *n && older(g, g->heap[r], g->heap[m]))
-            m = r;
-        if (m == i)
-            return top;
-        t = g->heap[m];
-        g->heap[m] = g->heap[i];
-        g->heap[i] = t;
-        i = m;
-    }
-}
-
 /* evict: leaves, least recently used first, until `tokens` slots are freed;
  * a locked leaf is skipped, a parent left childless joins the heap, the
- * root ends it. Whole nodes are freed, so it may free more than asked. */
+ * root ends it. Whole nodes are freed, so it may free more than asked.
+ * SGLang collects the leaves afresh each time (_collect_leaves); the heap
+ * here is kept between evictions, its stale entries dropped as they come
+ * up, so the order is the same (accesses are unique) and an eviction costs
+ * the leaves it frees, not the whole tree. */
 static void evict(struct sim *s, uint64_t tokens)
 {
     struct sg *g = s->sg;
-    uint32_t n = 0;
     uint64_t freed = 0;
+    uint32_t nskip = 0;
     if (tokens == 0 || !s->c->prefix_caching)
         return;
-    for (uint32_t x = 1; x < g->nnode; x++) /* _collect_leaves (a deleted node has no parent) */
-        if (nd(g, x)->parent != NONE && nd(g, x)->child == NONE)
-            heap_push(g, &n, x);
-    while (freed < tokens && n > 0) {
-        uint32_t x = heap_pop(g, &n), p, *link;
+    g->evictions++;
+    while (freed < tokens && g->nheap > 0) {
+        struct leaf e = heap_pop(g);
+        uint32_t x = e.node, p;
+        if (!current(g, &e))
+            continue;
         if (x == 0)
             break;
-        if (nd(g, x)->lock > 0)
+        if (nd(g, x)->lock > 0) {
+            g->skip[nskip++] = x; /* still a leaf: back on the heap after this eviction */
             continue;
+        }
         p = nd(g, x)->parent;
         freed += nd(g, x)->len;
         g->available += nd(g, x)->len;
         g->evictable -= nd(g, x)->len;
-        for (link = &nd(g, p)->child; *link != x; link = &nd(g, *link)->sibling)
-            ;
-        *link = nd(g, x)->sibling;
-        nd(g, x)->sibling = g->free_node;
+        child_remove(s, x);
+        nd(g, x)->next_free = g->free_node;
         nd(g, x)->parent = NONE;
         g->free_node = x;
-        if (nd(g, p)->child == NONE)
-            heap_push(g, &n, p);
+        if (nd(g, p)->nchild == 0)
+            push_leaf(g, p);
     }
+    for (uint32_t i = 0; i < nskip; i++)
+        push_leaf(g, g->skip[i]);
 }
 
 /* The figures the run records: tokens referenced by requests, cached free
@@ -682,7 +813,7 @@ enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
         if ((st = iteration(s, err)) != KVP_OK)
             return st;
     sync(s);
-    return reserve(s->sg, 2 * s->nsched + 2, err);
+    return reserve(s, 2 * s->nsched + 2, err);
 }
 
 /* ---- life cycle ---- */
@@ -690,21 +821,25 @@ enum kvp_status kvp_sim_sglang_step(struct sim *s, struct kvp_error *err)
 enum kvp_status kvp_sim_sglang_init(struct sim *s, struct kvp_error *err)
 {
     struct sg *g = calloc(1, sizeof *g);
+    enum kvp_status st;
     if (!(s->sg = g))
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory");
     g->cap = 1024;
     g->node = malloc(g->cap * sizeof *g->node);
-    g->heap = malloc(g->cap * sizeof *g->heap);
+    g->heap = malloc(3ull * g->cap * sizeof *g->heap);
+    g->skip = malloc(g->cap * sizeof *g->skip);
     g->last_node = malloc(s->n * sizeof *g->last_node);
     g->plen = calloc(s->n, sizeof *g->plen);
     g->priv = calloc(s->n, sizeof *g->priv);
     g->batch = malloc(s->n * sizeof *g->batch);
-    if (!g->node || !g->heap || !g->last_node || !g->plen || !g->priv || !g->batch)
+    if (!g->node || !g->heap || !g->skip || !g->last_node || !g->plen || !g->priv || !g->batch)
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u requests", s->n);
     for (uint32_t i = 0; i < s->n; i++)
         g->last_node[i] = NONE;
-    g->node[0] = (struct node){NONE, NONE, NONE, 0, 0, 0, 1, 0};
+    g->node[0] = (struct node){NONE, 0, NONE, 0, 0, 0, 1, 0};
     g->nnode = 1;
+    if ((st = index_for(s, g->cap, err)) != KVP_OK)
+        return st;
     g->free_node = NONE;
     g->size = g->available = s->c->num_blocks - 1;
     g->chunked = NONE;
@@ -722,7 +857,9 @@ void kvp_sim_sglang_free(struct sim *s)
     if (!g)
         return;
     free(g->node);
+    free(g->slot);
     free(g->heap);
+    free(g->skip);
     free(g->last_node);
     free(g->plen);
     free(g->priv);
