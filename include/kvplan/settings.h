@@ -67,6 +67,8 @@ int kvp_setting_find(const char *key);
  * flag it is. For suggestions only: the value is not translated. */
 int kvp_setting_engine_flag(const char *flag, const char **engine);
 
+struct kvp_buf;
+
 /* What was given, as written, row by row. */
 struct kvp_settings {
     uint64_t given; /* bit i: row i was given */
@@ -79,6 +81,17 @@ void kvp_settings_clear(struct kvp_settings *s);
  * a format ...). Errors name neither key nor place: the caller prefixes
  * "--tp: " or "file:line:col: 'tp': ". */
 enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err);
+
+/* An engine's launch command (argv: `vllm serve MODEL --tensor-parallel-size
+ * 2 ...`, `python3 -m sglang.launch_server --model-path M ...`,
+ * `llama-server -m F ...`, `trtllm-serve M ...`) as settings: the engine
+ * from the program, each flag by the engine's name for a setting, values
+ * translated (auto, bfloat16, a byte count); the model into model (of size
+ * nmodel). A flag that sizes memory and that kvplan does not model is an
+ * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended
+ * to *ignored, comma-separated. src/lib/command.c. */
+enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
+                                          size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err);
 
 /* Every row given in top replaces base's. */
 void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "kvplan/deploy.h"
+#include "kvplan/emit.h"
 #include "kvplan/explain.h"
 #include "kvplan/gpu.h"
 #include "kvplan/num.h"
@@ -13,6 +14,7 @@
 static const struct cli_opt fit_opts[] = {
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
+    {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)", NULL},
     {"format", "F", "text (default), json or md", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
@@ -20,7 +22,7 @@ static const struct cli_opt fit_opts[] = {
 static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
-    "fit", "MODEL --gpu NAME [options]",
+    "fit", "MODEL --gpu NAME [options]  |  --gpu NAME [options] -- ENGINE COMMAND",
     "How an engine sizes the KV cache on these GPUs, from the same inputs it uses: the budget,\n"
     "tokens, blocks, the concurrency at --context, the longest context at --concurrency, and\n"
     "the fewest GPUs or lowest memory fraction that reach the target. Figures are per GPU.\n"
@@ -41,17 +43,38 @@ struct fitted {
     struct kvp_roofline r;
 };
 
-static int setup(struct fitted *x, const char *model)
+/* The deployment: kvplan's options over the engine command's settings
+ * (engine argv after `--`, argc 0 when none), then the model. */
+static int setup(struct fitted *x, const char *model, char **engine_argv, int engine_argc)
 {
-    struct kvp_settings st;
+    struct kvp_settings st, from;
+    struct kvp_buf ignored = {0};
+    struct kvp_error err = {0};
+    char named[KVP_TEXT_MAX];
     int rc;
 
     static const char *const no_axes[] = {NULL};
     bool given;
 
-    if ((rc = cli_deploy_front(&cmd, no_axes, &st, &given)) != CLI_OK)
+    if ((rc = cli_deploy_settings(&cmd, &st)) != CLI_OK)
         return rc;
-    if (!given)
+    if (engine_argc) {
+        if (kvp_settings_from_command((const char *const *)engine_argv, engine_argc, &from, named, sizeof named,
+                                      &ignored, &err) != KVP_OK) {
+            kvp_buf_release(&ignored);
+            return cli_usage_error("fit -- %s: %s", engine_argv[0], err.msg);
+        }
+        if (ignored.len)
+            fprintf(stderr, "kvplan: warning: ignored, they do not size memory: %s\n", ignored.data);
+        kvp_buf_release(&ignored);
+        kvp_settings_overlay(&from, &st); /* kvplan's own options win: --gpu, what the command cannot say */
+        st = from;
+        model = model ? model : named;
+    }
+    if ((rc = cli_deploy_need_gpu(cmd.name, no_axes, &st, &given)) != CLI_OK)
+        return rc;
+    if (!given || !((st.given >> kvp_setting_find("gpu")) & 1u || (st.given >> kvp_setting_find("gpu_memory")) & 1u ||
+                    (st.given >> kvp_setting_find("kv_cache_memory")) & 1u))
         return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
         return rc;
@@ -344,27 +367,45 @@ int cmd_fit(int argc, char **argv)
     struct kvp_buf b = {0};
     bool si;
 
+    int engine_at = argc;
     memset(&x, 0, sizeof x);
     if (!opts[0].name)
         cli_deploy_opts(opts, sizeof opts / sizeof opts[0], fit_opts);
-    if ((rc = cli_parse(&cmd, argc, argv, pos, 1, &npos)) != CLI_OK)
+    for (int i = 1; i < argc; i++) /* `-- vllm serve ...`: the engine's own command line */
+        if (strcmp(argv[i], "--") == 0) {
+            engine_at = i;
+            break;
+        }
+    if ((rc = cli_parse(&cmd, engine_at, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
-    if (npos != 1)
-        return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options])");
+    if (npos != 1 && !(npos == 0 && engine_at + 1 < argc))
+        return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options], or kvplan fit "
+                               "--gpu NAME -- ENGINE COMMAND)");
     if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
         return rc;
     if (fmt == KVP_OUT_CSV)
         return cli_usage_error("fit: --format csv is not available (text, json or md)");
     si = cli_opt(&cmd, "si") != NULL;
-    if ((rc = setup(&x, pos[0])) != CLI_OK || (rc = compute(&x)) != CLI_OK) {
+    if ((rc = setup(&x, npos ? pos[0] : NULL, argv + engine_at + 1, argc - engine_at - (engine_at < argc))) != CLI_OK ||
+        (rc = compute(&x)) != CLI_OK) {
         kvp_model_free(x.m);
         return rc;
     }
-    if (fmt == KVP_OUT_JSON)
+    if (cli_opt(&cmd, "emit")) {
+        struct kvp_error err = {0};
+        if (kvp_emit_command(x.m, &x.d, &x.f, &b, &err) != KVP_OK) {
+            kvp_buf_release(&b);
+            kvp_model_free(x.m);
+            return cli_error(&err);
+        }
+        if (!x.f.fits)
+            fprintf(stderr, "kvplan: warning: this deployment does not fit (kvplan fit without --emit says why)\n");
+    } else if (fmt == KVP_OUT_JSON) {
         render_json(&x, &b);
-    else
+    } else {
         render_text(&x, fmt, si, &b);
-    if (cli_opt(&cmd, "explain") && fmt != KVP_OUT_JSON) {
+    }
+    if (cli_opt(&cmd, "explain") && fmt != KVP_OUT_JSON && !cli_opt(&cmd, "emit")) {
         kvp_buf_printf(&b, "\n");
         kvp_explain_fit(x.m, &x.d, &x.f, si, &b);
     }

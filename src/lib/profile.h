@@ -51,6 +51,9 @@ enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, st
 /* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
  * release's default (src/lib/profile_reserve.c). */
 uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d);
+/* max_num_seqs as the engine takes it: given, else the release's default
+ * (vLLM V1: 1024 on a large GPU, else 256; TRT-LLM's max_batch_size 2048). */
+uint64_t kvp_profile_max_seqs(const struct kvp_deploy *d);
 
 /* The start-up reserve subtracted before the KV budget: activations + non-torch + CUDA graphs. */
 uint64_t kvp_profile_reserve(const struct kvp_deploy *d);

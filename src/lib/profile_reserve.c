@@ -126,7 +126,7 @@ uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d)
     return large_gpu(d) ? 8192 : 2048;
 }
 
-static uint64_t max_seqs(const struct kvp_deploy *d)
+uint64_t kvp_profile_max_seqs(const struct kvp_deploy *d)
 {
     if (d->max_num_seqs)
         return d->max_num_seqs;
@@ -167,7 +167,7 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
     r->activation = fwd > kvp_sat_add(r->logits, held) ? fwd : kvp_sat_add(r->logits, held);
     if ((kvp_deploy_release(d)->rules & KVP_REL_VLLM_CUDA_GRAPHS) && !d->cuda_graph_memory) {
         uint64_t largest, per = kvp_sat_mul(GRAPH_HIDDEN_COPIES * (uint64_t)m->hidden + moe_workspace(m, d->tp), dt);
-        uint32_t n = capture_sizes(max_seqs(d), &largest);
+        uint32_t n = capture_sizes(kvp_profile_max_seqs(d), &largest);
         r->cuda_graph = kvp_sat_mul(kvp_sat_mul(per, largest), n);
         r->cuda_graph_est = true;
     }
@@ -194,7 +194,7 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
 static void trtllm_reserve(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt, struct kvp_reserve *r,
                            uint64_t *non_torch)
 {
-    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = max_seqs(d), fwd, held;
+    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = kvp_profile_max_seqs(d), fwd, held;
     len = len < r->profile_tokens ? len : r->profile_tokens;
     r->profile_seqs = kvp_cdiv(r->profile_tokens, len ? len : 1);
     r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), logit_bytes);
@@ -307,7 +307,7 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
     case KVP_ENGINE_VLLM:
     case KVP_ENGINE_TRTLLM:
         r->profile_tokens = kvp_profile_batched_tokens(d);
-        r->profile_seqs = max_seqs(d);
+        r->profile_seqs = kvp_profile_max_seqs(d);
         if (r->profile_seqs > r->profile_tokens)
             r->profile_seqs = r->profile_tokens;
         r->per_token = token_bytes(m, d->tp, dt);

@@ -93,7 +93,8 @@ int kvp_setting_find(const char *key)
 /* The engines' flags for the settings above, as their argument parsers
  * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs), SGLang
  * 0.5 python/sglang/srt/server_args.py (ServerArgs), llama.cpp
- * common/arg.cpp (long and short names). A flag whose meaning differs from
+ * common/arg.cpp (long and short names), TRT-LLM 1.0
+ * tensorrt_llm/commands/serve.py (trtllm-serve's options). A flag whose meaning differs from
  * the setting (llama.cpp --tensor-split takes proportions, vLLM
  * --cpu-offload-gb offloads weights) is left out. */
 static const struct {
@@ -113,7 +114,9 @@ static const struct {
     {"b", "n_batch", "llama.cpp"},               {"ubatch_size", "n_ubatch", "llama.cpp"},
     {"ub", "n_ubatch", "llama.cpp"},             {"parallel", "n_seq", "llama.cpp"},
     {"np", "n_seq", "llama.cpp"},                {"fa", "flash_attn", "llama.cpp"},
-    {"kvu", "kv_unified", "llama.cpp"},
+    {"kvu", "kv_unified", "llama.cpp"},        {"max_seq_len", "context", "TRT-LLM"},
+    {"max_batch_size", "max_num_seqs", "TRT-LLM"}, {"max_num_tokens", "max_num_batched_tokens", "TRT-LLM"},
+    {"kv_cache_free_gpu_memory_fraction", "util", "TRT-LLM"},
 };
 
 int kvp_setting_engine_flag(const char *flag, const char **engine)

@@ -1,0 +1,227 @@
+/* check_emit.c -- the launch command of a planned deployment
+ * (kvplan/emit.h) and an engine's command read back as settings
+ * (kvp_settings_from_command): the command names every flag that sizes
+ * memory with the fit's value, and reading it back gives the same pool
+ * (blocks, tokens, concurrency), engine by engine; flags kvplan does not
+ * model are refused by name, others ignored and listed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvplan/catalog.h"
+#include "kvplan/emit.h"
+#include "kvplan/gpu.h"
+#include "kvplan/settings.h"
+#include "testutil.h"
+
+static struct kvp_catalog *cat;
+static struct kvp_gpu_catalog *gpus;
+
+static void load(void)
+{
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_catalog_load("models", &cat, &err), err);
+    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+}
+
+static void unload(void)
+{
+    kvp_catalog_free(cat);
+    kvp_gpus_free(gpus);
+}
+
+/* settings as "key=value ..." applied to model; the fit into *f. */
+static void fit_of(const char *model, const struct kvp_settings *s, struct kvp_deploy *d, struct kvp_fit *f)
+{
+    const struct kvp_model *m = kvp_catalog_find(cat, model);
+    const struct kvp_gpu *g;
+    struct kvp_error err = {0};
+    int bad;
+    ck_assert_ptr_nonnull(m);
+    ck_assert_kvp_ok(kvp_settings_apply(s, m, gpus, d, &g, &bad, &err), err);
+    ck_assert_kvp_ok(kvp_fit_compute(m, d, f, &err), err);
+}
+
+static void settings_of(const char *text, struct kvp_settings *s)
+{
+    char buf[512], *save = NULL;
+    struct kvp_error err = {0};
+    snprintf(buf, sizeof buf, "%s", text);
+    kvp_settings_clear(s);
+    for (char *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(kv, '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = '\0';
+        ck_assert_kvp_ok(kvp_settings_put(s, kv, eq + 1, &err), err);
+    }
+}
+
+/* Split a command line at spaces (the emitted ones quote nothing here). */
+static int split_words(char *line, char **argv, int cap)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(line, " \n", &save); w && n < cap; w = strtok_r(NULL, " \n", &save))
+        argv[n++] = w;
+    return n;
+}
+
+static const struct emit_case {
+    const char *model, *settings, *command, *kept; /* kept: settings the command cannot say (the GPU) */
+} cases[] = {
+    {"llama-3.1-70b", "gpu=h100 tp=4 weight_dtype=fp8 context=8192 concurrency=64",
+     "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len 8192 "
+     "--gpu-memory-utilization 0.9 --kv-cache-dtype auto --block-size 16 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192 --quantization fp8",
+     "gpu=h100 concurrency=64"},
+    {"gemma-3-27b", "gpu=h100 context=32k concurrency=2 kv_dtype=fp8",
+     "vllm serve google/gemma-3-27b-it --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 32768 "
+     "--gpu-memory-utilization 0.9 --kv-cache-dtype fp8 --block-size 16 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192",
+     "gpu=h100 concurrency=2"},
+    {"llama-3.1-8b", "gpu=h100 kv_cache_memory=20GiB context=16k",
+     "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 16384 "
+     "--kv-cache-memory-bytes 21474836480 --kv-cache-dtype auto --block-size 16 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192",
+     "gpu=h100"},
+    {"gpt-oss-20b", "engine=sglang gpu=h100 context=32k concurrency=8",
+     "python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --tp-size 1 --pp-size 1 --context-length 32768 "
+     "--mem-fraction-static 0.874 --kv-cache-dtype auto --page-size 1 --max-running-requests 4096",
+     "gpu=h100 concurrency=8"},
+    {"qwen2.5-32b", "engine=llamacpp gpu=rtx-4090 gpus=2 context=32768 kv_dtype=q8_0 split=41,23 weight_dtype=q4_0",
+     "llama-server -m qwen2.5-32b.gguf -c 32768 -np 1 -ngl 999 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 -ub 512 -ts 41,23",
+     "gpu=rtx-4090 gpus=2 weight_dtype=q4_0"},
+    {"llama-3.1-8b", "engine=trtllm gpu=h100 context=8k",
+     "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 1 --pp_size 1 --max_seq_len 8192 --max_batch_size 2048 "
+     "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9",
+     "gpu=h100"},
+};
+
+START_TEST(emit_and_read_back)
+{
+    const struct emit_case *c = &cases[_i];
+    struct kvp_settings s, back, kept;
+    struct kvp_deploy d, d2;
+    struct kvp_fit f, f2;
+    struct kvp_buf b = {0}, ignored = {0};
+    struct kvp_error err = {0};
+    char line[1024], model[256], *argv[64], *nl;
+    int argc;
+
+    load();
+    settings_of(c->settings, &s);
+    fit_of(c->model, &s, &d, &f);
+    ck_assert_kvp_ok(kvp_emit_command(kvp_catalog_find(cat, c->model), &d, &f, &b, &err), err);
+    ck_assert_ptr_nonnull(nl = strchr(b.data, '\n'));
+    snprintf(line, sizeof line, "%.*s", (int)(nl - b.data), b.data);
+    ck_assert_str_eq(line, c->command);
+    argc = split_words(line, argv, 64);
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, argc, &back, model, sizeof model, &ignored,
+                                               &err), err);
+    ck_assert_uint_eq(ignored.len, 0);
+    settings_of(c->kept, &kept);
+    kvp_settings_overlay(&back, &kept);
+    fit_of(strstr(model, ".gguf") ? c->model : kvp_catalog_find(cat, model)->name, &back, &d2, &f2);
+    ck_assert_uint_eq(f2.num_blocks, f.num_blocks);
+    ck_assert_uint_eq(f2.kv_tokens, f.kv_tokens);
+    ck_assert_uint_eq(f2.block_size, f.block_size);
+    ck_assert(f2.max_concurrency == f.max_concurrency);
+    ck_assert_int_eq(f2.fits, f.fits);
+    kvp_buf_release(&b);
+    kvp_buf_release(&ignored);
+    unload();
+}
+END_TEST
+
+/* Flags that size memory and that kvplan does not model are refused by
+ * name; flags that do not size memory are listed as ignored; a program
+ * that is no engine, and a command without a model, are errors. */
+START_TEST(commands_refused_and_ignored)
+{
+    static const struct {
+        const char *line, *msg;
+    } bad[] = {
+        {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
+        {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
+        {"python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8", "--enable-dp-attention: it changes"},
+        {"llama-server -m f.gguf -ngl 20", "-ngl 20: layers kept on the host are not modelled yet"},
+        {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
+        {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
+        {"ollama run m", "'ollama': not an engine command kvplan reads"},
+        {"python3 -m http.server", "not an engine kvplan reads"},
+        {"vllm serve --port 8000", "the vllm command names no model"},
+    };
+    struct kvp_settings s;
+    struct kvp_buf ignored = {0};
+    struct kvp_error err = {0};
+    char line[256], model[128], *argv[32];
+    for (size_t i = 0; i < N_ELEMS(bad); i++) {
+        int argc;
+        snprintf(line, sizeof line, "%s", bad[i].line);
+        argc = split_words(line, argv, 32);
+        ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, argc, &s, model, sizeof model, &ignored,
+                                                   &err), KVP_OK);
+        ck_assert_msg(strstr(err.msg, bad[i].msg), "%s: %s", bad[i].line, err.msg);
+    }
+    kvp_buf_release(&ignored); /* what the refused commands listed before failing */
+    snprintf(line, sizeof line, "vllm serve m --port 8000 --host 0.0.0.0 --trust-remote-code --max-model-len=4096 "
+             "--tp 2 --kv-cache-dtype bfloat16");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(model, "m");
+    ck_assert_str_eq(ignored.data, "--port, --host, --trust-remote-code");
+    ck_assert_str_eq(s.value[kvp_setting_find("context")], "4096");
+    ck_assert_str_eq(s.value[kvp_setting_find("tp")], "2");
+    ck_assert_str_eq(s.value[kvp_setting_find("kv_dtype")], "bf16");
+    ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
+    kvp_buf_release(&ignored);
+}
+END_TEST
+
+/* Engines without a launch command, and caches an engine's flag cannot take. */
+START_TEST(emit_refusals)
+{
+    static const struct {
+        const char *model, *settings, *msg;
+    } bad[] = {
+        {"llama-3.1-8b", "engine=ideal gpu=h100", "ideal has no launch command to emit"},
+        {"llama-3.1-8b", "gpu=h100 kv_dtype=fp8_e5m2 engine=sglang k_dtype=fp8_e5m2", NULL},
+    };
+    load();
+    for (size_t i = 0; i < N_ELEMS(bad); i++) {
+        struct kvp_settings s;
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        struct kvp_buf b = {0};
+        struct kvp_error err = {0};
+        settings_of(bad[i].settings, &s);
+        fit_of(bad[i].model, &s, &d, &f);
+        if (bad[i].msg) {
+            ck_assert_int_eq(kvp_emit_command(kvp_catalog_find(cat, bad[i].model), &d, &f, &b, &err),
+                             KVP_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(err.msg, bad[i].msg), "%s", err.msg);
+        } else {
+            ck_assert_kvp_ok(kvp_emit_command(kvp_catalog_find(cat, bad[i].model), &d, &f, &b, &err), err);
+            ck_assert_ptr_nonnull(strstr(b.data, "--kv-cache-dtype fp8_e5m2"));
+        }
+        kvp_buf_release(&b);
+    }
+    unload();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("emit");
+    TCase *core = tcase_create("core");
+    tcase_set_timeout(core, 60);
+    tcase_add_loop_test(core, emit_and_read_back, 0, (int)N_ELEMS(cases));
+    tcase_add_test(core, commands_refused_and_ignored);
+    tcase_add_test(core, emit_refusals);
+    suite_add_tcase(s, core);
+    return s;
+}
+
+int main(void)
+{
+    return run_suite(suite());
+}
