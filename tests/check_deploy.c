@@ -1546,10 +1546,13 @@ END_TEST
 
 /* vllm 0.11.0 v1/core/kv_cache_utils.py get_kv_cache_configs: the layers of all
  * stages are grouped once (gemma-3-27b: group size 10; 1 full + 6 sliding
- * groups) and projected onto each stage. At pp 2 each stage holds 31 layers,
- * 5 full and 26 sliding; its largest projected group keeps 10 layers, so
- * 10 GiB // 131072 // 10 = 8192 blocks and 8192 // 7 * 16 = 18720 tokens, as
- * at pp 1 -- grouping each stage alone gave group size 5 and twice the blocks. */
+ * groups, each type's layers dealt out strided, layers[i::num_groups]) and
+ * projected onto each stage. At pp 2 each stage holds 31 layers, 5 full and
+ * 26 sliding; its largest projected group keeps 5 layers, so
+ * 10 GiB // 131072 // 5 = 16384 blocks and 16384 // 7 * 16 = 37440 tokens.
+ * (Consecutive runs of 10, as kvplan grouped before issue #35, kept 10 layers
+ * in a stage's group: 8192 blocks, half.) A request's blocks do not change:
+ * 5510. */
 START_TEST(vllm_pp_groups_whole_model)
 {
     struct kvp_model *m = test_load("gemma-3-27b");
@@ -1563,9 +1566,9 @@ START_TEST(vllm_pp_groups_whole_model)
     d.pp = d.n_gpus = 2;
     f = fit_ok(m, &d);
     ck_assert_uint_eq(f.n_groups, 7);
-    ck_assert_uint_eq(f.num_blocks, 8192);
-    ck_assert_uint_eq(f.kv_tokens, 18720);
-    ck_assert_double_eq_tol(f.max_concurrency, 8192.0 / 5510.0, 1e-9);
+    ck_assert_uint_eq(f.num_blocks, 16384);
+    ck_assert_uint_eq(f.kv_tokens, 37440);
+    ck_assert_double_eq_tol(f.max_concurrency, 16384.0 / 5510.0, 1e-9);
     kvp_model_free(m);
 }
 END_TEST
@@ -1703,6 +1706,37 @@ START_TEST(vllm_kv_heads_divide_tp)
         }
     }
     kvp_model_free(m);
+}
+END_TEST
+
+/* vLLM 0.11.0 groups a hybrid model's layers of one type strided,
+ * layers[i::num_groups] (kv_cache_utils.py, PR #23974), so each pipeline
+ * stage holds about 1/pp of every group: gemma-3-27b (52 sliding + 10 full
+ * layers, group size 10, 6 + 1 groups) at pp 2 has stage groups of 5 layers,
+ * twice the blocks of consecutive runs (69,276 where kvplan said 34,638;
+ * the independent re-implementation of 0.11.0 saw the same factor: 96,289
+ * against 48,144, issue #35); qwen3-next at pp 2 on an H200 likewise. */
+START_TEST(vllm_pp_groups_strided)
+{
+    static const struct {
+        const char *model;
+        uint64_t gpu_memory, blocks;
+    } cases[] = {
+        {"gemma-3-27b", 85028896768ull, 69276}, /* h100-sxm */
+        {"qwen3-next-80b-a3b", 150109945856ull, 7920}, /* h200 */
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        struct kvp_error err = {0};
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.pp = d.n_gpus = 2;
+        d.gpu_memory = cases[i].gpu_memory;
+        ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
+        ck_assert_uint_eq(f.num_blocks, cases[i].blocks);
+        kvp_model_free(m);
+    }
 }
 END_TEST
 
@@ -2199,6 +2233,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_ubatch_capped);
     tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
     tcase_add_test(core, vllm_kv_heads_divide_tp);
+    tcase_add_test(core, vllm_pp_groups_strided);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
     tcase_add_test(core, vllm_pp_groups_whole_model);

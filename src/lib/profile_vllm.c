@@ -155,16 +155,22 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
     return KVP_OK;
 }
 
-/* get_kv_cache_configs groups the layers of all pipeline stages once
- * (a group: groups_gs consecutive layers of one type) and projects the groups
- * onto each stage, which keeps the layers it holds; the stage's group size is
- * its largest projected group. g is the whole model's plan over rank view r. */
+/* get_kv_cache_configs groups the layers of all pipeline stages once and
+ * projects the groups onto each stage, which keeps the layers it holds; the
+ * stage's group size is its largest projected group. A type of n layers
+ * makes num_groups = cdiv(n, groups_gs) groups, and group i takes the
+ * type's layers i, i + num_groups, i + 2 num_groups ... (vLLM 0.11.0
+ * v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size,
+ * layers[i::num_groups], PR #23974 "[Hybrid Allocator] Support Pipeline
+ * Parallel": consecutive runs would leave a stage's groups half empty). g is
+ * the whole model's plan over rank view r. */
 static uint32_t stage_group_size(const struct kvp_model *m, const struct prank *r, const struct vplan *g,
                                  uint32_t first, uint32_t count)
 {
     uint32_t best = 0;
     for (uint32_t j = 0; j < g->n; j++) {
-        uint32_t seen = 0, held = 0;
+        uint32_t ngroups = (uint32_t)kvp_cdiv(g->t[j].layers, g->groups_gs), seen = 0;
+        uint32_t held[KVP_MAX_LAYERS] = {0};
         for (uint32_t l = 0; l < m->n_layers; l++) {
             const struct kvp_layer_spec *s = &m->specs[m->layer_spec[l]];
             uint32_t i;
@@ -172,13 +178,10 @@ static uint32_t stage_group_size(const struct kvp_model *m, const struct prank *
                 ;
             if (i == r->n || !same_type(&r->spec[i], g->t[j].rs))
                 continue;
-            held += l >= first && l < first + count;
-            if (++seen % g->groups_gs == 0) {
-                best = held > best ? held : best;
-                held = 0;
-            }
+            held[seen++ % ngroups] += l >= first && l < first + count;
         }
-        best = held > best ? held : best;
+        for (uint32_t k = 0; k < ngroups; k++)
+            best = held[k] > best ? held[k] : best;
     }
     return best ? best : 1;
 }
