@@ -1575,6 +1575,31 @@ END_TEST
 
 /* vllm 0.11.0 platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
  * 64 when --block-size is not a multiple of 64; 128 stays. */
+/* vllm 0.11.0 platforms/cuda.py: the MLA backend by the GPU's compute
+ * capability (issue #35: kvplan used 64 everywhere): CUTLASS MLA on a
+ * Blackwell (10.0) forces blocks of 128, FlashMLA on Hopper (9.x) 64, and
+ * elsewhere (an A100's 8.0, an L40S's 8.9: Triton MLA) the block stays 16;
+ * an unknown capability (a memory given without a GPU) is taken as Hopper. */
+START_TEST(vllm_mla_block_by_gpu)
+{
+    static const struct {
+        uint32_t cc, block;
+    } cases[] = {{100, 128}, {90, 64}, {80, 16}, {89, 16}, {0, 64}};
+    struct kvp_model *m = test_load("deepseek-v2-lite");
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.kv_memory = 1 * GiB;
+        d.context = 4096;
+        d.compute_capability = cases[i].cc;
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.block_size, cases[i].block);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(vllm_mla_block_forced)
 {
     struct kvp_model *m = test_load("deepseek-v2-lite");
@@ -2234,6 +2259,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
     tcase_add_test(core, vllm_kv_heads_divide_tp);
     tcase_add_test(core, vllm_pp_groups_strided);
+    tcase_add_test(core, vllm_mla_block_by_gpu);
     tcase_add_test(core, llamacpp_concurrency_slots);
     tcase_add_test(core, vllm_mla_block_forced);
     tcase_add_test(core, vllm_pp_groups_whole_model);

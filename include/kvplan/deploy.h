@@ -98,6 +98,7 @@ struct kvp_deploy {
     enum kvp_engine_id engine;
     uint32_t release;           /* index into kvp_releases(); UINT32_MAX = the engine's default */
     uint64_t gpu_memory;        /* bytes per GPU as the device reports it */
+    uint32_t compute_capability; /* the GPU's CUDA major * 10 + minor (kvp_gpu); 0 = not known */
     uint32_t n_gpus;            /* GPUs in all; tp * pp unless layers are split (llama.cpp) */
     uint32_t tp, pp;            /* tensor and pipeline parallel degrees */
     double util;                /* 0 = the engine's default (SGLang: from its rule) */

@@ -39,6 +39,7 @@ struct kvp_gpu {
     uint64_t bandwidth_bytes_per_s; /* bandwidth_gbs * 10^9 */
     double bf16_flops;              /* peak dense bf16 tensor FLOP/s: bf16_tflops * 10^12, > 0 */
     double fp8_flops;               /* peak dense fp8 FLOP/s; 0 = no fp8 */
+    uint32_t compute_capability;    /* CUDA major * 10 + minor (90 Hopper, 100 B200); 0 = not CUDA or unknown */
     char source[KVP_GPU_SOURCE_MAX];        /* vendor datasheet of bandwidth and FLOP/s */
     char memory_source[KVP_GPU_SOURCE_MAX]; /* where memory_bytes was seen */
 };

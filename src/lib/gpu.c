@@ -93,7 +93,7 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
                                  struct kvp_error *err)
 {
     static const char *const keys[] = {"id", "aliases", "name", "memory_bytes", "memory_source", "bandwidth_gbs",
-                                       "bf16_tflops", "fp8_tflops", "source", NULL};
+                                       "bf16_tflops", "fp8_tflops", "source", "compute_capability", NULL};
     struct kvp_gpu *g = &gpus[count];
     yaml_node_t *n;
     uint64_t gbs = 0;
@@ -147,6 +147,15 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
     if ((st = read_number(d, n, "fp8_tflops", &tf, err)))
         return st;
     g->fp8_flops = tf * 1e12;
+    /* CUDA's major.minor (9.0 Hopper, 10.0 B200); absent: not a CUDA device, or not known */
+    if ((n = kvp_ydoc_get(d, map, "compute_capability")) != NULL && !kvp_ydoc_is_null(n)) {
+        if ((st = read_number(d, n, "compute_capability", &tf, err)))
+            return st;
+        if (!(tf >= 1.0 && tf < 100.0) || fabs(tf * 10 - (double)(long)(tf * 10 + 0.5)) > 1e-9)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'compute_capability' must be MAJOR.MINOR, e.g. 9.0 (got %g)",
+                                 tf);
+        g->compute_capability = (uint32_t)(tf * 10 + 0.5);
+    }
     return KVP_OK;
 }
 

@@ -341,8 +341,16 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
         mla = mla || kvp_model_layer(m, i)->kind == KVP_LAYER_MLA;
     if (!block)
         block = 16;
-    if (mla && !v0 && block % 64 != 0) /* FlashMLA (vllm PR #13747) came after 0.7.3 */
-        block = 64; /* platforms/cuda.py: "Forcing kv cache block size to 64 for FlashMLA backend" */
+    /* platforms/cuda.py check_and_update_config (0.11.0), MLA with no backend forced: a
+     * Blackwell (capability 10.0) takes CUTLASS MLA, "Forcing kv cache block size to 128 for
+     * CUTLASS_MLA backend"; the others FlashMLA, which forces 64 where it runs (Hopper,
+     * is_flashmla_dense_supported: "only supported on Hopper devices"), else the block stays
+     * (Triton MLA). A GPU of unknown capability is taken as Hopper. FlashMLA (vllm PR
+     * #13747) came after 0.7.3. */
+    if (mla && !v0 && d->compute_capability == 100 && block % 128 != 0)
+        block = 128;
+    else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9) && block % 64 != 0)
+        block = 64;
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||

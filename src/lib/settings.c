@@ -271,6 +271,7 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
         if ((st = kvp_gpu_find(gpus, v, gpu, err)) != KVP_OK)
             return st;
         d->gpu_memory = (*gpu)->memory_bytes;
+        d->compute_capability = (*gpu)->compute_capability;
         return KVP_OK;
     case KVP_SET_U32:
         if ((st = count_value(v, 1, U32_MAX_SETTING, &u, err)) != KVP_OK)
