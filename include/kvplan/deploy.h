@@ -177,7 +177,8 @@ struct kvp_fit {
     uint64_t kv_bytes_per_token_per_gpu; /* what one more token of one request costs on the busiest GPU */
     uint64_t request_bytes;        /* one request of `context` tokens under the engine's rounding, per GPU */
     uint64_t kv_bytes_required;    /* concurrency x request_bytes (llama.cpp: its allocation), per GPU */
-    uint64_t weights_bytes;        /* per GPU */
+    uint64_t weights_bytes;        /* per GPU, as the engine holds them */
+    uint64_t weights_padding;      /* of which the engine adds at load (vLLM's MXFP4 expert padding; estimated) */
     uint64_t kv_budget_bytes;      /* per GPU, what the engine gives the KV cache */
     uint64_t kv_pool_bytes;        /* per GPU, what it allocates for it (blocks x page) */
     uint64_t kv_tokens;            /* token capacity (vLLM's logged figure) */

@@ -272,9 +272,13 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
     kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
+    if (f->weights_padding)
+        snprintf(note, sizeof note, "computed / (tp x pp), with %s of MXFP4 expert padding (estimated)",
+                 kvp_bytes_text(f->weights_padding, si, g[4], sizeof g[4]));
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"
-              : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers" : "computed / (tp x pp)");
+              : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers"
+              : f->weights_padding ? note : "computed / (tp x pp)");
     reserve_rows(&t, f, si);
     if (d->engine != KVP_ENGINE_LLAMACPP) {
         snprintf(g[3], sizeof g[3], "%.3f", f->util);

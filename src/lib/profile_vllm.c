@@ -27,6 +27,46 @@ struct vplan {
     uint64_t page_sum;
 };
 
+/* The bytes vLLM adds to MXFP4 experts as it creates them
+ * (model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights):
+ * the expert matrices are allocated with the intermediate size per partition
+ * and the hidden size rounded up for its kernels -- 256 and 256 for
+ * FlashInfer on a Blackwell (10.x), 128 and 256 for the Marlin kernel, which
+ * this takes for every other GPU -- and the checkpoint is loaded into them.
+ * The codes, scales and biases of a matrix grow with its padded area, so the
+ * experts' stored bytes (per GPU) scale by padded / stored area. Marlin's
+ * rule on an H100 gives gpt-oss-120b 65.90 GiB where vLLM logs "Model
+ * loading took 65.97 GiB" (issue #35; the checkpoint is 60.77 GiB); that
+ * Hopper picks Marlin rather than the Triton kernels (intermediate rounded
+ * to 64 only, no padding here) is read from that log, not from the source:
+ * an estimate, labelled in the fit. */
+static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+                                     struct kvp_error *err)
+{
+    struct kvp_weights w;
+    uint64_t ip, h = m->hidden, ia, ha, experts = 0;
+    enum kvp_status st;
+    *out = 0;
+    if (d->weights_memory || !m->n_experts || !m->expert_intermediate || d->w.kind != KVP_WSTORE_CHECKPOINT)
+        return KVP_OK;
+    if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
+        return st;
+    for (uint32_t i = 0; i < w.n_parts; i++)
+        if (strncmp(w.parts[i].name, "mxfp4", 5) == 0 && (w.parts[i].classes >> KVP_WC_EXPERTS) & 1u)
+            experts += w.parts[i].bytes;
+    if (!experts)
+        return KVP_OK;
+    ip = m->expert_intermediate / d->tp;
+    ia = d->compute_capability / 10 == 10 ? 256 : 128;
+    ha = 256;
+    if (ip == 0)
+        return KVP_OK;
+    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->pp);
+    *out = (uint64_t)((long double)experts * (kvp_cdiv(ip, ia) * ia) * (kvp_cdiv(h, ha) * ha) / ((long double)ip * h) -
+                      (long double)experts + 0.5L);
+    return KVP_OK;
+}
+
 static bool same_type(const struct rspec *a, const struct rspec *b)
 {
     return a->s->kind == b->s->kind && a->s->window == b->s->window && a->k_row == b->k_row &&
@@ -354,8 +394,11 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     f->block_size = block;
     f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
+        (!v0 && (st = mxfp4_padding(m, d, &f->weights_padding, err)) != KVP_OK) ||
         (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
         return st;
+    if (!kvp_add(f->weights_bytes, f->weights_padding, &f->weights_bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights as vLLM holds them overflow 64 bits");
     if (f->refused[0])
         return KVP_OK;
     /* available = int(total * util - (weights + activation peak [with V0's Mamba cache] + non-torch)) */
