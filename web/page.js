@@ -48,6 +48,7 @@ const DEFAULT_QUERY = 'model=llama-3.1-8b&gpu=h100&context=32k&concurrency=8';
 const CHART = '/chart.svg'; /* where kvplan plot writes, in each instance's MEMFS */
 const WORKDIR = '/work';    /* the CLI's working directory: a dropped file lies here under its own name */
 const READ_MAX = 64 << 20;  /* model_load.c reads at most 64 MiB of a file (a GGUF's header), so the page too */
+const PATH_LIKE = /\.(ya?ml|json|gguf)$/i; /* a model file's extension: the CLI reads such a name as a file */
 const FRAGMENT_MAX = 64 << 10; /* a dropped file larger than this stays out of the link (URLs have limits) */
 
 const $ = id => document.getElementById(id);
@@ -317,7 +318,7 @@ function readForm() {
  * is one too): a plain name is a built-in's, which a file never shadows (kvp_model_ref_is_path) */
 function fileFor(state) {
   return dropped && state.settings.some(([k, v]) => k === 'model' && (v === './' + dropped.name ||
-    (v === dropped.name && /\.(ya?ml|json|gguf)$/i.test(v)))) ? dropped : null;
+    (v === dropped.name && PATH_LIKE.test(v)))) ? dropped : null;
 }
 
 let timer = 0;
@@ -338,7 +339,9 @@ function formChanged() {
 function dropFile(f) {
   f.slice(0, READ_MAX).arrayBuffer().then(buf => {
     dropped = {name: f.name.replace(/[^A-Za-z0-9._-]/g, '_'), bytes: new Uint8Array(buf)};
-    $('f-model').value = './' + dropped.name;
+    /* named as a path, so that it never reads as a built-in (kvp_model_ref_is_path): a model
+     * file's extension already is one, else ./NAME */
+    $('f-model').value = PATH_LIKE.test(dropped.name) ? dropped.name : './' + dropped.name;
     formChanged();
   });
 }

@@ -52,9 +52,11 @@ static enum kvp_status put(struct kvp_settings *s, const char *key, const char *
                            struct kvp_error *err)
 {
     enum kvp_status st = kvp_settings_put(s, key, value, err);
-    if (st != KVP_OK)
-        return kvp_fail(err, st, "%s %s: %s", flag, value, err->msg);
-    return KVP_OK;
+    char why[KVP_ERROR_MSG_MAX];
+    if (st == KVP_OK)
+        return KVP_OK;
+    snprintf(why, sizeof why, "%s", err->msg); /* the message is rewritten in place: not from itself */
+    return kvp_fail(err, st, "%s %s: %s", flag, value, why);
 }
 
 /* One engine flag with its value (NULL for a switch) into s. */
