@@ -73,8 +73,7 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
     }
     if ((rc = cli_deploy_need_gpu(cmd.name, no_axes, &st, &given)) != CLI_OK)
         return rc;
-    if (!given || !((st.given >> kvp_setting_find("gpu")) & 1u || (st.given >> kvp_setting_find("gpu_memory")) & 1u ||
-                    (st.given >> kvp_setting_find("kv_cache_memory")) & 1u))
+    if (!given) /* given without a GPU or a memory cli_deploy_need_gpu refused */
         return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
         return rc;

@@ -192,7 +192,6 @@ static enum kvp_status llamacpp(const struct kvp_model *m, const struct kvp_depl
 static enum kvp_status trtllm(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                               struct kvp_buf *b, struct kvp_buf *notes, struct kvp_error *err)
 {
-    (void)notes;
     if (!(plain(&d->k) && (d->k.dtype == m->dtype || d->k.dtype == KVP_DTYPE_FP8_E4M3)))
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "trtllm-serve takes the KV cache dtype from an options file "
                         "(kv_cache_config.dtype: auto or fp8); kvplan writes only those two");
