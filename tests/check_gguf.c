@@ -497,7 +497,7 @@ START_TEST(truncated_message)
     llama_header(&b, true);
     /* preamble 24, general.architecture 45, general.name 49, general.file_type 33, then
      * key 3's name and type (8 + 17 + 4): its u32 value is at 180; cut after 2 of its bytes */
-    ck_assert_int_eq(parse(&b, 180 + 2, &m, &err), KVP_ERR_SYNTAX);
+    ck_assert_int_eq(parse(&b, 180 + 2, &m, &err), KVP_ERR_TRUNCATED);
     ck_assert_str_eq(text(&err), "model.gguf: truncated header: key 3 ('llama.block_count') needs 4 bytes "
                                  "at offset 180, 2 left");
 }
@@ -635,16 +635,16 @@ static void hostile_header(struct gbuf *b, int i)
 }
 
 static const struct hostile hostile[] = {
-    {"string length 2^63", KVP_ERR_SYNTAX,
+    {"string length 2^63", KVP_ERR_TRUNCATED,
      "model.gguf: truncated header: key 0 name needs 9223372036854775808 bytes at offset 32, 16 left"},
-    {"array count 2^60", KVP_ERR_SYNTAX,
+    {"array count 2^60", KVP_ERR_TRUNCATED,
      "model.gguf: truncated header: key 0 ('llama.attention.head_count_kv') has 1152921504606846976 uint32 "
      "values, more than fit in the 4 bytes left at offset 77"},
     {"value type 99", KVP_ERR_SYNTAX,
      "model.gguf: key 0 ('general.architecture') has unknown value type 99 at offset 52"},
     {"version 1", KVP_ERR_UNSUPPORTED,
      "model.gguf: GGUF version 1 is not supported (kvplan reads versions 2 and 3)"},
-    {"n_kv 2^40", KVP_ERR_SYNTAX,
+    {"n_kv 2^40", KVP_ERR_TRUNCATED,
      "model.gguf: truncated header: 1099511627776 key/value pairs do not fit in the 32 bytes left at offset 24"},
     {"per-layer length", KVP_ERR_SCHEMA,
      "model.gguf: 'llama.attention.head_count_kv' has 3 entries but 'llama.block_count' is 4"},
@@ -655,10 +655,10 @@ static const struct hostile hostile[] = {
     {"string count", KVP_ERR_SCHEMA, "model.gguf: 'llama.block_count' must be an integer (got string)"},
     {"no architecture", KVP_ERR_SCHEMA, "model.gguf: missing key 'general.architecture'"},
     {"big-endian", KVP_ERR_UNSUPPORTED, "model.gguf: big-endian GGUF is not supported (version field 0x03000000)"},
-    {"string array count", KVP_ERR_SYNTAX,
+    {"string array count", KVP_ERR_TRUNCATED,
      "model.gguf: truncated header: key 0 ('tokenizer.ggml.tokens') has 1099511627776 strings, more than fit "
      "in the 9 bytes left at offset 69"},
-    {"n_tensors 2^50", KVP_ERR_SYNTAX,
+    {"n_tensors 2^50", KVP_ERR_TRUNCATED,
      "model.gguf: truncated header: 1125899906842624 tensor infos do not fit in the 0 bytes left at offset 69"},
     {"ggml type 31", KVP_ERR_UNSUPPORTED,
      "model.gguf: tensor 0 ('blk.0.attn_q.weight') has unknown ggml type 31 at offset 116"},

@@ -32,6 +32,7 @@ enum kvp_status {
     KVP_ERR_NOMEM,    /* an allocation failed */
     KVP_ERR_NOTFOUND, /* a named model, GPU or file does not exist */
     KVP_ERR_UNSUPPORTED, /* valid input this version cannot handle */
+    KVP_ERR_TRUNCATED, /* the input ends inside its header: a cut file, or a prefix that needs more bytes */
 };
 
 #define KVP_ERROR_FILE_MAX 256

@@ -19,6 +19,7 @@ const char *kvp_status_to_string(enum kvp_status s)
     case KVP_ERR_NOMEM: return "out of memory";
     case KVP_ERR_NOTFOUND: return "not found";
     case KVP_ERR_UNSUPPORTED: return "unsupported";
+    case KVP_ERR_TRUNCATED: return "truncated input";
     }
     return "unknown status";
 }

@@ -107,7 +107,7 @@ static enum kvp_status need(struct cursor *c, uint64_t n)
 {
     if (n <= left(c))
         return KVP_OK;
-    return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+    return kvp_fail_at(c->err, KVP_ERR_TRUNCATED, c->file, 0, 0,
                        "truncated header: %s needs %" PRIu64 " bytes at offset %" PRIu64 ", %" PRIu64 " left",
                        what(c), n, c->pos, left(c));
 }
@@ -209,7 +209,7 @@ static enum kvp_status skip_array(struct cursor *c, struct gval *v)
                            v->at - 12);
     if (v->elem == GGUF_STRING) {
         if (v->count > left(c) / 8)
-            return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+            return kvp_fail_at(c->err, KVP_ERR_TRUNCATED, c->file, 0, 0,
                                "truncated header: %s has %" PRIu64 " strings, more than fit in the %" PRIu64
                                " bytes left at offset %" PRIu64,
                                what(c), v->count, left(c), c->pos);
@@ -223,7 +223,7 @@ static enum kvp_status skip_array(struct cursor *c, struct gval *v)
         return KVP_OK;
     }
     if (v->count > left(c) / size)
-        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+        return kvp_fail_at(c->err, KVP_ERR_TRUNCATED, c->file, 0, 0,
                            "truncated header: %s has %" PRIu64 " %s values, more than fit in the %" PRIu64
                            " bytes left at offset %" PRIu64,
                            what(c), v->count, type_names[v->elem], left(c), c->pos);
@@ -420,7 +420,7 @@ static enum kvp_status read_preamble(struct cursor *c, struct header *h)
     if ((st = read_u64(c, &h->n_tensors)) != KVP_OK || (st = read_u64(c, &h->n_kv)) != KVP_OK)
         return st;
     if (h->n_kv > left(c) / MIN_KV_BYTES)
-        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+        return kvp_fail_at(c->err, KVP_ERR_TRUNCATED, c->file, 0, 0,
                            "truncated header: %" PRIu64 " key/value pairs do not fit in the %" PRIu64
                            " bytes left at offset %" PRIu64,
                            h->n_kv, left(c), c->pos);
@@ -508,7 +508,7 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
 
     c->pos = h->kv_end;
     if (h->n_tensors > left(c) / MIN_TENSOR_BYTES)
-        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+        return kvp_fail_at(c->err, KVP_ERR_TRUNCATED, c->file, 0, 0,
                            "truncated header: %" PRIu64 " tensor infos do not fit in the %" PRIu64
                            " bytes left at offset %" PRIu64,
                            h->n_tensors, left(c), c->pos);
