@@ -32,6 +32,8 @@ CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
 CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags ncursesw 2>/dev/null)
 CURSES_LIBS   := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncursesw)
+CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
 
 # libkvplan: the engine, parsers, renderers (src/lib) and the reference decoder (src/ref)
 LIB_SRC  := $(wildcard src/lib/*.c src/ref/*.c)
@@ -47,15 +49,20 @@ TUI_STATE_OBJ := $(TUI_STATE_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libkvplan.a
 BIN      := $(BUILD)/kvplan
+# kvplan-hub (src/hub): the Hub client kvplan runs for a model no cache holds; a program
+# of its own, linked against the shared libcurl (which cannot be linked statically)
+HUB_SRC  := $(wildcard src/hub/*.c)
+HUB_OBJ  := $(HUB_SRC:%.c=$(BUILD)/%.o)
+HUB_BIN  := $(BUILD)/kvplan-hub
 
 .PHONY: all deps run check clean install help
-all: $(BIN) kvplan
+all: $(BIN) $(HUB_BIN) kvplan
 
 help:
 	@echo "make                build libkvplan.a and kvplan (./kvplan links to it)"
 	@echo "make run            install missing Debian packages, build, size the default deployment"
 	@echo "make check          build and run every suite, each with its time (SANITIZE=address,undefined: sanitizers)"
-	@echo "make check-SUITE    build and run one suite: $(patsubst check_%,%,$(notdir $(TEST_BIN))) cli xml"
+	@echo "make check-SUITE    build and run one suite: $(patsubst check_%,%,$(notdir $(TEST_BIN))) cli xml hub"
 	@echo "make check-ref-independent  the decoder's objects call no engine pricing function (in check)"
 	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
 	@echo "make check-symbols  libkvplan exports only kvp_ names (in check)"
@@ -117,9 +124,14 @@ $(BIN): $(CLI_OBJ) $(LIB)
 	$(call link_bin,$(if $(STATIC),-static))
 $(BUILD)/kvplan-shared: $(CLI_OBJ) $(LIB)
 	$(call link_bin,)
+$(BUILD)/src/hub/%.o: src/hub/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CURL_CFLAGS) -c $< -o $@
+$(HUB_BIN): $(HUB_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) $(HUB_OBJ) $(LIB) $(YAML_LIBS) $(CURL_LIBS) $(LDLIBS) -o $@
 
 # The release binary is also linked at the top for `./kvplan`.
-kvplan: $(BIN)
+kvplan: $(BIN) $(HUB_BIN)
 	@[ -n "$(SANITIZE)" ] || ln -sf $(BIN) kvplan
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
@@ -135,10 +147,16 @@ run: deps $(BIN) kvplan
 # are left out, in the Check suites (CK_EXCLUDE_TAGS) and tests/cli/cases.txt alike.
 SUITE_RUN = KVPLAN_DATADIR=models KVPLAN_BIN=$(BIN) CK_FORK=yes $(if $(SANITIZE),CK_EXCLUDE_TAGS=release)
 CLI_RUN   = KVPLAN_BIN=$(BIN) $(if $(SANITIZE),KVPLAN_CLI_SANITIZED=1)
-check: deps $(BIN) kvplan $(TEST_BIN)
+# No suite reads the user's model caches or the network: a Hub reference answers from these
+# empty caches, offline (tests/hub.sh sets its own, against its test Hub on 127.0.0.1).
+export HF_HUB_OFFLINE := 1
+export HF_HUB_CACHE := $(CURDIR)/build/no-cache/hf
+export KVPLAN_CACHE := $(CURDIR)/build/no-cache/kvplan
+check: deps $(BIN) $(HUB_BIN) kvplan $(TEST_BIN)
 	@failed=0; timed() { s=$$(date +%s%N); "$$@" || failed=1; echo "time: $$* $$(( ($$(date +%s%N) - s) / 1000000 )) ms"; }; \
 	for t in $(TEST_BIN); do timed env $(SUITE_RUN) ./$$t; done; \
 	timed env $(CLI_RUN) sh tests/cli.sh; \
+	timed env KVPLAN_BIN=$(BIN) sh tests/hub.sh; \
 	timed env KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py; \
 	timed env KVPLAN_BIN=$(BIN) python3 tests/check_xml.py; \
 	timed env KVPLAN_BIN=$(BIN) sh tests/tui.sh; \
@@ -149,6 +167,8 @@ check-cli: $(BIN)
 	$(CLI_RUN) sh tests/cli.sh
 check-xml: $(BIN)
 	KVPLAN_BIN=$(BIN) python3 tests/check_xml.py
+check-hub: $(BIN) $(HUB_BIN)
+	KVPLAN_BIN=$(BIN) sh tests/hub.sh
 check-%: $(BUILD)/tests/check_% $(BIN)
 	$(SUITE_RUN) ./$<
 
@@ -230,10 +250,11 @@ check-symbols: $(LIB)
 	if [ -n "$$bad" ]; then echo "check-symbols: libkvplan exports names without kvp_:" $$bad; exit 1; fi; \
 	echo "check-symbols: libkvplan exports only kvp_ names"
 
-install: $(BIN)
+install: $(BIN) $(HUB_BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/kvplan $(DESTDIR)$(DATADIR)/models \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/kvplan
+	install -m 755 $(HUB_BIN) $(DESTDIR)$(PREFIX)/bin/kvplan-hub
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkvplan.a
 	install -m 644 include/kvplan/*.h $(DESTDIR)$(PREFIX)/include/kvplan/
 	install -m 644 models/*.yaml $(DESTDIR)$(DATADIR)/models/
@@ -244,7 +265,7 @@ install: $(BIN)
 clean:
 	rm -rf build kvplan
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(HUB_OBJ:.o=.d)
 # the mutated objects depend on the headers too (a changed struct must rebuild them)
 -include $(BUILD)/mut/row/engine.d $(BUILD)/mut/state/engine.d $(BUILD)/mut/sim/sim.d
 

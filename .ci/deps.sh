@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the Debian packages kvplan builds against, if pkg-config cannot find
-# them: libyaml-dev, libncurses-dev, check (and pkg-config itself), and libc6-dev's libc.a.
+# them: libyaml-dev, libncurses-dev, check, libcurl4-openssl-dev (kvplan-hub, the Hub client; and
+# pkg-config itself), and libc6-dev's libc.a.
 # make check needs python3 (it reads reports with real JSON/XML parsers).
 # With --ci, also the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, and npm, git and g++ (the
 # llama.cpp oracle), emscripten, chromium and dpkg-dev with deb-src (make check-web).
@@ -27,7 +28,7 @@ command -v cc >/dev/null 2>&1 || missing="$missing gcc make"
 # the release kvplan is linked statically (Makefile STATIC): libc.a comes with libc6-dev
 command -v cc >/dev/null 2>&1 && [ "$(cc -print-file-name=libc.a)" = libc.a ] && missing="$missing libc6-dev"
 command -v python3 >/dev/null 2>&1 || missing="$missing python3" # make check reads JSON/XML with it
-for pair in yaml-0.1:libyaml-dev ncursesw:libncurses-dev check:check; do
+for pair in yaml-0.1:libyaml-dev ncursesw:libncurses-dev check:check libcurl:libcurl4-openssl-dev; do
     mod=${pair%%:*} pkg=${pair#*:}
     pkg-config --exists "$mod" 2>/dev/null || missing="$missing $pkg"
 done

@@ -18,11 +18,23 @@
 #include <stdint.h>
 
 #include "kvplan/error.h"
+#include "kvplan/hub.h"
 #include "kvplan/model.h"
+
+/* Fetches what no cache holds of Hub reference ref (parsed: r) into
+ * kvplan's cache (hub.h's layout), the local path of the model into path:
+ * the CLI's kvplan-hub. */
+typedef enum kvp_status (*kvp_hub_fetch_fn)(const char *ref, const struct kvp_hub_ref *r,
+                                            const struct kvp_hub_env *env, char *path, size_t n,
+                                            struct kvp_error *err);
 
 struct kvp_catalog {
     uint32_t n;
     struct kvp_model **models;
+    /* models by Hub reference (hub.h), set by a front end: where the caches
+     * are (NULL: no Hub references), and the fetcher (NULL: caches only) */
+    const struct kvp_hub_env *hub;
+    kvp_hub_fetch_fn fetch;
 };
 
 /* Load every *.yaml in dir. A file that fails to load fails the whole call
@@ -34,21 +46,27 @@ const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const ch
 
 /* The shipped model whose name or hf_id is s (ignoring case), loaded alone:
  * dir/<s>.yaml for a name, else the file whose `hf_id:` line says s (read as
- * text, not parsed). KVP_ERR_NOTFOUND when no file is it: the caller falls
- * back to the whole catalog (variants of an id, suggestions). */
-enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err);
+ * text, not parsed); with `with_variants`, else the catalog model s is a
+ * fine-tune or quantized variant of (kvp_model_open). KVP_ERR_NOTFOUND when
+ * no file is it: the caller falls back to the whole catalog (Hub
+ * references, suggestions). */
+enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, bool with_variants, struct kvp_model **out,
+                                     struct kvp_error *err);
 
 /* Does a model reference name a file: a '/' in it, or a model file's
  * extension (.yaml .yml .json .gguf)? "./llama-3.1-8b" does, "llama-3.1-8b"
  * does not. */
 bool kvp_model_ref_is_path(const char *s);
 
-/* Resolve MODEL: an existing file or directory given as a path
- * (kvp_model_ref_is_path) is loaded as such; otherwise a catalog name or HF
- * id (cat may be NULL), then an existing file of that plain name. So a file
- * in the working directory named like a built-in never shadows it: it is
- * read only as ./NAME. An unknown name is KVP_ERR_NOTFOUND with the closest
- * names suggested. */
+/* Resolve MODEL, in this order: an existing file or directory given as a
+ * path (kvp_model_ref_is_path); a catalog name or HF id (cat may be NULL);
+ * a Hub reference (hub.h; with cat->hub) from huggingface_hub's cache, then
+ * kvplan's, then fetched (cat->fetch, unless offline); a fine-tune or
+ * quantized variant of a catalog model read from its id (when the Hub did
+ * not answer: offline, unreachable); an existing file of that plain name.
+ * So a file in the working directory named like a built-in never shadows
+ * it: it is read only as ./NAME. An unknown name is KVP_ERR_NOTFOUND with
+ * the closest names suggested. */
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
                                struct kvp_error *err);
 

@@ -63,8 +63,16 @@ int cli_gpus(const struct kvp_gpu_catalog **out);
 int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out);
 void cli_gpus_release(void);
 
-/* Resolve and load MODEL (name, HF id or path); prints its warnings. */
+/* Resolve and load MODEL (name, HF id or path, Hub reference); prints its warnings. */
 int cli_model(const char *s, struct kvp_model **out);
+
+/* --refresh, taken by every command that reads a MODEL or a PLAN: a Hub
+ * reference's branch or tag is resolved at the Hub again, not read from
+ * the caches' refs/. */
+extern bool cli_hub_refresh;
+/* The catalog's Hub fetcher (kvp_hub_fetch_fn): runs kvplan-hub (hub.c). */
+enum kvp_status cli_hub_fetch(const char *ref, const struct kvp_hub_ref *r, const struct kvp_hub_env *env,
+                              char *path, size_t n, struct kvp_error *err);
 
 /* Option readers: leave *out unchanged when the option is absent. */
 int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out);

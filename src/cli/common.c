@@ -11,6 +11,14 @@
 
 #include "kvplan/num.h"
 
+bool cli_hub_refresh;
+
+/* A command that reads models (from MODEL or a plan) takes --refresh. */
+static bool reads_models(const struct cli_cmd *cmd)
+{
+    return strstr(cmd->usage, "MODEL") || strstr(cmd->usage, "PLAN");
+}
+
 static void print_usage(const struct cli_cmd *cmd, FILE *f)
 {
     fprintf(f, "usage: kvplan %s %s\n%s\n", cmd->name, cmd->usage, cmd->summary);
@@ -21,6 +29,10 @@ static void print_usage(const struct cli_cmd *cmd, FILE *f)
         snprintf(left, sizeof left, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
         fprintf(f, "  %-26s %s\n", left, o->help);
     }
+    if (reads_models(cmd))
+        fprintf(f, "  %-26s %s\n", "--refresh",
+                "a Hub model's branch or tag (ORG/NAME, ORG/NAME@main) is asked of the Hub again, not read from "
+                "the caches");
 }
 
 int cli_usage_error(const char *fmt, ...)
@@ -114,6 +126,10 @@ int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos
             print_usage(cmd, stdout);
             return -1;
         }
+        if (strcmp(a, "--refresh") == 0 && reads_models(cmd)) {
+            cli_hub_refresh = true;
+            continue;
+        }
         if (a[1] != '-')
             return unknown_option(cmd, a, strlen(a));
         eq = strchr(a, '=');
@@ -156,6 +172,7 @@ int cli_error(const struct kvp_error *err)
 /* ---- the catalog ---- */
 
 static struct kvp_catalog *catalog;
+static struct kvp_hub_env hub_env;
 
 /* Where the shipped models are: $KVPLAN_DATADIR, then models/ of the source
  * tree this binary was built in (build/<mode>/kvplan), then the installed copy. */
@@ -192,6 +209,10 @@ int cli_catalog(const struct kvp_catalog **out)
         cli_models_dir(dir, sizeof dir);
         if (kvp_catalog_load(dir, &catalog, &err) != KVP_OK)
             return cli_error(&err);
+        kvp_hub_env_read(&hub_env);
+        hub_env.refresh = cli_hub_refresh;
+        catalog->hub = &hub_env;
+        catalog->fetch = cli_hub_fetch;
     }
     *out = catalog;
     return CLI_OK;
@@ -248,6 +269,7 @@ void cli_gpus_release(void)
 int cli_model(const char *s, struct kvp_model **out)
 {
     struct kvp_error err = {0};
+    struct kvp_hub_ref ref;
     const struct kvp_catalog *cat = NULL;
     int rc;
 
@@ -255,7 +277,9 @@ int cli_model(const char *s, struct kvp_model **out)
 
     cli_models_dir(dir, sizeof dir);
     /* a shipped model by name or id loads alone; the whole catalog only for variants and suggestions */
-    if ((kvp_model_ref_is_path(s) && access(s, F_OK) == 0) || kvp_catalog_open_one(dir, s, out, &err) != KVP_OK) {
+    /* a Hub reference's variant of a built-in is read from its id only when no cache or Hub has it */
+    if ((kvp_model_ref_is_path(s) && access(s, F_OK) == 0) ||
+        kvp_catalog_open_one(dir, s, kvp_hub_ref_parse(s, &ref, &err) != KVP_OK, out, &err) != KVP_OK) {
         if (access(s, F_OK) != 0 && (rc = cli_catalog(&cat)) != CLI_OK)
             return rc;
         err = (struct kvp_error){0};

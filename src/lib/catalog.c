@@ -1,6 +1,7 @@
 /* catalog.c -- the directory of shipped models and MODEL resolution. */
 #include "kvplan/catalog.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,14 +259,16 @@ static enum kvp_status open_variant(const struct kvp_model *base, const struct v
     return KVP_OK;
 }
 
-enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, struct kvp_model **out, struct kvp_error *err)
+enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, bool with_variants, struct kvp_model **out,
+                                     struct kvp_error *err)
 {
     char base[KVP_NAME_MAX];
     const struct variant *v;
     struct kvp_model *b = NULL;
     enum kvp_status st;
 
-    if ((st = open_exact(dir, s, false, out, err)) != KVP_ERR_NOTFOUND || !variant_base(s, base, sizeof base, &v))
+    if ((st = open_exact(dir, s, false, out, err)) != KVP_ERR_NOTFOUND || !with_variants ||
+        !variant_base(s, base, sizeof base, &v))
         return st;
     /* a variant: its base by name, else by the repo part of an hf_id, as find_variant matches it */
     if ((st = open_exact(dir, base, false, &b, err)) == KVP_ERR_NOTFOUND)
@@ -291,6 +294,64 @@ bool kvp_model_ref_is_path(const char *s)
     return false;
 }
 
+/* A model loaded from a cache or fetched for Hub reference r: named as the
+ * Hub names it, its source the reference and where it was found (its file
+ * is the local copy's path). */
+static enum kvp_status load_hub(const struct kvp_hub_ref *r, const char *path, const char *from,
+                                struct kvp_model **out, struct kvp_error *err)
+{
+    enum kvp_status st = kvp_model_load(path, out, err);
+    const char *slash = strchr(r->repo, '/');
+    struct kvp_model *m = *out;
+    bool gguf;
+    if (st != KVP_OK)
+        return st;
+    if (slash) {
+        size_t i;
+        for (i = 0; slash[1 + i] && i + 1 < sizeof m->name; i++)
+            m->name[i] = (char)tolower((unsigned char)slash[1 + i]);
+        m->name[i] = '\0';
+        if (strlen(r->repo) < sizeof m->hf_id)
+            memcpy(m->hf_id, r->repo, strlen(r->repo) + 1);
+    }
+    /* a GGUF picked of a repo is named: ORG/NAME@REV: FILE */
+    gguf = !r->url[0] && strlen(path) > 5 && strcasecmp(path + strlen(path) - 5, ".gguf") == 0;
+    snprintf(m->source, sizeof m->source, "%.200s%s%.60s%s%.100s (%.50s)", r->url[0] ? r->url : r->repo,
+             r->url[0] ? "" : "@", r->url[0] ? "" : r->rev, gguf ? ": " : "",
+             gguf ? strrchr(path, '/') ? strrchr(path, '/') + 1 : path : "", from);
+    return KVP_OK;
+}
+
+/* s as a Hub reference (hub.h): from huggingface_hub's cache, kvplan's,
+ * then the fetcher. KVP_ERR_NOTFOUND with *tried set when s is one but
+ * nothing answered for it (offline, no fetcher, the Hub unreachable: a
+ * variant may still answer), with *tried false when s is none. */
+static enum kvp_status open_hub(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
+                                bool *tried, struct kvp_error *err)
+{
+    const struct kvp_hub_env *e = cat->hub;
+    struct kvp_hub_ref r;
+    char path[KVP_TEXT_MAX];
+    enum kvp_status st;
+
+    *tried = false;
+    if ((st = kvp_hub_ref_parse(s, &r, err)) != KVP_OK)
+        return st;
+    *tried = true;
+    if (kvp_hub_cache_find(e->hf_cache, &r, !e->refresh, path, sizeof path, err) == KVP_OK)
+        return load_hub(&r, path, "the Hugging Face cache", out, err);
+    if (kvp_hub_cache_find(e->cache, &r, !e->refresh, path, sizeof path, err) == KVP_OK)
+        return load_hub(&r, path, "kvplan's cache", out, err);
+    if (e->offline || !cat->fetch)
+        return kvp_fail(err, KVP_ERR_NOTFOUND,
+                        "'%s' is not in the Hugging Face cache (%s) or kvplan's (%s), and %s", s,
+                        e->hf_cache[0] ? e->hf_cache : "no HOME", e->cache[0] ? e->cache : "no HOME",
+                        e->offline ? "HF_HUB_OFFLINE is set" : "this build has no Hub client");
+    if ((st = cat->fetch(s, &r, e, path, sizeof path, err)) != KVP_OK)
+        return st;
+    return load_hub(&r, path, e->endpoint, out, err);
+}
+
 enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
                                struct kvp_error *err)
 {
@@ -299,14 +360,29 @@ enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, str
     const struct variant *v;
     const char *best = NULL;
     const char **names;
-    bool exists = stat(s, &sb) == 0;
+    bool exists = stat(s, &sb) == 0, tried = false;
+    struct kvp_error hub = {0};
+    enum kvp_status st;
 
     if (exists && kvp_model_ref_is_path(s))
         return kvp_model_load(s, out, err);
     if ((found = kvp_catalog_find(cat, s)) != NULL) /* a file of a built-in's plain name does not shadow it */
         return copy_model(found, out, err);
-    if ((found = find_variant(cat, s, &v)) != NULL)
-        return open_variant(found, v, s, out, err);
+    if (cat && cat->hub && (st = open_hub(cat, s, out, &tried, &hub)) != KVP_ERR_NOTFOUND &&
+        !(st == KVP_ERR_IO && find_variant(cat, s, &v))) {
+        if (st != KVP_OK)
+            *err = hub;
+        return st;
+    }
+    if ((found = find_variant(cat, s, &v)) != NULL) {
+        if ((st = open_variant(found, v, s, out, err)) == KVP_OK && tried && hub.code == KVP_ERR_IO)
+            kvp_model_warn(*out, "the Hub did not answer for '%s' (%s)", s, hub.msg);
+        return st;
+    }
+    if (tried && (hub.code != KVP_ERR_NOTFOUND || !exists)) {
+        *err = hub;
+        return hub.code;
+    }
     if (exists)
         return kvp_model_load(s, out, err);
     if (cat && cat->n && (names = malloc(cat->n * sizeof *names)) != NULL) {
@@ -317,7 +393,10 @@ enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, str
     }
     if (best)
         return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (did you mean '%s'? 'kvplan models' lists them)", s, best);
-    return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (not a file; 'kvplan models' lists the built-in ones)", s);
+    return kvp_fail(err, KVP_ERR_NOTFOUND,
+                    "unknown model '%s': not a file, a built-in model ('kvplan models') or a Hugging Face id "
+                    "(ORG/NAME[@REV], ORG/NAME:TYPE for a GGUF repo, hf://ORG/NAME/FILE.gguf, an https URL of a GGUF)",
+                    s);
 }
 
 void kvp_catalog_free(struct kvp_catalog *cat)

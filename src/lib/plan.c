@@ -8,6 +8,8 @@
 #define _XOPEN_SOURCE 700 /* realpath: an include is confined to the plan's folder */
 #include "kvplan/plan.h"
 
+#include "kvplan/hub.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -229,17 +231,28 @@ struct loader {
     char root[PATH_MAX]; /* the folder of the plan given, resolved: every include resolves below it */
 };
 
-/* 'model': a catalog name, or a path relative to the plan's file. */
+/* 'model': a catalog name, a path relative to the plan's file, or a Hub
+ * reference (hub.h) where no such file is there. */
 static enum kvp_status read_model(struct ydoc *d, yaml_node_t *n, struct settings *s, struct kvp_error *err)
 {
     const char *v;
+    struct kvp_hub_ref r;
+    struct kvp_error quiet;
+    struct stat sb;
+    bool fits;
     enum kvp_status st;
     if ((st = scalar(d, n, "model", &v, err)) != KVP_OK)
         return st;
     if (v[0] == '\0')
         return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'model' must not be empty");
-    if (kvp_model_ref_is_path(v) ? !join_path(d->file, v, s->model, sizeof s->model)
-                           : (size_t)snprintf(s->model, sizeof s->model, "%s", v) >= sizeof s->model)
+    if (kvp_model_ref_is_path(v)) {
+        fits = join_path(d->file, v, s->model, sizeof s->model);
+        if (fits && stat(s->model, &sb) != 0 && kvp_hub_ref_parse(v, &r, &quiet) == KVP_OK)
+            fits = (size_t)snprintf(s->model, sizeof s->model, "%s", v) < sizeof s->model;
+    } else {
+        fits = (size_t)snprintf(s->model, sizeof s->model, "%s", v) < sizeof s->model;
+    }
+    if (!fits)
         return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'model' is too long (got '%.60s...')", v);
     snprintf(s->model_file, sizeof s->model_file, "%s", d->file);
     s->model_line = (uint32_t)n->start_mark.line + 1;

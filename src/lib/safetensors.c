@@ -210,7 +210,7 @@ static enum kvp_status shard(const char *path, const struct kvp_model *m, struct
         return st;
     if (len < 8 + n) {
         free(head);
-        return kvp_fail_at(err, KVP_ERR_SYNTAX, path, 0, 0,
+        return kvp_fail_at(err, KVP_ERR_TRUNCATED, path, 0, 0,
                            "truncated: the header says %" PRIu64 " bytes, the file has %" PRIu64, n, len - 8);
     }
     /* the JSON starts at byte 8: errors count lines and columns from there */
@@ -245,13 +245,30 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+uint32_t kvp_safetensors_pick(char **names, uint32_t *n, bool owned)
+{
+    uint32_t plain = 0, k = *n;
+    for (uint32_t i = 0; i < k; i++)
+        plain += strncmp(names[i], "consolidated", 12) != 0;
+    /* both layouts: keep the transformers one */
+    for (uint32_t i = 0; plain && plain < k && i < k;)
+        if (strncmp(names[i], "consolidated", 12) == 0) {
+            if (owned)
+                free(names[i]);
+            names[i] = names[--k];
+        } else {
+            i++;
+        }
+    return *n = k;
+}
+
 /* The shard names in dir, sorted. */
 static enum kvp_status shard_names(const char *dir, char ***out, uint32_t *n, struct kvp_error *err)
 {
     DIR *dp = opendir(dir);
     struct dirent *e;
     char **names = NULL;
-    uint32_t k = 0, plain = 0;
+    uint32_t k = 0;
 
     *out = NULL;
     *n = 0;
@@ -269,18 +286,10 @@ static enum kvp_status shard_names(const char *dir, char ***out, uint32_t *n, st
             return kvp_fail(err, k == MAX_SHARDS ? KVP_ERR_RANGE : KVP_ERR_NOMEM,
                             "'%s': more than %d safetensors files, or out of memory", dir, MAX_SHARDS);
         }
-        plain += strncmp(e->d_name, "consolidated", 12) != 0;
         k++;
     }
     closedir(dp);
-    /* both layouts: keep the transformers one */
-    for (uint32_t i = 0; plain && plain < k && i < k;)
-        if (strncmp(names[i], "consolidated", 12) == 0) {
-            free(names[i]);
-            names[i] = names[--k];
-        } else {
-            i++;
-        }
+    kvp_safetensors_pick(names, &k, true);
     if (k)
         qsort(names, k, sizeof *names, by_name);
     *out = names;
@@ -291,6 +300,7 @@ static enum kvp_status shard_names(const char *dir, char ***out, uint32_t *n, st
 enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struct kvp_error *err)
 {
     struct tally t;
+    struct stat sb;
     char **names, path[KVP_TEXT_MAX + 64];
     uint32_t n;
     enum kvp_status st;
@@ -319,6 +329,9 @@ enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struc
         }
     snprintf(t.tb.what, sizeof t.tb.what, "safetensors headers (%u file%s)", n, n == 1 ? "" : "s");
     m->wtable = t.tb;
+    /* a snapshot kvplan's Hub client wrote (hub.h: its .kvplan-files) holds headers by design */
+    if ((size_t)snprintf(path, sizeof path, "%s/.kvplan-files", dir) < sizeof path && stat(path, &sb) == 0)
+        t.short_files = 0;
     if (t.short_files)
         kvp_model_warn(m, "%" PRIu64 " of %u safetensors files end before their tensors' data: headers alone (or "
                        "truncated files), so the weights are their headers' claims, not bytes the files hold",

@@ -10,4 +10,10 @@
  * header: an error at its file:line:col (lines of the JSON header). */
 enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struct kvp_error *err);
 
+/* Of the safetensors file names names[0..*n), the shards of the model: not
+ * consolidated*.safetensors when others are there (Mistral's repos carry
+ * both layouts of the same weights). Drops the others in place (freeing
+ * them if owned); returns the new *n. */
+uint32_t kvp_safetensors_pick(char **names, uint32_t *n, bool owned);
+
 #endif

@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CHROMIUM = os.environ.get("CHROMIUM", "chromium")
 KVPLAN = os.path.abspath(os.environ.get("KVPLAN_BIN", os.path.join(ROOT, "build/rel/kvplan")))
-FIT_OWN = {"--max-gpus", "--explain", "--format", "--si", "--emit"}  # fit's options that are no deployment setting
+FIT_OWN = {"--max-gpus", "--explain", "--format", "--si", "--emit", "--refresh"}  # fit's options that are no deployment setting
 
 
 class Browser:
