@@ -488,6 +488,36 @@ START_TEST(truncated_prefixes)
 }
 END_TEST
 
+/* gguf-split's first part: its table lists its own tensors only, said in a warning */
+START_TEST(split_part_warns)
+{
+    struct gbuf b;
+    struct kvp_model m;
+    struct kvp_error err;
+
+    g_begin(&b, 3);
+    kv_str(&b, "general.architecture", "llama");
+    kv_u32(&b, "split.no", 0);
+    kv_u32(&b, "split.count", 3);
+    kv_u32(&b, "llama.block_count", 4);
+    kv_u32(&b, "llama.context_length", 4096);
+    kv_u32(&b, "llama.embedding_length", 256);
+    kv_u32(&b, "llama.feed_forward_length", 688);
+    kv_u32(&b, "llama.attention.head_count", 8);
+    kv_tokens(&b, 100);
+    tensor2(&b, "token_embd.weight", 256, 100);
+    ck_assert_kvp_ok(parse(&b, b.n, &m, &err), err);
+    ck_assert_uint_ge(m.n_warnings, 1);
+    ck_assert_str_eq(m.warnings[m.n_warnings - 1],
+                     "part 1 of 3 of a split GGUF (gguf-split): its tensor table lists this part's tensors only, so "
+                     "the weights are this part's, not the model's");
+    llama_header(&b, true);
+    ck_assert_kvp_ok(parse(&b, b.n, &m, &err), err);
+    for (uint32_t i = 0; i < m.n_warnings; i++)
+        ck_assert_ptr_null(strstr(m.warnings[i], "split GGUF"));
+}
+END_TEST
+
 START_TEST(truncated_message)
 {
     struct gbuf b;
@@ -765,6 +795,7 @@ static Suite *suite(void)
     tcase_add_test(core, deepseek2_mla);
     tcase_add_test(core, unknown_arch_warns);
     tcase_add_test(core, tensor_table);
+    tcase_add_test(core, split_part_warns);
     suite_add_tcase(s, core);
     tcase_add_test(limits, truncated_prefixes);
     tcase_add_test(limits, truncated_message);

@@ -82,6 +82,9 @@ reset
 run 0 size Qwen/Qwen2.5-7B-Instruct --refresh && has out "weights       14.19 GiB  15,231,233,024 B  7,615,616,512 params"
 [ "$(stat_of Qwen/Qwen2.5-7B-Instruct requests)" -eq 1 ] && ok || bad "--refresh: want one request"
 
+# kvplan import writes what was fetched as kvplan YAML
+run 0 import Qwen/Qwen2.5-7B-Instruct && has out "hf_id: Qwen/Qwen2.5-7B-Instruct"
+
 # 2. a tag: its own commit and config
 run 0 show Qwen/Qwen2.5-7B-Instruct@v1 --format json && has out '"max_context": 4096,'
 

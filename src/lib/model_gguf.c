@@ -276,7 +276,7 @@ struct header {
     uint64_t n_tensors, n_kv;
     uint64_t kv_end;            /* offset where the tensor infos start */
     char arch[64];              /* general.architecture */
-    struct kv name, file_type, tokens, alignment;
+    struct kv name, file_type, tokens, alignment, split_count, split_no;
     /* <arch>.* keys */
     struct kv block_count, embedding_length, feed_forward_length, context_length, vocab_size;
     struct kv head_count, head_count_kv, key_length, value_length;
@@ -363,6 +363,10 @@ static enum kvp_status take_kv(struct cursor *c, struct header *h, const char *k
         return store(c, &h->alignment, key, n, v, i);
     if (key_is(key, n, "tokenizer.ggml.tokens"))
         return store(c, &h->tokens, key, n, v, i);
+    if (key_is(key, n, "split.count")) /* llama.cpp gguf-split: LLM_KV_SPLIT_COUNT */
+        return store(c, &h->split_count, key, n, v, i);
+    if (key_is(key, n, "split.no"))
+        return store(c, &h->split_no, key, n, v, i);
     if (alen == 0 || n <= alen + 1 || memcmp(key, h->arch, alen) != 0 || key[alen] != '.')
         return KVP_OK;
     for (size_t j = 0; j < sizeof arch_keys / sizeof arch_keys[0]; j++)
@@ -893,7 +897,7 @@ static enum kvp_status build_layer(struct build *b, uint32_t il, struct kvp_laye
 static enum kvp_status build_model(struct build *b)
 {
     struct kvp_model *m = b->m;
-    uint32_t n_layer = 0;
+    uint32_t n_layer = 0, parts = 1, part = 0;
     bool no_kv = false;
     enum kvp_status st;
 
@@ -906,8 +910,12 @@ static enum kvp_status build_model(struct build *b)
                        b->h->arch);
     set_dtype(m);
     set_arch_details(m, b->h->arch);
-    if ((st = set_wtable(b)) != KVP_OK || (st = build_globals(b, &n_layer)) != KVP_OK)
+    if ((st = set_wtable(b)) != KVP_OK || (st = build_globals(b, &n_layer)) != KVP_OK ||
+        (st = get_u32(b, &b->h->split_count, 1, &parts)) != KVP_OK || (st = get_u32(b, &b->h->split_no, 0, &part)) != KVP_OK)
         return st;
+    if (parts > 1) /* the other parts' tensors are in their own files' tables */
+        kvp_model_warn(m, "part %u of %u of a split GGUF (gguf-split): its tensor table lists this part's tensors "
+                       "only, so the weights are this part's, not the model's", part + 1, parts);
     for (uint32_t il = 0; il < n_layer; il++) {
         struct kvp_layer_spec s;
         if ((st = build_layer(b, il, &s, &no_kv)) != KVP_OK)
