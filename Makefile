@@ -311,7 +311,7 @@ oracle: deps $(BIN)
 # `make valgrind` runs every test binary and a few CLI commands under memcheck.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES   := yaml hf gguf num plan
+FUZZ_NAMES   := yaml hf gguf num plan hub
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) \
@@ -349,6 +349,12 @@ fuzz-corpus: $(FUZZ_DIR)/gguf_seeds
 	    f16 fp8 q4_0 q8_0 iq4_nl int8 int4:group=64 int2:group=32:axis=channel:residual=128 \
 	    int4:scale=bf16:zp=no:outliers=0.01 mxfp4 nvfp4; do \
 	    i=$$((i + 1)); printf '%s' "$$s" > $(FUZZ_DIR)/corpus/num/seed-$$i; done
+	@printf '%s\n%s' 'unsloth/Qwen3-GGUF@main:Q4_K_M' \
+	    '{"sha": "0123456789abcdef0123456789abcdef01234567", "siblings": [{"rfilename": "a-Q4_K_M.gguf"}, {"rfilename": "mmproj-F16.gguf"}]}' \
+	    > $(FUZZ_DIR)/corpus/hub/seed-gguf
+	@printf '%s\n%s' 'org/name' \
+	    '{"sha": "0123456789abcdef0123456789abcdef01234567", "siblings": [{"rfilename": "config.json"}, {"rfilename": "model-00001-of-00002.safetensors"}, {"rfilename": "consolidated.safetensors"}]}' \
+	    > $(FUZZ_DIR)/corpus/hub/seed-folder
 
 fuzz: fuzz-build fuzz-corpus
 	@sh tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_NAMES)
