@@ -323,7 +323,8 @@ FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus valgrind
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+-include $(FUZZ_LIB_OBJ:.o=.d)
 
 $(FUZZ_DIR)/libkvplan.a: $(FUZZ_LIB_OBJ)
 	$(AR) rcs $@ $^

@@ -635,6 +635,23 @@ static void write_shard(const char *json, uint64_t data)
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* ST_DIR/config.json: a copy of the config at path. */
+static void write_config(const char *path)
+{
+    char config[1 << 16];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    ck_assert_ptr_nonnull(f);
+    n = fread(config, 1, sizeof config, f);
+    fclose(f);
+    (void)mkdir("build", 0755);
+    (void)mkdir(ST_DIR, 0755);
+    f = fopen(ST_DIR "/config.json", "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(config, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
 /* Each shard's tensors tile its data from 0, without a hole or an overlap,
  * each one its shape's values times its dtype's size, the data ending where
  * the file does (safetensors' Metadata::validate and SafeTensors::deserialize):
@@ -665,18 +682,7 @@ START_TEST(safetensors_claims_checked)
         {"2^63 values of F16", "{\"a\": {\"dtype\": \"F16\", \"shape\": [9223372036854775808], "
                                "\"data_offsets\": [0, 0]}}", 0, KVP_ERR_SCHEMA, "more than 2^64"},
     };
-    char config[1 << 16];
-    FILE *f = fopen("tests/data/hf/llama-3.1-8b.json", "rb");
-    size_t n;
-    ck_assert_ptr_nonnull(f);
-    n = fread(config, 1, sizeof config, f);
-    fclose(f);
-    (void)mkdir("build", 0755);
-    (void)mkdir(ST_DIR, 0755);
-    f = fopen(ST_DIR "/config.json", "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(config, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
+    write_config(HF_DIR "llama-3.1-8b.json");
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct kvp_model *m = NULL;
         struct kvp_error err = {0};
@@ -697,6 +703,103 @@ START_TEST(safetensors_claims_checked)
                 ck_assert_msg(!strstr(m->warnings[w], "safetensors"), "%s: %s", cases[i].what, m->warnings[w]);
         kvp_model_free(m);
     }
+    remove(ST_DIR "/model.safetensors");
+    remove(ST_DIR "/config.json");
+    remove(ST_DIR);
+}
+END_TEST
+
+/* A multimodal config's vision tower and projector, counted from its
+ * vision_config (hf_tower.c): the tower and the whole model against the
+ * published totals -- Gemma 3 technical report, table 1 (vision encoder
+ * 417M; 4B: 675M embedding + 3,209M non-embedding; 12B: 1,012M + 10,759M;
+ * 27B: 1,416M + 25,600M), Mistral Small 3.1's card (24B), Llama 4 Scout's
+ * card (109B total). The tower is in the model dtype under a chosen weight
+ * format, and out of a GGUF (llama.cpp's mmproj file holds it). */
+START_TEST(vision_towers_published)
+{
+    static const struct {
+        const char *file;
+        uint64_t tower, published;
+    } cases[] = {
+        /* SigLIP 416,866,032 + Gemma3MultiModalProjector 1152 x hidden + 1152 */
+        {"gemma-3-4b-it.json", 416866032ull + 1152 * 2560 + 1152, 4301000000ull},
+        {"gemma-3-12b-it.json", 416866032ull + 1152 * 3840 + 1152, 12188000000ull},
+        {"gemma-3-27b-it.json", 416866032ull + 1152 * 5376 + 1152, 27433000000ull},
+        /* Pixtral 403,305,472 + Mistral3 projector: norm, merger 4096 x 1024, 1024 x 5120, 5120 x 5120 */
+        {"mistral-small-3.1-24b-instruct-2503.json", 403305472ull + 1024 + 4096 * 1024 + 1024 * 5120 + 5120 * 5120,
+         24000000000ull},
+        /* Llama 4 vision 850,960,896 (pixel-shuffle adapter included) + 4096 x 5120 */
+        {"llama-4-scout-17b-16e.json", 850960896ull + 4096ull * 5120, 109000000000ull},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        char path[256];
+        struct kvp_model *m;
+        struct kvp_weights w, q, g;
+        struct kvp_wstore int4, gguf;
+        struct kvp_error err = {0};
+        double off;
+
+        snprintf(path, sizeof path, HF_DIR "%s", cases[i].file);
+        m = load_ok(path);
+        ck_assert_msg(m->tower_params == cases[i].tower, "%s: tower %llu, want %llu", cases[i].file,
+                      (unsigned long long)m->tower_params, (unsigned long long)cases[i].tower);
+        ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+        off = ((double)w.params - (double)cases[i].published) / (double)cases[i].published;
+        ck_assert_msg(off > -0.005 && off < 0.005, "%s: %llu params, %.2f%% off the published", cases[i].file,
+                      (unsigned long long)w.params, 100 * off);
+        ck_assert_uint_eq(w.tower_params, cases[i].tower);
+        ck_assert_uint_eq(w.tower_bytes, 2 * cases[i].tower);
+        ck_assert_uint_eq(w.embedding_params + w.attention_params + w.mlp_params + w.norm_params + w.tower_params,
+                          w.params);
+        ck_assert_uint_le(w.active_params, w.params - w.tower_params);
+        ck_assert_kvp_ok(kvp_wstore_parse("int4", false, &int4, &err), err);
+        ck_assert_kvp_ok(kvp_weights_compute(m, &int4, &q, &err), err);
+        ck_assert_uint_eq(q.tower_bytes, 2 * cases[i].tower);
+        ck_assert_kvp_ok(kvp_wstore_parse("q4_k_m", true, &gguf, &err), err);
+        ck_assert_kvp_ok(kvp_weights_compute(m, &gguf, &g, &err), err);
+        ck_assert_uint_eq(g.tower_params, 0);
+        ck_assert_uint_eq(g.params, w.params - w.tower_params);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* Safetensors headers price the tower by its tensors' names, its layers not
+ * taken for MTP ones (SigLIP's layer 40 of a 34-layer text model), and the
+ * parameters become the headers' own; the text model's layers past
+ * num_hidden_layers are left out and counted apart. */
+START_TEST(vision_tower_from_headers)
+{
+    static const char json[] =
+        "{\"language_model.model.layers.0.mlp.down_proj.weight\": {\"dtype\": \"BF16\", \"shape\": [4, 4], "
+        "\"data_offsets\": [0, 32]}, "
+        "\"vision_tower.vision_model.encoder.layers.40.mlp.fc1.weight\": {\"dtype\": \"BF16\", \"shape\": [8, 2], "
+        "\"data_offsets\": [32, 64]}, "
+        "\"multi_modal_projector.mm_input_projection_weight\": {\"dtype\": \"F32\", \"shape\": [2], "
+        "\"data_offsets\": [64, 72]}, "
+        "\"language_model.model.layers.34.mlp.down_proj.weight\": {\"dtype\": \"BF16\", \"shape\": [2], "
+        "\"data_offsets\": [72, 76]}}";
+    struct kvp_model *m = NULL, *cfg;
+    struct kvp_weights w, wc;
+    struct kvp_error err = {0};
+
+    write_config(HF_DIR "gemma-3-4b-it.json");
+    write_shard(json, 76);
+    ck_assert_kvp_ok(kvp_model_load(ST_DIR, &m, &err), err);
+    ck_assert_uint_eq(m->wtable.tower_params, 18);
+    ck_assert_uint_eq(m->wtable.tower_bytes, 40);
+    ck_assert_uint_eq(m->wtable.mtp_tensors, 1);
+    ck_assert_uint_eq(m->wtable.mtp_bytes, 4);
+    ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+    ck_assert_uint_eq(w.bytes, 72);
+    ck_assert_uint_eq(w.tower_bytes, 40);
+    ck_assert_uint_eq(w.tower_params, 18);
+    cfg = load_ok(HF_DIR "gemma-3-4b-it.json");
+    ck_assert_kvp_ok(kvp_weights_compute(cfg, NULL, &wc, &err), err);
+    ck_assert_uint_eq(w.params, wc.params - wc.tower_params + 18);
+    kvp_model_free(cfg);
+    kvp_model_free(m);
     remove(ST_DIR "/model.safetensors");
     remove(ST_DIR "/config.json");
     remove(ST_DIR);
@@ -900,6 +1003,8 @@ static Suite *hf_suite(void)
     tcase_add_loop_test(core, quantized_config, 0, (int)N_ELEMS(quant_cases));
     tcase_add_test(core, quantized_tensor_bytes);
     tcase_add_test(core, quantized_published_totals);
+    tcase_add_test(core, vision_towers_published);
+    tcase_add_test(lim, vision_tower_from_headers);
     tcase_add_test(lim, quantized_patterns_warn);
     tcase_add_test(lim, bad_input);
     tcase_add_loop_test(lim, limits, 0, (int)N_ELEMS(limit_cases));

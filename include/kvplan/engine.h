@@ -188,6 +188,8 @@ struct kvp_weights {
     uint64_t attention_params; /* attention / recurrent mixers */
     uint64_t mlp_params;       /* dense MLPs, experts, routers */
     uint64_t norm_params;      /* norms */
+    uint64_t tower_params;     /* of params: the vision (audio) tower and projector (not in active_params) */
+    uint64_t tower_bytes;      /* of bytes: the tower's (not in active_bytes) */
     uint64_t bytes;            /* stored bytes of all parameters */
     uint64_t active_bytes;     /* stored bytes one decode step reads */
     uint32_t n_parts;

@@ -132,6 +132,9 @@ struct kvp_model {
     bool shared_expert_gate;    /* sigmoid gate on the shared expert (Qwen2-MoE) */
     bool router_bias;           /* bias per expert on the router */
     bool expert_bias;           /* biases inside each expert (gpt-oss) */
+    /* beside the text model, what a multimodal checkpoint stores and engines load with it: */
+    uint64_t tower_params;      /* vision (audio) encoders and their projectors; 0 = none or not counted */
+    char tower[KVP_TEXT_MAX];   /* what was counted and how ("siglip_vision_model: ..."), "" = none */
     /* how the checkpoint stores its weights (wquant.h): */
     struct kvp_wscheme wscheme; /* its quantization config; method "" = none */
     struct kvp_wtable wtable;   /* stored bytes from the file's own headers; n 0 = none */

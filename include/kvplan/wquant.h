@@ -65,6 +65,7 @@ enum kvp_wrole {
     KVP_WR_SHEXP_DOWN,
     KVP_WR_ROUTER,      /* expert router (ffn_gate_inp), shared-expert gate */
     KVP_WR_VECTOR,      /* norms, biases, convolutions, sinks: 1-D or small */
+    KVP_WR_TOWER,       /* a multimodal model's vision (audio) tower and projector, as one */
     KVP_WR_COUNT
 };
 
@@ -78,6 +79,7 @@ enum kvp_wclass {
     KVP_WC_SHARED,  /* shared experts */
     KVP_WC_ROUTER,  /* routers */
     KVP_WC_VECTOR,  /* never quantized */
+    KVP_WC_TOWER,   /* vision (audio) towers: kept in the model dtype, as engines load them */
     KVP_WC_COUNT
 };
 #define KVP_WC_LINEAR ((1u << KVP_WC_ATTN) | (1u << KVP_WC_MLP) | (1u << KVP_WC_EXPERTS) | (1u << KVP_WC_SHARED))
@@ -159,6 +161,8 @@ struct kvp_wtable {
     uint32_t n;                           /* rows; 0 = no table */
     struct kvp_wtable_row rows[KVP_WTABLE_MAX]; /* one per dtype, most bytes first */
     uint64_t expert_bytes;                /* of routed-expert tensors (for active bytes) */
+    uint64_t tower_params, tower_bytes;   /* of those: vision (audio) towers and projectors, by name */
+    uint64_t mtp_tensors, mtp_bytes;      /* left out: layers past the text model's (MTP) */
     char what[48];                        /* "GGUF tensor table", "safetensors headers" */
     char mixture[24];                     /* GGUF file type, e.g. "Q4_K_M"; "" */
     uint64_t file_bytes;                  /* GGUF: the data section's end, the least length a file

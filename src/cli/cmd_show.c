@@ -148,7 +148,10 @@ int cmd_show(int argc, char **argv)
                            kvp_model_layer_summary(m, sum, sizeof sum), m->hidden, m->vocab,
                            kvp_dtype_info(m->dtype)->name, kvp_count_text(m->max_context, g[0], sizeof g[0]));
             kvp_buf_printf(&b, "params %s", kvp_count_text(w.params, g[1], sizeof g[1]));
-            if (w.active_params != w.params)
+            if (w.tower_params)
+                kvp_buf_printf(&b, " (text %s + vision tower %s)", kvp_count_text(w.params - w.tower_params, g[2], sizeof g[2]),
+                               kvp_count_text(w.tower_params, g[3], sizeof g[3]));
+            if (w.active_params + w.tower_params != w.params)
                 kvp_buf_printf(&b, " (%s active: %u of %u experts)", kvp_count_text(w.active_params, g[2], sizeof g[2]),
                                m->n_experts_active, m->n_experts);
             kvp_buf_printf(&b, ", weights %s; KV %s B per token (%s)\n", kvp_bytes_text(w.bytes, si, g[3], sizeof g[3]),

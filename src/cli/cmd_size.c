@@ -123,7 +123,10 @@ static void render_table(const struct sized *s, enum kvp_out fmt, bool si, struc
     if (s->plan.state_bytes)
         figure_row(&t, "recurrent state", s->plan.state_bytes, si, "constant in the context");
     snprintf(note, sizeof note, "%s params", kvp_count_text(s->w.params, pbuf, sizeof pbuf));
-    if (s->w.active_params != s->w.params)
+    if (s->w.tower_params)
+        snprintf(note + strlen(note), sizeof note - strlen(note), ", %s of them the vision tower",
+                 kvp_count_text(s->w.tower_params, g2, sizeof g2));
+    if (s->w.active_params + s->w.tower_params != s->w.params)
         snprintf(note + strlen(note), sizeof note - strlen(note), ", %s active",
                  kvp_count_text(s->w.active_params, g1, sizeof g1));
     figure_row(&t, "weights", s->w.bytes, si, note);

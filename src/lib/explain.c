@@ -203,8 +203,8 @@ static const char *part_classes(const struct kvp_weights *w, const struct kvp_wp
     buf[0] = '\0';
     if (w->n_parts > 1 && (p->classes >> KVP_WC_VECTOR) & 1)
         return "the rest";
-    for (int c = 0; c < KVP_WC_VECTOR; c++)
-        if ((p->classes >> c) & 1 && o < n)
+    for (int c = 0; c < KVP_WC_COUNT; c++)
+        if (c != KVP_WC_VECTOR && (p->classes >> c) & 1 && o < n)
             o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? " + " : "", kvp_wclass_name((enum kvp_wclass)c));
     return buf;
 }
@@ -239,6 +239,23 @@ void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struc
         kvp_json_str(j, "file_type", m->wtable.mixture);
     kvp_json_u64(j, "bytes", w->bytes);
     kvp_json_u64(j, "active_bytes", w->active_bytes);
+    /* the checkpoint by model: the text model, a multimodal tower, MTP layers left out */
+    kvp_json_begin(j, "split", '{');
+    kvp_json_begin(j, "text", '{');
+    kvp_json_u64(j, "params", w->params - w->tower_params);
+    kvp_json_u64(j, "bytes", w->bytes - w->tower_bytes);
+    kvp_json_end(j, '}');
+    kvp_json_begin(j, "tower", '{');
+    kvp_json_u64(j, "params", w->tower_params);
+    kvp_json_u64(j, "bytes", w->tower_bytes);
+    kvp_json_str(j, "source", !w->tower_params ? "" : m->wtable.tower_params ? "safetensors headers" : m->tower);
+    kvp_json_end(j, '}');
+    kvp_json_begin(j, "mtp", '{');
+    kvp_json_u64(j, "tensors", m->wtable.mtp_tensors);
+    kvp_json_u64(j, "bytes", m->wtable.mtp_bytes);
+    kvp_json_bool(j, "loaded", false);
+    kvp_json_end(j, '}');
+    kvp_json_end(j, '}');
     kvp_json_begin(j, "parts", '[');
     for (uint32_t i = 0; i < w->n_parts; i++) {
         kvp_json_begin(j, NULL, '{');
@@ -275,8 +292,11 @@ void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w,
     kvp_buf_printf(b, "  mixers     = %s (attention / MLA / recurrent projections)\n", grp(&c, w->attention_params));
     kvp_buf_printf(b, "  MLPs       = %s%s\n", grp(&c, w->mlp_params), m->n_experts ? " (routers, experts)" : "");
     kvp_buf_printf(b, "  norms      = %s\n", grp(&c, w->norm_params));
+    if (w->tower_params)
+        kvp_buf_printf(b, "  tower      = %s (vision tower and projector: %s)\n", grp(&c, w->tower_params),
+                       m->wtable.tower_params ? "safetensors headers" : m->tower);
     kvp_buf_printf(b, "  params     = %s", grp(&c, w->params));
-    if (w->active_params != w->params)
+    if (w->active_params + w->tower_params != w->params)
         kvp_buf_printf(b, ", active per token = %s (%u of %u experts)", grp(&c, w->active_params),
                        m->n_experts_active, m->n_experts);
     kvp_buf_printf(b, "\n  stored as %s:\n", w->source[0] ? w->source : "computed tensor by tensor");

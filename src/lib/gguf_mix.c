@@ -182,7 +182,7 @@ static enum category category(const struct kvp_model *m, const struct kvp_wtenso
     case KVP_WR_FFN_UP: case KVP_WR_EXP_UP: case KVP_WR_SHEXP_UP: return CAT_FFN_UP;
     case KVP_WR_FFN_GATE: case KVP_WR_EXP_GATE: case KVP_WR_SHEXP_GATE: return CAT_FFN_GATE;
     case KVP_WR_FFN_DOWN: case KVP_WR_EXP_DOWN: case KVP_WR_SHEXP_DOWN: return CAT_FFN_DOWN;
-    case KVP_WR_POS_EMBD: case KVP_WR_ROUTER: case KVP_WR_VECTOR: return CAT_KEEP;
+    case KVP_WR_POS_EMBD: case KVP_WR_ROUTER: case KVP_WR_VECTOR: case KVP_WR_TOWER: return CAT_KEEP;
     default: return CAT_OTHER; /* MLA a/b (attn_k_b, attn_v_b), recurrent projections */
     }
 }

@@ -12,7 +12,8 @@
  *   4. the kind of each layer (MLA, `layer_types`, Jamba periods, Qwen3-Next
  *      interval, Llama 4 chunks, Gemma window patterns, Mistral/Qwen windows);
  *   5. the MLP of each layer (dense or MoE) and the MoE fields;
- *   6. the stack, one kvp_model_add_layers call per layer.
+ *   6. the stack, one kvp_model_add_layers call per layer;
+ *   7. beside it, a multimodal config's vision tower (hf_tower.c).
  *
  * The layer and MoE rules are driven by which keys are present, as in
  * transformers, so a model_type missing from the table still imports; it then
@@ -27,6 +28,7 @@
 
 #include "kvplan/num.h"
 #include "hf_quant.h"
+#include "hf_tower.h"
 #include "ydoc.h"
 
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -1169,13 +1171,23 @@ static enum kvp_status note_defaults(struct hf *h)
     return KVP_OK;
 }
 
+/* ---- step 7: beside the text model ----------------------------------------- */
+
+/* A multimodal config's vision tower and projector (hf_tower.c). */
+static enum kvp_status read_tower(struct hf *h)
+{
+    char type[KVP_NAME_MAX];
+    enum kvp_status st = kvp_ydoc_get_str(&h->d, h->root, "model_type", false, type, sizeof type, h->err);
+    return st == KVP_OK ? kvp_hf_tower_read(&h->d, h->root, type, h->m, h->err) : st;
+}
+
 /* ---- the importer ---------------------------------------------------------- */
 
 typedef enum kvp_status hf_step(struct hf *h);
 
 static hf_step *const steps[] = {
     read_family, read_identity, read_dtype, read_dims, fixup, plan_layers,
-    read_moe, read_dense_width, add_layers, note_defaults, read_quantization,
+    read_moe, read_dense_width, add_layers, note_defaults, read_quantization, read_tower,
 };
 
 enum kvp_status kvp_model_parse_hf(const char *text, uint64_t len, const char *file,

@@ -70,7 +70,7 @@ static const char *const top_keys[] = {
     "kvplan", "name", "hf_id", "family", "source", "dtype", "state_dtype", "max_context",
     "hidden", "intermediate", "vocab", "tied_embeddings", "learned_positions", "norm", "act",
     "norms_per_layer", "qk_norm", "attn_qkv_bias", "attn_out_bias", "mlp_bias", "attn_sinks",
-    "attn_gate", "quantization", "moe", "specs", "layers", NULL,
+    "attn_gate", "quantization", "moe", "tower", "specs", "layers", NULL,
 };
 
 /* quantization: {method, format, modules}: how the published checkpoint
@@ -136,6 +136,21 @@ static enum kvp_status parse_moe(struct yparse *p, yaml_node_t *moe)
     if (m->n_experts == 0 || m->n_experts_active == 0 || m->n_experts_active > m->n_experts)
         return kvp_ydoc_fail(d, moe, p->err, KVP_ERR_RANGE, "'active' must be 1..'experts' (got %u and %u)",
                          m->n_experts_active, m->n_experts);
+    return KVP_OK;
+}
+
+/* tower: {params, what}: a multimodal checkpoint's vision tower and
+ * projector, stored beside the text model and loaded with it. */
+static enum kvp_status parse_tower(struct yparse *p, yaml_node_t *n)
+{
+    static const char *const keys[] = {"params", "what", NULL};
+    struct ydoc *d = &p->d;
+    enum kvp_status st;
+
+    if ((st = kvp_ydoc_want_map(d, n, "tower", p->err)) || (st = kvp_ydoc_check_keys(d, n, keys, p->err)) ||
+        (st = kvp_ydoc_get_u64(d, n, "params", true, &p->m->tower_params, p->err)) ||
+        (st = kvp_ydoc_get_str(d, n, "what", false, p->m->tower, sizeof p->m->tower, p->err)))
+        return st;
     return KVP_OK;
 }
 
@@ -364,6 +379,8 @@ static enum kvp_status parse_top(struct yparse *p, yaml_node_t *root)
     m->norm = (enum kvp_norm_kind)norm;
     m->act = (enum kvp_act_kind)act;
     if ((n = kvp_ydoc_get(d, root, "moe")) && (st = parse_moe(p, n)) != KVP_OK)
+        return st;
+    if ((n = kvp_ydoc_get(d, root, "tower")) && (st = parse_tower(p, n)) != KVP_OK)
         return st;
     if ((n = kvp_ydoc_get(d, root, "quantization")) && (st = parse_quantization(p, n)) != KVP_OK)
         return st;
@@ -662,6 +679,13 @@ static void emit_model(struct emit *em, const struct kvp_model *m, struct run *r
         kv_bool(em, "shared_gate", m->shared_expert_gate);
         kv_bool(em, "router_bias", m->router_bias);
         kv_bool(em, "expert_bias", m->expert_bias);
+        map_end(em);
+    }
+    if (m->tower_params) {
+        scalar(em, "tower", false);
+        map_start(em, false);
+        kv_u64(em, "params", m->tower_params);
+        if (m->tower[0]) kv_str(em, "what", m->tower);
         map_end(em);
     }
     scalar(em, "specs", false);

@@ -8,9 +8,11 @@
  * END - BEGIN is the tensor's exact stored size. Only the 8 + N bytes are
  * read. Which shards: every *.safetensors in the folder, but not
  * consolidated*.safetensors when others are there (Mistral's repos carry
- * both layouts of the same weights). Tensors of
- * layers past the model's n_layers (DeepSeek's MTP layer) are not part of
- * the model: they are left out and said so. */
+ * both layouts of the same weights). A multimodal checkpoint's vision
+ * (audio) tower and projector are counted and told apart by their names
+ * (tower_of). Tensors of text layers past the model's n_layers (DeepSeek's
+ * MTP layer) are not part of the model: they are left out, counted apart
+ * (an engine loads them only as a draft) and said so. */
 #include "safetensors.h"
 
 #include <dirent.h>
@@ -56,13 +58,12 @@ struct span {
 struct tally {
     struct kvp_wtable tb;
     uint64_t total;
-    uint64_t skipped, skipped_bytes;
     struct span *span; /* this shard's tensors */
     uint64_t nspan, span_cap;
     uint64_t short_files; /* shards shorter than their data (headers alone) */
 };
 
-static void add(struct tally *t, enum kvp_dtype d, uint64_t elems, uint64_t bytes, bool expert)
+static void add(struct tally *t, enum kvp_dtype d, uint64_t elems, uint64_t bytes, bool expert, bool tower)
 {
     uint32_t i;
     for (i = 0; i < t->tb.n && t->tb.rows[i].dtype != d; i++)
@@ -74,6 +75,26 @@ static void add(struct tally *t, enum kvp_dtype d, uint64_t elems, uint64_t byte
     t->tb.rows[i].bytes += bytes;
     if (expert)
         t->tb.expert_bytes += bytes;
+    if (tower) {
+        t->tb.tower_params += elems;
+        t->tb.tower_bytes += bytes;
+    }
+}
+
+/* Whether a tensor belongs to a vision (audio) tower or its projector: a
+ * name component the multimodal classes of transformers give them
+ * (Gemma 3, LLaVA and Mistral 3 vision_tower and multi_modal_projector,
+ * Llama 4 vision_model, Qwen2-VL visual, Qwen2-Audio audio_tower). */
+static bool tower_of(const char *name)
+{
+    static const char *const parts[] = {"vision_tower.", "vision_model.", "multi_modal_projector.", "visual.",
+                                        "mm_projector.", "audio_tower.", "image_newline"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        const char *p = strstr(name, parts[i]);
+        if (p && (p == name || p[-1] == '.'))
+            return true;
+    }
+    return false;
 }
 
 /* The layer index in "model.layers.61.mlp..." or -1. */
@@ -96,7 +117,7 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
     char dt[16];
     enum kvp_dtype dtype;
     uint64_t o[2], elems = 1, bytes = 0;
-    bool fits = true;
+    bool fits = true, tower;
     enum kvp_status st;
     int i = 0;
 
@@ -137,14 +158,15 @@ static enum kvp_status tensor(struct ydoc *d, const char *name, yaml_node_t *v, 
         t->span_cap = cap;
     }
     t->span[t->nspan++] = (struct span){o[0], o[1], name};
-    if (layer_of(name) >= (long)m->n_layers) {
-        t->skipped++;
-        t->skipped_bytes += o[1] - o[0];
+    tower = tower_of(name);
+    if (!tower && layer_of(name) >= (long)m->n_layers) {
+        t->tb.mtp_tensors++;
+        t->tb.mtp_bytes += o[1] - o[0];
         return KVP_OK;
     }
     if (!kvp_add(t->total, o[1] - o[0], &t->total))
         return kvp_ydoc_fail(d, off, err, KVP_ERR_OVERFLOW, "'%s': the shards' sizes overflow 64 bits", name);
-    add(t, dtype, elems, o[1] - o[0], strstr(name, ".experts.") != NULL);
+    add(t, dtype, elems, o[1] - o[0], strstr(name, ".experts.") != NULL, tower);
     return KVP_OK;
 }
 
@@ -336,8 +358,8 @@ enum kvp_status kvp_safetensors_read(const char *dir, struct kvp_model *m, struc
         kvp_model_warn(m, "%" PRIu64 " of %u safetensors files end before their tensors' data: headers alone (or "
                        "truncated files), so the weights are their headers' claims, not bytes the files hold",
                        t.short_files, n);
-    if (t.skipped)
+    if (t.tb.mtp_tensors)
         kvp_model_warn(m, "%" PRIu64 " tensors (%" PRIu64 " B) of layers past num_hidden_layers (MTP) are not "
-                       "counted in the weights", t.skipped, t.skipped_bytes);
+                       "counted in the weights", t.tb.mtp_tensors, t.tb.mtp_bytes);
     return KVP_OK;
 }

@@ -267,8 +267,9 @@ enum kvp_dtype kvp_wstore_code_dtype(const struct kvp_wstore *ws, const struct k
     return q && (q->kind == KVP_WQ_FORMAT || q->kind == KVP_WQ_FP8) ? q->f.dtype : m->dtype;
 }
 
-/* The checkpoint's own table: its bytes, with the parameters counted above. */
-static void take_table(const struct kvp_model *m, struct kvp_weights *w)
+/* The checkpoint's own table: its bytes, with the parameters counted above
+ * (the tower's the headers' own); false when they overflow. */
+static bool take_table(const struct kvp_model *m, struct kvp_weights *w)
 {
     const struct kvp_wtable *tb = &m->wtable;
     uint64_t bytes = 0, expert = tb->expert_bytes, per_expert_idle;
@@ -289,7 +290,13 @@ static void take_table(const struct kvp_model *m, struct kvp_weights *w)
                                                 m->n_experts)
                                    : 0;
     w->active_bytes = bytes - (per_expert_idle <= bytes ? per_expert_idle : bytes);
+    /* the tower as the headers store it (none there: the checkpoint holds none) */
+    w->active_bytes -= tb->tower_bytes <= w->active_bytes ? tb->tower_bytes : w->active_bytes;
+    w->tower_bytes = tb->tower_bytes;
     snprintf(w->source, sizeof w->source, "%s%s%s", tb->what, tb->mixture[0] ? ", file type " : "", tb->mixture);
+    w->params -= w->tower_params;
+    w->tower_params = tb->tower_params;
+    return kvp_add(w->params, tb->tower_params, &w->params);
 }
 
 enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
@@ -332,14 +339,23 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
         }
         w->mlp_params += t.params - mark;
     }
+    /* the tower, in the model dtype; llama.cpp keeps it in a GGUF of its own (mmproj), loaded apart */
+    t.layer = UINT32_MAX;
+    mark = t.bytes;
+    if (t.ws->kind != KVP_WSTORE_GGUF && m->tower_params) {
+        tensor(&t, KVP_WR_TOWER, 1, m->tower_params, 1);
+        w->tower_params = m->tower_params;
+    }
+    w->tower_bytes = t.bytes - mark;
     if (t.st != KVP_OK)
         return t.st;
     if (!t.ok)
         return kvp_fail(err, KVP_ERR_OVERFLOW, "weights of '%s' overflow 64 bits", m->name);
     w->params = t.params;
     w->bytes = t.bytes;
-    w->active_params = t.params - idle.params;
-    w->active_bytes = t.bytes - idle.bytes;
+    /* a decode step runs neither idle experts nor the tower */
+    w->active_params = t.params - idle.params - w->tower_params;
+    w->active_bytes = t.bytes - idle.bytes - w->tower_bytes;
     /* most bytes first (insertion sort of at most KVP_MAX_WPARTS) */
     for (uint32_t i = 1; i < w->n_parts; i++)
         for (uint32_t j = i; j > 0 && w->parts[j].bytes > w->parts[j - 1].bytes; j--) {
@@ -347,10 +363,12 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
             w->parts[j] = w->parts[j - 1];
             w->parts[j - 1] = p;
         }
-    if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wtable.n)
-        take_table(m, w);
-    else if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0])
+    if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wtable.n) {
+        if (!take_table(m, w))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the parameters of '%s' overflow 64 bits", m->name);
+    } else if (t.ws->kind == KVP_WSTORE_CHECKPOINT && m->wscheme.method[0]) {
         snprintf(w->source, sizeof w->source, "%s (%s)",
                  m->wscheme.assumed ? "assumed from the model id" : "quantization_config", m->wscheme.method);
+    }
     return KVP_OK;
 }

@@ -28,6 +28,8 @@ enum kvp_wclass kvp_wrole_class(enum kvp_wrole r)
         return KVP_WC_ROUTER;
     case KVP_WR_VECTOR: case KVP_WR_COUNT:
         return KVP_WC_VECTOR;
+    case KVP_WR_TOWER:
+        return KVP_WC_TOWER;
     default:
         return KVP_WC_ATTN;
     }
@@ -36,7 +38,7 @@ enum kvp_wclass kvp_wrole_class(enum kvp_wrole r)
 static const char *const class_names[KVP_WC_COUNT] = {
     [KVP_WC_EMBED] = "embeddings", [KVP_WC_OUTPUT] = "lm_head", [KVP_WC_ATTN] = "attention",
     [KVP_WC_MLP] = "mlp", [KVP_WC_EXPERTS] = "experts", [KVP_WC_SHARED] = "shared_experts",
-    [KVP_WC_ROUTER] = "router", [KVP_WC_VECTOR] = "vectors",
+    [KVP_WC_ROUTER] = "router", [KVP_WC_VECTOR] = "vectors", [KVP_WC_TOWER] = "towers",
 };
 
 const char *kvp_wclass_name(enum kvp_wclass c)
