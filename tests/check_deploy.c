@@ -284,8 +284,9 @@ static const struct log_case {
      708992, 0.01},
     {JG "gemma-2-9b", M "gemma-2-9b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 54.12, 168880, 0.01},
     {JG "gemma-2-27b", M "gemma-2-27b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 20.59, 58672, 0.01},
-    {JG "gemma-3-4b", M "gemma-3-4b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 62.51, 468144, 0.03},
-    {JG "gemma-3-27b", M "gemma-3-27b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 19.53, 36560, 0.09},
+    /* the vision tower in the weights (issue #31) took these from +2.7% and +8.0% */
+    {JG "gemma-3-4b", M "gemma-3-4b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 62.51, 468144, 0.02},
+    {JG "gemma-3-27b", M "gemma-3-27b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 19.53, 36560, 0.04},
     {JG "gpt-oss-20b", M "gpt-oss-20b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 58.47, 1277184, 0.02},
     {JG "deepseek-v2-lite", M "deepseek-v2-lite.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 43.61, 1505552,
      0.02},
@@ -1751,7 +1752,7 @@ START_TEST(vllm_pp_groups_strided)
         const char *model;
         uint64_t gpu_memory, blocks;
     } cases[] = {
-        {"gemma-3-27b", 85028896768ull, 69276}, /* h100-sxm */
+        {"gemma-3-27b", 85028896768ull, 68631}, /* h100-sxm; 69,276 before its vision tower was counted */
         {"qwen3-next-80b-a3b", 150109945856ull, 7920}, /* h200 */
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
