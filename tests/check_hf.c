@@ -714,7 +714,7 @@ END_TEST
  * published totals -- Gemma 3 technical report, table 1 (vision encoder
  * 417M; 4B: 675M embedding + 3,209M non-embedding; 12B: 1,012M + 10,759M;
  * 27B: 1,416M + 25,600M), Mistral Small 3.1's card (24B), Llama 4 Scout's
- * card (109B total). The tower is in the model dtype under a chosen weight
+ * card (109B total), Qwen2-VL-7B's and Qwen2.5-VL-7B's (8.29B). The tower is in the model dtype under a chosen weight
  * format, and out of a GGUF (llama.cpp's mmproj file holds it). */
 START_TEST(vision_towers_published)
 {
@@ -731,6 +731,9 @@ START_TEST(vision_towers_published)
          24000000000ull},
         /* Llama 4 vision 850,960,896 (pixel-shuffle adapter included) + 4096 x 5120 */
         {"llama-4-scout-17b-16e.json", 850960896ull + 4096ull * 5120, 109000000000ull},
+        /* Qwen2-VL / Qwen2.5-VL 7B: their cards' 8.29B; the merger (4 x 1280 wide, into 3584) is the projector */
+        {"qwen2-vl-7b-instruct.json", 631183360ull + 2 * 1280 + 5120ull * 5121 + 5121ull * 3584, 8290000000ull},
+        {"qwen2.5-vl-7b-instruct.json", 631975680ull + 1280 + 5120ull * 5121 + 5121ull * 3584, 8290000000ull},
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         char path[256];

@@ -58,16 +58,32 @@ struct ctx {
     struct kvp_error *err;
 };
 
-/* vision_config's key (def when absent and def is not 0, else an error). */
-static enum kvp_status key(struct ctx *x, const char *k, uint64_t def, uint64_t *out)
+/* The most any width, count or size of a tower may be: 2^15, so that no
+ * product of four of them (channels x frames x patch x patch) leaves 64
+ * bits before the checked sums take over. */
+#define DIM_MAX 32768u
+
+/* map's key (def when absent and def is not 0, else an error), at most DIM_MAX. */
+static enum kvp_status dim(struct ctx *x, yaml_node_t *map, const char *k, uint64_t def, uint64_t *out)
 {
-    yaml_node_t *v = kvp_ydoc_get(x->d, x->vc, k);
+    yaml_node_t *v = kvp_ydoc_get(x->d, map, k);
+    const char *in = map == x->vc ? "vision_config: " : "";
+    enum kvp_status st;
     if (!v || kvp_ydoc_is_null(v)) {
         *out = def;
-        return def ? KVP_OK
-                   : kvp_ydoc_fail(x->d, x->vc, x->err, KVP_ERR_SCHEMA, "vision_config: missing required key '%s'", k);
+        return def ? KVP_OK : kvp_ydoc_fail(x->d, map, x->err, KVP_ERR_SCHEMA, "%smissing required key '%s'", in, k);
     }
-    return kvp_ydoc_u64(x->d, v, k, out, x->err);
+    if ((st = kvp_ydoc_u64(x->d, v, k, out, x->err)) != KVP_OK)
+        return st;
+    return *out <= DIM_MAX ? KVP_OK
+                           : kvp_ydoc_fail(x->d, v, x->err, KVP_ERR_RANGE, "%s'%s' must be at most %u (got %llu)", in,
+                                           k, DIM_MAX, (unsigned long long)*out);
+}
+
+/* vision_config's key. */
+static enum kvp_status key(struct ctx *x, const char *k, uint64_t def, uint64_t *out)
+{
+    return dim(x, x->vc, k, def, out);
 }
 
 /* The encoder of type v; its width in *hidden. */
@@ -127,13 +143,35 @@ static enum kvp_status extras(struct ctx *x, const struct vit *v, uint64_t h, st
     return KVP_OK;
 }
 
-/* The root's u64 key, or def. */
-static enum kvp_status root_key(struct ydoc *d, yaml_node_t *root, const char *k, uint64_t def, uint64_t *out,
-                                struct kvp_error *err)
+/* Qwen2-VL and Qwen2.5-VL (modeling_qwen2_vl.py, modeling_qwen2_5_vl.py):
+ * a 3-D patch embedding over temporal_patch_size frames, `depth` blocks
+ * with fused qkv, and a patch merger of spatial_merge_size^2 patches that
+ * is the projector into the text width. Qwen2-VL: LayerNorms, fc1/fc2 of
+ * embed_dim x mlp_ratio, output `hidden_size`; Qwen2.5-VL: RMSNorms, a
+ * gated MLP of intermediate_size, output out_hidden_size. */
+static enum kvp_status qwen_vl(struct ctx *x, bool v25, struct count *tower, struct count *proj, uint64_t *hidden)
 {
-    yaml_node_t *v = kvp_ydoc_get(d, root, k);
-    *out = def;
-    return v && !kvp_ydoc_is_null(v) ? kvp_ydoc_u64(d, v, k, out, err) : KVP_OK;
+    uint64_t h, inter, out, layers, ch, patch, frames, merge, ratio = 0, norm, w;
+    enum kvp_status st;
+
+    if ((st = key(x, v25 ? "hidden_size" : "embed_dim", 0, &h)) ||
+        (st = v25 ? key(x, "intermediate_size", 0, &inter) : key(x, "mlp_ratio", 4, &ratio)) ||
+        (st = key(x, v25 ? "out_hidden_size" : "hidden_size", 0, &out)) || (st = key(x, "depth", 0, &layers)) ||
+        (st = key(x, "in_chans", 3, &ch)) || (st = key(x, "patch_size", 14, &patch)) ||
+        (st = key(x, "temporal_patch_size", 2, &frames)) || (st = key(x, "spatial_merge_size", 2, &merge)))
+        return st;
+    if (!v25)
+        inter = h * ratio;
+    norm = v25 ? h : 2 * h;
+    add(tower, ch * frames * patch * patch, h);
+    add(tower, layers, 4 * h * h + 4 * h + 2 * norm);
+    add(tower, layers, (v25 ? 3 : 2) * h * inter + (v25 ? 2 * inter : inter) + h);
+    w = h * merge * merge;
+    add(proj, 1, norm);
+    add(proj, w, w + 1);
+    add(proj, w + 1, out);
+    *hidden = h;
+    return KVP_OK;
 }
 
 /* The projector of multimodal model_type `type` from the tower's width vh
@@ -153,7 +191,7 @@ static enum kvp_status projector(struct ctx *x, yaml_node_t *root, const char *t
         add(c, vh, th);
         add(c, 1, vh);
     } else if (strcmp(type, "mistral3") == 0) { /* Mistral3MultiModalProjector: norm, patch merger, 2 linears */
-        if ((st = root_key(x->d, root, "spatial_merge_size", 2, &merge, x->err)) != KVP_OK)
+        if ((st = dim(x, root, "spatial_merge_size", 2, &merge)) != KVP_OK)
             return st;
         add(c, 1, vh);
         add(c, vh * merge * merge, vh);
@@ -190,18 +228,25 @@ enum kvp_status kvp_hf_tower_read(struct ydoc *d, yaml_node_t *root, const char 
     if ((st = kvp_ydoc_want_map(d, x.vc, "vision_config", err)) != KVP_OK ||
         (st = kvp_ydoc_get_str(d, x.vc, "model_type", false, vtype, sizeof vtype, err)) != KVP_OK)
         return st;
+    if (!vtype[0]) /* Qwen2-VL's vision_config names no type: the model's is its */
+        snprintf(vtype, sizeof vtype, "%s", type);
     for (size_t i = 0; i < sizeof vits / sizeof vits[0]; i++)
         if (strcmp(vits[i].type, vtype) == 0)
             v = &vits[i];
-    if (!v) {
+    if (strcmp(vtype, "qwen2_vl") == 0 || strcmp(vtype, "qwen2_5_vl") == 0) {
+        known = true;
+        type = vtype;
+        if ((st = qwen_vl(&x, strcmp(vtype, "qwen2_5_vl") == 0, &tower, &proj, &vh)) != KVP_OK)
+            return st;
+    } else if (!v) {
         kvp_model_warn(m, "the vision tower (vision_config model_type '%s') is not counted in the weights: kvplan "
-                          "counts siglip_vision_model, clip_vision_model, pixtral and llama4_vision_model ones (a "
-                          "folder's safetensors headers price any)", vtype[0] ? vtype : "none");
+                          "counts siglip_vision_model, clip_vision_model, pixtral, llama4_vision_model, qwen2_vl and "
+                          "qwen2_5_vl ones (a folder's safetensors headers price any)", vtype);
         return KVP_OK;
-    }
-    if ((st = encoder(&x, v, &tower, &vh)) != KVP_OK || (st = extras(&x, v, vh, &tower)) != KVP_OK ||
-        (st = projector(&x, root, type, vh, m->hidden, &proj, &known)) != KVP_OK)
+    } else if ((st = encoder(&x, v, &tower, &vh)) != KVP_OK || (st = extras(&x, v, vh, &tower)) != KVP_OK ||
+               (st = projector(&x, root, type, vh, m->hidden, &proj, &known)) != KVP_OK) {
         return st;
+    }
     if (!tower.ok || !proj.ok || !kvp_add(tower.n, proj.n, &m->tower_params))
         return kvp_ydoc_fail(d, x.vc, err, KVP_ERR_OVERFLOW, "vision_config: the tower's parameters overflow 64 bits");
     if (!known)

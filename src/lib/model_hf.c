@@ -116,6 +116,11 @@ static const struct hf_family families[] = {
     {.type = "phi3"},
     {.type = "qwen2", .qkv_bias = true, .defaults = qwen_defaults}, /* q, k, v biases; no o bias */
     {.type = "qwen2_moe", .qkv_bias = true, .defaults = qwen_defaults},
+    /* Qwen2-VL, Qwen2.5-VL: Qwen2's text model (M-RoPE changes no shape); the vision tower in hf_tower.c */
+    {.type = "qwen2_vl", .qkv_bias = true, .defaults = qwen_defaults},
+    {.type = "qwen2_vl_text", .qkv_bias = true, .defaults = qwen_defaults},
+    {.type = "qwen2_5_vl", .qkv_bias = true, .defaults = qwen_defaults},
+    {.type = "qwen2_5_vl_text", .qkv_bias = true, .defaults = qwen_defaults},
     {.type = "qwen3", .qk_norm = true, .defaults = qwen_defaults},
     {.type = "qwen3_moe", .qk_norm = true, .defaults = qwen_defaults},
     {.type = "qwen3_next", .qk_norm = true, .attn_gate = true, .defaults = qwen3_next_defaults},
