@@ -215,7 +215,7 @@ enum kvp_status kvp_hf_tower_read(struct ydoc *d, yaml_node_t *root, const char 
     struct ctx x = {d, kvp_ydoc_get(d, root, "vision_config"), err};
     struct count tower = {0, true}, proj = {0, true};
     const struct vit *v = NULL;
-    char vtype[KVP_NAME_MAX], a[32], b[32];
+    char vtype[KVP_NAME_MAX] = "", a[32], b[32]; /* kvp_ydoc_get_str leaves it when the key is absent */
     uint64_t vh = 0;
     bool known;
     enum kvp_status st;

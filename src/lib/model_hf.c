@@ -1181,7 +1181,7 @@ static enum kvp_status note_defaults(struct hf *h)
 /* A multimodal config's vision tower and projector (hf_tower.c). */
 static enum kvp_status read_tower(struct hf *h)
 {
-    char type[KVP_NAME_MAX];
+    char type[KVP_NAME_MAX] = ""; /* as it is when the key is absent */
     enum kvp_status st = kvp_ydoc_get_str(&h->d, h->root, "model_type", false, type, sizeof type, h->err);
     return st == KVP_OK ? kvp_hf_tower_read(&h->d, h->root, type, h->m, h->err) : st;
 }
