@@ -84,6 +84,8 @@ run 0 size Qwen/Qwen2.5-7B-Instruct --refresh && has out "weights       14.19 Gi
 
 # kvplan import writes what was fetched as kvplan YAML
 run 0 import Qwen/Qwen2.5-7B-Instruct && has out "hf_id: Qwen/Qwen2.5-7B-Instruct"
+# --explain says where the model was read from and in which order it was looked for
+run 0 size Qwen/Qwen2.5-7B-Instruct --explain && has out "  read from Qwen/Qwen2.5-7B-Instruct@main (kvplan's cache): not a path or a built-in name, so a Hub reference, looked up in the Hugging Face cache, kvplan's cache, then the Hub (docs/hub.md)"
 
 # 2. a tag: its own commit and config
 run 0 show Qwen/Qwen2.5-7B-Instruct@v1 --format json && has out '"max_context": 4096,'

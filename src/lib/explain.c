@@ -287,6 +287,10 @@ void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w,
     char cls[128];
 
     kvp_buf_printf(b, "Weights of %s (formulas in docs/model-format.md)\n", m->name);
+    /* a model by Hub reference (catalog.c load_hub's source: "ORG/NAME@REV ... (where)") says how it was found */
+    if (m->hf_id[0] && strncmp(m->source, m->hf_id, strlen(m->hf_id)) == 0 && m->source[strlen(m->hf_id)] == '@')
+        kvp_buf_printf(b, "  read from %s: not a path or a built-in name, so a Hub reference, looked up in the "
+                          "Hugging Face cache, kvplan's cache, then the Hub (docs/hub.md)\n", m->source);
     kvp_buf_printf(b, "  embeddings = vocab * hidden%s%s = %s\n", m->tied_embeddings ? "" : " * 2 (untied LM head)",
                    m->learned_positions ? " + positions * hidden" : "", grp(&c, w->embedding_params));
     kvp_buf_printf(b, "  mixers     = %s (attention / MLA / recurrent projections)\n", grp(&c, w->attention_params));
