@@ -50,8 +50,9 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libkvplan.a
 BIN      := $(BUILD)/kvplan
 # kvplan-hub (src/hub): the Hub client kvplan runs for a model no cache holds; a program
-# of its own, linked against the shared libcurl (which cannot be linked statically)
-HUB_SRC  := $(wildcard src/hub/*.c)
+# of its own, linked against the shared libcurl (which cannot be linked statically). The client
+# over its libcurl transport; page.c is the page's transport (WEB_OBJ)
+HUB_SRC  := src/hub/client.c src/hub/curl.c
 HUB_OBJ  := $(HUB_SRC:%.c=$(BUILD)/%.o)
 HUB_BIN  := $(BUILD)/kvplan-hub
 
@@ -488,10 +489,12 @@ WEB_YAML  := $(WEB)/libyaml
 WEB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -O2 -Iinclude -Isrc/lib -I$(WEB_YAML)/include \
               -DYAML_DECLARE_STATIC -DKVP_NO_TUI -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"/share/kvplan"' \
               -MMD -MP $(if $(WERROR),-Werror)
-WEB_OBJ   := $(patsubst %.c,$(WEB)/obj/%.o,$(LIB_SRC) $(wildcard src/cli/*.c))
+# the Hub client over the page's transport (src/hub/page.c: its cli_hub_fetch, not src/cli/hub.c's)
+WEB_OBJ   := $(patsubst %.c,$(WEB)/obj/%.o,$(LIB_SRC) $(filter-out src/cli/hub.c,$(wildcard src/cli/*.c)) \
+             src/hub/client.c src/hub/page.c)
 WEB_PAGE  := $(WEB)/index.html $(WEB)/kvplan.css $(WEB)/page.js
 WEB_LINK  := -O2 -sMODULARIZE=1 -sEXPORT_NAME=kvplanModule -sINVOKE_RUN=0 -sEXIT_RUNTIME=0 \
-             -sALLOW_MEMORY_GROWTH=1 -sEXPORTED_RUNTIME_METHODS=callMain,FS -sSINGLE_FILE=1 \
+             -sALLOW_MEMORY_GROWTH=1 -sEXPORTED_RUNTIME_METHODS=callMain,FS,ENV -sSINGLE_FILE=1 \
              -sENVIRONMENT=web,node --embed-file models@/share/kvplan/models
 .PHONY: web check-web web-screenshot
 web: $(WEB)/kvplan.js $(WEB_PAGE)
@@ -508,6 +511,8 @@ $(WEB_YAML)/libyaml.a:
 	    $(WEB_ENV) $(EMCC) -O2 -I$(WEB_YAML)/include $$ver -DYAML_VERSION_STRING="\"$$v\"" -c $$f -o $${f%.c}.o; done
 	$(EMAR) rcs $@ $(WEB_YAML)/src/*.o
 
+# page.c defines cli.h's cli_hub_fetch
+$(WEB)/obj/src/hub/%.o: WEB_CFLAGS += -Isrc/cli
 $(WEB)/obj/%.o: %.c $(WEB_YAML)/libyaml.a
 	@mkdir -p $(@D)
 	$(WEB_ENV) $(EMCC) $(WEB_CFLAGS) -c $< -o $@
@@ -520,8 +525,9 @@ $(WEB)/%: web/%
 	cp $< $@
 
 # the page in Debian's chromium (headless) over tests/web/deployments.txt, each
-# JSON against the native kvplan's for the same argv (tests/web/run.py)
-check-web: web $(BIN)
+# JSON against the native kvplan's for the same argv (tests/web/run.py); kvplan-hub for the
+# rows against the test Hub
+check-web: web $(BIN) $(HUB_BIN)
 	KVPLAN_BIN=$(BIN) python3 tests/web/run.py $(WEB)
 
 # docs/web.png: an illustration, not checked by docs-check (docs/web.md)

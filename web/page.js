@@ -1,7 +1,9 @@
 /* page.js -- the kvplan page: the URL query (plan keys) becomes the argv a user
  * would type, and the kvplan command line compiled to WebAssembly (kvplan.js,
  * make web) answers it. Every figure on the page is read from what the CLI
- * printed; the page computes none. docs/web.md describes it. */
+ * printed; the page computes none. For a model by Hugging Face Hub reference
+ * the CLI's own Hub client (src/hub/client.c) decides what to fetch; the page
+ * only carries its requests (src/hub/page.c says how). docs/web.md describes it. */
 'use strict';
 
 /* The one table of URL keys: each plan key (docs/plan-format.md, settings.c's
@@ -50,17 +52,27 @@ const WORKDIR = '/work';    /* the CLI's working directory: a dropped file lies 
 const READ_MAX = 64 << 20;  /* model_load.c reads at most 64 MiB of a file (a GGUF's header), so the page too */
 const PATH_LIKE = /\.(ya?ml|json|gguf)$/i; /* a model file's extension: the CLI reads such a name as a file */
 const FRAGMENT_MAX = 64 << 10; /* a dropped file larger than this stays out of the link (URLs have limits) */
+const HUB_DIR = '/hub';     /* src/hub/page.c: it reads answers from HUB_DIR/answers/KEY, writes HUB_DIR/wants, HUB_DIR/pinned */
+const CACHE_DIR = '/cache'; /* KVPLAN_CACHE: kvplan's cache, in each instance's MEMFS (so empty at each start) */
+const HUB_ROUNDS = 70;      /* runs of one command at most: a 64 MiB GGUF header takes 64 (a MiB a round), plus the listing */
+const DEFAULT_HUB = 'https://huggingface.co';
 
 const $ = id => document.getElementById(id);
 const keyRow = key => KEYS.find(r => r.key === key);
 
 /* ---- the URL: query = plan keys; fragment = a dropped file (name, base64) ---- */
 
-/* The state a query gives: {settings: [[key, value]...] in table order, errors: [...]} */
+/* The state a query gives: {settings: [[key, value]...] in table order, errors: [...], hub}. hub= is the
+ * page's, not a plan key: the Hub it asks (HF_ENDPOINT), for testing against a local one */
 function parseQuery(search) {
   const given = new URLSearchParams(search), settings = [], errors = [];
+  const hub = (given.get('hub') || DEFAULT_HUB).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^\s/]+/.test(hub))
+    errors.push(`hub: '${hub}' is not an http(s) URL (the Hub the page asks; ${DEFAULT_HUB} when not given)`);
   for (const [key, value] of given) {
     const row = keyRow(key);
+    if (key === 'hub')
+      continue;
     if (!row)
       errors.push(`unknown key '${key}' in the URL (the keys are the plan keys: ${KEYS.map(r => r.key).join(', ')})`);
     else if (given.getAll(key).length > 1 && settings.some(([k]) => k === key))
@@ -73,11 +85,14 @@ function parseQuery(search) {
   settings.sort((a, b) => KEYS.indexOf(keyRow(a[0])) - KEYS.indexOf(keyRow(b[0])));
   if (!errors.length && !settings.some(([k]) => k === 'model'))
     errors.push("the URL names no model (?model=llama-3.1-8b&gpu=h100 ...)");
-  return {settings, errors};
+  return {settings, errors, hub};
 }
 
+/* the query of settings ('/', '@' and ':' of a Hub reference left as they are), and hub= unless the default */
 function queryOf(settings) {
-  return settings.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+  const word = v => encodeURIComponent(v).replace(/%(2F|40|3A)/g, c => decodeURIComponent(c));
+  return settings.map(([k, v]) => `${word(k)}=${word(v)}`).join('&') +
+    (hubEndpoint !== DEFAULT_HUB ? '&hub=' + word(hubEndpoint) : '');
 }
 
 /* "#file=NAME:BASE64URL" -> {name, bytes} or null */
@@ -101,25 +116,123 @@ function fragmentOf(file) {
 
 /* ---- the CLI: a fresh module instance per command (its options are static) ---- */
 
+let hubEndpoint = DEFAULT_HUB; /* the page's hub= */
+const answers = new Map();  /* request key -> the answer file page.c reads: the session's Hub cache */
+const inflight = new Map(); /* request key -> the fetch under way, shared by the commands that want it */
+const hubStats = {requests: 0, bytes: 0};
+
+/* One run of argv in a fresh instance: {rc, out, err, svg, wants, pinned}. wants: the Hub requests
+ * page.c had no answer for (then the run's output is not the answer yet); pinned: the Hub
+ * reference pinned to its commit, once one resolved. */
 function run(argv, file) {
   const out = [], err = [];
-  const options = {stdout: c => out.push(c), stderr: c => err.push(c)};
+  const env = m => Object.assign(m.ENV, {KVPLAN_CACHE: CACHE_DIR, HF_ENDPOINT: hubEndpoint});
+  const options = {stdout: c => out.push(c), stderr: c => err.push(c), preRun: [env]};
   return kvplanModule(options).then(mod => {
+    /* under emscripten's libc a file kvplan writes through kvp_buf_save (fchmod(0666 & ~umask)) gets
+     * mode 0 (its umask stub), and MEMFS enforces modes: a Hub file in the cache, or plot's chart, would
+     * be unreadable. The instance's file system is the page's own: nothing for modes to protect */
+    mod.FS.ignorePermissions = true;
     mod.FS.mkdir(WORKDIR);
+    mod.FS.mkdir(HUB_DIR);
+    mod.FS.mkdir(HUB_DIR + '/answers');
+    for (const [key, bytes] of answers)
+      mod.FS.writeFile(`${HUB_DIR}/answers/${key}`, bytes);
     mod.FS.chdir(WORKDIR);
     if (file)
       mod.FS.writeFile(file.name, file.bytes);
     const rc = mod.callMain(argv.slice());
     let svg = null;
-    if (argv[0] === 'plot' && rc === 0) {
-      /* under emscripten's libc kvplan plot's fchmod(0666 & ~umask) leaves the chart mode 0 (its
-       * umask stub), and MEMFS enforces modes: make it readable */
-      mod.FS.chmod(CHART, 0o644);
+    if (argv[0] === 'plot' && rc === 0)
       svg = mod.FS.readFile(CHART, {encoding: 'utf8'});
-    }
     const text = a => new TextDecoder().decode(new Uint8Array(a));
-    return {rc, out: text(out), err: text(err), svg};
+    const read = path => mod.FS.analyzePath(path).exists ? mod.FS.readFile(path, {encoding: 'utf8'}) : '';
+    const wants = read(HUB_DIR + '/wants').split('\n').filter(Boolean).map(line => {
+      const [key, from, len, max, timeout] = line.split(' ', 5);
+      return {key, from: +from, len: +len, max: +max, timeout: +timeout, url: line.split(' ').slice(5).join(' ')};
+    });
+    return {rc, out: text(out), err: text(err), svg, wants, pinned: read(HUB_DIR + '/pinned') || null};
   });
+}
+
+/* ---- the Hub: page.c's requests, fetched as kvplan-hub's libcurl transfers are made ---- */
+
+/* An answer file as page.c reads it: one line, then the body. */
+function answerFile(line, body) {
+  const head = new TextEncoder().encode(line + '\n'), bytes = new Uint8Array(head.length + (body ? body.length : 0));
+  bytes.set(head);
+  if (body)
+    bytes.set(body, head.length);
+  return bytes;
+}
+
+/* At most cap bytes of a body; past them the stream is cancelled, never read. onChunk: each chunk's arrival. */
+async function readCapped(body, cap, onChunk) {
+  const reader = body.getReader(), parts = [];
+  let got = 0;
+  while (got < cap) {
+    const {done, value} = await reader.read();
+    if (done)
+      break;
+    onChunk();
+    parts.push(value);
+    got += value.length;
+  }
+  if (got >= cap)
+    reader.cancel().catch(() => {});
+  const out = new Uint8Array(Math.min(got, cap));
+  let at = 0;
+  for (const p of parts) {
+    const n = Math.min(p.length, out.length - at);
+    out.set(p.subarray(0, n), at);
+    at += n;
+  }
+  return out;
+}
+
+/* One of page.c's wants: GET with its Range, redirects followed; a 200 to a Range request (the whole
+ * file) and an error status refused before their bodies are read; a body read to max + 1 bytes at most
+ * (page.c says "too large" past max); given up after `timeout` seconds without a byte. */
+async function fetchWant(w) {
+  const abort = new AbortController();
+  let timer = 0;
+  const alive = () => { clearTimeout(timer); timer = setTimeout(() => abort.abort(), w.timeout * 1000); };
+  const headers = w.len > 0 ? {Range: `bytes=${w.from}-${w.from + w.len - 1}`} : {};
+  hubStats.requests++;
+  alive();
+  try {
+    const resp = await fetch(w.url, {headers, signal: abort.signal, cache: 'no-store', credentials: 'omit'});
+    const line = `http ${resp.status} ${resp.headers.get('X-Error-Code') || '-'}`;
+    if (resp.status < 200 || resp.status > 299 || (w.len > 0 && resp.status === 200)) {
+      if (resp.body)
+        resp.body.cancel().catch(() => {});
+      return answerFile(line, null);
+    }
+    const body = resp.body ? await readCapped(resp.body, w.max + 1, alive) : new Uint8Array(0);
+    hubStats.bytes += body.length;
+    return answerFile(line, body);
+  } catch (e) {
+    return answerFile(abort.signal.aborted ? 'stalled' : `unreachable ${String(e.message || e).replace(/\s+/g, ' ')}`, null);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/* argv run until page.c wants nothing more: each round fetches what the last one wanted (each
+ * request once a session) and runs the command again in a fresh instance. Adds rounds to the result. */
+async function runHub(argv, file) {
+  for (let rounds = 1; ; rounds++) {
+    const r = await run(argv, file);
+    if (!r.wants.length)
+      return Object.assign(r, {rounds});
+    if (rounds === HUB_ROUNDS)
+      return Object.assign(r, {rounds, rc: 2, err: r.err + `the page gave up after ${HUB_ROUNDS} rounds of requests to the Hub\n`});
+    await Promise.all(r.wants.map(w => {
+      if (!inflight.has(w.key))
+        inflight.set(w.key, fetchWant(w).then(bytes => answers.set(w.key, bytes)));
+      return inflight.get(w.key);
+    }));
+  }
 }
 
 /* The argv of `kvplan fit` for the settings (the model first), as a user would type it. */
@@ -209,6 +322,20 @@ function renderSummary(j, file) {
 
 let serial = 0; /* the answer being computed; an older one that finishes late is dropped */
 
+/* A Hub model: the link pins the commit it resolved to (model=ORG/NAME@COMMIT), so that a shared link
+ * gives this answer later; and what was fetched for it, under the answer. */
+function showHub(state, fit) {
+  const model = state.settings.find(([k]) => k === 'model')[1];
+  $('hub').hidden = !fit.pinned;
+  if (!fit.pinned)
+    return;
+  const pinned = state.settings.map(([k, v]) => [k, k === 'model' ? fit.pinned : v]);
+  history.replaceState(null, '', '?' + queryOf(pinned) + location.hash);
+  $('hub').textContent = `${model} is ${fit.pinned} at ${hubEndpoint} (the link names that commit): ` +
+    `${fit.rounds} runs of the command; this session asked the Hub ${hubStats.requests} times, for ` +
+    `${hubStats.bytes.toLocaleString('en')} bytes of configs and headers.`;
+}
+
 function finish(done) {
   $('status').textContent = done === 'ok' ? 'done' : 'error';
   $('status').dataset.done = done;
@@ -233,10 +360,11 @@ function answer(state, file) {
   }
   const argv = fitArgv(state.settings, ['--format', 'json']);
   $('kvplan-argv').textContent = 'kvplan ' + argv.map(shellWord).join(' ');
-  return Promise.all([run(argv, file), run(fitArgv(state.settings, ['--explain']), file),
-                      run(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
+  return Promise.all([runHub(argv, file), runHub(fitArgv(state.settings, ['--explain']), file),
+                      runHub(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
     if (mine !== serial)
       return;
+    showHub(state, fit);
     if (fit.rc !== 0 && fit.rc !== 1)
       return refuse(fit.err);
     showError(fit.err); /* a model's warnings */
@@ -311,7 +439,7 @@ function readForm() {
     if (v)
       settings.push([row.key, v]);
   }
-  return {settings, errors: settings.some(([k]) => k === 'model') ? [] : ['which model? (type its name or drop a file)']};
+  return {settings, errors: settings.some(([k]) => k === 'model') ? [] : ['which model? (type its name or a Hugging Face id, or drop a file)']};
 }
 
 /* the dropped file when the model names it as a path (./NAME; a name with a model file's extension
@@ -402,6 +530,7 @@ function start() {
   buildForm();
   return loadCatalogs().then(() => {
     const state = parseQuery(location.search || '?' + DEFAULT_QUERY);
+    hubEndpoint = state.hub;
     dropped = parseFragment(location.hash);
     fillForm(state);
     return answer(state, fileFor(state));

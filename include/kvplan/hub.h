@@ -2,7 +2,8 @@
  * says, where the local caches keep its files, what the Hub's answers mean,
  * and which of a repo's files kvplan reads.
  *
- * No HTTP here: the transfers are kvplan-hub's (src/cli/hub_fetch.c), which
+ * No HTTP here: the transfers are the Hub client's (src/hub/client.c, in
+ * kvplan-hub over libcurl and in the page over fetch()), which
  * writes what it fetched into kvplan's cache in the layout below, so the
  * parsers read it as they read any local folder or file (kvp_model_load).
  *

@@ -1,20 +1,19 @@
 /* hub.c -- the CLI's Hub client: for a model by Hub reference that no cache
- * holds, runs kvplan-hub (src/hub/fetch.c, beside this binary) and reads
- * its one line of answer. */
+ * holds, runs kvplan-hub (src/hub/curl.c, beside this binary) and reads
+ * its one line of answer. The page's build has its own cli_hub_fetch
+ * instead of this file (src/hub/page.c). */
 #include "cli.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef __EMSCRIPTEN__
-#include <spawn.h>
 extern char **environ;
-#endif
 
 /* kvplan-hub beside /proc/self/exe. */
 static bool helper_path(char *out, size_t n)
@@ -30,14 +29,6 @@ static bool helper_path(char *out, size_t n)
     return (size_t)snprintf(out, n, "%s/kvplan-hub", exe) < n;
 }
 
-#ifdef __EMSCRIPTEN__
-enum kvp_status cli_hub_fetch(const char *ref, const struct kvp_hub_ref *r, const struct kvp_hub_env *env,
-                              char *path, size_t n, struct kvp_error *err)
-{
-    (void)r, (void)env, (void)path, (void)n, (void)helper_path;
-    return kvp_fail(err, KVP_ERR_UNSUPPORTED, "'%s': this build has no Hub client", ref);
-}
-#else
 /* The helper's answer: "ok PATH" or "error CODE MESSAGE". */
 static enum kvp_status answer(const char *ref, char *line, int status, char *path, size_t n, struct kvp_error *err)
 {
@@ -92,4 +83,3 @@ enum kvp_status cli_hub_fetch(const char *ref, const struct kvp_hub_ref *r, cons
         ;
     return answer(ref, line, status, path, n, err);
 }
-#endif

@@ -11,6 +11,11 @@ real Hub sees:
   GET|HEAD /ORG/NAME/resolve/REV/PATH            file, or 302 to /cdn for LFS
   GET|HEAD /cdn/ID?X-Amz-Signature=abc           LFS content, Range supported
   GET      /_stats, POST /_reset                  counters for the tests
+  OPTIONS  any path                               a CORS preflight's answer
+
+Every answer carries CORS headers, as the Hub's do, so that a page on
+another origin (kvplan's, web/page.js) can read it: any origin, and the
+headers a client reads exposed.
 
 Weight files are virtual: a safetensors header followed by zeros, or a real
 file padded with zeros; any byte range is generated on the fly.  See
@@ -39,6 +44,11 @@ ZEROS = memoryview(bytes(CHUNK))
 STALL_SECONDS = 120
 LFS_SUFFIXES = (".safetensors", ".gguf")  # served through the "CDN", as on the Hub
 FAULTS = {"no-range", "stall"}
+CORS = [("Access-Control-Allow-Origin", "*"),
+        ("Access-Control-Expose-Headers", "X-Repo-Commit, X-Error-Code, Content-Range, ETag, Content-Length")]
+PREFLIGHT = [("Access-Control-Allow-Methods", "GET, HEAD"),
+             ("Access-Control-Allow-Headers", "Range, Authorization"),
+             ("Access-Control-Max-Age", "600")]
 
 DTYPE_SIZES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2,
@@ -309,7 +319,7 @@ class HubHandler(BaseHTTPRequestHandler):
         end = content.size if end is None else end
         self.status = status
         self.send_response(status)
-        for name, value in headers:
+        for name, value in CORS + list(headers):
             self.send_header(name, value)
         self.send_header("Content-Length", str(end - start))
         self.end_headers()
@@ -386,6 +396,9 @@ class HubHandler(BaseHTTPRequestHandler):
             self.counted = False
             self.hub.stats.reset()
             return self.send_json(200, {})
+        if method == "OPTIONS":  # a browser's preflight for a Range request: not the client's request
+            self.counted = False
+            return self.respond(204, PREFLIGHT)
         self.hub.stats.add_request()
         if method in ("GET", "HEAD"):
             if segs[:2] == ["api", "models"]:

@@ -8,7 +8,10 @@ kvplan ($KVPLAN_BIN) run on the argv the table gives: the page must have run
 that argv, its #kvplan-json must equal the native stdout byte for byte, and an
 input error must show the native stderr. Also checks that page.js's table of
 URL keys is `kvplan fit`'s deployment options, and that a form edit and a
-dropped file rewrite the URL to a link that gives the same answer. Exit 0 when
+dropped file rewrite the URL to a link that gives the same answer. A query
+with $HUB names the test Hub (tests/hub/server.py, started here): the page
+fetches from it, the native kvplan (kvplan-hub beside it) too, and the link
+the page rewrites must pin the commit and give the same answer. Exit 0 when
 all agree.
 
     run.py [--screenshot PNG] WEBDIR   (--screenshot: only write docs/web.png)
@@ -27,12 +30,14 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CHROMIUM = os.environ.get("CHROMIUM", "chromium")
 KVPLAN = os.path.abspath(os.environ.get("KVPLAN_BIN", os.path.join(ROOT, "build/rel/kvplan")))
 FIT_OWN = {"--max-gpus", "--explain", "--format", "--si", "--emit", "--refresh"}  # fit's options that are no deployment setting
+HUB_PLACEHOLDER = "$HUB"  # in a query of deployments.txt: hub=$HUB, the test Hub's address
 
 
 class Browser:
@@ -157,22 +162,103 @@ def fragment(path):
     return "#file=%s:%s" % (urllib.parse.quote(os.path.basename(path)), data)
 
 
-def native(argv, folder=None):
-    """The native kvplan on argv, in folder (a dropped file's, as the page runs in the one it writes the file to)."""
+class TestHub:
+    """tests/hub/server.py on 127.0.0.1 over make_repos.py's repos, as tests/hub.sh starts it, with
+    test/tiny-GGUF serving a GGUF header made as make_gguf makes one (padded to its file's size)."""
+
+    def __init__(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="kvplan-web-hub-")
+        d = self.tmp.name
+        full = os.path.join(d, "full.gguf")
+        subprocess.run([KVPLAN, "export-gguf", "llama-3.1-8b", full, "--sparse"], check=True, capture_output=True,
+                       env=dict(os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models")))
+        with open(full, "rb") as f, open(os.path.join(d, "tiny.gguf"), "wb") as out:
+            out.write(f.read(GGUF_HEADER))
+        gguf = "%s:%d" % (os.path.join(d, "tiny.gguf"), os.path.getsize(full))
+        os.remove(full)
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests/hub/make_repos.py"), os.path.join(d, "repos.json"),
+                        "--gguf", gguf], check=True)
+        with open(os.path.join(d, "repos.json"), encoding="utf-8") as f:
+            self.repos = json.load(f)
+        port_file = os.path.join(d, "port")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests/hub/server.py"), "--repos",
+                                      os.path.join(d, "repos.json"), "--port-file", port_file])
+        for _ in range(200):
+            if os.path.exists(port_file):
+                break
+            time.sleep(0.05)
+        with open(port_file, encoding="utf-8") as f:
+            self.endpoint = "http://127.0.0.1:%d" % int(f.read())
+
+    def env(self):
+        """The native kvplan's environment against this Hub: a cache of its own for each run (empty, as the
+        page's in-memory one is at each start), no HF cache, online, no token."""
+        env = dict(os.environ, HF_ENDPOINT=self.endpoint, KVPLAN_CACHE=tempfile.mkdtemp(dir=self.tmp.name),
+                   HF_HUB_CACHE=os.path.join(self.tmp.name, "no-hf-cache"), HOME=self.tmp.name)
+        for k in ("HF_HUB_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "XDG_CACHE_HOME"):
+            env.pop(k, None)
+        return env
+
+    def stats(self, reset=False):
+        """The requests and bytes the Hub served since the last reset: (requests, bytes)."""
+        url = self.endpoint + ("/_reset" if reset else "/_stats")
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST" if reset else "GET")) as r:
+            got = json.load(r)
+        return None if reset else (got["requests"], got["bytes"])
+
+    def commit(self, ref):
+        """The commit ref's branch resolves to ("main" unless @REV), for the pinned link."""
+        repo = re.split(r"[@:]", ref)[0]
+        rev = ref.split("@", 1)[1].split(":")[0] if "@" in ref else "main"
+        return self.repos[repo]["refs"].get(rev, rev)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.tmp.cleanup()
+
+
+def native(argv, folder=None, hub=None):
+    """The native kvplan on argv, in folder (a dropped file's, as the page runs in the one it writes the file
+    to); against the test Hub when hub is given."""
     cwd = os.path.join(ROOT, folder or "")
-    env = dict(os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models"))
+    env = dict(hub.env() if hub else os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models"))
     return subprocess.run([KVPLAN] + argv, capture_output=True, text=True, cwd=cwd, env=env)
 
 
-def check_row(browser, row, base):
-    """One deployment: a list of failures (empty when the page agrees)."""
-    url = base + "/index.html?" + row["query"] + (fragment(row["file"]) if row["file"] else "")
+def check_pin(browser, row, url, page_json, hub):
+    """A Hub model's answer: the link the page rewrote names the commit (model=ORG/NAME@COMMIT, :TYPE kept),
+    and opened afresh gives the same JSON. A list of failures."""
+    model = shlex.split(row["expect"])[1]
+    repo, typ = re.split(r"[@:]", model)[0], (":" + model.rsplit(":", 1)[1]) if ":" in model else ""
+    want = "%s@%s%s" % (repo, hub.commit(model), typ)
+    got = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("model", [""])[0]
+    if got != want:
+        return [f"after {model} resolved the link says model={got}, want {want}"]
     target, session, status = browser.load(url)
+    again = text(browser, session, "kvplan-json")
+    browser.close_tab(target)
+    if status != "ok" or again != page_json:
+        return [f"the pinned link {url[:120]} does not give the same answer (status {status})"]
+    return []
+
+
+def check_row(browser, row, base, hub):
+    """One deployment: a list of failures (empty when the page agrees)."""
+    on_hub = HUB_PLACEHOLDER in row["query"]
+    query = row["query"].replace(HUB_PLACEHOLDER, hub.endpoint)
+    url = base + "/index.html?" + query + (fragment(row["file"]) if row["file"] else "")
+    if on_hub:
+        hub.stats(reset=True)
+    target, session, status = browser.load(url)
+    if on_hub:
+        row["page_stats"] = hub.stats()
     page_err = (text(browser, session, "kvplan-error") or "").strip()
     page_json = text(browser, session, "kvplan-json")
     page_explain = text(browser, session, "explain")
     page_argv = text(browser, session, "kvplan-argv") or ""
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
+    pinned_url = browser.eval(session, "location.href")
     browser.close_tab(target)
     fails = []
     if row["kind"] == "page":
@@ -183,18 +269,25 @@ def check_row(browser, row, base):
     ran = shlex.split(page_argv)
     if ran[1:] != argv:
         fails.append(f"the page ran {ran!r}, the table says kvplan {row['expect']}")
-    nat = native(argv, os.path.dirname(row["file"]) if row["file"] else None)
+    folder, on = (os.path.dirname(row["file"]) if row["file"] else None), (hub if on_hub else None)
+    if on_hub:
+        hub.stats(reset=True)
+    nat = native(argv, folder, on)
+    if on_hub:
+        row["native_stats"] = hub.stats()
     if row["kind"] == "json":
         if status != "ok" or nat.returncode not in (0, 1):
             fails.append(f"status {status}, native exit {nat.returncode}: {page_err or nat.stderr.strip()}")
         elif page_json is None or page_json.strip() != nat.stdout.strip():
             fails.append("#kvplan-json differs from the native stdout:\n--- page\n%s\n--- native\n%s"
                          % (page_json, nat.stdout))
-        explain = native(argv[:-2] + ["--explain"], os.path.dirname(row["file"]) if row["file"] else None)
+        explain = native(argv[:-2] + ["--explain"], folder, on)
         if page_explain != explain.stdout:
             fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
         if chart != "<svg>":  # kvplan plot's chart of the same deployment
             fails.append(f"no chart: {chart!r}")
+        if on_hub and not fails:
+            fails += check_pin(browser, row, pinned_url, page_json, hub)
     else:
         if nat.returncode != 2 or status != "error" or page_err != nat.stderr.strip():
             fails.append(f"native exit {nat.returncode} stderr {nat.stderr.strip()!r}; page status {status} "
@@ -294,6 +387,7 @@ def main():
         if r["file"] and r["file"].startswith(GGUF_DIR + "/"):
             make_gguf(r["file"])
     srv = serve(webdir)
+    hub = TestHub()
     base = "http://127.0.0.1:%d" % srv.server_address[1]
     # the first deployment once more from file://: the page works without a server
     jobs = [(r, base) for r in rows] + [(rows[0], "file://" + os.path.abspath(webdir))]
@@ -303,9 +397,12 @@ def main():
     browser = Browser()
     try:
         for row, where in jobs:
-            fails = check_row(browser, row, where)
+            fails = check_row(browser, row, where, hub)
             print("check-web: %-4s %-5s %-4s ?%s" % ("ok" if not fails else "FAIL", row["kind"], where.split(":")[0],
                                                    row["query"]))
+            if "native_stats" in row:
+                print("check-web:      the Hub served the page %d requests, %d bytes; the native kvplan %d, %d"
+                      % (row["page_stats"] + row["native_stats"]))
             for f in fails:
                 print(f"tests/web/deployments.txt:{row['line']}:1: {f}")
             failed += fails
@@ -313,6 +410,7 @@ def main():
     finally:
         browser.quit()
         srv.shutdown()
+        hub.stop()
     n_json = sum(r["kind"] == "json" for r in rows)
     print("check-web: %d URLs (%d deployments compared with kvplan fit --format json, %d input errors) and 2 form "
           "edits, %d failed, %.1f s" % (len(jobs), n_json, len(rows) - n_json, len(failed), time.time() - start))

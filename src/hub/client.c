@@ -1,15 +1,5 @@
-/* fetch.c -- kvplan-hub: fetches what kvplan reads of a Hugging Face Hub
- * model into kvplan's cache, and says where it put it.
- *
- *     kvplan-hub REF
- *
- * prints one line: "ok PATH" (the snapshot folder, or the GGUF file), or
- * "error CODE MESSAGE" (CODE an enum kvp_status), and exits 0 or 2. kvplan
- * (src/cli/hub.c) runs it when no cache holds REF (or --refresh asks
- * the Hub again where a branch is now); it always resolves the revision at
- * the Hub, and fetches only the files the commit's snapshot lacks. It is a program of its
- * own because kvplan is linked statically (Makefile) and libcurl cannot be:
- * only a command that fetches pays for loading libcurl and TLS.
+/* client.c -- the Hub client (client.h): fetches what kvplan reads of a
+ * Hugging Face Hub model into kvplan's cache, whatever carries the bytes.
  *
  * What it fetches (hub.h kvp_hub_plan), never the weights: the Hub's file
  * list of the revision (GET /api/models/ORG/NAME/revision/REV, its "sha"
@@ -18,21 +8,17 @@
  * prefix by Range requests of 1 MiB until its header and tensor table parse
  * (kvp_model_parse_gguf: KVP_ERR_TRUNCATED asks for more). A server that
  * ignores Range (200 for a Range request) is refused before its body is
- * read; every answer is capped. Redirects are followed (the Hub sends LFS
- * files to its CDN); HF_TOKEN (or the token file huggingface_hub writes)
- * is sent as a Bearer token, never printed. */
-#include <curl/curl.h>
+ * read; every answer is capped. The transport (hub_transfer) only carries
+ * bytes: every judgement of an answer is made here, once for both. */
+#include "client.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "kvplan/hub.h"
 #include "kvplan/model.h"
-#include "kvplan/render.h"
 
 #define MAX_LIST (8u << 20)   /* the Hub's answer listing a repo */
 #define MAX_CONFIG (4u << 20) /* config.json: model_load.c's cap on text configs */
@@ -40,117 +26,32 @@
 #define GGUF_STEP (1u << 20)
 #define MAX_GGUF (64u << 20) /* model_load.c's cap on what it reads of a GGUF */
 
-struct hub {
-    CURL *curl;
-    struct curl_slist *auth; /* "Authorization: Bearer ..." or NULL */
-    struct kvp_hub_env env;
-    struct kvp_hub_ref ref;
-    long timeout; /* seconds: connecting, and the longest a transfer may stall */
-};
-
-/* One answer: its body (at most max bytes), status and X-Error-Code. */
-struct answer {
-    struct kvp_buf body;
-    size_t max;
-    bool ranged, over, ignored_range;
-    char code[64];
-    CURL *curl;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+enum kvp_status hub_stalled(const struct hub *h, const char *url, struct kvp_error *err)
 {
-    struct answer *a = ctx;
-    long status = 0;
-    curl_easy_getinfo(a->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (a->ranged && status == 200) { /* the whole file is coming: refuse it */
-        a->ignored_range = true;
-        return 0;
-    }
-    if (status >= 300) { /* an error's text: kept short, never a reason to stop */
-        if (a->body.len + size * n <= 4096)
-            kvp_buf_put(&a->body, p, size * n);
-        return size * n;
-    }
-    if (a->body.len + size * n > a->max) {
-        a->over = true;
-        return 0;
-    }
-    kvp_buf_put(&a->body, p, size * n);
-    return a->body.nomem ? 0 : size * n;
+    return kvp_fail(err, KVP_ERR_IO, "%s stalled for %ld s and was given up (KVPLAN_HUB_TIMEOUT)", url, h->timeout);
 }
 
-static size_t on_header(char *p, size_t size, size_t n, void *ctx)
-{
-    struct answer *a = ctx;
-    size_t len = size * n, k = strlen("x-error-code:");
-    if (len > k && strncasecmp(p, "x-error-code:", k) == 0) {
-        const char *v = p + k;
-        size_t m = len - k;
-        while (m && (*v == ' ' || *v == '\t'))
-            v++, m--;
-        while (m && (v[m - 1] == '\r' || v[m - 1] == '\n' || v[m - 1] == ' '))
-            m--;
-        snprintf(a->code, sizeof a->code, "%.*s", (int)(m < sizeof a->code ? m : sizeof a->code - 1), v);
-    }
-    return len;
-}
-
-/* The failure of a transfer curl could not finish, said for a user. */
-static enum kvp_status transfer_error(struct hub *h, CURLcode rc, const char *url, struct kvp_error *err)
-{
-    switch (rc) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_COULDNT_CONNECT:
-        return kvp_fail(err, KVP_ERR_IO,
-                        "cannot reach %s (%s): no network? With HF_HUB_OFFLINE=1 kvplan reads the caches only",
-                        h->env.endpoint, curl_easy_strerror(rc));
-    case CURLE_OPERATION_TIMEDOUT:
-        return kvp_fail(err, KVP_ERR_IO, "%s stalled for %ld s and was given up (KVPLAN_HUB_TIMEOUT)", url,
-                        h->timeout);
-    default:
-        return kvp_fail(err, KVP_ERR_IO, "%s: %s", url, curl_easy_strerror(rc));
-    }
-}
-
-/* GET url (bytes [from, from + len) when len) into a->body, capped at max. */
+/* GET url (bytes [from, from + len) when len) into a->body, capped at max:
+ * a 2xx answer, or a 416 to a range past the end (nothing more); any other
+ * is an error a user can act on. */
 static enum kvp_status get(struct hub *h, const char *url, uint64_t from, uint64_t len, size_t max,
-                           const char *what, struct answer *a, struct kvp_error *err)
+                           const char *what, struct hub_answer *a, struct kvp_error *err)
 {
-    char range[64];
-    long status = 0;
-    CURLcode rc;
+    enum kvp_status st;
 
     memset(a, 0, sizeof *a);
-    a->max = max;
-    a->ranged = len > 0;
-    a->curl = h->curl;
-    curl_easy_setopt(h->curl, CURLOPT_URL, url);
-    curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, h->auth);
-    curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, a);
-    curl_easy_setopt(h->curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, a);
-    if (len) {
-        snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)from, (unsigned long long)(from + len - 1));
-        curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
-    } else {
-        curl_easy_setopt(h->curl, CURLOPT_RANGE, NULL);
-    }
-    rc = curl_easy_perform(h->curl);
-    curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (a->ignored_range)
+    if ((st = hub_transfer(h, url, from, len, max, a, err)) != KVP_OK)
+        return st;
+    if (len && a->status == 200) /* the whole file was coming */
         return kvp_fail(err, KVP_ERR_IO,
                         "%s: the server ignored the Range request (HTTP 200, the whole file): kvplan reads "
                         "headers only and does not download weights", url);
     if (a->over)
         return kvp_fail(err, KVP_ERR_RANGE, "%s: %s is larger than the %zu bytes kvplan reads of it", url, what, max);
-    if (rc != CURLE_OK)
-        return transfer_error(h, rc, url, err);
-    if (status == 416 && len) /* the range starts past the end: nothing more */
+    if (a->status == 416 && len)
         return KVP_OK;
-    if (status != 200 && status != 206)
-        return kvp_hub_http_error(&h->ref, h->env.endpoint, status, a->code, what, err);
+    if (a->status != 200 && a->status != 206)
+        return kvp_hub_http_error(&h->ref, h->env.endpoint, a->status, a->code, what, err);
     if (a->body.nomem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading %s", url);
     return KVP_OK;
@@ -204,7 +105,7 @@ static uint64_t le64(const char *p)
 static enum kvp_status fetch_safetensors(struct hub *h, const char *url, const char *name, struct kvp_buf *out,
                                          struct kvp_error *err)
 {
-    struct answer a;
+    struct hub_answer a;
     uint64_t n;
     enum kvp_status st;
 
@@ -237,7 +138,7 @@ static enum kvp_status fetch_gguf(struct hub *h, const char *url, const char *na
                                   struct kvp_error *err)
 {
     static struct kvp_model m; /* 100 KB: not on the stack */
-    struct answer a;
+    struct hub_answer a;
     enum kvp_status st;
 
     for (;;) {
@@ -266,7 +167,7 @@ static enum kvp_status fetch_file(struct hub *h, const char *snap, const char *n
 {
     char path[KVP_HUB_PATH_MAX * 2], url[KVP_HUB_PATH_MAX * 3], esc[KVP_HUB_FILE_MAX * 3], repo[KVP_HUB_REPO_MAX];
     struct kvp_buf b = {0};
-    struct answer a;
+    struct hub_answer a;
     struct stat sb;
     enum kvp_status st = KVP_OK;
 
@@ -297,7 +198,7 @@ static enum kvp_status fetch_file(struct hub *h, const char *snap, const char *n
 static enum kvp_status list_repo(struct hub *h, struct kvp_hub_info *info, struct kvp_error *err)
 {
     char url[KVP_HUB_PATH_MAX * 2], repo[KVP_HUB_REPO_MAX * 3], rev[KVP_HUB_REV_MAX * 3];
-    struct answer a;
+    struct hub_answer a;
     enum kvp_status st;
 
     if (!escape(h->ref.repo, true, repo, sizeof repo) || !escape(h->ref.rev, false, rev, sizeof rev) ||
@@ -306,6 +207,21 @@ static enum kvp_status list_repo(struct hub *h, struct kvp_hub_info *info, struc
     if ((st = get(h, url, 0, 0, MAX_LIST, "the repo's file list", &a, err)) == KVP_OK)
         st = kvp_hub_info_parse(a.body.data ? a.body.data : "", a.body.len, url, info, err);
     kvp_buf_release(&a.body);
+    return st;
+}
+
+/* The plan's files into the snapshot. A transport still waiting for an
+ * answer (h->pending) does not end the round: the later files' first
+ * requests are known already, and asked for in the same round. */
+static enum kvp_status fetch_files(struct hub *h, const char *snap, const struct kvp_hub_info *info,
+                                   const uint32_t *want, const enum kvp_hub_part *part, uint32_t n_want,
+                                   struct kvp_error *err)
+{
+    enum kvp_status st = KVP_OK;
+    for (uint32_t i = 0; i < n_want && (st == KVP_OK || h->pending); i++) {
+        enum kvp_status one = fetch_file(h, snap, info->files[want[i]], part[i], err);
+        st = st == KVP_OK ? one : st;
+    }
     return st;
 }
 
@@ -324,6 +240,7 @@ static enum kvp_status fetch_repo(struct hub *h, char *out, size_t n, struct kvp
         return kvp_fail(err, KVP_ERR_RANGE, "the cache path of '%s' is too long", h->ref.repo);
     if ((st = list_repo(h, &info, err)) != KVP_OK)
         return st;
+    snprintf(h->commit, sizeof h->commit, "%s", info.sha);
     snprintf(snap, sizeof snap, "%s/snapshots/%s", dir, info.sha);
     if (!(want = malloc((info.n_files + 1) * sizeof *want)) || !(part = malloc((info.n_files + 1) * sizeof *part))) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
@@ -334,11 +251,9 @@ static enum kvp_status fetch_repo(struct hub *h, char *out, size_t n, struct kvp
     for (uint32_t i = 0; i < info.n_files; i++)
         kvp_buf_printf(&b, "%s\n", info.files[i]);
     snprintf(path, sizeof path, "%s/.kvplan-files", snap);
-    if ((st = save(&b, path, err)) != KVP_OK)
+    if ((st = save(&b, path, err)) != KVP_OK || (st = fetch_files(h, snap, &info, want, part, n_want, err)) != KVP_OK)
         goto done;
-    for (uint32_t i = 0; i < n_want && st == KVP_OK; i++)
-        st = fetch_file(h, snap, info.files[want[i]], part[i], err);
-    if (st == KVP_OK && !kvp_hub_is_commit(h->ref.rev)) {
+    if (!kvp_hub_is_commit(h->ref.rev)) {
         struct kvp_buf sha = {0};
         kvp_buf_printf(&sha, "%s", info.sha);
         st = (size_t)snprintf(path, sizeof path, "%s/refs/%s", dir, h->ref.rev) < sizeof path
@@ -373,37 +288,8 @@ static enum kvp_status fetch_url(struct hub *h, char *out, size_t n, struct kvp_
     return st;
 }
 
-/* HF_TOKEN, else the file HF_TOKEN_PATH, HF_HOME/token or
- * ~/.cache/huggingface/token names (huggingface_hub constants.py). */
-static bool read_token(char *tok, size_t n)
+enum kvp_status hub_client_fetch(struct hub *h, const char *ref, char *out, size_t n, struct kvp_error *err)
 {
-    const char *v = getenv("HF_TOKEN"), *home = getenv("HOME");
-    char path[KVP_HUB_PATH_MAX];
-    FILE *f;
-    size_t k;
-
-    if (v && *v)
-        return (size_t)snprintf(tok, n, "%s", v) < n;
-    if ((v = getenv("HF_TOKEN_PATH")) && *v)
-        snprintf(path, sizeof path, "%s", v);
-    else if ((v = getenv("HF_HOME")) && *v)
-        snprintf(path, sizeof path, "%s/token", v);
-    else if (home)
-        snprintf(path, sizeof path, "%s/.cache/huggingface/token", home);
-    else
-        return false;
-    if (!(f = fopen(path, "r")))
-        return false;
-    k = fread(tok, 1, n - 1, f);
-    fclose(f);
-    tok[k] = '\0';
-    tok[strcspn(tok, "\r\n")] = '\0';
-    return tok[0] != '\0';
-}
-
-static enum kvp_status run(struct hub *h, const char *ref, char *out, size_t n, struct kvp_error *err)
-{
-    char tok[512], header[600];
     const char *t = getenv("KVPLAN_HUB_TIMEOUT");
     enum kvp_status st;
 
@@ -412,55 +298,5 @@ static enum kvp_status run(struct hub *h, const char *ref, char *out, size_t n, 
     if (!h->env.cache[0])
         return kvp_fail(err, KVP_ERR_IO, "no cache folder: set XDG_CACHE_HOME or HOME");
     h->timeout = t && atol(t) > 0 ? atol(t) : 30;
-    if (!(h->curl = curl_easy_init()))
-        return kvp_fail(err, KVP_ERR_NOMEM, "libcurl did not start");
-    if (read_token(tok, sizeof tok)) {
-        snprintf(header, sizeof header, "Authorization: Bearer %s", tok);
-        h->auth = curl_slist_append(NULL, header);
-        memset(tok, 0, sizeof tok);
-        memset(header, 0, sizeof header);
-    }
-    curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h->curl, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(h->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h->curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h->curl, CURLOPT_CONNECTTIMEOUT, h->timeout);
-    curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h->curl, CURLOPT_LOW_SPEED_TIME, h->timeout);
-    curl_easy_setopt(h->curl, CURLOPT_USERAGENT, "kvplan/" KVP_VERSION);
-    curl_easy_setopt(h->curl, CURLOPT_NOSIGNAL, 1L);
-    st = h->ref.url[0] ? fetch_url(h, out, n, err) : fetch_repo(h, out, n, err);
-    curl_slist_free_all(h->auth);
-    curl_easy_cleanup(h->curl);
-    return st;
-}
-
-int main(int argc, char **argv)
-{
-    struct hub h;
-    struct kvp_error err = {0};
-    char path[KVP_HUB_PATH_MAX * 2];
-    const char *ref = NULL;
-    enum kvp_status st;
-
-    memset(&h, 0, sizeof h);
-    kvp_hub_env_read(&h.env);
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: kvplan-hub REF   (kvplan runs it for a model by Hub reference: kvplan(1), MODEL)\n");
-        return 2;
-    }
-    ref = argv[1];
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        printf("error %d libcurl did not start\n", KVP_ERR_IO);
-        return 2;
-    }
-    st = run(&h, ref, path, sizeof path, &err);
-    curl_global_cleanup();
-    if (st != KVP_OK) {
-        char text[KVP_ERROR_TEXT_MAX];
-        printf("error %d %s\n", st, kvp_error_text(&err, text, sizeof text));
-        return 2;
-    }
-    printf("ok %s\n", path);
-    return 0;
+    return h->ref.url[0] ? fetch_url(h, out, n, err) : fetch_repo(h, out, n, err);
 }
