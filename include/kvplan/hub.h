@@ -69,6 +69,11 @@ struct kvp_hub_env {
 };
 void kvp_hub_env_read(struct kvp_hub_env *e);
 
+/* FNV-1a (64 bits) of s, continuing from h (KVP_HUB_FNV_SEED to start):
+ * the names of what the caches keep by URL. */
+#define KVP_HUB_FNV_SEED 0xcbf29ce484222325u
+uint64_t kvp_hub_fnv(uint64_t h, const char *s);
+
 /* The folder of r in cache root `root`: ROOT/models--ORG--NAME, or for a URL
  * ROOT/urls/HASH (FNV-1a of the URL). False when it does not fit in n. */
 bool kvp_hub_repo_dir(const char *root, const struct kvp_hub_ref *r, char *out, size_t n);

@@ -36,13 +36,8 @@
 static void key_of(const char *url, uint64_t from, uint64_t len, size_t max, char key[17])
 {
     char tail[80];
-    uint64_t hash = 14695981039346656037ull;
     snprintf(tail, sizeof tail, " %" PRIu64 " %" PRIu64 " %zu", from, len, max);
-    for (const char *p = url; *p; p++)
-        hash = (hash ^ (uint8_t)*p) * 1099511628211ull;
-    for (const char *p = tail; *p; p++)
-        hash = (hash ^ (uint8_t)*p) * 1099511628211ull;
-    snprintf(key, 17, "%016" PRIx64, hash);
+    snprintf(key, 17, "%016" PRIx64, kvp_hub_fnv(kvp_hub_fnv(KVP_HUB_FNV_SEED, url), tail));
 }
 
 /* An answer file into a: its line, then its body (cut past max). */

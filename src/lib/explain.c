@@ -231,6 +231,12 @@ const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, u
     return buf;
 }
 
+/* Where the tower's count came from: the headers' tensors, else vision_config's formula. */
+static const char *tower_source(const struct kvp_model *m, const struct kvp_weights *w)
+{
+    return !w->tower_params ? "" : m->wtable.tower_params ? "safetensors headers" : m->tower;
+}
+
 void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w)
 {
     kvp_json_begin(j, "weights", '{');
@@ -248,7 +254,7 @@ void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struc
     kvp_json_begin(j, "tower", '{');
     kvp_json_u64(j, "params", w->tower_params);
     kvp_json_u64(j, "bytes", w->tower_bytes);
-    kvp_json_str(j, "source", !w->tower_params ? "" : m->wtable.tower_params ? "safetensors headers" : m->tower);
+    kvp_json_str(j, "source", tower_source(m, w));
     kvp_json_end(j, '}');
     kvp_json_begin(j, "mtp", '{');
     kvp_json_u64(j, "tensors", m->wtable.mtp_tensors);
@@ -298,7 +304,7 @@ void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w,
     kvp_buf_printf(b, "  norms      = %s\n", grp(&c, w->norm_params));
     if (w->tower_params)
         kvp_buf_printf(b, "  tower      = %s (vision tower and projector: %s)\n", grp(&c, w->tower_params),
-                       m->wtable.tower_params ? "safetensors headers" : m->tower);
+                       tower_source(m, w));
     kvp_buf_printf(b, "  params     = %s", grp(&c, w->params));
     if (w->active_params + w->tower_params != w->params)
         kvp_buf_printf(b, ", active per token = %s (%u of %u experts)", grp(&c, w->active_params),

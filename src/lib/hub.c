@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "io.h"
+#include "kvplan/num.h"
 #include "safetensors.h"
 #include "ydoc.h"
 
@@ -173,15 +174,19 @@ void kvp_hub_env_read(struct kvp_hub_env *e)
     e->offline = env_true("HF_HUB_OFFLINE");
 }
 
+KVP_WRAPS uint64_t kvp_hub_fnv(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3u;
+    return h;
+}
+
 bool kvp_hub_repo_dir(const char *root, const struct kvp_hub_ref *r, char *out, size_t n)
 {
     const char *slash = strchr(r->repo, '/');
-    if (r->url[0]) {
-        uint64_t h = 0xcbf29ce484222325u; /* FNV-1a 64 */
-        for (const char *p = r->url; *p; p++)
-            h = (h ^ (uint8_t)*p) * 0x100000001b3u;
-        return (size_t)snprintf(out, n, "%s/urls/%016llx", root, (unsigned long long)h) < n;
-    }
+    if (r->url[0])
+        return (size_t)snprintf(out, n, "%s/urls/%016llx", root,
+                                (unsigned long long)kvp_hub_fnv(KVP_HUB_FNV_SEED, r->url)) < n;
     return slash && (size_t)snprintf(out, n, "%s/models--%.*s--%s", root, (int)(slash - r->repo), r->repo,
                                      slash + 1) < n;
 }

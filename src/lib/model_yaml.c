@@ -148,10 +148,9 @@ static enum kvp_status parse_tower(struct yparse *p, yaml_node_t *n)
     enum kvp_status st;
 
     if ((st = kvp_ydoc_want_map(d, n, "tower", p->err)) || (st = kvp_ydoc_check_keys(d, n, keys, p->err)) ||
-        (st = kvp_ydoc_get_u64(d, n, "params", true, &p->m->tower_params, p->err)) ||
-        (st = kvp_ydoc_get_str(d, n, "what", false, p->m->tower, sizeof p->m->tower, p->err)))
+        (st = kvp_ydoc_get_u64(d, n, "params", true, &p->m->tower_params, p->err)))
         return st;
-    return KVP_OK;
+    return kvp_ydoc_get_str(d, n, "what", false, p->m->tower, sizeof p->m->tower, p->err);
 }
 
 static enum kvp_status parse_recurrent(struct yparse *p, yaml_node_t *n, struct kvp_recurrent *r)
