@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "fuzz/fuzz_common.h"
-#include "io.h"
+#include "base/io.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"

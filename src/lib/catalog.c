@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "base/io.h"
 
 #define MAX_CATALOG 4096
 

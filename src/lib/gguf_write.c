@@ -26,7 +26,7 @@
 #include "kvplan/render.h"
 
 #include "gguf_types.h"
-#include "io.h"
+#include "base/io.h"
 
 const char *const kvp_gguf_archs[] = {"llama", "gemma3", "deepseek2", NULL};
 

@@ -10,8 +10,8 @@
 #include <strings.h>
 
 #include "kvplan/num.h"
-#include "io.h"
-#include "ydoc.h"
+#include "base/io.h"
+#include "base/ydoc.h"
 
 #define GPU_FILE_MAX (4u << 20) /* bytes; the shipped catalog is a few KiB */
 #define GPU_NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789-."

@@ -4,7 +4,7 @@
 #define KVPLAN_HF_QUANT_H
 
 #include "kvplan/model.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 struct hf_quant_ctx {
     struct ydoc *d;

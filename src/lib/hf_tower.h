@@ -5,7 +5,7 @@
 #define KVPLAN_HF_TOWER_H
 
 #include "kvplan/model.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 /* Count the tower of the config `root` (model_type `type`, e.g. "gemma3")
  * whose text model m is already read (m->hidden). No vision_config: nothing.

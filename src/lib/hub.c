@@ -10,10 +10,10 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "io.h"
+#include "base/io.h"
 #include "kvplan/num.h"
 #include "safetensors.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 #define MAX_LIST_BYTES (8u << 20) /* .kvplan-files, and the Hub's answer listing a repo */
 

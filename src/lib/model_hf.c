@@ -29,7 +29,7 @@
 #include "kvplan/num.h"
 #include "hf_quant.h"
 #include "hf_tower.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 #define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
 

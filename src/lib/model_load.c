@@ -13,7 +13,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "io.h"
+#include "base/io.h"
 #include "safetensors.h"
 
 #define KVP_MAX_FILE_BYTES (64u << 20) /* read at most this much: a GGUF's header is read in part */

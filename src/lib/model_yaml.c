@@ -6,7 +6,7 @@
 #include <yaml.h>
 
 #include "kvplan/model.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 #define MAX_REPEAT_DEPTH 4
 

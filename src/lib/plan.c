@@ -22,8 +22,8 @@
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
 #include "kvplan/settings.h"
-#include "io.h"
-#include "ydoc.h"
+#include "base/io.h"
+#include "base/ydoc.h"
 
 #define PLAN_FILE_MAX (1u << 20)  /* bytes; a plan is a few KiB */
 #define PLAN_TOTAL_MAX (4u << 20) /* bytes of one plan and all it includes */

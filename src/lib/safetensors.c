@@ -22,9 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io.h"
+#include "base/io.h"
 #include "kvplan/num.h"
-#include "ydoc.h"
+#include "base/ydoc.h"
 
 #define MAX_SHARDS 4096
 #define MAX_HEADER (4u << 20) /* as model.c caps JSON: libyaml builds a tree of it */

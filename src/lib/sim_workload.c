@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io.h"
+#include "base/io.h"
 #include "kvplan/num.h"
 #include "kvplan/sim.h"
 
