@@ -1,4 +1,4 @@
-/* check_hf.c -- the Hugging Face config.json importer (src/lib/model_hf.c).
+/* check_hf.c -- the Hugging Face config.json importer (src/lib/model/model_hf.c).
  *
  * core:   real configs under tests/data/hf/ (copies of shared/hf-configs plus
  *         public configs of other model_types) load into the expected model;

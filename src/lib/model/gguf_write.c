@@ -1,6 +1,6 @@
 /* gguf_write.c -- write a model's shape as GGUF v3 (see gguf.h).
  *
- * Layout (little-endian), as src/lib/model_gguf.c reads it and llama.cpp's
+ * Layout (little-endian), as src/lib/model/model_gguf.c reads it and llama.cpp's
  * gguf.cpp writes it:
  *
  *     "GGUF", u32 3, u64 n_tensors, u64 n_kv
