@@ -212,14 +212,14 @@ MUT_FLAGS_row   := -DKVP_MUTATE_ROW=KVP_DTYPE_Q8_0
 MUT_FLAGS_state := -DKVP_MUTATE_STATE
 MUT_BIN := $(BUILD)/tests/check_ref_mutate_row $(BUILD)/tests/check_ref_mutate_state
 .PHONY: check-mutation
-.SECONDARY: $(BUILD)/mut/row/engine.o $(BUILD)/mut/state/engine.o
-$(BUILD)/mut/%/engine.o: src/lib/engine.c
+.SECONDARY: $(BUILD)/mut/row/kv.o $(BUILD)/mut/state/kv.o
+$(BUILD)/mut/%/kv.o: src/lib/engine/kv.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) -c $< -o $@
 
-$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/engine.o $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
+$(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/kv.o $(LIB) $(TUI_STATE_OBJ) tests/testutil.h
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/engine.o $(TUI_STATE_OBJ) \
+	$(CC) $(ALL_CFLAGS) $(MUT_FLAGS_$*) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(BUILD)/mut/$*/kv.o $(TUI_STATE_OBJ) \
 	    $(LIB) $(LDFLAGS) $(CHECK_LIBS) $(YAML_LIBS) $(LDLIBS) -o $@
 
 # tests/check_serve.c's `mutation` case against a simulator whose pool is
@@ -268,7 +268,7 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(HUB_OBJ:.o=.d)
 # the mutated objects depend on the headers too (a changed struct must rebuild them)
--include $(BUILD)/mut/row/engine.d $(BUILD)/mut/state/engine.d $(BUILD)/mut/sim/sim.d
+-include $(BUILD)/mut/row/kv.d $(BUILD)/mut/state/kv.d $(BUILD)/mut/sim/sim.d
 
 # ---- kvplan check (issue #6): plan files as a CI gate ----
 .PHONY: check-examples check-plan-cli

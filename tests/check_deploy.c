@@ -68,7 +68,7 @@ static void tiny_gemma3(struct kvp_model *m)
 }
 
 /* The hand-worked rule tests give the start-up reserve (0 unless set), so the
- * estimate of src/lib/profile_reserve.c does not enter their arithmetic. */
+ * estimate of src/lib/engine/profile_reserve.c does not enter their arithmetic. */
 static void reserve_given(struct kvp_deploy *d)
 {
     d->activation_given = d->non_torch_given = true;
@@ -152,7 +152,7 @@ END_TEST
 /* Real engine start-ups replayed from what the user set: model, GPU memory as
  * the device reported it, tp, max_model_len, utilization, release, and
  * nothing measured -- the weights are computed and the start-up reserve is
- * estimated (src/lib/profile_reserve.c). The logged KV budget and tokens are
+ * estimated (src/lib/engine/profile_reserve.c). The logged KV budget and tokens are
  * the engines' own lines. Training cases are the ones the constants of the
  * estimate were read from: /work/shared/reference/engine-logs-train.json (the
  * id is theirs), vLLM #10511 at tp 2 (the NVLink NCCL figure) and three rows
@@ -403,7 +403,7 @@ END_TEST
 /* Real llama.cpp start-ups (CUDA, one on the CPU) with every layer and the
  * output on one device, replayed from their command lines under the release
  * whose graph they ran (llamacpp@b4862: builds b2459 .. b4862,
- * llm_build_context in src/llama.cpp; src/lib/profile_reserve.c
+ * llm_build_context in src/llama.cpp; src/lib/engine/profile_reserve.c
  * llamacpp_compute). f16 GGUF, flash attention off, the builds' default
  * n_ubatch 512 (capped at -b). The KV buffer is exact in every
  * build; the compute buffer is the largest phase of the older graph, whose
@@ -538,7 +538,7 @@ END_TEST
  * (get_padding), so the SWA cache holds PAD(128 + 512, 32) = 640 cells, not
  * 768: 12 layers x 640 x 8 x 64 x 2 B x 2 = 15.00 MiB; non-SWA 12 x 4096 x
  * 1024 x 2 = 96.00 MiB. Its compute buffer is estimated as the largest phase
- * of the micro-batch graph (src/lib/profile_reserve.c, checked against the
+ * of the micro-batch graph (src/lib/engine/profile_reserve.c, checked against the
  * real CPU build by make oracle): attention without flash attention, KQ
  * 512 x 4096 x 64 x 4 = 536,870,912 + q, k, v and four hidden rows
  * 512 x (4096 + 1024 + 4 x 2880) x 4 = 34,078,720 + the f32 mask

@@ -181,7 +181,7 @@ static void measure_run(const struct kvp_model *m, const struct kvp_ref_model *r
 }
 
 /* An engine priced wrong on purpose fails the comparison. `make
- * check-mutation` builds this file and engine.c with -DKVP_MUTATE_ROW=
+ * check-mutation` builds this file and kv.c with -DKVP_MUTATE_ROW=
  * KVP_DTYPE_Q8_0 (one byte more per head row of q8_0) or -DKVP_MUTATE_STATE
  * (one recurrent state element more) and runs this case alone
  * (CK_RUN_CASE=mutation); in the plain build the same counts agree. The

@@ -150,7 +150,7 @@ struct kvp_cache_sum {
 
 /* The start-up reserve the engine takes before the KV budget, per GPU: each
  * part as given, or estimated from the model's shapes and the settings
- * (src/lib/profile_reserve.c; docs/engines.md gives the derivation and how
+ * (src/lib/engine/profile_reserve.c; docs/engines.md gives the derivation and how
  * far it was off on real start-up logs). */
 struct kvp_reserve {
     uint64_t activation;   /* the profiling run's activation peak (llama.cpp: compute buffers) */

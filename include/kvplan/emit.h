@@ -1,4 +1,4 @@
-/* emit.h -- the launch command of a planned deployment (src/lib/emit.c).
+/* emit.h -- the launch command of a planned deployment (src/lib/engine/emit.c).
  *
  *     struct kvp_buf b = {0};
  *     if (kvp_emit_command(m, &d, &f, &b, &err) == KVP_OK) fputs(b.data, stdout);

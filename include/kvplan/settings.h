@@ -89,7 +89,7 @@ enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const 
  * translated (auto, bfloat16, a byte count); the model into model (of size
  * nmodel). A flag that sizes memory and that kvplan does not model is an
  * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended
- * to *ignored, comma-separated. src/lib/command.c. */
+ * to *ignored, comma-separated. src/lib/engine/command.c. */
 enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
                                           size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err);
 

@@ -460,7 +460,7 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
     (void)e;
 }
 
-/* How the reserve was estimated (src/lib/profile_reserve.c). */
+/* How the reserve was estimated (src/lib/engine/profile_reserve.c). */
 static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
 {
     const struct kvp_reserve *r = &f->reserve;

@@ -10,7 +10,7 @@
 
 #include "kvplan/num.h"
 #include "kvplan/sim.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "sim_int.h"
 
 #ifdef KVP_MUTATE_SIM  /* make check-mutation: a pool one block short, which --validate must catch */

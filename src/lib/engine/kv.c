@@ -1,4 +1,4 @@
-/* engine.c -- KV-cache bytes under the `ideal` rules (see engine.h). */
+/* kv.c -- KV-cache bytes under the `ideal` rules (see engine.h). */
 #include "kvplan/engine.h"
 
 #include <string.h>

@@ -49,7 +49,7 @@ bool kvp_profile_mul_add(uint64_t *acc, uint64_t a, uint64_t b);
 enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, struct kvp_error *err);
 
 /* vLLM's (and TRT-LLM's) tokens per step: d->max_batched_tokens, else the
- * release's default (src/lib/profile_reserve.c). */
+ * release's default (src/lib/engine/profile_reserve.c). */
 uint64_t kvp_profile_batched_tokens(const struct kvp_deploy *d);
 /* max_num_seqs as the engine takes it: given, else the release's default
  * (vLLM V1: 1024 on a large GPU, else 256; TRT-LLM's max_batch_size 2048). */
