@@ -225,7 +225,7 @@ $(BUILD)/tests/check_ref_mutate_%: tests/check_ref.c $(BUILD)/mut/%/kv.o $(LIB) 
 # tests/check_serve.c's `mutation` case against a simulator whose pool is
 # one block short: the replay on the decoder's real pool must catch it.
 MUT_BIN += $(BUILD)/tests/check_serve_mutate_sim
-$(BUILD)/mut/sim/sim.o: src/lib/sim.c
+$(BUILD)/mut/sim/sim.o: src/lib/sim/sim.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -DKVP_MUTATE_SIM -c $< -o $@
 
