@@ -36,7 +36,7 @@ CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
 CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
 
 # libkvplan: the engine, parsers, renderers (src/lib) and the reference decoder (src/ref)
-LIB_SRC  := $(wildcard src/lib/*.c src/lib/*/*.c src/ref/*.c)
+LIB_SRC  := $(wildcard src/lib/*/*.c src/ref/*.c)
 # the TUI's curses-free state (src/tui/state*.c) is linked into the tests too;
 # its views (the only curses code) only into the binary
 TUI_STATE_SRC := $(wildcard src/tui/state*.c)

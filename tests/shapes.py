@@ -24,7 +24,7 @@ import tempfile
 
 MIB = 1 << 20
 TEXT_CAP = 4 * MIB  # models, configs, GPU catalogs (src/lib/model/model.c, gpu.c)
-PLAN_CAP = 1 * MIB  # plan files (src/lib/plan.c)
+PLAN_CAP = 1 * MIB  # plan files (src/lib/report/plan.c)
 HF_HEAD = ('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "vocab_size": 100, '
            '"max_position_embeddings": 4096, "num_attention_heads": 4, "intermediate_size": 128, '
            '"torch_dtype": "bfloat16"')

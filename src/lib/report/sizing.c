@@ -1,4 +1,4 @@
-/* table.c -- sizing tables over models x contexts x batches x cache formats.
+/* sizing.c -- sizing tables over models x contexts x batches x cache formats.
  *
  * Each cell is computed once by kvp_sizing_cell (the ideal engine, and the
  * chosen engine's fit when a GPU is given); the renderers only lay figures
