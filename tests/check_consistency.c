@@ -21,7 +21,7 @@
 #include "kvplan/chart.h"
 #include "kvplan/gpu.h"
 #include "kvplan/settings.h"
-#include "kvplan/table.h"
+#include "kvplan/sizing.h"
 #include "../src/tui/state.h" /* the TUI's state, without curses */
 #include "testutil.h"
 
@@ -76,7 +76,7 @@ static enum kvp_status reference(const struct kvp_model *m, const struct kvp_set
 
 /* ---- library front ends ---- */
 
-static void check_table(const struct kvp_model *m, const struct kvp_settings *st, const struct kvp_deploy *d,
+static void check_sizing(const struct kvp_model *m, const struct kvp_settings *st, const struct kvp_deploy *d,
                         enum kvp_status ref, const struct kvp_fit *f)
 {
     const struct kvp_model *ms[] = {m};
@@ -170,7 +170,7 @@ START_TEST(test_library_front_ends)
             ref = reference(m, &st, &d, &f);
             ck_assert_msg(ref == KVP_OK || ref == KVP_ERR_UNSUPPORTED, "%s under %s: status %d", models[mi],
                           engines[ei], ref);
-            check_table(m, &st, &d, ref, &f);
+            check_sizing(m, &st, &d, ref, &f);
             check_chart(m, &d, ref, &f);
             check_tui(m, engines[ei], ref, &f);
         }

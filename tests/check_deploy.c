@@ -2263,7 +2263,7 @@ START_TEST(llamacpp_concurrency_in_plan)
     fputs(text, fp);
     ck_assert_int_eq(fclose(fp), 0);
     ck_assert_kvp_ok(kvp_catalog_load("models", &models, &err), err);
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err), err);
     ck_assert_kvp_ok(kvp_plan_load(&p, path, models, gpus, &err), err);
     ck_assert_kvp_ok(kvp_plan_evaluate(&p, &r, &err), err);
     ck_assert_uint_eq(r.n, 2);
@@ -2278,7 +2278,7 @@ START_TEST(llamacpp_concurrency_in_plan)
     free(log);
     kvp_plan_report_release(&r);
     kvp_plan_release(&p);
-    kvp_gpus_free(gpus);
+    kvp_gpu_catalog_free(gpus);
     kvp_catalog_free(models);
     ck_assert_int_eq(remove(path), 0);
     ck_assert_int_eq(rmdir(dir), 0);

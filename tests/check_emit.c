@@ -20,13 +20,13 @@ static void load(void)
 {
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_catalog_load("models", &cat, &err), err);
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err), err);
 }
 
 static void unload(void)
 {
     kvp_catalog_free(cat);
-    kvp_gpus_free(gpus);
+    kvp_gpu_catalog_free(gpus);
 }
 
 /* settings as "key=value ..." applied to model; the fit into *f. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
@@ -1079,7 +1079,7 @@ START_TEST(capacity_brute_force)
 }
 END_TEST
 
-/* The figures of engine.h's example, and the query flag in kvp_kv_compute:
+/* The figures of kv.h's example, and the query flag in kvp_kv_compute:
  * off, nothing changes; on, every spec prices its capacity. */
 START_TEST(capacity_preallocated_plan)
 {

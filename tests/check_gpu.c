@@ -21,7 +21,7 @@ static struct kvp_gpu_catalog *load_shipped(void)
 {
     struct kvp_gpu_catalog *c = NULL;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_gpus_load(SHIPPED, &c, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load(SHIPPED, &c, &err), err);
     ck_assert_ptr_nonnull(c);
     return c;
 }
@@ -47,7 +47,7 @@ START_TEST(shipped_catalog)
         ck_assert(g->fp8_flops >= 0);
         ck_assert(g->name[0] && g->source[0] && g->memory_source[0]);
     }
-    kvp_gpus_free(c);
+    kvp_gpu_catalog_free(c);
 }
 END_TEST
 
@@ -81,7 +81,7 @@ START_TEST(shipped_figures)
         ck_assert_kvp_ok(kvp_gpu_find(c, "h100", &g, &err), err);
         ck_assert_uint_eq((g->memory_bytes * 100 + (1ull << 29)) >> 30, 7919);
     }
-    kvp_gpus_free(c);
+    kvp_gpu_catalog_free(c);
 }
 END_TEST
 
@@ -125,7 +125,7 @@ START_TEST(find_names)
         ck_assert_kvp_ok(kvp_gpu_find(c, cases[i].name, &g, &err), err);
         ck_assert_msg(strcmp(g->id, cases[i].id) == 0, "'%s' found %s, want %s", cases[i].name, g->id, cases[i].id);
     }
-    kvp_gpus_free(c);
+    kvp_gpu_catalog_free(c);
 }
 END_TEST
 
@@ -153,7 +153,7 @@ START_TEST(find_errors)
         ck_assert_int_eq(err.code, KVP_ERR_NOTFOUND);
         ck_assert_str_eq(err.msg, cases[i].msg);
     }
-    kvp_gpus_free(c);
+    kvp_gpu_catalog_free(c);
 }
 END_TEST
 
@@ -163,11 +163,11 @@ START_TEST(find_in_empty)
     struct kvp_error err = {0};
     ck_assert_int_eq(kvp_gpu_find(NULL, "h100", &g, &err), KVP_ERR_NOTFOUND);
     ck_assert_str_eq(err.msg, "unknown GPU 'h100' (the catalog is empty)");
-    kvp_gpus_free(NULL); /* a no-op */
+    kvp_gpu_catalog_free(NULL); /* a no-op */
 }
 END_TEST
 
-/* kvp_gpus_load_for: an exact id or alias reads the catalog up to its GPU
+/* kvp_gpu_catalog_load_for: an exact id or alias reads the catalog up to its GPU
  * (and gets the GPU the whole catalog has); a prefix, a typo or an ambiguous
  * name gets the whole catalog, so kvp_gpu_find answers as it does there. */
 START_TEST(load_for_one)
@@ -181,13 +181,13 @@ START_TEST(load_for_one)
             const char *name = a == 0 ? want->id : want->aliases[a - 1];
             struct kvp_gpu_catalog *part = NULL;
             const struct kvp_gpu *g;
-            ck_assert_kvp_ok(kvp_gpus_load_for(SHIPPED, name, &part, &err), err);
+            ck_assert_kvp_ok(kvp_gpu_catalog_load_for(SHIPPED, name, &part, &err), err);
             ck_assert_uint_eq(part->n, i + 1); /* read up to its GPU, no further */
             ck_assert_kvp_ok(kvp_gpu_find(part, name, &g, &err), err);
             ck_assert_str_eq(g->id, want->id);
             ck_assert_uint_eq(g->memory_bytes, want->memory_bytes);
             ck_assert_str_eq(g->memory_source, want->memory_source);
-            kvp_gpus_free(part);
+            kvp_gpu_catalog_free(part);
         }
     }
     static const char *const whole[] = {"mi3", "rtx", "H100-S", "h300", "", "100"};
@@ -195,7 +195,7 @@ START_TEST(load_for_one)
         struct kvp_gpu_catalog *c = NULL;
         const struct kvp_gpu *g = NULL, *h = NULL;
         struct kvp_error e1 = {0}, e2 = {0};
-        ck_assert_kvp_ok(kvp_gpus_load_for(SHIPPED, whole[i], &c, &err), err);
+        ck_assert_kvp_ok(kvp_gpu_catalog_load_for(SHIPPED, whole[i], &c, &err), err);
         ck_assert_uint_eq(c->n, all->n);
         enum kvp_status s1 = kvp_gpu_find(c, whole[i], &g, &e1), s2 = kvp_gpu_find(all, whole[i], &h, &e2);
         ck_assert_int_eq(s1, s2);
@@ -203,15 +203,15 @@ START_TEST(load_for_one)
             ck_assert_str_eq(g->id, h->id);
         else
             ck_assert_str_eq(e1.msg, e2.msg);
-        kvp_gpus_free(c);
+        kvp_gpu_catalog_free(c);
     }
-    kvp_gpus_free(all);
+    kvp_gpu_catalog_free(all);
 }
 END_TEST
 
 /* A guessed cut that would split a scalar: x1's source is a double-quoted
  * scalar whose second line looks like the next GPU, so reading up to that
- * line fails and kvp_gpus_load_for reads the whole file, as kvp_gpus_load. */
+ * line fails and kvp_gpu_catalog_load_for reads the whole file, as kvp_gpu_catalog_load. */
 START_TEST(load_for_split_scalar)
 {
     static const char text[] = "kvplan_gpus: 1\n"
@@ -242,15 +242,15 @@ START_TEST(load_for_split_scalar)
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
     close(fd);
-    ck_assert_kvp_ok(kvp_gpus_load(path, &all, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load(path, &all, &err), err);
     ck_assert_uint_eq(all->n, 2);
-    ck_assert_kvp_ok(kvp_gpus_load_for(path, "x1", &part, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load_for(path, "x1", &part, &err), err);
     ck_assert_uint_eq(part->n, 2);
     ck_assert_kvp_ok(kvp_gpu_find(part, "x1", &g, &err), err);
     ck_assert_str_eq(g->source, all->gpus[0].source);
     ck_assert_str_eq(g->source, "first line - id: x2 is still x1's source");
-    kvp_gpus_free(part);
-    kvp_gpus_free(all);
+    kvp_gpu_catalog_free(part);
+    kvp_gpu_catalog_free(all);
     unlink(path);
 }
 END_TEST
@@ -260,7 +260,7 @@ START_TEST(load_missing_file)
     struct kvp_gpu_catalog *c = NULL;
     struct kvp_error err = {0};
     char text[KVP_ERROR_TEXT_MAX];
-    ck_assert_int_eq(kvp_gpus_load(BAD_DIR "/no-such-gpus.yaml", &c, &err), KVP_ERR_IO);
+    ck_assert_int_eq(kvp_gpu_catalog_load(BAD_DIR "/no-such-gpus.yaml", &c, &err), KVP_ERR_IO);
     ck_assert_ptr_null(c);
     ck_assert_str_eq(kvp_error_text(&err, text, sizeof text), BAD_DIR "/no-such-gpus.yaml: cannot open the file");
 }
@@ -270,14 +270,14 @@ static enum kvp_status load_gpus(const char *path, struct kvp_error *err)
 {
     struct kvp_gpu_catalog *c = NULL, *d = NULL;
     struct kvp_error e2 = {0};
-    enum kvp_status st = kvp_gpus_load(path, &c, err);
+    enum kvp_status st = kvp_gpu_catalog_load(path, &c, err);
     if (st != KVP_OK)
         ck_assert_ptr_null(c);
-    kvp_gpus_free(c);
-    /* for a name that is no GPU's, kvp_gpus_load_for fails the same way */
-    ck_assert_int_eq(kvp_gpus_load_for(path, "no-such-gpu", &d, &e2), st);
+    kvp_gpu_catalog_free(c);
+    /* for a name that is no GPU's, kvp_gpu_catalog_load_for fails the same way */
+    ck_assert_int_eq(kvp_gpu_catalog_load_for(path, "no-such-gpu", &d, &e2), st);
     ck_assert_str_eq(e2.msg, err->msg);
-    kvp_gpus_free(d);
+    kvp_gpu_catalog_free(d);
     return st;
 }
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/model.h"
 #include "testutil.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "kvplan/catalog.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
 #include "testutil.h"

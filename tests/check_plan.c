@@ -23,7 +23,7 @@ static void setup(void)
 {
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_catalog_load("models", &models, &err), err);
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err), err);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kvplan-plan-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
@@ -34,7 +34,7 @@ static void teardown(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
     kvp_catalog_free(models);
-    kvp_gpus_free(gpus);
+    kvp_gpu_catalog_free(gpus);
 }
 
 /* Write text to tmpdir/name; returns the path in a static buffer. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/ref.h"
 #include "testutil.h"
 /* the codec's own entry points (bytes of one row), not public */

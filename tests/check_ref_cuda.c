@@ -272,7 +272,7 @@ START_TEST(gpu_guess_table)
     };
     struct kvp_gpu_catalog *gc = NULL;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gc, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gc, &err), err);
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         const struct kvp_gpu *g = kvp_cuda_gpu_guess(gc, t[i].device, t[i].memory);
         if (!t[i].want)
@@ -281,7 +281,7 @@ START_TEST(gpu_guess_table)
             ck_assert_msg(g && strcmp(g->id, t[i].want) == 0, "%s: got %s, want %s", t[i].device, g ? g->id : "none",
                           t[i].want);
     }
-    kvp_gpus_free(gc);
+    kvp_gpu_catalog_free(gc);
 }
 END_TEST
 

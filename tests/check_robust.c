@@ -728,14 +728,14 @@ START_TEST(only_regular_files)
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     ck_assert_int_eq(kvp_model_load(fifo, &m, &err), KVP_ERR_IO);
     ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-fifo.yaml: a FIFO, not a regular file");
-    ck_assert_int_eq(kvp_gpus_load(fifo, &g, &err), KVP_ERR_IO);
+    ck_assert_int_eq(kvp_gpu_catalog_load(fifo, &g, &err), KVP_ERR_IO);
     ck_assert_int_eq(kvp_plan_load(&p, fifo, NULL, NULL, &err), KVP_ERR_IO);
     kvp_plan_release(&p);
     ck_assert_int_eq(kvp_workload_load(fifo, &w, &err), KVP_ERR_IO);
     ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-fifo.yaml: a FIFO, not a regular file");
     remove(fifo);
     for (int i = 0; i < 2; i++) { /* a model's directory is read as a Hugging Face folder: its config.json */
-        ck_assert_int_eq(kvp_gpus_load(others[i], &g, &err), KVP_ERR_IO);
+        ck_assert_int_eq(kvp_gpu_catalog_load(others[i], &g, &err), KVP_ERR_IO);
         ck_assert_msg(strstr(err.msg, what[i]) != NULL, "%s: %s", others[i], err.msg);
     }
 }

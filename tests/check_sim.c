@@ -310,7 +310,7 @@ START_TEST(config_from_fit)
     } cases[] = {{"llama-3.1-8b", 1, 0}, {"gemma-3-4b", 7, 6}, {"gpt-oss-20b", 2, 1}};
     struct kvp_gpu_catalog *gc;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gc, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gc, &err), err);
     const struct kvp_gpu *h100;
     ck_assert_kvp_ok(kvp_gpu_find(gc, "h100", &h100, &err), err);
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
@@ -337,7 +337,7 @@ START_TEST(config_from_fit)
         ck_assert_double_gt(c.step.weight_bytes, 1e9);
         kvp_model_free(m);
     }
-    kvp_gpus_free(gc);
+    kvp_gpu_catalog_free(gc);
 }
 END_TEST
 
@@ -863,7 +863,7 @@ START_TEST(engines_config_from_fit)
     struct kvp_fit f;
     struct kvp_sim_config c;
     char buf[KVP_ERROR_TEXT_MAX];
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", &gc, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gc, &err), err);
     ck_assert_kvp_ok(kvp_gpu_find(gc, "h100", &h100, &err), err);
     kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
     d.gpu_memory = h100->memory_bytes;
@@ -901,7 +901,7 @@ START_TEST(engines_config_from_fit)
                      "pool per window size, VSWA) is not simulated yet");
     kvp_model_free(m);
     kvp_model_free(g);
-    kvp_gpus_free(gc);
+    kvp_gpu_catalog_free(gc);
 }
 END_TEST
 

@@ -56,13 +56,13 @@ static inline void test_catalogs_load(struct kvp_catalog **cat, struct kvp_gpu_c
 {
     struct kvp_error err = {0};
     ck_assert_kvp_ok(kvp_catalog_load("models", cat, &err), err);
-    ck_assert_kvp_ok(kvp_gpus_load("models/gpus.yaml", gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", gpus, &err), err);
 }
 
 static inline void test_catalogs_free(struct kvp_catalog **cat, struct kvp_gpu_catalog **gpus)
 {
     kvp_catalog_free(*cat);
-    kvp_gpus_free(*gpus);
+    kvp_gpu_catalog_free(*gpus);
     *cat = NULL;
     *gpus = NULL;
 }

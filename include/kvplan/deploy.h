@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"

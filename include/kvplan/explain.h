@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "kvplan/deploy.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/render.h"
 
 void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,

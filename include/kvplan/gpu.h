@@ -7,13 +7,13 @@
  *
  *     struct kvp_gpu_catalog *gc = NULL;
  *     struct kvp_error err = {0};
- *     if (kvp_gpus_load("models/gpus.yaml", &gc, &err) != KVP_OK) ...;
+ *     if (kvp_gpu_catalog_load("models/gpus.yaml", &gc, &err) != KVP_OK) ...;
  *     const struct kvp_gpu *g;
  *     if (kvp_gpu_find(gc, "H100", &g, &err) == KVP_OK)     // id, alias or unique prefix; case, -, _ and space ignored
  *         printf("%s: %llu bytes\n", g->id, (unsigned long long)g->memory_bytes);
- *     kvp_gpus_free(gc);
+ *     kvp_gpu_catalog_free(gc);
  *
- * The catalog owns its GPUs until kvp_gpus_free; kvp_gpu_find returns a
+ * The catalog owns its GPUs until kvp_gpu_catalog_free; kvp_gpu_find returns a
  * pointer into it.
  */
 #ifndef KVPLAN_GPU_H
@@ -53,16 +53,16 @@ struct kvp_gpu_catalog {
  * types, a zero memory, bandwidth or bf16 figure, a bad id and an id or alias
  * used twice (ignoring case) are errors at the offending node's
  * file:line:col. On success *out is a catalog the caller frees with
- * kvp_gpus_free; on failure *out is untouched. */
-enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
+ * kvp_gpu_catalog_free; on failure *out is untouched. */
+enum kvp_status kvp_gpu_catalog_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
 
-/* kvp_gpus_load for a command that needs the one GPU `name`: when name is an
+/* kvp_gpu_catalog_load for a command that needs the one GPU `name`: when name is an
  * exact id or alias, only the GPUs up to and including its own are read and
  * checked (the rest of the file is not, so an error after it goes
  * unreported); otherwise the whole file is loaded, so a prefix, a typo and
- * every error get kvp_gpus_load's and kvp_gpu_find's answers. Then
+ * every error get kvp_gpu_catalog_load's and kvp_gpu_find's answers. Then
  * kvp_gpu_find(*out, name) finds what it finds in the whole catalog. */
-enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
+enum kvp_status kvp_gpu_catalog_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
                                   struct kvp_error *err);
 
 /* Resolve name, ignoring case and the separators -, _ and space ("rtx3090" is
@@ -75,7 +75,7 @@ enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, 
                              struct kvp_error *err);
 
 /* Free a catalog; NULL is a no-op. */
-void kvp_gpus_free(struct kvp_gpu_catalog *c);
+void kvp_gpu_catalog_free(struct kvp_gpu_catalog *c);
 
 /* The dense tensor peak for matmuls on codes of dtype d: the fp8 peak for
  * fp8 codes where the GPU has one, else the bf16 peak. */

@@ -19,7 +19,7 @@
  *
  *     struct kvp_wstore ws = {0};                   // as the checkpoint stores them
  *     kvp_wstore_parse("q4_k_m", false, &ws, &err);  // llama.cpp's Q4_K_M mixture
- *     kvp_weights_compute(m, &ws, &w, &err);         // engine.h
+ *     kvp_weights_compute(m, &ws, &w, &err);         // kv.h
  *
  * Every byte count here is checked uint64_t arithmetic (num.h).
  */

@@ -57,7 +57,7 @@ void cli_models_dir(char *buf, size_t n);
 
 /* The GPU catalog (<models dir>/gpus.yaml), loaded once on first use;
  * cli_gpus_for reads it only up to GPU name where name is an exact id or
- * alias (kvp_gpus_load_for), for a command that needs that one GPU. Every
+ * alias (kvp_gpu_catalog_load_for), for a command that needs that one GPU. Every
  * catalog handed out stays valid until cli_gpus_release (at exit). */
 int cli_gpus(const struct kvp_gpu_catalog **out);
 int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out);

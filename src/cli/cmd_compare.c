@@ -15,7 +15,7 @@
 
 #include "cli.h"
 #include "kvplan/deploy.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"
 

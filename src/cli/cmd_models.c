@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 
 static struct cli_opt opts[] = {

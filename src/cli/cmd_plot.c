@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "kvplan/chart.h"
 #include "kvplan/num.h"
-#include "kvplan/table.h"
+#include "kvplan/sizing.h"
 
 #define MAX_MODELS KVP_CHART_MAX_SERIES
 

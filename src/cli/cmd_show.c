@@ -4,7 +4,7 @@
 
 #include "cli.h"
 #include "kvplan/explain.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 
 static struct cli_opt opts[] = {

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
 

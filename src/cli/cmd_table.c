@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "kvplan/deploy.h"
-#include "kvplan/table.h"
+#include "kvplan/sizing.h"
 
 #define MAX_MODELS 64
 

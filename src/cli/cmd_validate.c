@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 #include "kvplan/ref.h"
 #include "validate_cuda.h"

@@ -225,7 +225,7 @@ void cli_catalog_release(void)
 }
 
 /* The GPU catalog beside the models, loaded once: whole, or for a command
- * that names one GPU, up to that GPU (kvp_gpus_load_for). A command that
+ * that names one GPU, up to that GPU (kvp_gpu_catalog_load_for). A command that
  * then asks for another GPU gets the whole file, loaded beside the first
  * catalog: what it handed out (compare's rows, one per GPU) points into it,
  * so both live until cli_gpus_release. */
@@ -245,7 +245,7 @@ int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out)
         }
         cli_models_dir(path, PATH_MAX + 32);
         snprintf(path + strlen(path), sizeof path - strlen(path), "/gpus.yaml");
-        if (kvp_gpus_load_for(path, name, &gpus, &err) != KVP_OK)
+        if (kvp_gpu_catalog_load_for(path, name, &gpus, &err) != KVP_OK)
             return cli_error(&err);
         /* a longer name is no id or alias, so it got the whole file */
         snprintf(gpus_for, sizeof gpus_for, "%s", name && strlen(name) < sizeof gpus_for ? name : "");
@@ -261,8 +261,8 @@ int cli_gpus(const struct kvp_gpu_catalog **out)
 
 void cli_gpus_release(void)
 {
-    kvp_gpus_free(gpus);
-    kvp_gpus_free(gpus_first);
+    kvp_gpu_catalog_free(gpus);
+    kvp_gpu_catalog_free(gpus_first);
     gpus = gpus_first = NULL;
 }
 

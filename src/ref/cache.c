@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 #include "ref_internal.h"
 

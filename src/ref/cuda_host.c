@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/gpu.h"
 #include "kvplan/num.h"
 #include "kvplan/ref_cuda.h"

@@ -28,7 +28,7 @@
 
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/error.h"
 #include "kvplan/gpu.h"
 #include "kvplan/plan.h"

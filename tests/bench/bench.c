@@ -29,7 +29,7 @@
 
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/format.h"
 #include "kvplan/ref.h"
 #include "kvplan/sim.h"
@@ -447,7 +447,7 @@ static void bench_start(const char *bin)
                "the dynamic loader included), which does not move with the load. Target (issue #19): under 2x "
                "`/bin/true`. A shipped model is loaded alone by name or id (kvp_catalog_open_one), a fine-tune's "
                "id through its base, and a GPU named by its id or alias reads gpus.yaml only up to that GPU "
-               "(kvp_gpus_load_for), so no command parses the whole model catalog and fit does not parse the "
+               "(kvp_gpu_catalog_load_for), so no command parses the whole model catalog and fit does not parse the "
                "whole GPU catalog.\n\n", R, load);
     }
     printf("| command | CPU ms, median (min..max) | wall ms, median (min..max) | CPU over /bin/true | wall over "

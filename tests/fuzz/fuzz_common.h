@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "kvplan/deploy.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!loaded) {
         loaded = 1;
-        if (kvp_catalog_load("models", &models, &err) != KVP_OK || kvp_gpus_load("models/gpus.yaml", &gpus, &err) != KVP_OK) {
+        if (kvp_catalog_load("models", &models, &err) != KVP_OK || kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err) != KVP_OK) {
             fprintf(stderr, "fuzz_plan: run from the repository root: %s\n", err.msg);
             abort();
         }

@@ -1,5 +1,5 @@
-/* kv.c -- KV-cache bytes under the `ideal` rules (see engine.h). */
-#include "kvplan/engine.h"
+/* kv.c -- KV-cache bytes under the `ideal` rules (see kv.h). */
+#include "kvplan/kv.h"
 
 #include <string.h>
 
@@ -289,7 +289,7 @@ struct growth {
 
 /* The most bytes alive during decode step t (1 <= t <= T; tokens t-1 -> t)
  * of batch sequences that advance in turn, seq 0 first; each sequence's
- * stores grow in the order engine.h gives. state: recurrent bytes of one
+ * stores grow in the order kv.h gives. state: recurrent bytes of one
  * sequence (allocated at its first step, before its stores grow). */
 static enum kvp_status step_peak(const struct growth *g, uint32_t n, uint64_t state, uint64_t batch, uint64_t t,
                                  uint64_t *out, struct kvp_error *err)

@@ -28,7 +28,7 @@ static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
 /* The releases, the default (newest read) of each engine first; docs/engines.md
  * has the table release -> rule -> source file and function. */
 static const struct kvp_release releases[] = {
-    {KVP_ENGINE_IDEAL, "-", "include/kvplan/engine.h: the bare formula", 1.0, 0},
+    {KVP_ENGINE_IDEAL, "-", "include/kvplan/kv.h: the bare formula", 1.0, 0},
     {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", 0.90, 0},
     {KVP_ENGINE_VLLM, "0.21.0", "v1/worker/gpu_worker.py determine_available_memory: CUDA-graph estimate subtracted "
      "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on since v0.21.0)", 0.90, KVP_REL_VLLM_CUDA_GRAPHS},

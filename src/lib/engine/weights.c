@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 
 /* How each tensor is priced: one of the wstore kinds (see price()). */

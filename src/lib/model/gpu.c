@@ -221,7 +221,7 @@ static enum kvp_status load_text(const char *path, const char *text, uint64_t le
     kvp_ydoc_release(&d);
     if (st != KVP_OK) {
         kvp_error_place(err, path, 0, 0);
-        kvp_gpus_free(c);
+        kvp_gpu_catalog_free(c);
         return st;
     }
     *out = c;
@@ -287,12 +287,12 @@ static uint64_t cut_after(const char *text, uint64_t len, const char *name)
     return 0;
 }
 
-enum kvp_status kvp_gpus_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err)
+enum kvp_status kvp_gpu_catalog_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err)
 {
-    return kvp_gpus_load_for(path, NULL, out, err);
+    return kvp_gpu_catalog_load_for(path, NULL, out, err);
 }
 
-enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
+enum kvp_status kvp_gpu_catalog_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
                                   struct kvp_error *err)
 {
     char *text = NULL;
@@ -309,7 +309,7 @@ enum kvp_status kvp_gpus_load_for(const char *path, const char *name, struct kvp
             *out = part;
             return KVP_OK;
         }
-        kvp_gpus_free(part);
+        kvp_gpu_catalog_free(part);
     }
     st = load_text(path, text, len, out, err);
     free(text);
@@ -364,7 +364,7 @@ enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, 
     return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown GPU '%.60s' (%s)", name, n ? list : "the catalog is empty");
 }
 
-void kvp_gpus_free(struct kvp_gpu_catalog *c)
+void kvp_gpu_catalog_free(struct kvp_gpu_catalog *c)
 {
     if (!c)
         return;

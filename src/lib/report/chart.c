@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kvplan/chart.h"
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 
 /* canvas and plot area, px */

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
-#include "kvplan/table.h"
+#include "kvplan/sizing.h"
 
 bool kvp_table_out_from_name(const char *s, enum kvp_out *out)
 {

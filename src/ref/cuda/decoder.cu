@@ -30,7 +30,7 @@
 #include <cuda_runtime.h>
 
 extern "C" { /* the library's C headers, ref.h included */
-#include "kvplan/engine.h"
+#include "kvplan/kv.h"
 #include "kvplan/num.h"
 #include "kvplan/ref.h"
 #include "kvplan/ref_cuda.h"

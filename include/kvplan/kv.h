@@ -1,4 +1,4 @@
-/* engine.h -- the analytic engine: KV-cache bytes and weight bytes of a model.
+/* kv.h -- the analytic engine: KV-cache bytes and weight bytes of a model.
  *
  * Pure functions: no I/O, no allocation; the caller provides every struct.
  * All byte counts are checked uint64_t arithmetic; a result that does not fit
@@ -47,8 +47,8 @@
  * which is at least max over t <= T of the bytes at t, and equal to it when
  * T < R' or T mod R' = R' - 1 without a window (see kvp_cache_capacity).
  */
-#ifndef KVPLAN_ENGINE_H
-#define KVPLAN_ENGINE_H
+#ifndef KVPLAN_KV_H
+#define KVPLAN_KV_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* table.h -- sizing tables: KV-cache bytes of models over a grid of
+/* sizing.h -- sizing tables: KV-cache bytes of models over a grid of
  * contexts, batches and cache formats and, with a GPU, what fits; rendered
  * as text, Markdown, CSV, JSON or HTML into a kvp_buf.
  *
@@ -37,8 +37,8 @@
  *     s.deploy = &d; s.gpus = gpu_catalog;
  * The caller owns everything it passes; nothing is kept after the call.
  */
-#ifndef KVPLAN_TABLE_H
-#define KVPLAN_TABLE_H
+#ifndef KVPLAN_SIZING_H
+#define KVPLAN_SIZING_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* check_table.c -- sizing tables (table.h) and charts (chart.h).
+/* check_sizing.c -- sizing tables (sizing.h) and charts (chart.h).
  *
  * Golden outputs live in tests/data/golden/table/ and are compared byte for
  * byte. After an intended change, regenerate them with
- *     KVPLAN_REGEN_GOLDEN=1 build/rel/tests/check_table
+ *     KVPLAN_REGEN_GOLDEN=1 build/rel/tests/check_sizing
  * and review the diff. tests/check_xml.py parses the HTML and SVG ones. */
 #include <math.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "kvplan/chart.h"
 #include "kvplan/num.h"
 #include "kvplan/render.h"
-#include "kvplan/table.h"
+#include "kvplan/sizing.h"
 #include "testutil.h"
 
 #define GOLDEN "tests/data/golden/table/"
