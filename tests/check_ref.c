@@ -229,7 +229,7 @@ static double half_value(uint16_t h)
 static void check_half_of(float f)
 {
     uint16_t h;
-    kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&h);
+    ref_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&h);
     uint16_t sign = signbit(f) ? 0x8000 : 0, mag = h & 0x7fff;
     double a = fabs((double)f);
     ck_assert_uint_eq(h & 0x8000, sign);
@@ -258,14 +258,14 @@ START_TEST(half_conversions)
     for (uint32_t i = 0; i < 65536; i++) {
         uint16_t h = (uint16_t)i, back;
         float f;
-        kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h, 1, &f);
+        ref_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h, 1, &f);
         double want = half_value(h);
         if (want != want) {
             ck_assert(f != f);
             continue;
         }
         ck_assert_msg((double)f == want && !signbit(f) == !signbit(want), "0x%04x -> %a, not %a", h, (double)f, want);
-        kvp_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&back);
+        ref_codec_put_plain(KVP_DTYPE_F16, &f, 1, (uint8_t *)&back);
         ck_assert_uint_eq(back, h);
         if ((h & 0x7fff) < 0x7bff) /* halfway to the next half up: a float exactly */
             check_half_of((float)((want + half_value((uint16_t)(h + 1))) / 2));
@@ -286,22 +286,22 @@ START_TEST(half_conversions)
     ck_assert(h && h1 && f && f1);
     for (uint32_t i = 0; i < N; i++) {
         h[i] = (uint16_t)i;
-        kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h[i], 1, &f1[i]);
+        ref_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)&h[i], 1, &f1[i]);
     }
     static const uint64_t rows[] = {N, 16, 19};
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         for (uint64_t i = 0; i < N; i += rows[r])
-            kvp_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)(h + i), N - i < rows[r] ? N - i : rows[r], f + i);
+            ref_codec_get_plain(KVP_DTYPE_F16, (const uint8_t *)(h + i), N - i < rows[r] ? N - i : rows[r], f + i);
         ck_assert_int_eq(memcmp(f, f1, N * sizeof *f), 0);
     }
     for (uint32_t i = 0; i < N; i++) {
         uint32_t x = i % 97 ? (uint32_t)((uint64_t)i * 65521) : 0x7f800001u | i << 8 | (i & 1u) << 31; /* NaNs among them */
         memcpy(&f[i], &x, 4);
-        kvp_codec_put_plain(KVP_DTYPE_F16, &f[i], 1, (uint8_t *)&h1[i]);
+        ref_codec_put_plain(KVP_DTYPE_F16, &f[i], 1, (uint8_t *)&h1[i]);
     }
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         for (uint64_t i = 0; i < N; i += rows[r])
-            kvp_codec_put_plain(KVP_DTYPE_F16, f + i, N - i < rows[r] ? N - i : rows[r], (uint8_t *)(h + i));
+            ref_codec_put_plain(KVP_DTYPE_F16, f + i, N - i < rows[r] ? N - i : rows[r], (uint8_t *)(h + i));
         ck_assert_int_eq(memcmp(h, h1, N * sizeof *h), 0);
     }
     free(h), free(h1), free(f), free(f1);
@@ -467,7 +467,7 @@ START_TEST(threads_equal_one)
                 }
                 for (uint32_t t = 1; t < 3; t++) {
                     uint64_t d[KVP_REF_TAG_COUNT];
-                    ck_assert(kvp_cache_differing(c[0], c[t], d));
+                    ck_assert(ref_cache_differing(c[0], c[t], d));
                     for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
                         ck_assert_msg(d[i] == 0, "%s %s/%s pre %d: %u threads' cache differs in %llu bytes of tag %d",
                                       kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, t + 1,
@@ -1031,14 +1031,14 @@ static const struct {
 
 static double rel_rms(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, float gain)
 {
-    uint64_t nb = kvp_codec_row_bytes(f, n_kv, d);
+    uint64_t nb = ref_codec_row_bytes(f, n_kv, d);
     uint8_t *buf = malloc(nb);
     float *y = malloc((size_t)n_kv * d * sizeof *y), *xs = malloc((size_t)n_kv * d * sizeof *xs);
     double num = 0, den = 0;
     for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++)
         xs[i] = x[i] * gain;
-    kvp_codec_encode_row(f, n_kv, d, xs, buf);
-    kvp_codec_decode_row(f, n_kv, d, buf, y);
+    ref_codec_encode_row(f, n_kv, d, xs, buf);
+    ref_codec_decode_row(f, n_kv, d, buf, y);
     for (uint64_t i = 0; i < (uint64_t)n_kv * d; i++) {
         num += ((double)xs[i] - y[i]) * ((double)xs[i] - y[i]);
         den += (double)xs[i] * xs[i];
@@ -1061,9 +1061,9 @@ START_TEST(block_round_trip)
     float x[NKV * D];
     double err[sizeof blocks / sizeof blocks[0]];
     struct pcg r;
-    kvp_pcg_seed(&r, 11, 3);
+    ref_pcg_seed(&r, 11, 3);
     for (int i = 0; i < NKV * D; i++)
-        x[i] = kvp_pcg_float(&r);
+        x[i] = ref_pcg_float(&r);
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         struct kvp_format f = fmt(blocks[i].name);
         for (size_t g = 0; g < sizeof gains / sizeof gains[0]; g++) {
@@ -1094,13 +1094,13 @@ START_TEST(block_row_bytes)
             uint64_t want = (uint64_t)n_kv * (d / blocks[i].elems) * blocks[i].bytes, lib;
             ck_assert_kvp_ok(kvp_format_row_bytes(&f, d, &lib, &err), err);
             ck_assert_uint_eq(lib * n_kv, want);
-            ck_assert_uint_eq(kvp_codec_row_bytes(&f, n_kv, d), want);
+            ck_assert_uint_eq(ref_codec_row_bytes(&f, n_kv, d), want);
             uint8_t *buf = malloc(want + 16);
             float *x = malloc((size_t)n_kv * d * sizeof *x);
             for (uint64_t k = 0; k < (uint64_t)n_kv * d; k++)
                 x[k] = (float)((k * 37) % 101) / 50.0f - 1.0f;
             memset(buf, 0xA5, want + 16);
-            kvp_codec_encode_row(&f, n_kv, d, x, buf);
+            ref_codec_encode_row(&f, n_kv, d, x, buf);
             for (int k = 0; k < 16; k++)
                 ck_assert_msg(buf[want + k] == 0xA5, "%s d %u: byte %llu past the row written", blocks[i].name, d,
                               (unsigned long long)(want + k));
@@ -1150,8 +1150,8 @@ START_TEST(block_layouts)
             default: x[i] = e2m1[i] / 2; break;
             }
         }
-        ck_assert_uint_eq(kvp_codec_row_bytes(&f, 1, n), h + n / 2);
-        kvp_codec_encode_row(&f, 1, n, x, b);
+        ck_assert_uint_eq(ref_codec_row_bytes(&f, 1, n), h + n / 2);
+        ref_codec_encode_row(&f, 1, n, x, b);
         for (uint32_t k = 0; k < h; k++)
             ck_assert_msg(b[k] == cases[c].pre[k], "%s byte %u: 0x%02x, want 0x%02x", cases[c].name, k, b[k],
                           cases[c].pre[k]);
@@ -1165,7 +1165,7 @@ START_TEST(block_layouts)
             ck_assert_msg(b[h + j] == (uint8_t)(lo | hi << 4), "%s nibble byte %u: 0x%02x", cases[c].name, j,
                           b[h + j]);
         }
-        kvp_codec_decode_row(&f, 1, n, b, y);
+        ref_codec_decode_row(&f, 1, n, b, y);
         for (uint32_t i = 0; i < n; i++)
             ck_assert_msg(y[i] == x[i], "%s value %u: %g, want %g", cases[c].name, i, y[i], x[i]);
     }
@@ -1181,14 +1181,14 @@ START_TEST(block_edges)
         struct kvp_format f = fmt(blocks[i].name);
         float x[32] = {0}, y[32];
         uint8_t b[64];
-        kvp_codec_encode_row(&f, 1, 32, x, b);
-        kvp_codec_decode_row(&f, 1, 32, b, y);
+        ref_codec_encode_row(&f, 1, 32, x, b);
+        ref_codec_decode_row(&f, 1, 32, b, y);
         for (int j = 0; j < 32; j++)
             ck_assert_msg(y[j] == 0, "%s: zero decodes to %g", blocks[i].name, y[j]);
         for (int j = 0; j < 32; j++)
             x[j] = (j % 2 ? 1 : -1) * 1e3f * (float)(j + 1);
-        kvp_codec_encode_row(&f, 1, 32, x, b);
-        kvp_codec_decode_row(&f, 1, 32, b, y);
+        ref_codec_encode_row(&f, 1, 32, x, b);
+        ref_codec_decode_row(&f, 1, 32, b, y);
         for (int j = 0; j < 32; j++)
             ck_assert_msg(isfinite(y[j]), "%s: %g decodes to %g", blocks[i].name, x[j], y[j]);
     }
@@ -1276,24 +1276,24 @@ START_TEST(outliers_round_trip)
     float x[N], y[N], z[N];
     uint8_t buf[1024];
     struct pcg r;
-    kvp_pcg_seed(&r, 5, 3);
+    ref_pcg_seed(&r, 5, 3);
     for (int i = 0; i < N; i++)
-        x[i] = kvp_pcg_float(&r) * ((i % D == 3 || i % D == 40) ? 30.0f : 1.0f);
+        x[i] = ref_pcg_float(&r) * ((i % D == 3 || i % D == 40) ? 30.0f : 1.0f);
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
         struct kvp_format plain = fmt(fs[i][0]), f = fmt(fs[i][1]);
         struct codec_okey heap[N];
         float t[N];
-        uint64_t k = kvp_codec_outliers(&f, N);
+        uint64_t k = ref_codec_outliers(&f, N);
         double e0 = 0, e1 = 0;
         ck_assert_uint_eq(k, (uint64_t)ceil(f.outliers_ppm / 1e6 * N - 1e-9));
-        kvp_codec_encode_row(&plain, N_KV, D, x, buf);
-        kvp_codec_decode_row(&plain, N_KV, D, buf, y);
+        ref_codec_encode_row(&plain, N_KV, D, x, buf);
+        ref_codec_decode_row(&plain, N_KV, D, buf, y);
         memcpy(t, x, sizeof t);
         memset(buf, 0, sizeof buf);
-        kvp_codec_split_outliers(&f, N, t, heap, buf + kvp_codec_row_bytes(&f, N_KV, D));
-        kvp_codec_encode_row(&f, N_KV, D, t, buf);
-        kvp_codec_decode_row(&f, N_KV, D, buf, z);
-        kvp_codec_merge_outliers(&f, N, buf + kvp_codec_row_bytes(&f, N_KV, D), 0, N, z);
+        ref_codec_split_outliers(&f, N, t, heap, buf + ref_codec_row_bytes(&f, N_KV, D));
+        ref_codec_encode_row(&f, N_KV, D, t, buf);
+        ref_codec_decode_row(&f, N_KV, D, buf, z);
+        ref_codec_merge_outliers(&f, N, buf + ref_codec_row_bytes(&f, N_KV, D), 0, N, z);
         int exact = 0;
         for (int j = 0; j < N; j++) {
             e0 += ((double)x[j] - y[j]) * ((double)x[j] - y[j]);

@@ -121,11 +121,11 @@ struct kvp_ref_cache {
     float *tmp;             /* a store's row, or a G-token group (G, n) */
     float *otmp[2];         /* a store's row (outliers only), per side (K, V) */
     struct codec_okey *heap[2];
-    uint8_t *rowbuf[2];     /* per side: one quantized row of its widest store (kvp_cache_reread) */
+    uint8_t *rowbuf[2];     /* per side: one quantized row of its widest store (ref_cache_reread) */
     struct kvp_ref_cache *twin; /* mirrors every append (kvp_ref_cache_mirror), or NULL */
-    void *scratch;          /* the decoder's step scratch (kvp_cache_scratch) */
+    void *scratch;          /* the decoder's step scratch (ref_cache_scratch) */
     uint64_t scratch_bytes;
-    kvp_cache_block_fn *blocks; /* paged: blocks the caller owns (kvp_cache_set_blocks), or NULL */
+    ref_cache_block_fn *blocks; /* paged: blocks the caller owns (ref_cache_set_blocks), or NULL */
     void *blocks_ctx;
 };
 
@@ -166,12 +166,12 @@ static uint64_t group_slot(const struct store *s, uint64_t k, uint64_t T)
 /* Channel-axis layout of q quantized tokens: codes, then meta, then residual. */
 static uint64_t codes_bytes(const struct store *s, uint64_t q)
 {
-    return (s->n * q * kvp_codec_code_bits(s->f->dtype) + 7) / 8;
+    return (s->n * q * ref_codec_code_bits(s->f->dtype) + 7) / 8;
 }
 
 static uint64_t meta_bytes(const struct store *s, uint64_t q)
 {
-    return s->n * (q / s->f->group) * kvp_codec_meta_size(s->f);
+    return s->n * (q / s->f->group) * ref_codec_meta_size(s->f);
 }
 
 static uint64_t outl_bytes(const struct store *s, uint64_t q)
@@ -213,8 +213,8 @@ static bool layout_bytes(const struct store *s, uint64_t q, uint64_t r, uint64_t
         return false;
     if (s->mode == ROWS)
         return kvp_mul(q, s->qrow, &a) && kvp_add(a, b, out);
-    return kvp_mul3(s->n, q, kvp_codec_code_bits(s->f->dtype), &a) &&
-           kvp_mul3(s->n, q / s->f->group, kvp_codec_meta_size(s->f), &c) && kvp_add(kvp_cdiv(a, 8), c, &a) &&
+    return kvp_mul3(s->n, q, ref_codec_code_bits(s->f->dtype), &a) &&
+           kvp_mul3(s->n, q / s->f->group, ref_codec_meta_size(s->f), &c) && kvp_add(kvp_cdiv(a, 8), c, &a) &&
            kvp_mul(q, s->ob, &c) && kvp_add(a, c, &a) && kvp_add(a, b, out);
 }
 
@@ -232,21 +232,21 @@ static enum kvp_status store_bytes_at(const struct store *s, uint64_t T, uint64_
 static void row_encode(const struct store *s, const float *x, uint8_t *dst)
 {
     if (!s->ob) {
-        kvp_codec_encode_row(s->f, s->n_kv, s->d, x, dst);
+        ref_codec_encode_row(s->f, s->n_kv, s->d, x, dst);
         return;
     }
     memcpy(s->otmp, x, s->n * sizeof *x);
-    kvp_codec_split_outliers(s->f, s->n, s->otmp, s->heap, dst + s->qrow - s->ob);
-    kvp_codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
+    ref_codec_split_outliers(s->f, s->n, s->otmp, s->heap, dst + s->qrow - s->ob);
+    ref_codec_encode_row(s->f, s->n_kv, s->d, s->otmp, dst);
 }
 
 /* Heads h0..h0+nh-1 of a quantized row (each head's codes and scales are
- * contiguous: kvp_codec_row_bytes of one head apart). */
+ * contiguous: ref_codec_row_bytes of one head apart). */
 static void row_decode(const struct store *s, const uint8_t *src, uint32_t h0, uint32_t nh, float *out)
 {
-    kvp_codec_decode_row(s->f, nh, s->d, src + h0 * s->hrow, out);
+    ref_codec_decode_row(s->f, nh, s->d, src + h0 * s->hrow, out);
     if (s->ob)
-        kvp_codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, (uint64_t)h0 * s->d, (uint64_t)nh * s->d, out);
+        ref_codec_merge_outliers(s->f, s->n, src + s->qrow - s->ob, (uint64_t)h0 * s->d, (uint64_t)nh * s->d, out);
 }
 
 /* Channel axis: take the outliers of the G tokens of group x (G, n), the
@@ -255,7 +255,7 @@ static void row_decode(const struct store *s, const uint8_t *src, uint32_t h0, u
 static void chan_split(const struct store *s, float *x, uint64_t first, uint8_t *out)
 {
     for (uint64_t j = 0; s->ob && j < s->f->group; j++)
-        kvp_codec_split_outliers(s->f, s->n, x + j * s->n, s->heap, out + (first + j) * s->ob);
+        ref_codec_split_outliers(s->f, s->n, x + j * s->n, s->heap, out + (first + j) * s->ob);
 }
 
 /* Where a row of position pos lives (rows mode, static/dynamic). */
@@ -303,7 +303,7 @@ static uint8_t *own_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block
 static void store_read(const struct kvp_ref_cache *c, const struct store *s, uint64_t pos, uint32_t h0, uint32_t nh,
                        float *out)
 {
-    uint64_t T = s->len, lo = (uint64_t)h0 * s->d, cnt = (uint64_t)nh * s->d, plain = kvp_codec_plain_size(s->f->scale);
+    uint64_t T = s->len, lo = (uint64_t)h0 * s->d, cnt = (uint64_t)nh * s->d, plain = ref_codec_plain_size(s->f->scale);
     bool resid;
     if (c->o.policy == KVP_REF_PAGED) {
         const uint8_t *row = paged_row(c, (struct store *)s, pos, false);
@@ -313,21 +313,21 @@ static void store_read(const struct kvp_ref_cache *c, const struct store *s, uin
     if (s->mode == CHANNEL) {
         uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group, slot;
         if (pos >= first) {
-            kvp_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow + lo * plain, cnt,
+            ref_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow + lo * plain, cnt,
                                 out);
             return;
         }
         slot = group_slot(s, pos / G, T);
         for (uint64_t ch = lo; ch < lo + cnt; ch++)
-            kvp_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch - lo]);
+            ref_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch - lo]);
         if (s->ob)
-            kvp_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, lo, cnt,
+            ref_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, lo, cnt,
                                      out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
     if (resid)
-        kvp_codec_get_plain(s->f->scale, row + lo * plain, cnt, out);
+        ref_codec_get_plain(s->f->scale, row + lo * plain, cnt, out);
     else
         row_decode(s, row, h0, nh, out);
 }
@@ -341,12 +341,12 @@ static void rows_put(struct store *s, const float *x, float *tmp)
     if (s->R && resid_of(s, T) == s->R && T >= s->R) {
         uint64_t out = T - s->R; /* leaves the residual */
         if (out >= T + 1 - held2 && s->qcap) {
-            kvp_codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
+            ref_codec_get_plain(s->f->scale, row_at(s, out, T, &resid), s->n, tmp);
             row_encode(s, tmp, s->buf + (out % s->qcap) * s->qrow);
         }
     }
     if (r2)
-        kvp_codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+        ref_codec_put_plain(s->f->scale, x, s->n, s->buf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
     else
         row_encode(s, x, s->buf + (T % s->qcap) * s->qrow);
 }
@@ -366,12 +366,12 @@ static void channel_flush(const struct store *s, const uint8_t *res, const float
         for (uint64_t j = 0; j < G; j++) { /* tmp: (G, n) */
             uint64_t i = k * G + j;
             if (i < r)
-                kvp_codec_get_plain(s->f->scale, res + i * s->rrow, s->n, tmp + j * s->n);
+                ref_codec_get_plain(s->f->scale, res + i * s->rrow, s->n, tmp + j * s->n);
             else
                 memcpy(tmp + j * s->n, x, s->n * sizeof *x);
         }
         chan_split(s, tmp, slot * G, outl);
-        kvp_codec_encode_groups(s->f, s->n, slot, tmp, codes, meta);
+        ref_codec_encode_groups(s->f, s->n, slot, tmp, codes, meta);
     }
 }
 
@@ -383,7 +383,7 @@ static void channel_put(struct store *s, const float *x, float *tmp)
     uint64_t r = s->len % s->R;
     uint8_t *res = s->buf + chan_res_off(s, 0);
     if (r + 1 < s->R)
-        kvp_codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
+        ref_codec_put_plain(s->f->scale, x, s->n, res + r * s->rrow);
     else
         channel_flush(s, res, x, tmp, s->buf, s->buf + chan_meta_off(s, 0), s->buf + chan_out_off(s, 0));
 }
@@ -403,8 +403,8 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
         uint64_t G = s->f->group, r = T % s->R, q = quant_of(s, T), q2 = quant_of(s, T2);
         uint64_t lo = first_group(s, T), lo2 = first_group(s, T2), hi = (T - r) / G;
         if (s->buf && hi > lo2) { /* the groups [lo2, hi) stay, moved down by lo2 - lo */
-            uint64_t keep = hi - lo2, skip = lo2 - lo, msz = s->n * kvp_codec_meta_size(s->f);
-            kvp_codec_move_codes(s->f, nbuf, 0, s->buf, skip * G * s->n, keep * G * s->n);
+            uint64_t keep = hi - lo2, skip = lo2 - lo, msz = s->n * ref_codec_meta_size(s->f);
+            ref_codec_move_codes(s->f, nbuf, 0, s->buf, skip * G * s->n, keep * G * s->n);
             memcpy(nbuf + codes_bytes(s, q2), s->buf + codes_bytes(s, q) + skip * msz, keep * msz);
             if (s->ob)
                 memcpy(nbuf + chan_out_off(s, q2), s->buf + chan_out_off(s, q) + skip * G * s->ob, keep * G * s->ob);
@@ -416,7 +416,7 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
             uint8_t *res2 = nbuf + chan_res_off(s, q2);
             if (r)
                 memcpy(res2, s->buf + chan_res_off(s, q), r * s->rrow);
-            kvp_codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
+            ref_codec_put_plain(s->f->scale, x, s->n, res2 + r * s->rrow);
         }
     } else {
         struct store old = *s;
@@ -432,12 +432,12 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
             if (was == now) {
                 memcpy(dst, src, now ? s->rrow : s->qrow);
             } else { /* leaves the residual: quantize it now */
-                kvp_codec_get_plain(s->f->scale, src, s->n, tmp);
+                ref_codec_get_plain(s->f->scale, src, s->n, tmp);
                 row_encode(s, tmp, dst);
             }
         }
         if (r2)
-            kvp_codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
+            ref_codec_put_plain(s->f->scale, x, s->n, nbuf + s->qcap * s->qrow + (T % s->rcap) * s->rrow);
         else
             row_encode(s, x, nbuf + (T % s->qcap) * s->qrow);
         kvp_ref_alloc_put(a, s->tag, old.buf, old.bytes);
@@ -526,14 +526,14 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
 {
     char name[64];
     kvp_format_name(f, name, sizeof name);
-    if (!kvp_codec_known(f->dtype) || !kvp_codec_known(f->scale))
+    if (!ref_codec_known(f->dtype) || !ref_codec_known(f->scale))
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder has no codec for it", which, name);
-    if (f->outliers_ppm && !kvp_codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
+    if (f->outliers_ppm && !ref_codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)",
                         which, name, f->outliers_ppm / 1e6);
-    if (d % kvp_codec_block_elems(f->dtype))
+    if (d % ref_codec_block_elems(f->dtype))
         return kvp_fail(err, KVP_ERR_RANGE, "%s stores blocks of %u values, which does not divide a row of %u", name,
-                        kvp_codec_block_elems(f->dtype), d);
+                        ref_codec_block_elems(f->dtype), d);
     return o->policy == KVP_REF_PAGED ? kvp_format_check_paged(f, which, err) : KVP_OK;
 }
 
@@ -547,14 +547,14 @@ static void store_init(struct store *s, const struct kvp_format *f, enum kvp_ref
     s->d = d;
     s->n = (uint64_t)n_kv * d;
     s->window = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED ? sp->window : 0;
-    s->mode = kvp_codec_grouped(f->dtype) && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
-    s->R = kvp_codec_grouped(f->dtype) ? f->residual : 0;
+    s->mode = ref_codec_grouped(f->dtype) && f->axis == KVP_AXIS_CHANNEL ? CHANNEL : ROWS;
+    s->R = ref_codec_grouped(f->dtype) ? f->residual : 0;
     if (s->mode == CHANNEL && s->R == 0)
         s->R = f->group;
-    s->ob = 8 * kvp_codec_outliers(f, s->n);
-    s->hrow = kvp_codec_row_bytes(f, 1, d);
+    s->ob = 8 * ref_codec_outliers(f, s->n);
+    s->hrow = ref_codec_row_bytes(f, 1, d);
     s->qrow = s->hrow * n_kv + s->ob;
-    s->rrow = s->n * kvp_codec_plain_size(f->scale);
+    s->rrow = s->n * ref_codec_plain_size(f->scale);
     s->free = fl;
 }
 
@@ -634,14 +634,14 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         const struct kvp_layer_spec *sp = kvp_model_layer(m, l);
         bool win = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED;
         if (sp->kind == KVP_LAYER_RECURRENT) { /* the decoder's own state shape (decoder.c) */
-            if (!kvp_codec_known(m->state_dtype) || kvp_codec_grouped(m->state_dtype) || kvp_codec_block_elems(m->state_dtype) > 1) {
+            if (!ref_codec_known(m->state_dtype) || ref_codec_grouped(m->state_dtype) || ref_codec_block_elems(m->state_dtype) > 1) {
                 struct kvp_format sf = kvp_format_plain(m->state_dtype);
                 char sn[64];
                 st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "recurrent state dtype '%s': the reference decoder keeps state "
                               "in a plain type (f32, f16, bf16, fp8)", kvp_format_name(&sf, sn, sizeof sn));
                 goto err;
             }
-            if (!kvp_mul(rm->w[m->layer_spec[l]].S, kvp_codec_plain_size(m->state_dtype), &c->state_bytes[l])) {
+            if (!kvp_mul(rm->w[m->layer_spec[l]].S, ref_codec_plain_size(m->state_dtype), &c->state_bytes[l])) {
                 st = kvp_fail(err, KVP_ERR_OVERFLOW, "recurrent state size overflows 64 bits");
                 goto err;
             }
@@ -684,7 +684,7 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         for (uint64_t i = 0; i < L * B * 2; i++)
             qrow = c->st[i].f && c->st[i].qrow > qrow ? c->st[i].qrow : qrow;
         /* one set per side, so that the K and V sides may be encoded at once
-         * (kvp_cache_reread from two threads) */
+         * (ref_cache_reread from two threads) */
         for (int kv = 0; kv < 2; kv++)
             if (!(c->otmp[kv] = malloc(row * sizeof *c->otmp[kv])) || !(c->heap[kv] = malloc(k * sizeof *c->heap[kv])) ||
                 qrow > SIZE_MAX || !(c->rowbuf[kv] = malloc((size_t)qrow)))
@@ -872,7 +872,7 @@ enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struc
     return KVP_OK;
 }
 
-bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+bool ref_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                          uint64_t differ[KVP_REF_TAG_COUNT])
 {
     return walk(a, b, differing_of, differ);
@@ -899,7 +899,7 @@ static int growth_order(const void *a, const void *b)
     return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
-enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
+enum kvp_status ref_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err)
 {
     uint32_t L = c->m->n_layers, n = 0;
@@ -933,15 +933,15 @@ enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const fl
     return st;
 }
 
-bool kvp_cache_layerwise(const struct kvp_ref_cache *c)
+bool ref_cache_layerwise(const struct kvp_ref_cache *c)
 {
     return c->o.policy == KVP_REF_STATIC && !c->blocks;
 }
 
-enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
+enum kvp_status ref_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
                                        const float *v, struct kvp_error *err)
 {
-    if (!kvp_cache_layerwise(c))
+    if (!ref_cache_layerwise(c))
         return kvp_fail(err, KVP_ERR_USAGE,
                         "only a static cache without the caller's blocks takes rows a layer at a time");
     for (int kv = 0; kv < 2; kv++) {
@@ -958,7 +958,7 @@ enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, ui
     return KVP_OK;
 }
 
-enum kvp_status kvp_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err)
+enum kvp_status ref_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err)
 {
     for (uint32_t l = 0; l < c->m->n_layers; l++)
         for (int kv = 0; kv < 2; kv++) {
@@ -977,7 +977,7 @@ enum kvp_status kvp_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint
  * a row's bytes apart, each a few pages. */
 #define READ_AHEAD 2
 
-void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
+void ref_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
                           uint32_t h0, uint32_t nh, float *out)
 {
     const struct store *s = ST(c, layer, seq, kv);
@@ -992,17 +992,17 @@ void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_
     store_read(c, s, pos, h0, nh, out);
 }
 
-void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+void ref_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    kvp_cache_read_heads(c, layer, seq, 0, pos, 0, ST(c, layer, seq, 0)->n_kv, out);
+    ref_cache_read_heads(c, layer, seq, 0, pos, 0, ST(c, layer, seq, 0)->n_kv, out);
 }
 
-void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
+void ref_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)
 {
-    kvp_cache_read_heads(c, layer, seq, 1, pos, 0, ST(c, layer, seq, 1)->n_kv, out);
+    ref_cache_read_heads(c, layer, seq, 1, pos, 0, ST(c, layer, seq, 1)->n_kv, out);
 }
 
-enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
+enum kvp_status ref_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **out,
                             struct kvp_error *err)
 {
     uint8_t **p = &c->state[(uint64_t)layer * c->o.batch + seq];
@@ -1018,12 +1018,12 @@ enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_
     return KVP_OK;
 }
 
-enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c)
+enum kvp_dtype ref_cache_state_dtype(const struct kvp_ref_cache *c)
 {
     return c->m->state_dtype;
 }
 
-bool kvp_cache_rows_final(const struct kvp_ref_cache *c)
+bool ref_cache_rows_final(const struct kvp_ref_cache *c)
 {
     for (uint64_t i = 0; i < (uint64_t)c->m->n_layers * c->o.batch * 2; i++)
         if (c->st[i].f && (c->st[i].mode != ROWS || c->st[i].R))
@@ -1031,24 +1031,24 @@ bool kvp_cache_rows_final(const struct kvp_ref_cache *c)
     return true;
 }
 
-void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out)
+void ref_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out)
 {
     const struct store *s = ST(c, layer, 0, kv);
     row_encode(s, x, c->rowbuf[kv]);
     row_decode(s, c->rowbuf[kv], 0, s->n_kv, out);
 }
 
-uint64_t kvp_cache_context(const struct kvp_ref_cache *c)
+uint64_t ref_cache_context(const struct kvp_ref_cache *c)
 {
     return c->o.context;
 }
 
-struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c)
+struct kvp_ref_cache *ref_cache_twin(const struct kvp_ref_cache *c)
 {
     return c->twin;
 }
 
-void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes)
+void *ref_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes)
 {
     if (bytes > c->scratch_bytes) { /* grow by half again at least: a sequence's scores grow a row per step */
         uint64_t want = bytes + bytes / 2;
@@ -1131,13 +1131,13 @@ enum kvp_status kvp_ref_cache_new_twin(const struct kvp_ref_model *rm, const str
     return KVP_OK;
 }
 
-void kvp_cache_set_blocks(struct kvp_ref_cache *c, kvp_cache_block_fn *fn, void *ctx)
+void ref_cache_set_blocks(struct kvp_ref_cache *c, ref_cache_block_fn *fn, void *ctx)
 {
     c->blocks = fn;
     c->blocks_ctx = ctx;
 }
 
-void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos)
+void ref_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos)
 {
     for (uint32_t l = 0; l < c->m->n_layers; l++)
         for (int kv = 0; kv < 2; kv++)
@@ -1145,7 +1145,7 @@ void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos)
     c->len[seq] = pos;
 }
 
-uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv)
+uint64_t ref_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv)
 {
     const struct store *s = ST(c, layer, 0, kv);
     if (c->state_bytes[layer])

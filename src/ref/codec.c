@@ -37,16 +37,16 @@
 
 /* ---- rng: PCG32 (O'Neill), a stream per (seed, stream) ----------------- */
 
-void kvp_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream)
+void ref_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream)
 {
     r->state = 0;
     r->inc = (stream << 1) | 1;
-    kvp_pcg_next(r);
+    ref_pcg_next(r);
     r->state += seed;
-    kvp_pcg_next(r);
+    ref_pcg_next(r);
 }
 
-uint32_t kvp_pcg_next(struct pcg *r)
+uint32_t ref_pcg_next(struct pcg *r)
 {
     uint64_t old = r->state;
     uint32_t x = (uint32_t)(((old >> 18) ^ old) >> 27), rot = (uint32_t)(old >> 59);
@@ -54,9 +54,9 @@ uint32_t kvp_pcg_next(struct pcg *r)
     return (x >> rot) | (x << ((32 - rot) & 31));
 }
 
-float kvp_pcg_float(struct pcg *r)
+float ref_pcg_float(struct pcg *r)
 {
-    return (float)((double)kvp_pcg_next(r) / 2147483648.0 - 1.0);
+    return (float)((double)ref_pcg_next(r) / 2147483648.0 - 1.0);
 }
 
 /* ---- scalar types ------------------------------------------------------ */
@@ -181,23 +181,23 @@ struct codec_type {
 
 static const struct codec_type *codec_type(enum kvp_dtype t);
 
-bool kvp_codec_known(enum kvp_dtype t)
+bool ref_codec_known(enum kvp_dtype t)
 {
     return codec_type(t) != NULL;
 }
 
-bool kvp_codec_grouped(enum kvp_dtype t)
+bool ref_codec_grouped(enum kvp_dtype t)
 {
     const struct codec_type *c = codec_type(t);
     return c && c->bits;
 }
 
-uint32_t kvp_codec_block_elems(enum kvp_dtype t)
+uint32_t ref_codec_block_elems(enum kvp_dtype t)
 {
     return codec_type(t)->elems;
 }
 
-uint32_t kvp_codec_code_bits(enum kvp_dtype t)
+uint32_t ref_codec_code_bits(enum kvp_dtype t)
 {
     return codec_type(t)->bits;
 }
@@ -208,7 +208,7 @@ uint32_t kvp_codec_code_bits(enum kvp_dtype t)
  * not MXCSR), so the floats and halves of f16_to_f32 and f32_to_f16,
  * except a NaN's payload, which the instructions keep: from a group holding
  * a NaN on, the row goes through those functions (the loops of
- * kvp_codec_get_plain / put_plain), as do the last n mod 8 values, and
+ * ref_codec_get_plain / put_plain), as do the last n mod 8 values, and
  * every value elsewhere. Each returns how many values it converted. */
 #ifdef KVP_X86_HALF
 __attribute__((target("avx,f16c"))) static uint64_t get_f16_f16c(const uint8_t *src, uint64_t n, float *x)
@@ -246,14 +246,14 @@ static bool has_f16c(void)
 #define F16_HW(call) 0
 #endif
 
-uint32_t kvp_codec_plain_size(enum kvp_dtype t)
+uint32_t ref_codec_plain_size(enum kvp_dtype t)
 {
     return codec_type(t)->bytes;
 }
 
 /* Bulk conversions: one switch per call, a plain loop per type (the
  * attention reads every cached row through here). */
-KVP_REF_HOT void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
+KVP_REF_HOT void ref_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst)
 {
     uint16_t h;
     switch (t) {
@@ -283,7 +283,7 @@ KVP_REF_HOT void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t 
     }
 }
 
-KVP_REF_HOT void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
+KVP_REF_HOT void ref_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x)
 {
     uint16_t h;
     switch (t) {
@@ -320,9 +320,9 @@ static uint32_t bits_of(const struct kvp_format *f)
     return codec_type(f->dtype)->bits;
 }
 
-uint32_t kvp_codec_meta_size(const struct kvp_format *f)
+uint32_t ref_codec_meta_size(const struct kvp_format *f)
 {
-    return kvp_codec_plain_size(f->scale) * (f->zero_point ? 2 : 1);
+    return ref_codec_plain_size(f->scale) * (f->zero_point ? 2 : 1);
 }
 
 static void put_code(uint8_t *codes, uint64_t i, uint32_t bits, uint32_t q)
@@ -344,7 +344,7 @@ static uint32_t get_code(const uint8_t *codes, uint64_t i, uint32_t bits)
 static void group_params(const struct kvp_format *f, const float *x, uint64_t n, uint64_t s, uint8_t *meta,
                          float *scale, float *zp)
 {
-    uint32_t bits = bits_of(f), sz = kvp_codec_plain_size(f->scale);
+    uint32_t bits = bits_of(f), sz = ref_codec_plain_size(f->scale);
     float lo = x[0], hi = x[0];
     for (uint64_t i = 1; i < n; i++) { /* fminf/fmaxf skip a NaN: an outlier left out */
         lo = fminf(lo, x[i * s]);
@@ -360,11 +360,11 @@ static void group_params(const struct kvp_format *f, const float *x, uint64_t n,
         *scale = m / (float)((1u << (bits - 1)) - 1);
         *zp = 0;
     }
-    kvp_codec_put_plain(f->scale, scale, 1, meta);
-    kvp_codec_get_plain(f->scale, meta, 1, scale);
+    ref_codec_put_plain(f->scale, scale, 1, meta);
+    ref_codec_get_plain(f->scale, meta, 1, scale);
     if (f->zero_point) {
-        kvp_codec_put_plain(f->scale, zp, 1, meta + sz);
-        kvp_codec_get_plain(f->scale, meta + sz, 1, zp);
+        ref_codec_put_plain(f->scale, zp, 1, meta + sz);
+        ref_codec_get_plain(f->scale, meta + sz, 1, zp);
     }
 }
 
@@ -382,10 +382,10 @@ static uint32_t quantize(const struct kvp_format *f, float x, float scale, float
 static float dequantize(const struct kvp_format *f, uint32_t q, const uint8_t *meta)
 {
     float scale, zp = 0;
-    uint32_t sz = kvp_codec_plain_size(f->scale);
-    kvp_codec_get_plain(f->scale, meta, 1, &scale);
+    uint32_t sz = ref_codec_plain_size(f->scale);
+    ref_codec_get_plain(f->scale, meta, 1, &scale);
     if (f->zero_point) {
-        kvp_codec_get_plain(f->scale, meta + sz, 1, &zp);
+        ref_codec_get_plain(f->scale, meta + sz, 1, &zp);
         return (float)q * scale + zp;
     }
     return ((float)q - (float)(1u << (bits_of(f) - 1))) * scale;
@@ -731,16 +731,16 @@ static uint64_t head_row_bytes(const struct kvp_format *f, uint32_t d)
 {
     const struct codec_type *t = codec_type(f->dtype);
     if (t->bits)
-        return ((uint64_t)d * t->bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * kvp_codec_meta_size(f);
+        return ((uint64_t)d * t->bits + 7) / 8 + (uint64_t)((d + f->group - 1) / f->group) * ref_codec_meta_size(f);
     return (uint64_t)d / t->elems * t->bytes;
 }
 
-uint64_t kvp_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
+uint64_t ref_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d)
 {
     return head_row_bytes(f, d) * n_kv;
 }
 
-void kvp_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
+void ref_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst)
 {
     const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
@@ -753,19 +753,19 @@ void kvp_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d,
             memset(dst, 0, cb);
             for (uint32_t g = 0; g * f->group < d; g++) {
                 uint32_t lo = g * f->group, n = d - lo < f->group ? d - lo : f->group;
-                uint8_t *meta = dst + cb + (uint64_t)g * kvp_codec_meta_size(f);
+                uint8_t *meta = dst + cb + (uint64_t)g * ref_codec_meta_size(f);
                 float scale, zp;
                 group_params(f, x + lo, n, 1, meta, &scale, &zp);
                 for (uint32_t i = 0; i < n; i++)
                     put_code(dst, lo + i, t->bits, quantize(f, x[lo + i], scale, zp));
             }
         } else {
-            kvp_codec_put_plain(f->dtype, x, d, dst);
+            ref_codec_put_plain(f->dtype, x, d, dst);
         }
     }
 }
 
-void kvp_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
+void ref_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
 {
     const struct codec_type *t = codec_type(f->dtype);
     uint64_t hb = head_row_bytes(f, d);
@@ -776,21 +776,21 @@ void kvp_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d,
         } else if (t->bits) {
             uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
             for (uint32_t i = 0; i < d; i++)
-                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * kvp_codec_meta_size(f));
+                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * ref_codec_meta_size(f));
         } else {
-            kvp_codec_get_plain(f->dtype, src, d, x);
+            ref_codec_get_plain(f->dtype, src, d, x);
         }
     }
 }
 
 /* ---- channel-axis groups ----------------------------------------------- */
 
-void kvp_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x, uint8_t *codes,
+void ref_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x, uint8_t *codes,
                          uint8_t *meta)
 {
     uint32_t bits = bits_of(f);
     for (uint64_t c = 0; c < n; c++) {
-        uint8_t *m = meta + (g * n + c) * kvp_codec_meta_size(f);
+        uint8_t *m = meta + (g * n + c) * ref_codec_meta_size(f);
         float scale, zp;
         group_params(f, x + c, f->group, n, m, &scale, &zp);
         for (uint64_t j = 0; j < f->group; j++)
@@ -798,7 +798,7 @@ void kvp_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g,
     }
 }
 
-void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+void ref_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
                       uint64_t count)
 {
     uint32_t bits = bits_of(f);
@@ -811,16 +811,16 @@ void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di,
         put_code(dst, di + i, bits, get_code(src, si + i, bits));
 }
 
-void kvp_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
+void ref_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out)
 {
     *out = dequantize(f, get_code(codes, (g * n + c) * f->group + j, bits_of(f)),
-                      meta + (g * n + c) * kvp_codec_meta_size(f));
+                      meta + (g * n + c) * ref_codec_meta_size(f));
 }
 
 /* ---- dense-and-sparse outliers (KVQuant) --------------------------------- */
 
-uint64_t kvp_codec_outliers(const struct kvp_format *f, uint64_t n)
+uint64_t ref_codec_outliers(const struct kvp_format *f, uint64_t n)
 {
     return (n * f->outliers_ppm + 999999) / 1000000; /* the engine's ceil(F * n) */
 }
@@ -850,9 +850,9 @@ static void sift_down(struct codec_okey *h, uint64_t k, uint64_t i)
     }
 }
 
-void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst)
+void ref_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst)
 {
-    uint64_t k = kvp_codec_outliers(f, n), have = 0;
+    uint64_t k = ref_codec_outliers(f, n), have = 0;
     if (k > n)
         k = n;
     for (uint64_t i = 0; i < n; i++) {
@@ -875,10 +875,10 @@ void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, 
     }
 }
 
-void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
+void ref_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
                               float *x)
 {
-    uint64_t k = kvp_codec_outliers(f, n);
+    uint64_t k = ref_codec_outliers(f, n);
     if (k > n)
         k = n;
     for (uint64_t j = 0; j < k; j++) {

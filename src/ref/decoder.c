@@ -608,7 +608,7 @@ KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_l
                               uint8_t *twin, bool fresh, const float *const *xb, float *const *y, uint64_t nt,
                               float *tmp)
 {
-    uint32_t H = rm->hidden, sz = kvp_codec_plain_size(dt);
+    uint32_t H = rm->hidden, sz = ref_codec_plain_size(dt);
     uint64_t G = recur_group(rm);
     for (uint64_t t = 0; t < nt; t++)
         memset(y[t], 0, H * sizeof *y[t]);
@@ -620,7 +620,7 @@ KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_l
             if (fresh && t == 0)
                 memset(tmp, 0, n * sizeof *tmp);
             else
-                kvp_codec_get_plain(dt, p, n, tmp);
+                ref_codec_get_plain(dt, p, n, tmp);
             for (uint64_t r = 0; r < n; r += H) {
                 uint64_t m = n - r < H ? n - r : H;
                 float *u = tmp + r;
@@ -628,10 +628,10 @@ KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_l
                 for (uint64_t j = 0; j < m; j++)
                     u[j] = u[j] / d[j] + b[j] * x[j];
             }
-            kvp_codec_put_plain(dt, tmp, n, p);
+            ref_codec_put_plain(dt, tmp, n, p);
             if (twin)
-                kvp_codec_put_plain(dt, tmp, n, twin + base * sz);
-            kvp_codec_get_plain(dt, p, n, tmp);
+                ref_codec_put_plain(dt, tmp, n, twin + base * sz);
+            ref_codec_get_plain(dt, p, n, tmp);
             for (uint64_t r = 0; r < n; r += H) {
                 uint64_t m = n - r < H ? n - r : H;
                 const float *u = tmp + r, *c = gc + r;
@@ -651,11 +651,11 @@ static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_re
                                    uint64_t nt, float *tmp, struct kvp_error *err)
 {
     uint8_t *state, *twin = NULL;
-    enum kvp_status st = kvp_cache_state(c, l, seq, &state, err);
-    if (st == KVP_OK && kvp_cache_twin(c))
-        st = kvp_cache_state(kvp_cache_twin(c), l, seq, &twin, err);
+    enum kvp_status st = ref_cache_state(c, l, seq, &state, err);
+    if (st == KVP_OK && ref_cache_twin(c))
+        st = ref_cache_state(ref_cache_twin(c), l, seq, &twin, err);
     if (st == KVP_OK)
-        recur(rm, w, kvp_cache_state_dtype(c), state, twin, fresh, xb, y, nt, tmp);
+        recur(rm, w, ref_cache_state_dtype(c), state, twin, fresh, xb, y, nt, tmp);
     return st;
 }
 
@@ -672,10 +672,10 @@ static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb,
  * so a chunk of n tokens reads the cache once where n steps read it n times.
  * Every token's arithmetic is that of a step of its own: its scores in row
  * order, its value sums in row order, and the rows of the chunk's earlier
- * tokens as the cache gives them back (kvp_cache_reread), so the logits and
+ * tokens as the cache gives them back (ref_cache_reread), so the logits and
  * the cache's bytes are those of n steps, bit for bit (tests/check_ref.c
  * `prefill_equals_steps`). Only a cache whose rows never change once written
- * (kvp_cache_rows_final: no residual, no channel-axis groups) is read in
+ * (ref_cache_rows_final: no residual, no channel-axis groups) is read in
  * chunks; another one a token at a time. */
 #define CHUNK_BYTES (1ull << 30) /* pending rows of a chunk (CHUNK_MAX tokens at most) */
 
@@ -788,11 +788,11 @@ static uint64_t scratch_wide(const struct kvp_ref_model *rm)
 
 /* Whether a chunk's rows go into the cache a layer at a time, each layer's
  * once its attention is done (so that the pending rows are one layer's,
- * reused): where the cache's layers commute (kvp_cache_layerwise, its twin
+ * reused): where the cache's layers commute (ref_cache_layerwise, its twin
  * too) and no layer reads another's rows (shared). */
 static bool by_layer(const struct kvp_ref_model *rm, const struct kvp_ref_cache *c)
 {
-    if (!kvp_cache_layerwise(c) || (kvp_cache_twin(c) && !kvp_cache_layerwise(kvp_cache_twin(c))))
+    if (!ref_cache_layerwise(c) || (ref_cache_twin(c) && !ref_cache_layerwise(ref_cache_twin(c))))
         return false;
     for (uint32_t l = 0; l < rm->m.n_layers; l++)
         if (kvp_model_layer(&rm->m, l)->kind == KVP_LAYER_SHARED)
@@ -839,7 +839,7 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
         !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
         !kvp_mul3(pend + kmax + vmax, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
-    void *mem = kvp_cache_scratch(c, total);
+    void *mem = ref_cache_scratch(c, total);
     if (!mem)
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the decoder's scratch");
     memset(mem, 0, (size_t)(bytes - rows)); /* rows: the pending and re-read rows' bytes */
@@ -956,7 +956,7 @@ static void read_block(const struct att_job *jb, int kv, uint32_t k0, uint32_t k
     for (uint64_t j = j0; j < j1; j++) {
         float *r = blk + (j - j0) * width;
         if (j < s->pos0)
-            kvp_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
+            ref_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
         else
             memcpy(r, (kv ? s->rv : s->rk)[(j - s->pos0) * jb->rm->m.n_layers + jb->l] + (uint64_t)k0 * d,
                    width * sizeof *r);
@@ -1148,7 +1148,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0) {
-            kvp_cache_read_k(c, l, seq, j, row);
+            ref_cache_read_k(c, l, seq, j, row);
             if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
                 rope(row + R, 1, w->rope, w->rope, j);
         }
@@ -1169,7 +1169,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0)
-            kvp_cache_read_k(c, l, seq, j, row);
+            ref_cache_read_k(c, l, seq, j, row);
         for (uint64_t t = 0; t < s->n; t++) {
             if (j > s->pos0 + t)
                 continue;
@@ -1244,7 +1244,7 @@ static void reread_part(void *arg, uint32_t part, uint32_t parts)
             continue;
         float *const *x = kv ? s->pv : s->pk, *const *out = kv ? s->rv : s->rk;
         for (uint64_t t = 0; t + 1 < s->n; t++) /* the last token's rows are read by no later one */
-            kvp_cache_reread(j->c, j->l, kv, x[t * j->L + j->l], out[t * j->L + j->l]);
+            ref_cache_reread(j->c, j->l, kv, x[t * j->L + j->l], out[t * j->L + j->l]);
     }
 }
 
@@ -1259,9 +1259,9 @@ static void reread_rows(const struct kvp_ref_model *rm, struct kvp_ref_cache *c,
 }
 
 /* The n tokens' rows of a chunk (pk, pv: (n, layers) pointers) into
- * c and into its twin, every layer's (kvp_cache_commit) or layer's only
- * (its rows of every token, kvp_cache_commit_layer; the tokens counted by
- * kvp_cache_commit_end once every layer's are in): the two caches in parts
+ * c and into its twin, every layer's (ref_cache_commit) or layer's only
+ * (its rows of every token, ref_cache_commit_layer; the tokens counted by
+ * ref_cache_commit_end once every layer's are in): the two caches in parts
  * 0 and 1 where there are two (each has its own scratch and allocator),
  * else one after the other. */
 #define ALL_LAYERS UINT32_MAX
@@ -1285,8 +1285,8 @@ static void commit_part(void *arg, uint32_t part, uint32_t parts)
             const float *const *k = (const float *const *)j->pk + t * j->L;
             const float *const *v = (const float *const *)j->pv + t * j->L;
             j->st[i] = j->layer == ALL_LAYERS
-                           ? kvp_cache_commit(j->c[i], j->seq, k, v, &j->err[i])
-                           : kvp_cache_commit_layer(j->c[i], j->seq, j->layer, k[j->layer], v[j->layer], &j->err[i]);
+                           ? ref_cache_commit(j->c[i], j->seq, k, v, &j->err[i])
+                           : ref_cache_commit_layer(j->c[i], j->seq, j->layer, k[j->layer], v[j->layer], &j->err[i]);
         }
     }
 }
@@ -1295,7 +1295,7 @@ static enum kvp_status commit_rows(const struct kvp_ref_model *rm, struct kvp_re
                                    uint32_t layer, float *const *pk, float *const *pv, uint64_t n,
                                    struct kvp_error *err)
 {
-    struct commit_job job = {{c, kvp_cache_twin(c)}, seq, rm->m.n_layers, layer, pk, pv, n, {KVP_OK, KVP_OK}, {{0}}};
+    struct commit_job job = {{c, ref_cache_twin(c)}, seq, rm->m.n_layers, layer, pk, pv, n, {KVP_OK, KVP_OK}, {{0}}};
     if (job.c[1] && kvp_ref_pool_parts(rm->pool) > 1)
         kvp_ref_pool_run(rm->pool, commit_part, &job);
     else
@@ -1328,9 +1328,9 @@ static enum kvp_status chunk_done(const struct kvp_ref_model *rm, struct kvp_ref
     enum kvp_status st;
     if (!s->by_layer)
         return commit_rows(rm, c, seq, ALL_LAYERS, s->pk, s->pv, s->n, err);
-    if ((st = kvp_cache_commit_end(c, seq, s->n, err)) != KVP_OK || !kvp_cache_twin(c))
+    if ((st = ref_cache_commit_end(c, seq, s->n, err)) != KVP_OK || !ref_cache_twin(c))
         return st;
-    return kvp_cache_commit_end(kvp_cache_twin(c), seq, s->n, err);
+    return ref_cache_commit_end(ref_cache_twin(c), seq, s->n, err);
 }
 
 /* The chunk's n tokens (at positions pos0..) through every layer, the
@@ -1430,15 +1430,15 @@ enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_c
         most = CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
     if (most > DOTS_NT) /* whole groups of vectors for dots */
         most = most / DOTS_NT * DOTS_NT;
-    if (!kvp_cache_rows_final(c))
+    if (!ref_cache_rows_final(c))
         most = 1;
     for (uint64_t i = 0; i < n;) {
         uint64_t pos0 = kvp_ref_seq_len(c, seq), m = n - i < most ? n - i : most;
         struct scratch s;
         enum kvp_status st;
-        if (pos0 + m > kvp_cache_context(c))
+        if (pos0 + m > ref_cache_context(c))
             return kvp_fail(err, KVP_ERR_RANGE, "sequence %u is full: the cache holds %llu tokens", seq,
-                            (unsigned long long)kvp_cache_context(c));
+                            (unsigned long long)ref_cache_context(c));
         if ((st = scratch_of(rm, c, pos0, m, &s, err)) != KVP_OK ||
             (st = forward(rm, c, seq, tokens + i, i + m == n ? logits : NULL, &s, wide, err)) != KVP_OK)
             return st;
@@ -1465,11 +1465,11 @@ enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cach
         const struct ref_layer *w = &rm->w[rm->m.layer_spec[l]];
         uint64_t nk = k_floats(w), nv = v_floats(w);
         struct pcg r; /* synthetic, varied, bounded entries: a PCG32 stream per (position, layer) */
-        kvp_pcg_seed(&r, pos, l);
+        ref_pcg_seed(&r, pos, l);
         for (uint64_t i = 0; i < nk; i++)
-            s.pk[l][i] = kvp_pcg_float(&r);
+            s.pk[l][i] = ref_pcg_float(&r);
         for (uint64_t i = 0; i < nv; i++)
-            s.pv[l][i] = kvp_pcg_float(&r);
+            s.pv[l][i] = ref_pcg_float(&r);
         if (w->ra)
             st = recur_layer(rm, c, w, l, seq, pos == 0, (const float *const *)&rm->embed, &s.o, 1, s.st, err);
         if (st == KVP_OK)

@@ -87,10 +87,10 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
     float *K = buf, *Kq = K + n * nk, *V = Kq + n * nk, *Vq = V + n * nv, *q = Vq + n * nv;
     float *sa = q + (uint64_t)hq * dk, *sb = sa + n, *oa = sb + n, *ob = oa + dv, *tmp = ob + dv; /* tmp (n,) */
     for (uint64_t j = 0; j < n; j++) {
-        kvp_cache_read_k(a, 0, 0, j, K + j * nk);
-        kvp_cache_read_k(b, 0, 0, j, Kq + j * nk);
-        kvp_cache_read_v(a, 0, 0, j, V + j * nv);
-        kvp_cache_read_v(b, 0, 0, j, Vq + j * nv);
+        ref_cache_read_k(a, 0, 0, j, K + j * nk);
+        ref_cache_read_k(b, 0, 0, j, Kq + j * nk);
+        ref_cache_read_v(a, 0, 0, j, V + j * nv);
+        ref_cache_read_v(b, 0, 0, j, Vq + j * nv);
         if (rm->o.pre_rope_keys) { /* both caches hold un-rotated keys */
             kvp_ref_rope(K + j * nk, hkv, dk, dk, j);
             kvp_ref_rope(Kq + j * nk, hkv, dk, dk, j);
@@ -194,8 +194,8 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     }
     if ((st = kvp_ref_cache_new(rm, &oa, &aa, &a, err)) != KVP_OK || (st = kvp_ref_cache_new(rm, &ob, &ab, &b, err)))
         goto out;
-    kvp_pcg_seed(&r, seed, 7);
-    tok = kvp_pcg_next(&r) % V;
+    ref_pcg_seed(&r, seed, 7);
+    tok = ref_pcg_next(&r) % V;
     for (uint64_t t = 0; t < n; t++) {
         if ((st = kvp_ref_step(rm, a, 0, tok, la, err)) || (st = kvp_ref_step(rm, b, 0, tok, lb, err)))
             goto out;
@@ -203,7 +203,7 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
             compare(rm, a, b, tok, t + 1, buf, &acc);
             agree += argmax(la, V) == argmax(lb, V);
         }
-        tok = t + 1 < prompt ? kvp_pcg_next(&r) % V : argmax(la, V);
+        tok = t + 1 < prompt ? ref_pcg_next(&r) % V : argmax(la, V);
     }
     out->key_err = sqrt(acc.k_err / (acc.k_ref + 1e-30));
     out->value_err = sqrt(acc.v_err / (acc.v_ref + 1e-30));

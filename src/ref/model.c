@@ -40,9 +40,9 @@ static struct classes classes_of(const struct kvp_ref_opts *o, uint32_t vocab)
 {
     struct pcg r;
     struct classes c;
-    kvp_pcg_seed(&r, o->seed, 13);
+    ref_pcg_seed(&r, o->seed, 13);
     for (;;) { /* a multiplier coprime with vocab makes t -> (a t + b) mod vocab a bijection */
-        uint64_t x = kvp_pcg_next(&r) % vocab, y = vocab;
+        uint64_t x = ref_pcg_next(&r) % vocab, y = vocab;
         c.a = x;
         while (y) {
             uint64_t t = x % y;
@@ -56,7 +56,7 @@ static struct classes classes_of(const struct kvp_ref_opts *o, uint32_t vocab)
             break;
         }
     }
-    c.b = kvp_pcg_next(&r) % vocab;
+    c.b = ref_pcg_next(&r) % vocab;
     return c;
 }
 
@@ -129,10 +129,10 @@ static void shape_attention(const struct kvp_ref_opts *o, uint32_t H, uint32_t h
         struct pcg r;
         float plain_v = sqrtf(1.0f / 3.0f) * sqrtf((float)(H - DIMS_USED) / (float)H) / plain;
         float g = o->value_gain * plain_v / xf * sqrtf(3.0f); /* U[-1,1) has rms 1/sqrt(3) */
-        kvp_pcg_seed(&r, o->seed, 17);
+        ref_pcg_seed(&r, o->seed, 17);
         for (uint64_t i = 0; i < (uint64_t)hkv * dv; i++)
             for (uint32_t f = 0; f < N_LOUD; f++) {
-                float u = kvp_pcg_float(&r);
+                float u = ref_pcg_float(&r);
                 wv[i * H + DIM_LOUD + f] = g * u * u * u * SPIKE;
             }
     }
@@ -206,7 +206,7 @@ static void fill(float *p, uint64_t n, uint64_t fan_in, struct pcg *r)
 {
     float a = 1.0f / sqrtf((float)(fan_in ? fan_in : 1));
     for (uint64_t i = 0; i < n; i++)
-        p[i] = a * kvp_pcg_float(r);
+        p[i] = a * ref_pcg_float(r);
 }
 
 static void ones(float *p, uint64_t n)
@@ -224,9 +224,9 @@ static void init_weights(struct kvp_ref_model *rm)
 {
     struct pcg r;
     uint64_t H = rm->hidden, I = rm->inter;
-    kvp_pcg_seed(&r, rm->o.seed, 1);
+    ref_pcg_seed(&r, rm->o.seed, 1);
     for (uint64_t i = 0; i < (uint64_t)rm->vocab * H; i++)
-        rm->embed[i] = kvp_pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
+        rm->embed[i] = ref_pcg_float(&r); /* rows of norm ~ sqrt(H/3) */
     ones(rm->out_norm, H);
     fill(rm->lm_head, (uint64_t)rm->vocab * H, H, &r);
     shape_embed(&rm->o, (uint32_t)H, rm->vocab, rm->embed);
@@ -252,9 +252,9 @@ static void init_weights(struct kvp_ref_model *rm)
         }
         if (w->ra)
             for (uint64_t j = 0; j < w->S; j++) {
-                w->ra[j] = 2.0f * kvp_pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
-                w->rb[j] = kvp_pcg_float(&r);
-                w->rc[j] = kvp_pcg_float(&r) / sqrtf((float)(w->S / H + 1));
+                w->ra[j] = 2.0f * ref_pcg_float(&r);          /* decay sigmoid(a) in (0.12, 0.88) */
+                w->rb[j] = ref_pcg_float(&r);
+                w->rc[j] = ref_pcg_float(&r) / sqrtf((float)(w->S / H + 1));
                 w->rden[j] = 1.0f + expf(-w->ra[j]);
             }
         if (w->w1) {

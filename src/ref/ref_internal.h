@@ -31,104 +31,104 @@
 /* The codec's own layout of type t (never format.h's table): whether it can
  * store t at all, whether t is an integer type with group settings, values
  * per block (1 but for block types) and bits per integer code. */
-bool kvp_codec_known(enum kvp_dtype t);
-bool kvp_codec_grouped(enum kvp_dtype t);
-uint32_t kvp_codec_block_elems(enum kvp_dtype t);
-uint32_t kvp_codec_code_bits(enum kvp_dtype t);
+bool ref_codec_known(enum kvp_dtype t);
+bool ref_codec_grouped(enum kvp_dtype t);
+uint32_t ref_codec_block_elems(enum kvp_dtype t);
+uint32_t ref_codec_code_bits(enum kvp_dtype t);
 
 /* Bytes of one token row of n values (the per-head rows of all heads). */
-uint64_t kvp_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
-/* Encode n_kv heads x d values x (token-wise) into dst of kvp_codec_row_bytes. */
-void kvp_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst);
-void kvp_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x);
+uint64_t ref_codec_row_bytes(const struct kvp_format *f, uint32_t n_kv, uint32_t d);
+/* Encode n_kv heads x d values x (token-wise) into dst of ref_codec_row_bytes. */
+void ref_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const float *x, uint8_t *dst);
+void ref_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x);
 /* Plain scalar types (f32, f16, bf16, fp8): n values. */
-void kvp_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst);
-void kvp_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x);
-uint32_t kvp_codec_plain_size(enum kvp_dtype t); /* bytes per value */
+void ref_codec_put_plain(enum kvp_dtype t, const float *x, uint64_t n, uint8_t *dst);
+void ref_codec_get_plain(enum kvp_dtype t, const uint8_t *src, uint64_t n, float *x);
+uint32_t ref_codec_plain_size(enum kvp_dtype t); /* bytes per value */
 /* Channel-axis groups: g = group index, values of channel c, tokens j of the
  * group at code index (g*n + c)*G + j; meta at (g*n + c). x is (G, n). */
-void kvp_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x,
+void ref_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x,
                          uint8_t *codes, uint8_t *meta);
-void kvp_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
+void ref_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
                         const uint8_t *codes, const uint8_t *meta, float *out);
-uint32_t kvp_codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
+uint32_t ref_codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
 /* Copy count codes from code index si of src to code index di of dst (bit
  * offsets that need not be byte-aligned: a group's codes may not be). */
-void kvp_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
+void ref_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di, const uint8_t *src, uint64_t si,
                       uint64_t count);
 /* KVQuant dense-and-sparse outliers of one token row of n values (all heads):
- * kvp_codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
- * int32 index into the row (the engine's price). kvp_codec_split_outliers keeps
+ * ref_codec_outliers(f, n) = ceil(F * n) entries of 8 B, an fp32 value then its
+ * int32 index into the row (the engine's price). ref_codec_split_outliers keeps
  * the largest |x| (ties: lower index) in dst and sets them to NaN in x, which
  * the group quantizer leaves out of its ranges (KVQuant's exclusion, not
- * zeroing); heap is scratch of kvp_codec_outliers(f, n) entries.
- * kvp_codec_merge_outliers writes those of index lo..lo+cnt-1 back over x,
+ * zeroing); heap is scratch of ref_codec_outliers(f, n) entries.
+ * ref_codec_merge_outliers writes those of index lo..lo+cnt-1 back over x,
  * the decoded values lo..lo+cnt-1 of the row (0, n: the whole row). */
 struct codec_okey { float mag; uint32_t idx; };
-uint64_t kvp_codec_outliers(const struct kvp_format *f, uint64_t n);
-void kvp_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
-void kvp_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
+uint64_t ref_codec_outliers(const struct kvp_format *f, uint64_t n);
+void ref_codec_split_outliers(const struct kvp_format *f, uint64_t n, float *x, struct codec_okey *heap, uint8_t *dst);
+void ref_codec_merge_outliers(const struct kvp_format *f, uint64_t n, const uint8_t *src, uint64_t lo, uint64_t cnt,
                               float *x);
 
 /* ---- rng ------------------------------------------------------------- */
 struct pcg { uint64_t state, inc; };
-void kvp_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream);
-uint32_t kvp_pcg_next(struct pcg *r);
-float kvp_pcg_float(struct pcg *r); /* uniform in [-1, 1) */
+void ref_pcg_seed(struct pcg *r, uint64_t seed, uint64_t stream);
+uint32_t ref_pcg_next(struct pcg *r);
+float ref_pcg_float(struct pcg *r); /* uniform in [-1, 1) */
 
 /* ---- cache.c: per-layer stores --------------------------------------- */
 /* Append one token of sequence seq to every layer's stores of c (not its
  * twin): k[l] (n_kv*dk) and v[l] (n_kv*dv) of layer l, NULL where the layer
  * caches nothing; the sequence then holds one more token. Dynamic caches
  * grow smallest first. */
-enum kvp_status kvp_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
+enum kvp_status ref_cache_commit(struct kvp_ref_cache *c, uint32_t seq, const float *const *k, const float *const *v,
                              struct kvp_error *err);
-/* Whether c takes a token's rows a layer at a time (kvp_cache_commit_layer):
+/* Whether c takes a token's rows a layer at a time (ref_cache_commit_layer):
  * a static cache without the caller's blocks, whose stores never move, so
  * that the layers' appends commute. */
-bool kvp_cache_layerwise(const struct kvp_ref_cache *c);
+bool ref_cache_layerwise(const struct kvp_ref_cache *c);
 /* Append layer l's rows k, v (NULL where it caches none) of the next token
  * not yet counted of sequence seq to its stores: the i-th call for a layer
  * since the sequence's last count writes its position len + i - 1. The
- * sequence holds those tokens once kvp_cache_commit_end counts n of them,
- * every layer's rows in. The bytes are those of kvp_cache_commit's. */
-enum kvp_status kvp_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
+ * sequence holds those tokens once ref_cache_commit_end counts n of them,
+ * every layer's rows in. The bytes are those of ref_cache_commit's. */
+enum kvp_status ref_cache_commit_layer(struct kvp_ref_cache *c, uint32_t seq, uint32_t l, const float *k,
                                        const float *v, struct kvp_error *err);
-enum kvp_status kvp_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err);
+enum kvp_status ref_cache_commit_end(struct kvp_ref_cache *c, uint32_t seq, uint64_t n, struct kvp_error *err);
 /* Dequantized row of position pos (must be held). */
-void kvp_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
-void kvp_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
+void ref_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
+void ref_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out);
 /* Heads h0..h0+nh-1 of that row (K: kv 0, V: kv 1), nh * head_dim values:
  * the same floats as those heads of the whole row. */
-void kvp_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
+void ref_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
                           uint32_t h0, uint32_t nh, float *out);
 /* Recurrent state of (layer, seq) as floats (n elems), and write it back. */
-enum kvp_status kvp_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
+enum kvp_status ref_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
-enum kvp_dtype kvp_cache_state_dtype(const struct kvp_ref_cache *c);
+enum kvp_dtype ref_cache_state_dtype(const struct kvp_ref_cache *c);
 /* Whether every store's rows stay as written (no residual, no channel-axis
  * groups): then a row reads back the same whatever was appended after it,
  * and the decoder may read the cache once for a chunk of tokens. */
-bool kvp_cache_rows_final(const struct kvp_ref_cache *c);
+bool ref_cache_rows_final(const struct kvp_ref_cache *c);
 /* x, a K (kv 0) or V (kv 1) row of layer `layer`, as the cache would give
  * it back once appended (encoded and decoded through the store's codec;
  * rows-final caches only). The K and V sides have scratch of their own:
  * one thread may reread K rows while another rereads V rows. */
-void kvp_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out);
-uint64_t kvp_cache_context(const struct kvp_ref_cache *c); /* tokens a sequence may hold */
+void ref_cache_reread(struct kvp_ref_cache *c, uint32_t layer, int kv, const float *x, float *out);
+uint64_t ref_cache_context(const struct kvp_ref_cache *c); /* tokens a sequence may hold */
 /* The cache c mirrors into (kvp_ref_cache_mirror), or NULL: kvp_ref_seq_end
  * reaches it itself; the decoder commits every row into it too (its own
- * kvp_cache_commit, on another thread where there is one) and updates its
+ * ref_cache_commit, on another thread where there is one) and updates its
  * recurrent state. */
-struct kvp_ref_cache *kvp_cache_twin(const struct kvp_ref_cache *c);
+struct kvp_ref_cache *ref_cache_twin(const struct kvp_ref_cache *c);
 /* At least `bytes` of memory the cache keeps for the decoder's step scratch
  * (its contents are the caller's; it moves when it grows); NULL when out of
  * memory. Freed with the cache. */
-void *kvp_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
+void *ref_cache_scratch(struct kvp_ref_cache *c, uint64_t bytes);
 /* Bytes that differ between a and b, by tag, over every allocated byte
  * (free blocks too): caches of one layout (models of one shape, one
  * policy, batch and block); false when their layouts differ. */
-bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+bool ref_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                          uint64_t differ[KVP_REF_TAG_COUNT]);
 /* A paged cache whose blocks the caller owns (serve.c's block pool): the
  * cache asks fn for block `index` (positions index * block on) of the store
@@ -137,15 +137,15 @@ bool kvp_cache_differing(const struct kvp_ref_cache *a, const struct kvp_ref_cac
  * or NULL when there is none (a write then fails). No ring for windows: the
  * caller drops the blocks a window has left. A recurrent layer's state is
  * block 0 of K (make set): its slot. Set before the first token. */
-typedef uint8_t *kvp_cache_block_fn(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make);
-void kvp_cache_set_blocks(struct kvp_ref_cache *c, kvp_cache_block_fn *fn, void *ctx);
+typedef uint8_t *ref_cache_block_fn(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make);
+void ref_cache_set_blocks(struct kvp_ref_cache *c, ref_cache_block_fn *fn, void *ctx);
 /* Sequence seq (empty) starts at position pos: its first pos tokens are
  * already in the caller's blocks (a prefix-cache hit). */
-void kvp_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos);
+void ref_cache_seq_skip(struct kvp_ref_cache *c, uint32_t seq, uint64_t pos);
 /* Bytes of one paged block of layer's K (kv 0) or V (kv 1) store: block
  * tokens x the codec's row; a recurrent layer's state (kv 0); 0 where the
  * layer keeps nothing there. */
-uint64_t kvp_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv);
+uint64_t ref_cache_block_bytes(const struct kvp_ref_cache *c, uint32_t layer, int kv);
 
 /* ---- model.c: the model and its seeded weights --------------------------------
  * The one generator of the reference weights: kvp_ref_model_new shapes the

@@ -170,7 +170,7 @@ static enum kvp_status give_memory(struct serve *s, uint32_t i, uint32_t g, stru
         return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory");
     for (uint32_t l = 0; l < s->L; l++)
         for (int kv = 0; kv < 2; kv++) {
-            uint64_t bytes = kvp_cache_block_bytes(s->cache, l, kv);
+            uint64_t bytes = ref_cache_block_bytes(s->cache, l, kv);
             uint8_t **p = &x->mem[2 * l + kv];
             if (*p)
                 kvp_ref_alloc_put(&s->alloc, tag_of(s, l, kv), *p, bytes);
@@ -379,7 +379,7 @@ static bool differ(struct serve *s, uint64_t step, const char *field, uint64_t c
     return true;
 }
 
-/* The decoder's row hook (kvp_cache_set_blocks): a written token must fall
+/* The decoder's row hook (ref_cache_set_blocks): a written token must fall
  * in a block this pool gave the request's table, of the layer's group. */
 static uint8_t *row_block(void *ctx, uint32_t layer, int kv, uint32_t seq, uint64_t index, bool make)
 {
@@ -509,7 +509,7 @@ static enum kvp_status schedule(struct serve *s, const struct kvp_sim_event *e, 
                 return st;
     }
     if (hit)
-        kvp_cache_seq_skip(s->cache, r->seq, hit);
+        ref_cache_seq_skip(s->cache, r->seq, hit);
     r->computed += hit;
     last = r->computed + e->tokens == r->ntok;
     if ((st = kvp_ref_prefill(s->rm, s->cache, r->seq, r->tok + r->computed, e->tokens, last ? s->logits : NULL,
@@ -588,7 +588,7 @@ static enum kvp_status assign_groups(struct serve *s, struct kvp_error *err)
     for (uint32_t l = 0; l < s->L; l++) {
         const struct kvp_layer_spec *sp = kvp_model_layer(s->shape, l);
         uint32_t cand[KVP_SIM_MAX_GROUPS], nc = 0, same = 0, before = 0;
-        bool caches = kvp_cache_block_bytes(s->cache, l, 0) > 0;
+        bool caches = ref_cache_block_bytes(s->cache, l, 0) > 0;
         s->group_of[l] = NONE;
         if (!caches)
             continue;
@@ -628,7 +628,7 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
     co.k = co.v = kvp_format_plain(s->shape->dtype);
     if ((st = kvp_ref_cache_new(s->rm, &co, &s->alloc, &s->cache, err)) != KVP_OK)
         return st;
-    kvp_cache_set_blocks(s->cache, row_block, s);
+    ref_cache_set_blocks(s->cache, row_block, s);
     s->L = s->shape->n_layers;
     s->G = c->n_groups;
     s->n = c->num_blocks;
@@ -647,7 +647,7 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
     s->hit_cap = kvp_cdiv(c->max_model_len, c->block_size) + 1;
     for (uint32_t l = 0; l < s->shape->n_layers; l++)
         for (int kv = 0; kv < 2; kv++)
-            most = kvp_cache_block_bytes(s->cache, l, kv) > most ? kvp_cache_block_bytes(s->cache, l, kv) : most;
+            most = ref_cache_block_bytes(s->cache, l, kv) > most ? ref_cache_block_bytes(s->cache, l, kv) : most;
     s->dropped = most <= SIZE_MAX ? calloc(1, (size_t)most) : NULL;
     if (!s->dropped || !s->group_of || !s->b || !s->bucket || !s->q || !s->seq_req || !s->free_seq || !s->logits || !s->fresh)
         return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory for %llu blocks", (unsigned long long)s->n);
@@ -689,7 +689,7 @@ static void serve_free(struct serve *s)
         for (uint32_t l = 0; s->b[i].mem && l < s->L; l++)
             for (int kv = 0; kv < 2; kv++)
                 kvp_ref_alloc_put(&s->alloc, tag_of(s, l, kv), s->b[i].mem[2 * l + kv],
-                                  kvp_cache_block_bytes(s->cache, l, kv));
+                                  ref_cache_block_bytes(s->cache, l, kv));
         free(s->b[i].mem);
     }
     for (uint32_t i = 0; s->q && i < s->w->n; i++) {
@@ -783,7 +783,7 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
         goto done;
     for (uint32_t l = 0; l < s.L; l++)
         for (int kv = 0; kv < 2 && kvp_model_layer(s.shape, l)->kind != KVP_LAYER_RECURRENT; kv++)
-            row_bytes += kvp_cache_block_bytes(s.cache, l, kv) / c->block_size;
+            row_bytes += ref_cache_block_bytes(s.cache, l, kv) / c->block_size;
     if (kvp_sat_mul(tokens, row_bytes) > KVP_SERVE_MAX_MEMORY) {
         st = kvp_fail(err, KVP_ERR_USAGE, "--validate: %llu tokens of %llu B could need %.1f GiB of blocks, more "
                       "than %.0f GiB (a smaller workload: fewer or shorter requests)", (unsigned long long)tokens,

@@ -87,7 +87,7 @@ __device__ static uint32_t plain_size(int t)
     return t == KVP_DTYPE_F32 ? 4 : t == KVP_DTYPE_F16 || t == KVP_DTYPE_BF16 ? 2 : 1;
 }
 
-/* Value i of one head's row (kvp_codec_decode_row's layout). */
+/* Value i of one head's row (ref_codec_decode_row's layout). */
 __device__ static float load_elem(const struct dfmt &f, const uint8_t *head, uint32_t i)
 {
     if (!f.bits)
