@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/hub.h"
 #include "kvplan/model.h"
@@ -39,10 +40,10 @@ struct kvp_catalog {
 
 /* Load every *.yaml in dir. A file that fails to load fails the whole call
  * with its error: shipped data must be valid. */
-enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_catalog_load(const char *dir, struct kvp_catalog **out, struct kvp_error *err);
 
 /* The catalog model whose name or hf_id equals s, ignoring case; NULL if none. */
-const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const char *s);
+KVP_API const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const char *s);
 
 /* The shipped model whose name or hf_id is s (ignoring case), loaded alone:
  * dir/<s>.yaml for a name, else the file whose `hf_id:` line says s (read as
@@ -50,13 +51,13 @@ const struct kvp_model *kvp_catalog_find(const struct kvp_catalog *cat, const ch
  * fine-tune or quantized variant of (kvp_model_open). KVP_ERR_NOTFOUND when
  * no file is it: the caller falls back to the whole catalog (Hub
  * references, suggestions). */
-enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, bool with_variants, struct kvp_model **out,
+KVP_API enum kvp_status kvp_catalog_open_one(const char *dir, const char *s, bool with_variants, struct kvp_model **out,
                                      struct kvp_error *err);
 
 /* Does a model reference name a file: a '/' in it, or a model file's
  * extension (.yaml .yml .json .gguf)? "./llama-3.1-8b" does, "llama-3.1-8b"
  * does not. */
-bool kvp_model_ref_is_path(const char *s);
+KVP_API bool kvp_model_ref_is_path(const char *s);
 
 /* Resolve MODEL, in this order: an existing file or directory given as a
  * path (kvp_model_ref_is_path); a catalog name or HF id (cat may be NULL);
@@ -67,9 +68,9 @@ bool kvp_model_ref_is_path(const char *s);
  * So a file in the working directory named like a built-in never shadows
  * it: it is read only as ./NAME. An unknown name is KVP_ERR_NOTFOUND with
  * the closest names suggested. */
-enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
+KVP_API enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, struct kvp_model **out,
                                struct kvp_error *err);
 
-void kvp_catalog_free(struct kvp_catalog *cat);
+KVP_API void kvp_catalog_free(struct kvp_catalog *cat);
 
 #endif

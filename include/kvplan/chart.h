@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
@@ -64,16 +65,16 @@ struct kvp_chart {
 };
 
 /* Zero c and set its title and subtitle. */
-void kvp_chart_init(struct kvp_chart *c, const char *title, const char *subtitle);
+KVP_API void kvp_chart_init(struct kvp_chart *c, const char *title, const char *subtitle);
 
 /* The contexts: 1..KVP_CHART_MAX_POINTS of them, strictly increasing, >= 1. */
-enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t n, struct kvp_error *err);
+KVP_API enum kvp_status kvp_chart_set_x(struct kvp_chart *c, const uint64_t *x, uint32_t n, struct kvp_error *err);
 
 /* Append a series for model m with K and V in format f, c->batch sequences
  * (0 = 1), ideal engine: weights as the checkpoint stores them plus KV (and recurrent state) at each
  * x. The group is the model's: series of the same model name share one.
  * Errors: too many series, a format the model's head dims do not take. */
-enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
+KVP_API enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_format *f,
                               const char *label, struct kvp_error *err);
 
 /* Append a series for model m under deployment d (deploy.h; settings.h's
@@ -83,11 +84,11 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
  * d's context and concurrency replaced). max_context and max_concurrency are
  * kvp_fit_compute's for d itself with c->batch requests. Errors: as
  * kvp_chart_add, and what kvp_fit_compute refuses. */
-enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_deploy *d,
+KVP_API enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_deploy *d,
                                   const char *label, struct kvp_error *err);
 
 /* Render c as a standalone SVG document into b. Errors: no x or no series
  * (KVP_ERR_USAGE), out of memory. */
-enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, struct kvp_error *err);
+KVP_API enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, struct kvp_error *err);
 
 #endif

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/kv.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
@@ -79,17 +80,17 @@ struct kvp_release {
     uint32_t rules;      /* KVP_REL_* */
 };
 
-const struct kvp_engine_info *kvp_engine_info(enum kvp_engine_id e);
-bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out);
+KVP_API const struct kvp_engine_info *kvp_engine_info(enum kvp_engine_id e);
+KVP_API bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out);
 
 /* The releases kvplan knows, newest of each engine first; *n gets the count. */
-const struct kvp_release *kvp_releases(uint32_t *n);
+KVP_API const struct kvp_release *kvp_releases(uint32_t *n);
 /* The release deploy d runs: d->release, else the engine's default. */
-const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d);
+KVP_API const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d);
 /* Parse "vllm", "vllm@0.11.0" or "llama.cpp@b6182" into engine and release
  * index (UINT32_MAX: the engine's default). Errors: an unknown engine or a
  * release kvplan does not know (the message lists the known ones). */
-enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint32_t *release,
+KVP_API enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint32_t *release,
                                  struct kvp_error *err);
 
 #define KVP_MAX_STAGES 64
@@ -131,7 +132,7 @@ struct kvp_deploy {
 
 /* Defaults of engine e for model m: one GPU, tp = pp = 1, the model's dtype
  * for cache and weights, the engine's block size and memory fraction. */
-void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m);
+KVP_API void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m);
 
 struct kvp_device_kv {
     uint32_t layers;    /* layers with their KV on this device */
@@ -165,7 +166,7 @@ struct kvp_reserve {
 };
 
 /* Estimate the parts of the reserve d does not give (pure; no errors). */
-void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r);
+KVP_API void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_reserve *r);
 
 struct kvp_fit {
     enum kvp_engine_id engine;
@@ -219,7 +220,7 @@ struct kvp_roofline {
 };
 
 /* bandwidth in bytes/s and peak FLOP/s of one GPU. */
-enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t batch,
+KVP_API enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t batch,
                              double bandwidth, double peak_flops, struct kvp_roofline *r, struct kvp_error *err);
 
 /* Size the KV cache of m under d's engine rules. Errors: a format the engine
@@ -228,15 +229,15 @@ enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy 
  * (KVP_ERR_USAGE, in its words), overflow. A deployment that is valid but
  * would not start (the KV cache cannot hold one request) returns KVP_OK with
  * fit->refused set to the engine's message and fits false. */
-enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *fit,
+KVP_API enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *fit,
                                 struct kvp_error *err);
 
 /* The inverse questions, for a target concurrency at d->context: the fewest
  * GPUs (tp grown by powers of two, up to max_gpus), and the lowest memory
  * fraction (to 0.001) that fit. 0 when none does. */
-enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
+KVP_API enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
                                  uint32_t *tp_out, struct kvp_error *err);
-enum kvp_status kvp_fit_min_util(const struct kvp_model *m, const struct kvp_deploy *d, double *util_out,
+KVP_API enum kvp_status kvp_fit_min_util(const struct kvp_model *m, const struct kvp_deploy *d, double *util_out,
                                  struct kvp_error *err);
 
 #endif

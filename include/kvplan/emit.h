@@ -14,10 +14,11 @@
 #ifndef KVPLAN_EMIT_H
 #define KVPLAN_EMIT_H
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/render.h"
 
-enum kvp_status kvp_emit_command(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+KVP_API enum kvp_status kvp_emit_command(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                                  struct kvp_buf *b, struct kvp_error *err);
 
 #endif

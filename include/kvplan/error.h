@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
+
 enum kvp_status {
     KVP_OK = 0,
     KVP_ERR_USAGE,    /* a caller passed a bad argument (option, size, name) */
@@ -48,29 +50,29 @@ struct kvp_error {
 };
 
 /* One line per status: what it means. Never NULL. */
-const char *kvp_status_to_string(enum kvp_status s);
+KVP_API const char *kvp_status_to_string(enum kvp_status s);
 
 /* Fill err (if not NULL) with code and a printf-style message and no place.
  * Returns code, so callers can write `return kvp_fail(err, KVP_ERR_RANGE, ...)`. */
-enum kvp_status kvp_fail(struct kvp_error *err, enum kvp_status code, const char *fmt, ...)
+KVP_API enum kvp_status kvp_fail(struct kvp_error *err, enum kvp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Same, with a place. line and col are 1-based (0 = unknown). */
-enum kvp_status kvp_fail_at(struct kvp_error *err, enum kvp_status code, const char *file,
+KVP_API enum kvp_status kvp_fail_at(struct kvp_error *err, enum kvp_status code, const char *file,
                             uint32_t line, uint32_t col, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 /* Set the place of an error that has none yet (keeps an existing one). */
-void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uint32_t col);
+KVP_API void kvp_error_place(struct kvp_error *err, const char *file, uint32_t line, uint32_t col);
 
 /* The name in names[0..n) closest to s by case-insensitive edit distance,
  * if within max_dist edits, fewer than half of s's length, and not s itself;
  * NULL otherwise. For "did you mean". */
-const char *kvp_closest(const char *s, const char *const *names, size_t n, unsigned max_dist);
+KVP_API const char *kvp_closest(const char *s, const char *const *names, size_t n, unsigned max_dist);
 
 /* Render "file:line:col: message" (omitting the parts that are unknown) into
  * buf of size n; returns buf. A control byte (an escape sequence a file put
  * in a value the message echoes) is written as \xHH. */
-const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n);
+KVP_API const char *kvp_error_text(const struct kvp_error *err, char *buf, uint32_t n);
 
 #endif

@@ -13,33 +13,34 @@
 
 #include <stdbool.h>
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/kv.h"
 #include "kvplan/render.h"
 
-void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
+KVP_API void kvp_explain_kv(const struct kvp_model *m, const struct kvp_kv_query *q, const struct kvp_kv_plan *p,
                     bool si, struct kvp_buf *b);
-void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w, bool si, struct kvp_buf *b);
+KVP_API void kvp_explain_weights(const struct kvp_model *m, const struct kvp_weights *w, bool si, struct kvp_buf *b);
 
 /* One line for the stored split of the weights, e.g. "mxfp4 (experts) 56.99 GiB
  * + bf16 (the rest) 3.78 GiB [quantization_config (mxfp4)]"; one stored form
  * alone: "bf16". Returns buf. */
-const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, uint32_t n);
+KVP_API const char *kvp_weights_split(const struct kvp_weights *w, bool si, char *buf, uint32_t n);
 
 /* "weights": {"source", "file_type", "parts": [{"dtype", "classes", "params", "bytes"}]}
  * into an open JSON object. */
-void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w);
+KVP_API void kvp_json_weights(struct kvp_json *j, const struct kvp_model *m, const struct kvp_weights *w);
 
 /* "warnings": what the loader assumed or could not apply, into an open JSON object. */
-void kvp_json_model_warnings(struct kvp_json *j, const struct kvp_model *m);
+KVP_API void kvp_json_model_warnings(struct kvp_json *j, const struct kvp_model *m);
 
 /* The lines the engine itself would log for this deployment (vLLM's
  * capacity lines, llama.cpp's KV buffer and cache lines), one per line;
  * nothing for engines kvplan has no log format of. */
-void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b);
+KVP_API void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b);
 
 /* The engine's formula for each figure of f, with the values substituted. */
-void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
+KVP_API void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
                      struct kvp_buf *b);
 
 #endif

@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 
 enum kvp_dtype {
@@ -100,43 +101,43 @@ struct kvp_format {
 };
 
 /* The constant table entry for d. */
-const struct kvp_dtype_info *kvp_dtype_info(enum kvp_dtype d);
+KVP_API const struct kvp_dtype_info *kvp_dtype_info(enum kvp_dtype d);
 
 /* Look a dtype name up (case-insensitive; aliases fp16/half, fp32/float,
  * fp8 = fp8_e4m3, float16, bfloat16, float32). false if unknown. */
-bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out);
+KVP_API bool kvp_dtype_from_name(const char *name, enum kvp_dtype *out);
 
 /* The dtype of ggml type id t (a GGUF tensor's type). false if unknown. */
-bool kvp_dtype_from_ggml(uint32_t t, enum kvp_dtype *out);
+KVP_API bool kvp_dtype_from_ggml(uint32_t t, enum kvp_dtype *out);
 
 /* A plain format of dtype d with the defaults for integer types. */
-struct kvp_format kvp_format_plain(enum kvp_dtype d);
+KVP_API struct kvp_format kvp_format_plain(enum kvp_dtype d);
 
 /* Parse a format string (see above). */
-enum kvp_status kvp_format_parse(const char *s, struct kvp_format *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_format_parse(const char *s, struct kvp_format *out, struct kvp_error *err);
 
 /* Canonical string that kvp_format_parse reads back to the same format:
  * defaults are omitted. Returns buf. */
-const char *kvp_format_name(const struct kvp_format *f, char *buf, uint32_t n);
+KVP_API const char *kvp_format_name(const struct kvp_format *f, char *buf, uint32_t n);
 
 /* Bytes of one token's row of n values (one head's channels) stored
  * token-wise: codes plus, for grouped types, one scale (and zero point) per
  * group of the row. Block types need n to be a multiple of their block
  * (as llama.cpp demands); an error names both numbers. */
-enum kvp_status kvp_format_row_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out,
+KVP_API enum kvp_status kvp_format_row_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out,
                                      struct kvp_error *err);
 
 /* Bytes of n values stored in the scale dtype (the full-precision residual). */
-bool kvp_format_residual_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out);
+KVP_API bool kvp_format_residual_bytes(const struct kvp_format *f, uint64_t n, uint64_t *out);
 
 /* Can a paged cache (blocks of N tokens, every token one row of equal
  * bytes) hold f? Not when a token's bytes are not a fixed row of its own:
  * axis=channel groups span G tokens, and a residual keeps the newest tokens
  * in the scale dtype until they age into the format. KVP_ERR_UNSUPPORTED
  * with a message that starts "<which> format '<name>': "; KVP_OK otherwise. */
-enum kvp_status kvp_format_check_paged(const struct kvp_format *f, const char *which, struct kvp_error *err);
+KVP_API enum kvp_status kvp_format_check_paged(const struct kvp_format *f, const char *which, struct kvp_error *err);
 
 /* Bits per value averaged over a row of n values, metadata included (for display). */
-double kvp_format_bits_per_value(const struct kvp_format *f, uint64_t n);
+KVP_API double kvp_format_bits_per_value(const struct kvp_format *f, uint64_t n);
 
 #endif

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/model.h"
 
@@ -59,13 +60,13 @@ struct kvp_gguf_options {
 };
 
 /* Architectures the writer knows, NULL-terminated: {"llama", "gemma3", "deepseek2", NULL}. */
-extern const char *const kvp_gguf_archs[];
+extern KVP_API const char *const kvp_gguf_archs[];
 
 /* Write m as GGUF to path (atomically). Errors: KVP_ERR_UNSUPPORTED for a
  * shape the architecture cannot express, KVP_ERR_USAGE for an unknown arch,
  * KVP_ERR_RANGE for a dense file over the size limit, KVP_ERR_IO, NOMEM,
  * OVERFLOW. */
-enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, struct kvp_gguf_options *opt,
+KVP_API enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, struct kvp_gguf_options *opt,
                                struct kvp_error *err);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 
@@ -54,7 +55,7 @@ struct kvp_gpu_catalog {
  * used twice (ignoring case) are errors at the offending node's
  * file:line:col. On success *out is a catalog the caller frees with
  * kvp_gpu_catalog_free; on failure *out is untouched. */
-enum kvp_status kvp_gpu_catalog_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_gpu_catalog_load(const char *path, struct kvp_gpu_catalog **out, struct kvp_error *err);
 
 /* kvp_gpu_catalog_load for a command that needs the one GPU `name`: when name is an
  * exact id or alias, only the GPUs up to and including its own are read and
@@ -62,7 +63,7 @@ enum kvp_status kvp_gpu_catalog_load(const char *path, struct kvp_gpu_catalog **
  * unreported); otherwise the whole file is loaded, so a prefix, a typo and
  * every error get kvp_gpu_catalog_load's and kvp_gpu_find's answers. Then
  * kvp_gpu_find(*out, name) finds what it finds in the whole catalog. */
-enum kvp_status kvp_gpu_catalog_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
+KVP_API enum kvp_status kvp_gpu_catalog_load_for(const char *path, const char *name, struct kvp_gpu_catalog **out,
                                   struct kvp_error *err);
 
 /* Resolve name, ignoring case and the separators -, _ and space ("rtx3090" is
@@ -71,14 +72,14 @@ enum kvp_status kvp_gpu_catalog_load_for(const char *path, const char *name, str
  * ambiguous name is KVP_ERR_NOTFOUND, with the choices in the message:
  * "unknown GPU 'h300' (h100-sxm, h100-pcie, ...)" or
  * "ambiguous GPU 'rtx' (rtx-4090, rtx-3090)". *out points into c. */
-enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, const struct kvp_gpu **out,
+KVP_API enum kvp_status kvp_gpu_find(const struct kvp_gpu_catalog *c, const char *name, const struct kvp_gpu **out,
                              struct kvp_error *err);
 
 /* Free a catalog; NULL is a no-op. */
-void kvp_gpu_catalog_free(struct kvp_gpu_catalog *c);
+KVP_API void kvp_gpu_catalog_free(struct kvp_gpu_catalog *c);
 
 /* The dense tensor peak for matmuls on codes of dtype d: the fp8 peak for
  * fp8 codes where the GPU has one, else the bf16 peak. */
-double kvp_gpu_peak_flops(const struct kvp_gpu *g, enum kvp_dtype d);
+KVP_API double kvp_gpu_peak_flops(const struct kvp_gpu *g, enum kvp_dtype d);
 
 #endif

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 
 #define KVP_HUB_REPO_MAX 200 /* ORG/NAME: the Hub allows 96 characters for each */
@@ -49,10 +50,10 @@ struct kvp_hub_ref {
 /* s as a Hub reference. KVP_ERR_NOTFOUND when s has none of the shapes
  * above (a built-in's name, "./x.yaml"), so a caller tries the next kind;
  * KVP_ERR_USAGE for one of them written wrong ("org/", "a/b@", "a/b/c"). */
-enum kvp_status kvp_hub_ref_parse(const char *s, struct kvp_hub_ref *r, struct kvp_error *err);
+KVP_API enum kvp_status kvp_hub_ref_parse(const char *s, struct kvp_hub_ref *r, struct kvp_error *err);
 
 /* Is rev a full commit hash (40 lower-case hex digits)? */
-bool kvp_hub_is_commit(const char *rev);
+KVP_API bool kvp_hub_is_commit(const char *rev);
 
 /* Where models are looked for and how, from the environment as
  * huggingface_hub reads it (constants.py): hf_cache is HF_HUB_CACHE, else
@@ -67,22 +68,22 @@ struct kvp_hub_env {
     bool offline;
     bool refresh; /* re-resolve a branch or tag at the Hub instead of reading refs/ (--refresh) */
 };
-void kvp_hub_env_read(struct kvp_hub_env *e);
+KVP_API void kvp_hub_env_read(struct kvp_hub_env *e);
 
 /* FNV-1a (64 bits) of s, continuing from h (KVP_HUB_FNV_SEED to start):
  * the names of what the caches keep by URL. */
 #define KVP_HUB_FNV_SEED 0xcbf29ce484222325u
-uint64_t kvp_hub_fnv(uint64_t h, const char *s);
+KVP_API uint64_t kvp_hub_fnv(uint64_t h, const char *s);
 
 /* The folder of r in cache root `root`: ROOT/models--ORG--NAME, or for a URL
  * ROOT/urls/HASH (FNV-1a of the URL). False when it does not fit in n. */
-bool kvp_hub_repo_dir(const char *root, const struct kvp_hub_ref *r, char *out, size_t n);
+KVP_API bool kvp_hub_repo_dir(const char *root, const struct kvp_hub_ref *r, char *out, size_t n);
 
 /* The local copy of r in cache root `root`, into path: the snapshot folder
  * (a config.json in it) or the GGUF file r picks. A branch or tag is read
  * from refs/ unless use_refs is false (a commit never needs it).
  * KVP_ERR_NOTFOUND when the cache does not have it. */
-enum kvp_status kvp_hub_cache_find(const char *root, const struct kvp_hub_ref *r, bool use_refs, char *path,
+KVP_API enum kvp_status kvp_hub_cache_find(const char *root, const struct kvp_hub_ref *r, bool use_refs, char *path,
                                    size_t n, struct kvp_error *err);
 
 /* What the Hub's /api/models/ORG/NAME/revision/REV answers (huggingface_hub
@@ -92,9 +93,9 @@ struct kvp_hub_info {
     uint32_t n_files;
     char **files; /* repo-relative paths */
 };
-enum kvp_status kvp_hub_info_parse(const char *json, uint64_t len, const char *what, struct kvp_hub_info *out,
+KVP_API enum kvp_status kvp_hub_info_parse(const char *json, uint64_t len, const char *what, struct kvp_hub_info *out,
                                    struct kvp_error *err);
-void kvp_hub_info_free(struct kvp_hub_info *info);
+KVP_API void kvp_hub_info_free(struct kvp_hub_info *info);
 
 /* Of a repo's files, the GGUF that r names: r->file if it is one; else the
  * one of llama.cpp type r->type (the type a whole word of the file's name,
@@ -103,7 +104,7 @@ void kvp_hub_info_free(struct kvp_hub_info *info);
  * none is named (common/arg.cpp, the "latest" tag). mmproj files (vision
  * projectors) are never picked; of a split GGUF (-00001-of-00003) only the
  * first part counts. The index, or -1 with an error listing the types there are. */
-int32_t kvp_hub_pick_gguf(char *const *files, uint32_t n, const struct kvp_hub_ref *r, struct kvp_error *err);
+KVP_API int32_t kvp_hub_pick_gguf(char *const *files, uint32_t n, const struct kvp_hub_ref *r, struct kvp_error *err);
 
 /* What kvplan fetches of a file. */
 enum kvp_hub_part {
@@ -116,13 +117,13 @@ enum kvp_hub_part {
  * order to fetch them, config.json last; *model is the index of the GGUF
  * that is the model, or -1 when the model is the folder (config.json).
  * want and part have room for n. KVP_ERR_NOTFOUND naming what is missing. */
-enum kvp_status kvp_hub_plan(const struct kvp_hub_ref *r, char *const *files, uint32_t n, uint32_t *want,
+KVP_API enum kvp_status kvp_hub_plan(const struct kvp_hub_ref *r, char *const *files, uint32_t n, uint32_t *want,
                              enum kvp_hub_part *part, uint32_t *n_want, int32_t *model, struct kvp_error *err);
 
 /* The error a user can act on for an HTTP answer of `status` with the
  * Hub's X-Error-Code `code` ("" if none) to a request for `what` (a file or
  * "the repo's file list") of r. */
-enum kvp_status kvp_hub_http_error(const struct kvp_hub_ref *r, const char *endpoint, long status, const char *code,
+KVP_API enum kvp_status kvp_hub_http_error(const struct kvp_hub_ref *r, const char *endpoint, long status, const char *code,
                                    const char *what, struct kvp_error *err);
 
 #endif

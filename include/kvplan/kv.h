@@ -53,6 +53,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
@@ -101,7 +102,7 @@ struct kvp_kv_plan {
 /* Fill plan for model m (validated) under query q. Errors: a format that
  * does not divide a head dim, an invalid residual, a format a paged cache
  * cannot hold (block != 0: kvp_format_check_paged), overflow. */
-enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_query *q,
+KVP_API enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_query *q,
                                struct kvp_kv_plan *plan, struct kvp_error *err);
 
 /* The most bytes alive while B sequences grow to T tokens by concatenation
@@ -125,20 +126,20 @@ enum kvp_status kvp_kv_compute(const struct kvp_model *m, const struct kvp_kv_qu
  * group leaves the window (t = W + kG); between those steps the step peak
  * is nondecreasing, so the answer is the largest of step T and of each
  * such step and the step before it: O(T/R' + T/G) steps. */
-enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
+KVP_API enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const struct kvp_kv_query *q, uint64_t *out,
                                     struct kvp_error *err);
 
 /* Tokens one store (one sequence, one layer's K or V) keeps after T tokens
  * with window W (0 = none), in its quantized and residual regions (the
  * rules above); capacity: the most each region holds at any t <= T (what a
  * preallocated buffer needs). Plain formats: quant = held, resid = 0. */
-void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity, uint64_t *quant,
+KVP_API void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity, uint64_t *quant,
                       uint64_t *resid);
 
 /* Bytes of one sequence in one layer's K (or V) cache with n_kv heads of dim
  * d in format f, after T tokens with window W (0 = none): the regions of
  * kvp_cache_tokens priced by format.h. */
-enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+KVP_API enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
                                 uint64_t window, uint64_t *out, struct kvp_error *err);
 
 /* Bytes a buffer preallocated for T tokens of one sequence (window W) needs
@@ -156,11 +157,11 @@ enum kvp_status kvp_cache_bytes(const struct kvp_format *f, uint64_t n_kv, uint6
  * T = 64: capacity 11008 B, max_t bytes(t) 9472 B (t = 63). With a window,
  * the groups held at t > W number (t - t mod R')/G - floor((t-W)/G) <=
  * ceil(W/G), reached at a flush t = kR' > W; until then floor(min(T,W)/R'). */
-enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
+KVP_API enum kvp_status kvp_cache_capacity(const struct kvp_format *f, uint64_t n_kv, uint64_t d, uint64_t tokens,
                                    uint64_t window, uint64_t *out, struct kvp_error *err);
 
 /* Elements of recurrent state per sequence for one layer: conv and SSM. */
-void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);
+KVP_API void kvp_recurrent_state_elems(const struct kvp_recurrent *r, uint64_t *conv, uint64_t *ssm);
 
 /* Weight parameters and bytes, tensor by tensor (struct kvp_wtensor), each
  * priced by the deployment's choice ws (wquant.h; NULL = as stored):
@@ -197,12 +198,12 @@ struct kvp_weights {
     char source[96];           /* "GGUF tensor table, file type Q4_K_M", "quantization_config (fp8)", "" = computed */
 };
 
-enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
+KVP_API enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
                                     struct kvp_weights *w, struct kvp_error *err);
 
 /* The element type of the attention and MLP projections' codes under ws
  * (fp8 for an fp8 checkpoint, the model dtype when they are not quantized):
  * which tensor-core peak a matmul can use. */
-enum kvp_dtype kvp_wstore_code_dtype(const struct kvp_wstore *ws, const struct kvp_model *m);
+KVP_API enum kvp_dtype kvp_wstore_code_dtype(const struct kvp_wstore *ws, const struct kvp_model *m);
 
 #endif

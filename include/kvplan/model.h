@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/wquant.h"
@@ -149,18 +150,18 @@ struct kvp_model {
     char warnings[KVP_MAX_WARNINGS][KVP_TEXT_MAX];
 };
 
-const char *kvp_layer_kind_name(enum kvp_layer_kind k); /* "full", "sliding", ... */
-bool kvp_layer_kind_from_name(const char *s, enum kvp_layer_kind *out);
-const char *kvp_mlp_kind_name(enum kvp_mlp_kind k);     /* "dense", "moe", "none" */
-bool kvp_mlp_kind_from_name(const char *s, enum kvp_mlp_kind *out);
-const char *kvp_recurrent_kind_name(enum kvp_recurrent_kind k);
-bool kvp_recurrent_kind_from_name(const char *s, enum kvp_recurrent_kind *out);
+KVP_API const char *kvp_layer_kind_name(enum kvp_layer_kind k); /* "full", "sliding", ... */
+KVP_API bool kvp_layer_kind_from_name(const char *s, enum kvp_layer_kind *out);
+KVP_API const char *kvp_mlp_kind_name(enum kvp_mlp_kind k);     /* "dense", "moe", "none" */
+KVP_API bool kvp_mlp_kind_from_name(const char *s, enum kvp_mlp_kind *out);
+KVP_API const char *kvp_recurrent_kind_name(enum kvp_recurrent_kind k);
+KVP_API bool kvp_recurrent_kind_from_name(const char *s, enum kvp_recurrent_kind *out);
 
 /* A zeroed model with the defaults (bf16, RMS norm, gated MLP, 2 norms/layer). */
-void kvp_model_init(struct kvp_model *m);
+KVP_API void kvp_model_init(struct kvp_model *m);
 
 /* Append n layers of spec s, reusing an equal spec if there is one. */
-enum kvp_status kvp_model_add_layers(struct kvp_model *m, const struct kvp_layer_spec *s,
+KVP_API enum kvp_status kvp_model_add_layers(struct kvp_model *m, const struct kvp_layer_spec *s,
                                      uint32_t n, struct kvp_error *err);
 
 static inline const struct kvp_layer_spec *kvp_model_layer(const struct kvp_model *m, uint32_t i)
@@ -169,31 +170,31 @@ static inline const struct kvp_layer_spec *kvp_model_layer(const struct kvp_mode
 }
 
 /* Record a warning (printf-style); past KVP_MAX_WARNINGS the last one says more were dropped. */
-void kvp_model_warn(struct kvp_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KVP_API void kvp_model_warn(struct kvp_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "62 layers: 52 sliding + 10 full" -- layer counts by kind, most first. */
-const char *kvp_model_layer_summary(const struct kvp_model *m, char *buf, uint32_t n);
+KVP_API const char *kvp_model_layer_summary(const struct kvp_model *m, char *buf, uint32_t n);
 
 /* Check every invariant the engine relies on, one named check each; the
  * message names the field and shows the values. */
-enum kvp_status kvp_model_validate(const struct kvp_model *m, struct kvp_error *err);
+KVP_API enum kvp_status kvp_model_validate(const struct kvp_model *m, struct kvp_error *err);
 
 /* Load a model from a path: a directory (its config.json), a .gguf file, a
  * .json file (Hugging Face config) or a kvplan YAML model. */
-enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_model_load(const char *path, struct kvp_model **out, struct kvp_error *err);
 
 /* Parse kvplan YAML / HF JSON text already in memory; `file` names it in errors. */
-enum kvp_status kvp_model_parse_yaml(const char *text, uint64_t len, const char *file,
+KVP_API enum kvp_status kvp_model_parse_yaml(const char *text, uint64_t len, const char *file,
                                      struct kvp_model *m, struct kvp_error *err);
-enum kvp_status kvp_model_parse_hf(const char *text, uint64_t len, const char *file,
+KVP_API enum kvp_status kvp_model_parse_hf(const char *text, uint64_t len, const char *file,
                                    struct kvp_model *m, struct kvp_error *err);
-enum kvp_status kvp_model_parse_gguf(const uint8_t *data, uint64_t len, const char *file,
+KVP_API enum kvp_status kvp_model_parse_gguf(const uint8_t *data, uint64_t len, const char *file,
                                      struct kvp_model *m, struct kvp_error *err);
 
 /* Write m as kvplan YAML (libyaml's emitter) into a malloc'd NUL-terminated
  * string *out (caller frees). Reading it back gives an equal model. */
-enum kvp_status kvp_model_emit_yaml(const struct kvp_model *m, char **out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_model_emit_yaml(const struct kvp_model *m, char **out, struct kvp_error *err);
 
-void kvp_model_free(struct kvp_model *m);
+KVP_API void kvp_model_free(struct kvp_model *m);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 
 /* Marks a function whose unsigned arithmetic wraps on purpose (hashes and
@@ -78,30 +79,30 @@ static inline uint64_t kvp_cdiv(uint64_t a, uint64_t b)
 /* Parse a count: digits with an optional suffix k/K (x1024), m/M (x2^20),
  * g/G (x2^30), e.g. "32k", "128K", "1M", "4096". Token counts are powers of
  * two by custom ("128k context" = 131072). Errors: empty, junk, overflow. */
-enum kvp_status kvp_parse_count(const char *s, uint64_t *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_parse_count(const char *s, uint64_t *out, struct kvp_error *err);
 
 /* Parse a byte quantity: a decimal number (fractions allowed) with a unit:
  * B, KiB, MiB, GiB, TiB (IEC, x1024^n) or KB, MB, GB, TB (SI, x1000^n); a
  * bare number is bytes. "80GiB", "79.19 GiB", "80GB". The result is rounded
  * to the nearest byte. */
-enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *err);
 
 /* Parse a plain unsigned decimal integer that fits in 64 bits ("0", "4096"). */
-bool kvp_parse_u64(const char *s, uint64_t *out);
+KVP_API bool kvp_parse_u64(const char *s, uint64_t *out);
 
 /* The name of 1024^power bytes (B, KiB, MiB, GiB, TiB, PiB, EiB) or, when si
  * is true, of 1000^power bytes (B, kB, MB, GB, TB, PB, EB): the one table of
  * byte units. A power past KVP_UNIT_MAX (EiB, the largest in 64 bits) names
  * KVP_UNIT_MAX. */
 #define KVP_UNIT_MAX 6u
-const char *kvp_unit_name(uint32_t power, bool si);
+KVP_API const char *kvp_unit_name(uint32_t power, bool si);
 
 /* Format bytes with two decimals in IEC units (B, KiB, MiB, GiB, TiB) or, when
  * si is true, SI units (B, kB, MB, GB, TB). Returns buf. */
-const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n);
+KVP_API const char *kvp_bytes_text(uint64_t bytes, bool si, char *buf, uint32_t n);
 
 /* Format an integer with thousands separators: 1234567 -> "1,234,567"; "?" if
  * it does not fit in n bytes (27 always suffice). */
-const char *kvp_count_text(uint64_t v, char *buf, uint32_t n);
+KVP_API const char *kvp_count_text(uint64_t v, char *buf, uint32_t n);
 
 #endif

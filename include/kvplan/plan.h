@@ -35,6 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
 #include "kvplan/error.h"
@@ -67,9 +68,9 @@ enum kvp_check_kind {
 };
 
 /* The plan key of kind k ("min_concurrency"); never NULL. */
-const char *kvp_check_kind_name(enum kvp_check_kind k);
+KVP_API const char *kvp_check_kind_name(enum kvp_check_kind k);
 /* true when a bigger measured value is better (fits, min_*), false for max_*. */
-bool kvp_check_higher_is_better(enum kvp_check_kind k);
+KVP_API bool kvp_check_higher_is_better(enum kvp_check_kind k);
 
 /* A named workload (`workloads:` of a plan file): a trace, read when the
  * plan loads, or a synthetic one, drawn when an assertion needs it. */
@@ -126,11 +127,11 @@ struct kvp_plan {
  * read, more than KVP_PLAN_MAX_DEPLOYMENTS deployments or KVP_PLAN_MAX_CHECKS
  * assertions are errors. Deployments naming the same model share one read of
  * it. On failure p keeps the deployments of earlier successful calls only. */
-enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct kvp_catalog *models,
+KVP_API enum kvp_status kvp_plan_load(struct kvp_plan *p, const char *path, const struct kvp_catalog *models,
                               const struct kvp_gpu_catalog *gpus, struct kvp_error *err);
 
 /* Free what p owns and zero it; a zeroed plan is a no-op. */
-void kvp_plan_release(struct kvp_plan *p);
+KVP_API void kvp_plan_release(struct kvp_plan *p);
 
 /* The outcome of one assertion. */
 struct kvp_check_result {
@@ -159,23 +160,23 @@ struct kvp_plan_report {
 /* Evaluate every assertion of p into r (which must be zeroed or released).
  * An engine that refuses a deployment (a cache format it cannot store, a
  * tp x pp that needs more GPUs) is an error at the deployment's place. */
-enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_report *r, struct kvp_error *err);
+KVP_API enum kvp_status kvp_plan_evaluate(const struct kvp_plan *p, struct kvp_plan_report *r, struct kvp_error *err);
 
 /* Compare r with an earlier JSON report (`kvplan check --format json`,
  * `--write-baseline`): a result whose id is in the baseline regresses when
  * it got worse by more than tolerance (a fraction: 0.05 = 5%) of the
  * baseline value -- lower for fits and min_*, higher for max_*. Errors: the
  * file cannot be read, is not a kvplan_check report, an id appears twice. */
-enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *path, double tolerance,
+KVP_API enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *path, double tolerance,
                                         struct kvp_error *err);
 
-bool kvp_plan_out_from_name(const char *s, enum kvp_out *out);
+KVP_API bool kvp_plan_out_from_name(const char *s, enum kvp_out *out);
 
 /* Append r to b as human text, JSON (schema in docs/plan-format.md) or JUnit
  * XML. si: SI units (GB) in human-readable sizes. */
-void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_out fmt, bool si, struct kvp_buf *b);
+KVP_API void kvp_plan_render(const struct kvp_plan_report *r, enum kvp_out fmt, bool si, struct kvp_buf *b);
 
 /* Free what r owns and zero it. */
-void kvp_plan_report_release(struct kvp_plan_report *r);
+KVP_API void kvp_plan_report_release(struct kvp_plan_report *r);
 
 #endif

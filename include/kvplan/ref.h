@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
@@ -57,13 +58,13 @@ struct kvp_ref_alloc {
 /* Memory of `bytes` filled with a->canary (every page is written, so it is
  * resident), counted under tag; NULL when out of memory or bytes does not
  * fit size_t. The decoder never reads a byte it has not written. */
-void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t bytes);
+KVP_API void *kvp_ref_alloc_get(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, uint64_t bytes);
 /* Release p, which kvp_ref_alloc_get returned for the same tag and bytes. */
-void kvp_ref_alloc_put(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, void *p, uint64_t bytes);
+KVP_API void kvp_ref_alloc_put(struct kvp_ref_alloc *a, enum kvp_ref_tag tag, void *p, uint64_t bytes);
 
 /* Resident bytes of this process (/proc/self/statm); 0 where unreadable. */
-uint64_t kvp_ref_rss_bytes(void);
-uint64_t kvp_ref_page_bytes(void);
+KVP_API uint64_t kvp_ref_rss_bytes(void);
+KVP_API uint64_t kvp_ref_page_bytes(void);
 
 /* ---- the model ------------------------------------------------------- */
 
@@ -106,12 +107,12 @@ struct kvp_ref_model;
 /* Build the decoder of m (validated) with weights seeded by o->seed. Layers
  * of one spec share weights (what is measured is the cache, not weights).
  * Errors: a shape the decoder cannot run (message names it), no memory. */
-enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+KVP_API enum kvp_status kvp_ref_model_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
                                   struct kvp_ref_model **out, struct kvp_error *err);
-void kvp_ref_model_free(struct kvp_ref_model *rm);
-uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
+KVP_API void kvp_ref_model_free(struct kvp_ref_model *rm);
+KVP_API uint32_t kvp_ref_vocab(const struct kvp_ref_model *rm);
 /* The model as run: the scaled copy of the input. */
-const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
+KVP_API const struct kvp_model *kvp_ref_model_shape(const struct kvp_ref_model *rm);
 
 /* ---- the weights by llama.cpp tensor name (weights_export.c) --------- */
 
@@ -140,15 +141,15 @@ struct kvp_ref_weights;
  *     // decoder's row-major (out, in) matrix, byte for byte
  *     kvp_ref_weights_free(w);
  */
-enum kvp_status kvp_ref_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+KVP_API enum kvp_status kvp_ref_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
                                     struct kvp_ref_weights **out, struct kvp_error *err);
-void kvp_ref_weights_free(struct kvp_ref_weights *w);
+KVP_API void kvp_ref_weights_free(struct kvp_ref_weights *w);
 /* Tensor `name` (GGUF name: token_embd, output_norm, output, blk.N.attn_norm,
  * attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down,
  * with or without the ".weight" suffix): ne[0] * ne[1] floats owned by w,
  * ne[0] innermost (1-D tensors: ne[1] == 1); NULL when there is no such
  * tensor (ne untouched). */
-const float *kvp_ref_weights_get(const struct kvp_ref_weights *w, const char *name, uint64_t ne[2]);
+KVP_API const float *kvp_ref_weights_get(const struct kvp_ref_weights *w, const char *name, uint64_t ne[2]);
 
 /* ---- the cache ------------------------------------------------------- */
 
@@ -158,8 +159,8 @@ enum kvp_ref_policy {
     KVP_REF_PAGED,   /* blocks of `block` tokens from a free list, a block table per sequence */
     KVP_REF_POLICY_COUNT
 };
-const char *kvp_ref_policy_name(enum kvp_ref_policy p);
-bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out);
+KVP_API const char *kvp_ref_policy_name(enum kvp_ref_policy p);
+KVP_API bool kvp_ref_policy_from_name(const char *s, enum kvp_ref_policy *out);
 
 struct kvp_ref_cache_opts {
     enum kvp_ref_policy policy;
@@ -173,13 +174,13 @@ struct kvp_ref_cache;
 
 /* Errors: a format/policy pair the cache cannot hold at the engine's bytes
  * (the message says why), no memory. Static preallocates everything here. */
-enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+KVP_API enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
                                   struct kvp_ref_alloc *a, struct kvp_ref_cache **out, struct kvp_error *err);
-void kvp_ref_cache_free(struct kvp_ref_cache *c);
+KVP_API void kvp_ref_cache_free(struct kvp_ref_cache *c);
 /* Free the decoder's working memory that c keeps between calls (allocated
  * again by the next one): what c then holds is its cache bytes. */
-void kvp_ref_cache_trim(struct kvp_ref_cache *c);
-uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
+KVP_API void kvp_ref_cache_trim(struct kvp_ref_cache *c);
+KVP_API uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
 /* Bytes the codecs wrote, by tag: a and b are caches of one model and
  * options, driven through the same steps (the decoder is deterministic), whose
  * allocators' canaries are bitwise complements (0xA5, 0x5A). A byte counts as
@@ -189,7 +190,7 @@ uint64_t kvp_ref_seq_len(const struct kvp_ref_cache *c, uint32_t seq);
  * have to equal c's and ~c's). Every allocated byte is scanned (free blocks
  * too), so written < allocated shows bytes allocated for nothing.
  * Errors: canaries not complements, caches of different layouts. */
-enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
+KVP_API enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struct kvp_ref_cache *b,
                                       uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err);
 /* Make twin mirror c: every token appended to c (kvp_ref_step,
  * kvp_ref_fill) is appended to twin too -- the same rows through the same
@@ -199,23 +200,23 @@ enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struc
  * twice. c borrows twin: free c (or stop appending to it) before twin.
  * Errors: twin is c, of another model or options, or not empty; either
  * already mirrors. */
-enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
+KVP_API enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
 /* kvp_ref_cache_new for c (allocator a) and for its twin (allocator a2),
  * then kvp_ref_cache_mirror: the two built at once, on two of the model's
  * threads where it has two (static: the two preallocations and their
  * canaries at once). On error neither is left. */
-enum kvp_status kvp_ref_cache_new_twin(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
+KVP_API enum kvp_status kvp_ref_cache_new_twin(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *o,
                                        struct kvp_ref_alloc *a, struct kvp_ref_alloc *a2, struct kvp_ref_cache **c,
                                        struct kvp_ref_cache **twin, struct kvp_error *err);
 /* End sequence seq: its blocks go back to the free list (paged), its state is
  * released (dynamic, paged); the slot starts again at position 0. */
-void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
+KVP_API void kvp_ref_seq_end(struct kvp_ref_cache *c, uint32_t seq);
 
 /* ---- running --------------------------------------------------------- */
 
 /* Decode one token of sequence seq at its next position through the cache;
  * logits (vocab,) may be NULL. Errors: past the context, no memory. */
-enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+KVP_API enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              uint32_t token, float *logits, struct kvp_error *err);
 /* Decode n tokens of sequence seq (prefill), one after another through the
  * cache; logits (vocab,) of the last, may be NULL. The cache's bytes and the
@@ -224,15 +225,15 @@ enum kvp_status kvp_ref_step(const struct kvp_ref_model *rm, struct kvp_ref_cach
  * through in chunks that read each cached row once per chunk instead of once
  * per token. Errors: past the context, a token outside the vocabulary, no
  * memory (the tokens before the failing chunk stay appended). */
-enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+KVP_API enum kvp_status kvp_ref_prefill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                                 const uint32_t *tokens, uint64_t n, float *logits, struct kvp_error *err);
 /* Allocation-only step: append synthetic K/V rows and state through the same
  * cache path, computing no attention. */
-enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
+KVP_API enum kvp_status kvp_ref_fill(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint32_t seq,
                              struct kvp_error *err);
 /* Logits (vocab,) of the last of n tokens, recomputed from scratch without a
  * cache: every K/V of every position is computed again (O(n^2) per call). */
-enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t *tokens, uint64_t n,
+KVP_API enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t *tokens, uint64_t n,
                                   float *logits, struct kvp_error *err);
 
 /* ---- quantization fidelity (KIVI's experiment) ----------------------- */
@@ -254,7 +255,7 @@ struct kvp_ref_fidelity {
  * vocab 256; keys with 4 outlier channels x20; 4 heavy-hitter tokens whose
  * scores every query raises by ~4.5 (sparse attention); 24 loud tokens
  * whose values are ~5x larger (rms), concentrated in a few channels. */
-enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kvp_ref_opts *o,
+KVP_API enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kvp_ref_opts *o,
                                    struct kvp_error *err);
 
 /* Run the fp32-cache decoder and one with formats k, v on the same random
@@ -262,7 +263,7 @@ enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, struct kv
  * above on layer 0 at every step (averaged). Model: built by the caller; with
  * pre_rope_keys both caches hold un-rotated keys, and keys and scores are
  * compared after rotation (what attention sees; RoPE keeps row norms). */
-enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kvp_format *k,
+KVP_API enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kvp_format *k,
                                  const struct kvp_format *v, uint64_t prompt, uint64_t steps, uint64_t seed,
                                  struct kvp_ref_fidelity *out, struct kvp_error *err);
 
@@ -270,7 +271,7 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
 
 /* Seconds to decode token n (the n+1-th) with the cache and by recomputing
  * all n+1 tokens, measured with CLOCK_MONOTONIC. */
-enum kvp_status kvp_ref_time_step(const struct kvp_ref_model *rm, uint64_t n, double *cached_s,
+KVP_API enum kvp_status kvp_ref_time_step(const struct kvp_ref_model *rm, uint64_t n, double *cached_s,
                                   double *recompute_s, struct kvp_error *err);
 
 #endif

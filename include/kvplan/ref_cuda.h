@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
@@ -40,7 +41,7 @@ extern "C" {
 #endif
 
 /* true in a CUDA=1 build (KVP_CUDA defined), false otherwise. */
-bool kvp_cuda_available(void);
+KVP_API bool kvp_cuda_available(void);
 
 /* ---- the driver's allocation granularity (a model) --------------------- */
 
@@ -57,36 +58,36 @@ struct kvp_cuda_gran {
 };
 
 /* The hypothesis above: 2 MiB, 1 MiB, 512 B. */
-struct kvp_cuda_gran kvp_cuda_gran_default(void);
+KVP_API struct kvp_cuda_gran kvp_cuda_gran_default(void);
 
 /* Bytes that one request of `bytes` occupies: whole pages above small_max,
  * small_align multiples at or below. Errors: a zero page or alignment, overflow. */
-enum kvp_status kvp_cuda_gran_round(const struct kvp_cuda_gran *g, uint64_t bytes, uint64_t *out,
+KVP_API enum kvp_status kvp_cuda_gran_round(const struct kvp_cuda_gran *g, uint64_t bytes, uint64_t *out,
                                     struct kvp_error *err);
 
 /* Bounds on the free-memory delta of n live requests sizes[0..n): large ones
  * add exactly their pages; the sub-allocated ones S (rounded) add between
  * (ceil(S/page) - 1) pages (a partly used page was already mapped) and
  * ceil(S/page) + 1 pages (their sub-allocations straddle one more page). */
-enum kvp_status kvp_cuda_gran_bounds(const struct kvp_cuda_gran *g, const uint64_t *sizes, uint64_t n,
+KVP_API enum kvp_status kvp_cuda_gran_bounds(const struct kvp_cuda_gran *g, const uint64_t *sizes, uint64_t n,
                                      uint64_t *lo, uint64_t *hi, struct kvp_error *err);
 
 /* Fit a model to measured (request, free-memory delta) pairs, requests
  * ascending: page = the smallest positive delta seen for a request above
  * 1 MiB, small_max = the largest request whose delta was 0 (or below one
  * page), small_align kept from the hypothesis. Errors: no positive delta. */
-enum kvp_status kvp_cuda_gran_fit(const uint64_t *req, const uint64_t *delta, uint32_t n, struct kvp_cuda_gran *out,
+KVP_API enum kvp_status kvp_cuda_gran_fit(const uint64_t *req, const uint64_t *delta, uint32_t n, struct kvp_cuda_gran *out,
                                   struct kvp_error *err);
 
 /* ---- the model as the CUDA decoder runs it -------------------------------- */
 
 /* KVP_OK when every layer of m is full, sliding or chunked attention (or has
  * no mixer); otherwise KVP_ERR_UNSUPPORTED naming the first other layer. */
-enum kvp_status kvp_cuda_model_ok(const struct kvp_model *m, struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_model_ok(const struct kvp_model *m, struct kvp_error *err);
 
 /* m scaled by o as the decoders run it (kvp_ref_model_shape without building
  * weights): hidden, MLP and vocab replaced, query heads per KV head capped. */
-void kvp_cuda_model_as_run(const struct kvp_model *m, const struct kvp_ref_opts *o, struct kvp_model *out);
+KVP_API void kvp_cuda_model_as_run(const struct kvp_model *m, const struct kvp_ref_opts *o, struct kvp_model *out);
 
 struct kvp_gpu;
 struct kvp_gpu_catalog;
@@ -94,7 +95,7 @@ struct kvp_gpu_catalog;
  * "NVIDIA H100 80GB HBM3") with `memory` bytes: an id found whole in the
  * name (words joined by '-', case ignored) beats an id's first word ("h100"),
  * ties go to the closest memory, then to file order. NULL when none matches. */
-const struct kvp_gpu *kvp_cuda_gpu_guess(const struct kvp_gpu_catalog *c, const char *device, uint64_t memory);
+KVP_API const struct kvp_gpu *kvp_cuda_gpu_guess(const struct kvp_gpu_catalog *c, const char *device, uint64_t memory);
 
 /* ---- the model's weights on the host ------------------------------------ */
 
@@ -119,25 +120,25 @@ struct kvp_cuda_weights {
 /* The CPU decoder's weights for m under o (ref.h kvp_ref_model_new's own).
  * Errors: a layer kind the CUDA decoder does not run (MLA, shared, recurrent:
  * the message names it), a missing hidden/MLP/vocab size, no memory. */
-enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
+KVP_API enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp_ref_opts *o,
                                      struct kvp_cuda_weights **out, struct kvp_error *err);
-void kvp_cuda_weights_free(struct kvp_cuda_weights *w);
+KVP_API void kvp_cuda_weights_free(struct kvp_cuda_weights *w);
 
 /* Logits (vocab,) of the last of n tokens by the float32 recurrence the
  * kernels implement, on the host, without a cache (tests the weights and the
  * math against kvp_ref_recompute). Errors: a token outside the vocabulary, no memory. */
-enum kvp_status kvp_cuda_host_logits(const struct kvp_cuda_weights *w, const uint32_t *tokens, uint64_t n,
+KVP_API enum kvp_status kvp_cuda_host_logits(const struct kvp_cuda_weights *w, const uint32_t *tokens, uint64_t n,
                                      float *logits, struct kvp_error *err);
 
 /* Whether the CUDA cache stores format f: plain f32/f16/bf16/fp8, or a grouped
  * int with axis=token, no residual and no outliers. false: *why says why. */
-bool kvp_cuda_format_ok(const struct kvp_format *f, const char **why);
+KVP_API bool kvp_cuda_format_ok(const struct kvp_format *f, const char **why);
 
 /* Logits agreement tolerance, relative to the largest |logit| of the CPU
  * decoder: 1e-3 when both caches are f32/f16/bf16 (only the summation order
  * differs), 2e-2 with fp8 or int codes (a value on a rounding boundary may
  * land one code apart). A stated bound, to confirm on a GPU. */
-double kvp_cuda_logit_tolerance(const struct kvp_format *k, const struct kvp_format *v);
+KVP_API double kvp_cuda_logit_tolerance(const struct kvp_format *k, const struct kvp_format *v);
 
 /* ---- on the device (CUDA=1 builds; elsewhere KVP_ERR_UNSUPPORTED) ------- */
 
@@ -166,18 +167,18 @@ struct kvp_cuda_result {
     double seconds;              /* GPU decode wall time */
 };
 
-enum kvp_status kvp_cuda_validate(const struct kvp_model *m, const struct kvp_cuda_opts *o, struct kvp_cuda_result *r,
+KVP_API enum kvp_status kvp_cuda_validate(const struct kvp_model *m, const struct kvp_cuda_opts *o, struct kvp_cuda_result *r,
                                   struct kvp_error *err);
 
 /* Name and total memory (bytes) of device 0. */
-enum kvp_status kvp_cuda_device(char *name, uint64_t n, uint64_t *memory, struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_device(char *name, uint64_t n, uint64_t *memory, struct kvp_error *err);
 
 /* Measure the granularity: cudaMalloc sizes 1 B .. 4 MiB one at a time and
  * read the cudaMemGetInfo delta of each (then kvp_cuda_gran_fit). */
-enum kvp_status kvp_cuda_measure_gran(struct kvp_cuda_gran *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_measure_gran(struct kvp_cuda_gran *out, struct kvp_error *err);
 
 /* Device-to-device copy bandwidth of a 1 GiB copy kernel, bytes/s (read + write). */
-enum kvp_status kvp_cuda_copy_bandwidth(double *bytes_per_s, struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_copy_bandwidth(double *bytes_per_s, struct kvp_error *err);
 
 struct kvp_cuda_bench {
     uint64_t context;
@@ -194,7 +195,7 @@ struct kvp_cuda_bench {
  * compute), one step warms up, then steps - 1 decode steps of the whole
  * batch are timed with CUDA events. A point whose cache would not fit in
  * nine tenths of the free memory is skipped. Errors: steps < 2, CUDA errors. */
-enum kvp_status kvp_cuda_bench(const struct kvp_model *m, const struct kvp_cuda_opts *o, const uint64_t *contexts,
+KVP_API enum kvp_status kvp_cuda_bench(const struct kvp_model *m, const struct kvp_cuda_opts *o, const uint64_t *contexts,
                                uint32_t n_contexts, const uint32_t *batches, uint32_t n_batches, uint32_t steps,
                                struct kvp_cuda_bench *out, struct kvp_error *err);
 

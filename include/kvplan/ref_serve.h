@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/model.h"
 #include "kvplan/ref.h"
@@ -78,7 +79,7 @@ struct kvp_serve_report {
  * (KVP_ERR_UNSUPPORTED), a replay over the token budget, a log or series
  * missing (KVP_ERR_USAGE), a layer kind the simulation grouped differently,
  * no memory. A difference is not an error: report->match is false. */
-enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_sim_config *c,
+KVP_API enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_sim_config *c,
                                    const struct kvp_workload *w, const struct kvp_sim_result *r,
                                    const struct kvp_serve_opts *o, struct kvp_serve_report *out,
                                    struct kvp_error *err);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 
 struct kvp_buf {
@@ -28,23 +29,23 @@ struct kvp_buf {
     bool nomem;
 };
 
-void kvp_buf_printf(struct kvp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void kvp_buf_put(struct kvp_buf *b, const char *s, size_t n);
-void kvp_buf_release(struct kvp_buf *b);
+KVP_API void kvp_buf_printf(struct kvp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KVP_API void kvp_buf_put(struct kvp_buf *b, const char *s, size_t n);
+KVP_API void kvp_buf_release(struct kvp_buf *b);
 /* Write b to path whole or not at all: a temporary file beside it, synced
  * and renamed over it (a failure, a full disk or a SIGINT/SIGTERM leaves the
  * old file and no temporary one); a path naming a device, FIFO or link is
  * refused. KVP_ERR_IO, KVP_ERR_USAGE, KVP_ERR_NOMEM (b->nomem). */
-enum kvp_status kvp_buf_save(const struct kvp_buf *b, const char *path, struct kvp_error *err);
+KVP_API enum kvp_status kvp_buf_save(const struct kvp_buf *b, const char *path, struct kvp_error *err);
 /* Append s as XML/HTML character data or double-quoted attribute text:
  * & < > " escaped, and the control characters XML 1.0 cannot hold dropped. */
-void kvp_buf_xml(struct kvp_buf *b, const char *s);
+KVP_API void kvp_buf_xml(struct kvp_buf *b, const char *s);
 
 /* Every output format, one enum; each renderer takes the ones its parser names. */
 enum kvp_out { KVP_OUT_TEXT, KVP_OUT_JSON, KVP_OUT_CSV, KVP_OUT_MD, KVP_OUT_HTML, KVP_OUT_JUNIT };
 /* "text", "json", "csv", "md"; false if unknown. Tables also take "html"
  * (kvp_table_out_from_name), plans "text", "json", "junit" (kvp_plan_out_from_name). */
-bool kvp_out_from_name(const char *s, enum kvp_out *out);
+KVP_API bool kvp_out_from_name(const char *s, enum kvp_out *out);
 
 /* JSON writer: pretty-printed, two-space indent, keys in call order. */
 #define KVP_JSON_MAX_DEPTH 16
@@ -54,16 +55,16 @@ struct kvp_json {
     bool first[KVP_JSON_MAX_DEPTH];
 };
 
-void kvp_json_init(struct kvp_json *j, struct kvp_buf *b);
+KVP_API void kvp_json_init(struct kvp_json *j, struct kvp_buf *b);
 /* key is NULL inside arrays and at the top; open is '{' or '['. */
-void kvp_json_begin(struct kvp_json *j, const char *key, char open);
-void kvp_json_end(struct kvp_json *j, char close);
-void kvp_json_str(struct kvp_json *j, const char *key, const char *v);
-void kvp_json_u64(struct kvp_json *j, const char *key, uint64_t v);
+KVP_API void kvp_json_begin(struct kvp_json *j, const char *key, char open);
+KVP_API void kvp_json_end(struct kvp_json *j, char close);
+KVP_API void kvp_json_str(struct kvp_json *j, const char *key, const char *v);
+KVP_API void kvp_json_u64(struct kvp_json *j, const char *key, uint64_t v);
 /* v as %.6g; an infinite or NaN v as null (JSON has neither). */
-void kvp_json_double(struct kvp_json *j, const char *key, double v);
-void kvp_json_bool(struct kvp_json *j, const char *key, bool v);
-void kvp_json_null(struct kvp_json *j, const char *key);
+KVP_API void kvp_json_double(struct kvp_json *j, const char *key, double v);
+KVP_API void kvp_json_bool(struct kvp_json *j, const char *key, bool v);
+KVP_API void kvp_json_null(struct kvp_json *j, const char *key);
 
 /* A table of strings, rendered as aligned text, Markdown or CSV. Columns
  * whose `right` flag is set are right-aligned (numbers). */
@@ -76,10 +77,10 @@ struct kvp_table {
     bool nomem;
 };
 
-void kvp_table_init(struct kvp_table *t, uint32_t ncols, const char *const *head, const bool *right);
+KVP_API void kvp_table_init(struct kvp_table *t, uint32_t ncols, const char *const *head, const bool *right);
 /* Append a row of ncols strings (copied). */
-void kvp_table_row(struct kvp_table *t, const char *const *cells);
-void kvp_table_render(const struct kvp_table *t, enum kvp_out fmt, struct kvp_buf *b);
-void kvp_table_release(struct kvp_table *t);
+KVP_API void kvp_table_row(struct kvp_table *t, const char *const *cells);
+KVP_API void kvp_table_render(const struct kvp_table *t, enum kvp_out fmt, struct kvp_buf *b);
+KVP_API void kvp_table_release(struct kvp_table *t);
 
 #endif

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/error.h"
 #include "kvplan/gpu.h"
@@ -56,16 +57,16 @@ struct kvp_setting {
 #define KVP_SETTING_VALUE_MAX 128
 
 /* The table, in the order settings are applied (engine and GPU first). */
-uint32_t kvp_settings_count(void);
-const struct kvp_setting *kvp_setting_at(uint32_t row);
+KVP_API uint32_t kvp_settings_count(void);
+KVP_API const struct kvp_setting *kvp_setting_at(uint32_t row);
 /* The row of key ("tp", "max_num_seqs"; '-' reads as '_'), or -1. */
-int kvp_setting_find(const char *key);
+KVP_API int kvp_setting_find(const char *key);
 
 /* An engine's own name for a setting (vLLM's "tensor-parallel-size",
  * SGLang's "mem_fraction_static", llama.cpp's "ctx-size" or "c"; '-' and
  * '_' alike, no leading dashes): the row it is, or -1; *engine names whose
  * flag it is. For suggestions only: the value is not translated. */
-int kvp_setting_engine_flag(const char *flag, const char **engine);
+KVP_API int kvp_setting_engine_flag(const char *flag, const char **engine);
 
 struct kvp_buf;
 
@@ -75,12 +76,12 @@ struct kvp_settings {
     char value[KVP_SETTINGS_MAX][KVP_SETTING_VALUE_MAX];
 };
 
-void kvp_settings_clear(struct kvp_settings *s);
+KVP_API void kvp_settings_clear(struct kvp_settings *s);
 
 /* Give key the value text (checked for its type's syntax: a count, a size,
  * a format ...). Errors name neither key nor place: the caller prefixes
  * "--tp: " or "file:line:col: 'tp': ". */
-enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err);
+KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err);
 
 /* An engine's launch command (argv: `vllm serve MODEL --tensor-parallel-size
  * 2 ...`, `python3 -m sglang.launch_server --model-path M ...`,
@@ -90,17 +91,17 @@ enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const 
  * nmodel). A flag that sizes memory and that kvplan does not model is an
  * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended
  * to *ignored, comma-separated. src/lib/engine/command.c. */
-enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
+KVP_API enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
                                           size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err);
 
 /* Every row given in top replaces base's. */
-void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);
+KVP_API void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);
 
 /* The deployment: kvp_deploy_init for the engine (vLLM when none is given),
  * then each given row in table order. gpus may be NULL when no row names a
  * GPU. *gpu is the named GPU or NULL. On an error, *bad_row is the row whose
  * value failed (-1: none in particular). */
-enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kvp_model *m,
+KVP_API enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kvp_model *m,
                                    const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
                                    int *bad_row, struct kvp_error *err);
 
@@ -108,14 +109,14 @@ enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kv
  * value is checked as kvp_settings_put checks it. The engine row re-reads
  * every other row's text (kvp_setting_text) over the new engine's defaults,
  * so what the user set survives a change of engine. */
-enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct kvp_model *m,
+KVP_API enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct kvp_model *m,
                                   const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
                                   struct kvp_error *err);
 
 /* Row's value in d as a setting's text would give it back ("2", "80GiB",
  * "vllm@0.7.3", "int4:group=128"); "" where the deployment leaves it to the
  * engine's default (kv_dtype: where K and V differ). Returns buf. */
-const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const struct kvp_gpu *gpu, char *buf,
+KVP_API const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const struct kvp_gpu *gpu, char *buf,
                              uint32_t n);
 
 #endif

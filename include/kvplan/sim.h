@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/error.h"
 #include "kvplan/model.h"
@@ -83,7 +84,7 @@ struct kvp_synth {
 
 /* "N" or "LO-HI" (counts as kvp_parse_count reads them) into r, with
  * 1 <= LO <= HI < 2^32; KVP_ERR_USAGE otherwise. */
-enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_error *err);
+KVP_API enum kvp_status kvp_range_parse(const char *v, struct kvp_range *r, struct kvp_error *err);
 
 /* The keys of a synthetic workload, one table for a plan's `workloads`
  * (docs/plan-format.md), `kvplan simulate`'s options and the TUI's fields.
@@ -110,35 +111,35 @@ struct kvp_synth_key {
 
 #define KVP_SYNTH_KEYS 8 /* rows */
 
-const struct kvp_synth_key *kvp_synth_key_at(uint32_t row); /* NULL past the last */
+KVP_API const struct kvp_synth_key *kvp_synth_key_at(uint32_t row); /* NULL past the last */
 
 /* Give key (either spelling) the value text in s or *max_queue_s (NULL:
  * back to its default). A prefix from none brings a share of 1 (every
  * request), no prefix takes the share away, and a share needs a prefix.
  * Errors (KVP_ERR_USAGE) name neither key nor place: the caller prefixes
  * "--rate: " or "file:line:col: 'rate': ". */
-enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const char *key, const char *text,
+KVP_API enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, const char *key, const char *text,
                               struct kvp_error *err);
 /* Key's value as text kvp_synth_set reads back ("5", "1024-2048"), "" where
  * s leaves it out (no prefix: neither prefix nor share). Returns buf. */
-const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const char *key, char *buf, size_t n);
+KVP_API const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const char *key, char *buf, size_t n);
 
 /* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
  * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the
  * shortest prompt, a share outside 0..1, a negative or non-finite rate, a
  * rate so low that the last request would arrive after KVP_SIM_MAX_ARRIVAL_S. */
-enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err);
+KVP_API enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err);
 
 /* Parse a trace: CSV with the header `arrival_s,prompt_tokens,output_tokens`
  * and optionally `,prefix_id,prefix_tokens`, or JSONL (one flat object per
  * line with those keys); docs/simulate.md gives the format. name is the file
  * name for errors (`name:line:col: message`, KVP_ERR_SYNTAX or _RANGE): at
  * most KVP_SIM_MAX_REQUESTS requests, arrivals at most KVP_SIM_MAX_ARRIVAL_S. */
-enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *name, struct kvp_workload *w,
+KVP_API enum kvp_status kvp_workload_parse(const char *text, uint64_t len, const char *name, struct kvp_workload *w,
                                    struct kvp_error *err);
 /* Read and parse a trace file (at most 256 MiB). */
-enum kvp_status kvp_workload_load(const char *path, struct kvp_workload *w, struct kvp_error *err);
-void kvp_workload_free(struct kvp_workload *w);
+KVP_API enum kvp_status kvp_workload_load(const char *path, struct kvp_workload *w, struct kvp_error *err);
+KVP_API void kvp_workload_free(struct kvp_workload *w);
 
 /* ---- the engine being simulated ---- */
 
@@ -154,8 +155,8 @@ enum kvp_sim_engine {
 
 /* What the engine's pool counts in ("blocks", "tokens" for SGLang, "cells"
  * for llama.cpp) and its scheduler's name ("vLLM V1 scheduler" ...). */
-const char *kvp_sim_unit(enum kvp_sim_engine e);
-const char *kvp_sim_scheduler(enum kvp_sim_engine e);
+KVP_API const char *kvp_sim_unit(enum kvp_sim_engine e);
+KVP_API const char *kvp_sim_scheduler(enum kvp_sim_engine e);
 
 /* One vLLM KV-cache group: the layers of one spec type that share block tables. */
 struct kvp_sim_group {
@@ -206,7 +207,7 @@ struct kvp_sim_config {
  * max_num_seqs as the release defaults them), and the step model's roofline
  * parts when bandwidth and peak are given (else zeros). Errors: an engine not
  * simulated (KVP_ERR_UNSUPPORTED), a deployment that does not start. */
-enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                                         double bandwidth, double peak_flops, struct kvp_sim_config *c,
                                         struct kvp_error *err);
 
@@ -264,22 +265,22 @@ struct kvp_sim_result {
 /* Simulate w under c. keep_series: fill r->series (else only the totals).
  * Errors: a request longer than max_model_len or than the whole pool
  * (KVP_ERR_RANGE, at its trace line), out of memory. */
-enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_workload *w, bool keep_series,
+KVP_API enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_workload *w, bool keep_series,
                             struct kvp_sim_result *r, struct kvp_error *err);
-void kvp_sim_result_free(struct kvp_sim_result *r);
+KVP_API void kvp_sim_result_free(struct kvp_sim_result *r);
 
 /* Sustained: no preemption and the 99th percentile of queueing at most max_queue_s. */
-bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s);
+KVP_API bool kvp_sim_sustained(const struct kvp_sim_result *r, double max_queue_s);
 
 /* The highest Poisson rate (to 1%) at which workload s (its rate ignored) is
  * sustained under c; 0 when none is. */
-enum kvp_status kvp_sim_max_rate(const struct kvp_sim_config *c, const struct kvp_synth *s, double max_queue_s,
+KVP_API enum kvp_status kvp_sim_max_rate(const struct kvp_sim_config *c, const struct kvp_synth *s, double max_queue_s,
                                  double *rate, struct kvp_error *err);
 
 /* The series of r as a standalone SVG into b (sim_svg.c): blocks in use per
  * group stacked, cached free blocks above, the pool as a line. Errors: r has
  * no series (run with keep_series), out of memory. */
-enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim_result *r, const char *title,
+KVP_API enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim_result *r, const char *title,
                             struct kvp_buf *b, struct kvp_error *err);
 
 #endif

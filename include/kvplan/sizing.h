@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/deploy.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
@@ -51,7 +52,7 @@
 #include "kvplan/settings.h"
 
 /* "text", "md", "csv", "json", "html"; false if unknown. */
-bool kvp_table_out_from_name(const char *s, enum kvp_out *out);
+KVP_API bool kvp_table_out_from_name(const char *s, enum kvp_out *out);
 
 /* A display unit: its name and how many bytes one of it is. */
 struct kvp_unit {
@@ -61,7 +62,7 @@ struct kvp_unit {
 
 /* The largest IEC (or SI) unit not larger than max_bytes (B for 0): the
  * biggest figure then shows as at least 1. */
-struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si);
+KVP_API struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si);
 
 #define KVP_SIZING_MAX_AXIS 64 /* contexts, batches, formats each */
 #define KVP_SIZING_WHY 200
@@ -99,29 +100,29 @@ struct kvp_sizing_cell {
  * cell's context, concurrency and formats): for headers and for callers
  * checking the settings once. *gpu is the named GPU or NULL. Errors: as
  * kvp_settings_apply, and KVP_ERR_USAGE when no GPU memory is given. */
-enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
+KVP_API enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
                                   const struct kvp_gpu **gpu, struct kvp_error *err);
 
 /* Compute one cell: model mi, context ci, batch bi, format fi. Errors: a
  * format a head dim does not take, settings the engine rejects, overflow. */
-enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
+KVP_API enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
                                 struct kvp_sizing_cell *out, struct kvp_error *err);
 
 /* Render the whole grid in fmt, appending to b. Errors as kvp_sizing_cell,
  * plus an empty axis or one longer than KVP_SIZING_MAX_AXIS (KVP_ERR_USAGE),
  * and KVP_ERR_NOMEM when b ran out of memory. */
-enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
+KVP_API enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
                                   struct kvp_error *err);
 
 /* Parse comma-separated lists: counts ("1k,4k,128k", kvp_parse_count each)
  * and cache formats ("bf16,fp8,q4_0", kvp_format_parse each), at most max
  * items into out, *n set to how many. Errors: an empty item, a bad item
  * (quoted), more than max. */
-enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n, struct kvp_error *err);
-enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uint32_t max, uint32_t *n,
+KVP_API enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n, struct kvp_error *err);
+KVP_API enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uint32_t max, uint32_t *n,
                                       struct kvp_error *err);
 
 /* "4k" for 4096, "128k", "1M", else the plain count: how contexts are labelled. */
-const char *kvp_tokens_label(uint64_t tokens, char *buf, uint32_t n);
+KVP_API const char *kvp_tokens_label(uint64_t tokens, char *buf, uint32_t n);
 
 #endif

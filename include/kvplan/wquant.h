@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvplan/api.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 
@@ -84,9 +85,9 @@ enum kvp_wclass {
 };
 #define KVP_WC_LINEAR ((1u << KVP_WC_ATTN) | (1u << KVP_WC_MLP) | (1u << KVP_WC_EXPERTS) | (1u << KVP_WC_SHARED))
 
-enum kvp_wclass kvp_wrole_class(enum kvp_wrole r);
-const char *kvp_wclass_name(enum kvp_wclass c);   /* "attention", "experts", ... */
-bool kvp_wclass_from_name(const char *s, enum kvp_wclass *out);
+KVP_API enum kvp_wclass kvp_wrole_class(enum kvp_wrole r);
+KVP_API const char *kvp_wclass_name(enum kvp_wclass c);   /* "attention", "experts", ... */
+KVP_API bool kvp_wclass_from_name(const char *s, enum kvp_wclass *out);
 
 /* One weight tensor: `count` alike matrices (experts) of rows outputs x
  * cols inputs (GGUF ne1 x ne0) in layer `layer` (UINT32_MAX: outside the
@@ -131,13 +132,13 @@ struct kvp_wq {
  *   nf4[:double] | fp4[:double]            bitsandbytes 4-bit
  *   int8:bnb                               bitsandbytes LLM.int8
  * each optionally followed by :tensor=N (extra bytes per tensor). */
-enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_wq_parse(const char *s, struct kvp_wq *out, struct kvp_error *err);
 
 /* The string kvp_wq_parse reads back to q. Returns buf. */
-const char *kvp_wq_name(const struct kvp_wq *q, char *buf, uint32_t n);
+KVP_API const char *kvp_wq_name(const struct kvp_wq *q, char *buf, uint32_t n);
 
 /* Stored bytes of t in q (all `count` matrices). */
-enum kvp_status kvp_wq_tensor_bytes(const struct kvp_wq *q, const struct kvp_wtensor *t, uint64_t *out,
+KVP_API enum kvp_status kvp_wq_tensor_bytes(const struct kvp_wq *q, const struct kvp_wtensor *t, uint64_t *out,
                                     struct kvp_error *err);
 
 /* ---- a checkpoint's quantization ------------------------------------------- */
@@ -187,17 +188,17 @@ struct kvp_wstore {
  * iq4_xs ...), or a kvp_wq string. Names that are both a block type and a
  * file type (q4_0, q8_0, q6_k ...) mean the file type when `gguf` is true
  * (the model is a GGUF or the engine llama.cpp). */
-enum kvp_status kvp_wstore_parse(const char *s, bool gguf, struct kvp_wstore *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_wstore_parse(const char *s, bool gguf, struct kvp_wstore *out, struct kvp_error *err);
 
 /* "stored", "q4_k_m", or the kvp_wq name. Returns buf. */
-const char *kvp_wstore_name(const struct kvp_wstore *ws, char *buf, uint32_t n);
+KVP_API const char *kvp_wstore_name(const struct kvp_wstore *ws, char *buf, uint32_t n);
 
 /* ---- llama.cpp file types (gguf_mix.c) --------------------------------------- */
 
 /* enum llama_ftype of a name ("q4_k_m", case-insensitive; "mostly_" optional). */
-bool kvp_gguf_ftype_from_name(const char *s, uint32_t *ftype);
+KVP_API bool kvp_gguf_ftype_from_name(const char *s, uint32_t *ftype);
 /* "Q4_K_M"; NULL if unknown. */
-const char *kvp_gguf_ftype_name(uint32_t ftype);
+KVP_API const char *kvp_gguf_ftype_name(uint32_t ftype);
 /* The type llama.cpp's quantizer gives tensor t of model m under file type
  * ftype (llama-quant.cpp llama_tensor_get_type, fallbacks included; rules
  * and version in docs/model-format.md). The tensors of m are offered in the
@@ -211,8 +212,8 @@ const char *kvp_gguf_ftype_name(uint32_t ftype);
 struct kvp_gguf_mix_state {
     uint32_t n_attn_v, i_attn_v, n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
 };
-void kvp_gguf_mix_begin(const struct kvp_model *m, struct kvp_gguf_mix_state *state);
-enum kvp_dtype kvp_gguf_mix_type(const struct kvp_model *m, uint32_t ftype, const struct kvp_wtensor *t,
+KVP_API void kvp_gguf_mix_begin(const struct kvp_model *m, struct kvp_gguf_mix_state *state);
+KVP_API enum kvp_dtype kvp_gguf_mix_type(const struct kvp_model *m, uint32_t ftype, const struct kvp_wtensor *t,
                                  struct kvp_gguf_mix_state *state);
 
 #endif
