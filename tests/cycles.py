@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make check-includes: the source files of src/ form no cycle.
+"""make check-includes: the source files of src/ form no cycle, and the
+library's layers stand on one another in order.
 
 Two graphs, each over the files of src/ (and include/kvplan/ for the first):
   includes  a.c -> b.h when a.c says #include "b.h" (resolved as the Makefile's
@@ -8,8 +9,14 @@ Two graphs, each over the files of src/ (and include/kvplan/ for the first):
             (nm of the objects given): how "a helper living in the dispatcher's
             file" shows, since both files include the same header.
 Each strongly connected component of more than one file is a cycle; all are
-printed with the symbols (or includes) on their edges, and the exit status is
-1 when there is any.
+printed with the symbols (or includes) on their edges.
+
+Layers (docs/architecture.md): src/lib/base, model, engine, sim, then report
+and src/ref (the decoder) side by side; the programs (src/cli, src/tui,
+src/hub) above them all. An edge of either graph from a file to a layer that
+its own may not use (LAYERS) is printed too. Each public header belongs to the
+layer of its definitions (HEADERS), and a header of include/kvplan missing
+from HEADERS is an error. The exit status is 1 when there is any finding.
 
 usage: tests/cycles.py OBJ...   (objects built from src/**.c, under BUILD/)
 """
@@ -19,6 +26,25 @@ import subprocess
 import sys
 
 INCLUDE_DIRS = ["include", "src/lib", "src/cli"]
+
+# what each layer may use, itself included
+LAYERS = {
+    "base": {"base"},
+    "model": {"base", "model"},
+    "engine": {"base", "model", "engine"},
+    "sim": {"base", "model", "engine", "sim"},
+    "report": {"base", "model", "engine", "sim", "report"},
+    "ref": {"base", "model", "engine", "sim", "ref"},
+}
+HEADERS = {
+    "api.h": "base", "error.h": "base", "num.h": "base", "render.h": "base",
+    "model.h": "model", "format.h": "model", "wquant.h": "model", "gguf.h": "model", "hub.h": "model",
+    "catalog.h": "model", "gpu.h": "model",
+    "kv.h": "engine", "deploy.h": "engine", "settings.h": "engine", "emit.h": "engine",
+    "sim.h": "sim",
+    "explain.h": "report", "sizing.h": "report", "chart.h": "report", "plan.h": "report",
+    "ref.h": "ref", "ref_serve.h": "ref", "ref_cuda.h": "ref",
+}
 
 
 def sources():
@@ -103,6 +129,37 @@ def cycles(g):
     return out
 
 
+def layer(f):
+    """The layer of a file, or None for the programs (which may use every layer)."""
+    parts = f.split("/")
+    if parts[:2] == ["src", "lib"] and len(parts) > 3:
+        return parts[2]
+    if parts[:2] == ["src", "ref"]:
+        return "ref"
+    if parts[:2] == ["include", "kvplan"]:
+        return HEADERS.get(parts[2], "?")
+    return None
+
+
+def layer_report(name, g):
+    n = 0
+    for a in sorted(g):
+        la = layer(a)
+        if la == "?":
+            print(f"check-includes: {a} is in no layer (add it to HEADERS in tests/cycles.py)")
+            n += 1
+            continue
+        if la is None:
+            continue
+        for b in sorted(g[a]):
+            lb = layer(b)
+            if lb not in (None, "?") and lb not in LAYERS[la]:
+                syms = sorted(set(g[a][b]))
+                print(f"check-includes: {name} from layer {la} up to {lb}: {a} -> {b}: {' '.join(syms[:4])}")
+                n += 1
+    return n
+
+
 def report(name, g):
     found = cycles(g)
     for comp in found:
@@ -120,11 +177,14 @@ def main():
     objs = [o for o in sys.argv[1:] if "/src/" in o]
     if not objs:
         sys.exit("usage: tests/cycles.py OBJ... (the objects of src/)")
-    n = report("include", include_graph(sources())) + report("call", call_graph(objs))
-    if n:
-        print(f"check-includes: {n} cycle(s) in src/")
+    inc, call = include_graph(sources()), call_graph(objs)
+    n = report("include", inc) + report("call", call)
+    up = layer_report("include", inc) + layer_report("call", call)
+    if n or up:
+        print(f"check-includes: {n} cycle(s) and {up} edge(s) against the layers in src/")
         return 1
-    print(f"check-includes: no cycle among the includes of src/ and the calls between its {len(objs)} objects")
+    print(f"check-includes: no cycle among the includes of src/ and the calls between its {len(objs)} objects; "
+          f"every edge goes down the layers {' < '.join(list(LAYERS)[:4])} < report, ref")
     return 0
 
 
