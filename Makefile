@@ -70,6 +70,7 @@ help:
 	@echo "make check-mutation an engine mispriced by a byte per row is caught by the decoder (in check)"
 	@echo "make check-symbols  libkvplan exports exactly what include/kvplan declares with KVP_API (in check)"
 	@echo "make check-includes no cycle among src/'s includes, nor among its files' calls (tests/cycles.py; in check)"
+	@echo "make check-style    no line of C over 120 columns (.clang-format; in check)"
 	@echo "make check-architecture  docs/architecture.md names every tracked file (data and generated pages aside; in check)"
 	@echo "make check-examples the plans in docs/examples through kvplan check"
 	@echo "make check-plan-cli kvplan check's reports read by real JSON/XML parsers"
@@ -259,6 +260,15 @@ check-mutation: $(MUT_BIN)
 ifndef SANITIZE
 check: check-ref-independent check-mutation check-symbols check-includes check-architecture
 endif
+
+# No line of C over 120 columns, the limit .clang-format states (docs/testing.md, Style)
+STYLE_COLUMNS := 120
+.PHONY: check-style
+check-style:
+	@bad=$$(git ls-files 'src/*.[ch]' 'src/*.cu' 'include/*.h' 'tests/*.[ch]' | grep -v '^tests/data/' | \
+	    LC_ALL=C.UTF-8 xargs grep -n '.\{$(STYLE_COLUMNS)\}.' | cut -c1-100); \
+	if [ -n "$$bad" ]; then printf "%s\n" "$$bad"; echo "check-style: $$(printf "%s\n" "$$bad" | wc -l) line(s) over $(STYLE_COLUMNS) columns"; exit 1; fi; \
+	echo "check-style: no line of C over $(STYLE_COLUMNS) columns"
 
 # libkvplan exports exactly the names include/kvplan declares with KVP_API (tests/symbols.py)
 .PHONY: check-symbols
