@@ -101,7 +101,8 @@ static void script(struct tui_state *s, const char *words)
             static const struct {
                 const char *name;
                 int key;
-            } named[] = {{"RT", RT}, {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN}, {"ESC", ESC}, {"+", '+'}, {"-", '-'}};
+            } named[] = {{"RT", RT}, {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN}, {"ESC", ESC}, {"BS", BS}, {"+", '+'},
+                           {"-", '-'}};
             size_t i = 0;
             while (i < N_ELEMS(named) && strcmp(named[i].name, w) != 0)
                 i++;
@@ -359,9 +360,12 @@ START_TEST(panels_add_up)
     s = start(models[_i]);
     tui_bar_of(s, 0, &b);
     ck_assert(s->ok);
-    ck_assert_uint_eq(b.kv, s->fit.kv_bytes_required);
+    ck_assert_uint_eq(b.kv, s->fit.kv_bytes_required + s->fit.state_conv_bytes + s->fit.state_ssm_bytes);
+    /* the reserve as `kvplan fit` and the page name it; the rest of the GPU apart */
+    ck_assert_uint_eq(b.reserve, s->fit.reserve.activation + s->fit.reserve.non_torch + s->fit.reserve.cuda_graph);
     if (s->fit.fits) {
-        ck_assert_uint_eq(b.weights + b.kv + b.reserve + b.free, b.total);
+        ck_assert_uint_eq(b.weights + b.kv + b.reserve + b.free + b.rest, b.total);
+        ck_assert_uint_gt(b.rest, (uint64_t)((1.0 - s->fit.util) * (double)b.total) - 1);
         ck_assert_uint_eq(b.over, 0);
     } else { /* jamba-v0.1 at 256k on one H100: the bar shows the shortfall */
         ck_assert_uint_eq(b.over, s->fit.short_bytes);
@@ -397,6 +401,90 @@ START_TEST(panels_add_up)
         ck_assert(r.ttft_s == s->roof.ttft_s);
     }
     tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* Defects a user met (issue #36): arrows on the model field swapped the model
+ * unasked; typing a GPU's exact id picked the first that contained it (l4 ->
+ * l40s); a model with a shorter default context changed it without a word. */
+START_TEST(picks_as_typed)
+{
+    struct tui_state *s;
+    load_catalogs();
+    s = start("llama-3.1-8b");
+    script(s, "@model RT LT RT");
+    ck_assert_str_eq(s->model->name, "llama-3.1-8b");
+    ck_assert_str_eq(s->status, "Enter or m picks the model (type to filter)");
+    script(s, "'g /l4");
+    ck_assert_uint_ge(s->n_pick, 2); /* l40s and l4 */
+    ck_assert_str_eq(tui_pick_name(s, s->pick_sel), "l4");
+    script(s, "BS /40");
+    ck_assert_str_eq(tui_pick_name(s, s->pick_sel), "l40s");
+    script(s, "BS EN");
+    ck_assert_str_eq(s->gpu->id, "l4");
+    script(s, "'m /mistral EN");
+    ck_assert_str_eq(s->model->name, "mistral-7b-v0.1");
+    ck_assert_uint_eq(s->d.context, 32768);
+    ck_assert_msg(strstr(s->status, "context 32,768, mistral-7b-v0.1's longest (was llama-3.1-8b's 131,072)"), "%s",
+                  s->status);
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
+/* Saving a run that preempted asks the limit to assert (0 unless typed; none
+ * when emptied) instead of writing the run's own count, which would make an
+ * overloaded run's failure the CI's limit. */
+START_TEST(save_asks_preemption_limit)
+{
+    static const struct {
+        const char *keys;  /* typed at the question */
+        bool written;      /* a max_preemptions check is written */
+        double limit;
+    } cases[] = {{"EN", true, 0}, {"BS /7 EN", true, 7}, {"BS EN", false, 0}};
+    char dir[] = "/tmp/kvplan-tui-XXXXXX", out[256];
+    struct tui_state *s;
+    struct kvp_error err = {0};
+    load_catalogs();
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/p.yaml", dir);
+    s = start("llama-3.1-8b");
+    script(s, "'w @rate =0 @prompt =2k @requests =500 @prefix =1k @prefix_share =0.5");
+    ck_assert_msg(s->sim_ok && s->sim.preemptions > 0, "%s", s->status);
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_plan q = {0};
+        bool found = false;
+        tui_handle(s, 's');
+        while (s->input_len)
+            tui_handle(s, BS);
+        type(s, out);
+        tui_handle(s, EN);
+        ck_assert_int_eq(s->mode, TUI_MODE_ASK_LIMIT);
+        ck_assert_str_eq(s->input, "0");
+        script(s, cases[i].keys);
+        ck_assert_int_eq(s->mode, TUI_MODE_MAIN);
+        ck_assert_msg(strncmp(s->status, "saved ", 6) == 0, "%s", s->status);
+        ck_assert_kvp_ok(kvp_plan_load(&q, out, cat, gpus, &err), err);
+        for (uint32_t c = 0; c < q.deps[0].n_checks; c++)
+            if (q.deps[0].checks[c].kind == KVP_CHECK_MAX_PREEMPTIONS) {
+                found = true;
+                ck_assert(q.deps[0].checks[c].limit == cases[i].limit);
+            }
+        ck_assert_msg(found == cases[i].written, "case %zu", i);
+        kvp_plan_release(&q);
+    }
+    /* Esc saves nothing */
+    unlink(out);
+    script(s, "'s");
+    while (s->input_len)
+        tui_handle(s, BS);
+    type(s, out);
+    script(s, "EN ESC");
+    ck_assert_str_eq(s->status, "not saved");
+    ck_assert_int_ne(access(out, F_OK), 0);
+    tui_free(s);
+    rmdir(dir);
     free_catalogs();
 }
 END_TEST
@@ -1277,6 +1365,8 @@ static Suite *suite(void)
     tcase_add_test(limits, arrows_stop_at_bounds);
     tcase_add_test(limits, unknown_model_and_gpu);
     tcase_add_test(limits, save_errors);
+    tcase_add_test(core, picks_as_typed);
+    tcase_add_test(core, save_asks_preemption_limit);
     tcase_add_loop_test(limits, bad_workload_edit_keeps_workload, 0, (int)N_ELEMS(bad_workload_edits));
     tcase_add_test(limits, prefix_arrows);
     tcase_add_test(limits, bad_plan_files);

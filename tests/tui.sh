@@ -112,6 +112,18 @@ sleep 0.3
 t resize-window -t k -x 80 -y 24
 expect "max context $mctx at batch 32" "after 1x1 and back to 80x24"
 
+# 3b. a wide terminal widens the chart: more columns, the chosen context marked on its axis
+t resize-window -t k -x 160 -y 45
+expect "^8k" "the chosen context on the chart's axis"
+chart_cols() { # the bars on the chart's bottom row
+    screen | sed -n '/^KV per GPU vs context/,$p' | grep -m1 '^ *0 ' | LC_ALL=C.UTF-8 grep -o '[▁▂▃▄▅▆▇█]' | wc -l
+}
+i=0
+while [ "$(chart_cols)" -le 12 ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(chart_cols)" -gt 12 ] && ok || { bad "the chart at 160 columns has $(chart_cols) columns"; screen; }
+expect "outside util 0.900: " "the memory outside the fraction, apart from the reserve"
+t resize-window -t k -x 80 -y 24
+
 # 4. help opens and any key closes it
 t send-keys -t k '?'
 expect "kvplan tui help" "help overlay"
@@ -201,6 +213,11 @@ expect "save plan to:" "save prompt in the simulate view"
 i=0
 while [ $i -lt 40 ]; do t send-keys -t k BSpace; i=$((i + 1)); done
 t send-keys -t k -l "$tmp/sim.yaml"
+t send-keys -t k Enter
+# the run preempted: the limit is asked (0 unless typed), not taken from the run; the user's is its count
+expect "the run preempted $pre times; max_preemptions to assert: 0_" "the limit asked"
+t send-keys -t k BSpace
+t send-keys -t k -l "$pre"
 t send-keys -t k Enter
 expect "saved $tmp/sim.yaml" "saved with the workload"
 KVPLAN_DATADIR=models "$bin" check "$tmp/sim.yaml" >"$tmp/check.out" 2>&1 && grep -q "PASS      max_preemptions under tui: $pre" "$tmp/check.out" &&

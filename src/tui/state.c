@@ -10,6 +10,7 @@
 #include "state.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -353,6 +354,10 @@ static void set_model(struct tui_state *s, struct kvp_model *m)
         set_note(s, "context %" PRIu64 " is beyond %s's %" PRIu64, s->d.context, m->name, m->max_context);
         snprintf(t, sizeof t, "%" PRIu64, m->max_context);
         put(s, &s->set, "context", t);
+    } else if (old && !row_given(&s->set, kvp_setting_find("context")) && m->max_context != old->max_context) {
+        char was[32];
+        set_note(s, "context %s, %s's longest (was %s's %s)", kvp_count_text(m->max_context, t, sizeof t), m->name,
+                 old->name, kvp_count_text(old->max_context, was, sizeof was));
     }
     for (uint32_t tries = 0; tries < kvp_settings_count() && apply_set(s, &bad, &e) != KVP_OK && bad >= 0; tries++) {
         set_note(s, "%s: %s (taken away)", kvp_setting_at((uint32_t)bad)->key, e.msg);
@@ -628,13 +633,12 @@ void tui_bar_of(const struct tui_state *s, uint32_t i, struct tui_bar *b)
     b->kv = f->kv_bytes_required;
     if (s->d.engine == KVP_ENGINE_LLAMACPP && i < f->n_devices)
         b->kv = f->device[i].buffer_bytes + f->device[i].rs_bytes;
+    b->kv = kvp_sat_add(b->kv, kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes));
     b->free = f->free_bytes;
-    /* whatever is neither weights, KV nor free is held back: activations,
-     * non-torch memory and what lies outside the engine's memory fraction */
-    if (kvp_add(b->weights, b->kv, &used) && kvp_add(used, b->free, &used) && used <= b->total)
-        b->reserve = b->total - used;
-    else
-        b->reserve = 0;
+    b->reserve = kvp_sat_add(kvp_sat_add(f->reserve.activation, f->reserve.non_torch), f->reserve.cuda_graph);
+    /* whatever is none of those lies outside the engine's memory fraction */
+    used = kvp_sat_add(kvp_sat_add(b->weights, b->kv), kvp_sat_add(b->reserve, b->free));
+    b->rest = used < b->total ? b->total - used : 0;
     if (!f->fits)
         b->over = f->short_bytes;
 }
@@ -677,6 +681,24 @@ static bool gpu_matches(const struct kvp_gpu *g, const char *q)
         if (contains_ci(g->aliases[a], q))
             return true;
     return false;
+}
+
+/* The entry typing should land on: one named exactly as typed (name or Hub id),
+ * else the first whose name starts with it, else the first that matches. */
+static uint32_t best_pick(const struct tui_state *s)
+{
+    uint32_t prefix = UINT32_MAX;
+    if (!s->input_len)
+        return s->pick_sel;
+    for (uint32_t i = 0; i < s->n_pick; i++) {
+        const char *name = tui_pick_name(s, i);
+        if (strcasecmp(name, s->input) == 0 ||
+            (s->mode == TUI_MODE_PICK_MODEL && strcasecmp(s->cat->models[s->pick[i]]->hf_id, s->input) == 0))
+            return i;
+        if (prefix == UINT32_MAX && strncasecmp(name, s->input, s->input_len) == 0)
+            prefix = i;
+    }
+    return prefix == UINT32_MAX ? 0 : prefix;
 }
 
 static void refilter(struct tui_state *s)
@@ -819,21 +841,9 @@ static bool adjust(struct tui_state *s, int dir, bool add)
     const struct kvp_setting *r;
     char cur[KVP_SETTING_VALUE_MAX], t[KVP_SETTING_VALUE_MAX];
 
-    if (s->field == TUI_FIELD_MODEL) {
-        uint32_t i = 0;
-        struct kvp_model *m = NULL;
-        struct kvp_error e = {0};
-        if (!s->cat || !s->cat->n)
-            return false;
-        while (i < s->cat->n && strcmp(s->cat->models[i]->name, s->model->name) != 0)
-            i++;
-        i = i == s->cat->n ? 0 : (uint32_t)((i + s->cat->n + (uint32_t)(dir > 0 ? 1 : s->cat->n - 1)) % s->cat->n);
-        if (kvp_model_open(s->cat, s->cat->models[i]->name, &m, &e) != KVP_OK) {
-            set_status(s, true, "%s", e.msg);
-            return false;
-        }
-        set_model(s, m);
-        return true;
+    if (s->field == TUI_FIELD_MODEL) { /* models have no order to step through: a step would swap it unasked */
+        set_status(s, false, "Enter or m picks the model (type to filter)");
+        return false;
     }
     if (wl_of(s->field) >= 0)
         return edit_workload(s, (uint32_t)wl_of(s->field),
@@ -1113,11 +1123,52 @@ static enum tui_result handle_main(struct tui_state *s, int key)
     }
 }
 
-enum tui_result tui_handle(struct tui_state *s, int key)
+/* The plan to s->save_path, the status saying how it went. */
+static void save_plan(struct tui_state *s)
 {
     char t[KVP_ERROR_TEXT_MAX];
     struct kvp_error e = {0};
 
+    if (tui_plan_save(s, s->save_path, &e) != KVP_OK) {
+        set_status(s, true, "%s", kvp_error_text(&e, t, sizeof t));
+    } else {
+        snprintf(s->plan_path, sizeof s->plan_path, "%s", s->save_path);
+        set_status(s, false, "saved %s (check it with: kvplan check %s)", s->save_path, s->save_path);
+    }
+    s->preempt_asked = false;
+}
+
+/* TUI_MODE_ASK_LIMIT: digits, Backspace, Enter to save with the limit typed
+ * (none when empty), Esc to save nothing. */
+static enum tui_result ask_limit(struct tui_state *s, int key)
+{
+    char *end;
+    if (key == TUI_KEY_ESC) {
+        s->mode = TUI_MODE_MAIN;
+        set_status(s, false, "not saved");
+    } else if (key == TUI_KEY_BACKSPACE) {
+        input_back(s);
+    } else if (key == TUI_KEY_ENTER) {
+        errno = 0;
+        s->preempt_limit = strtoull(s->input, &end, 10);
+        if (s->input_len && (*end || errno || s->input[0] == '-')) {
+            set_status(s, true, "max_preemptions: a count, e.g. 0 (got '%s')", s->input);
+            return TUI_REDRAW;
+        }
+        s->preempt_asked = true;
+        s->preempt_omit = !s->input_len;
+        s->mode = TUI_MODE_MAIN;
+        save_plan(s);
+    } else if (isdigit(key)) {
+        input_add(s, key);
+    } else {
+        return TUI_HANDLED;
+    }
+    return TUI_REDRAW;
+}
+
+enum tui_result tui_handle(struct tui_state *s, int key)
+{
     if (key == TUI_KEY_RESIZE)
         return TUI_REDRAW;
     s->note[0] = '\0';
@@ -1139,6 +1190,8 @@ enum tui_result tui_handle(struct tui_state *s, int key)
             return TUI_REDRAW;
         }
         return TUI_HANDLED;
+    case TUI_MODE_ASK_LIMIT:
+        return ask_limit(s, key);
     case TUI_MODE_EDIT:
     case TUI_MODE_SAVE:
         if (key == TUI_KEY_ESC) {
@@ -1155,12 +1208,14 @@ enum tui_result tui_handle(struct tui_state *s, int key)
             if (was == TUI_MODE_SAVE) {
                 if (s->work_used) /* the workload's assertions state the current run */
                     tui_sim_update(s);
-                if (tui_plan_save(s, s->input, &e) != KVP_OK) {
-                    set_status(s, true, "%s", kvp_error_text(&e, t, sizeof t));
-                } else {
-                    snprintf(s->plan_path, sizeof s->plan_path, "%s", s->input);
-                    set_status(s, false, "saved %s (check it with: kvplan check %s)", s->input, s->input);
+                snprintf(s->save_path, sizeof s->save_path, "%s", s->input);
+                if (tui_plan_asks_limit(s)) {
+                    s->mode = TUI_MODE_ASK_LIMIT;
+                    input_clear(s);
+                    input_add(s, '0');
+                    return TUI_REDRAW;
                 }
+                save_plan(s);
                 return TUI_REDRAW;
             }
             if (commit_edit(s))
@@ -1193,6 +1248,7 @@ enum tui_result tui_handle(struct tui_state *s, int key)
         case TUI_KEY_BACKSPACE:
             input_back(s);
             refilter(s);
+            s->pick_sel = best_pick(s);
             return TUI_REDRAW;
         case TUI_KEY_ENTER:
             pick_commit(s);
@@ -1200,8 +1256,8 @@ enum tui_result tui_handle(struct tui_state *s, int key)
         default:
             if (printable(key)) {
                 input_add(s, key);
-                s->pick_sel = 0;
                 refilter(s);
+                s->pick_sel = best_pick(s);
             }
             return TUI_REDRAW;
         }

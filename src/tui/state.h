@@ -82,6 +82,7 @@ enum tui_mode {
     TUI_MODE_SAVE,       /* typing the plan file's path */
     TUI_MODE_HELP,       /* the help overlay; any key closes it */
     TUI_MODE_ASK_SPLIT,  /* more than one GPU: do the GPUs mean TP (t, Enter) or PP (p)? */
+    TUI_MODE_ASK_LIMIT,  /* saving a run that preempted: the max_preemptions to assert (0 unless typed) */
 };
 
 /* Which derivation the explain panel shows. */
@@ -89,7 +90,7 @@ enum tui_explain { TUI_EXPLAIN_FIT, TUI_EXPLAIN_KV, TUI_EXPLAIN_COUNT };
 
 #define TUI_INPUT_MAX 256
 #define TUI_PICK_MAX 512
-#define TUI_CHART_POINTS 12
+#define TUI_CHART_POINTS 24 /* the most columns the chart draws; fewer on a narrow panel */
 #define TUI_STATUS_MAX 600
 /* The simulate view draws at most this many output tokens (requests x the
  * longest answer): a run keeps its time series for the chart, one entry per
@@ -117,9 +118,12 @@ struct tui_workload {
 struct tui_bar {
     uint64_t total;   /* memory as the device reports it */
     uint64_t weights; /* weights on this GPU */
-    uint64_t kv;      /* KV the requested concurrency x context needs (llama.cpp: its buffer) */
-    uint64_t reserve; /* held back: activations, non-torch, and memory outside the engine's fraction */
+    uint64_t kv;      /* KV the requested concurrency x context needs (llama.cpp: its buffer), and a
+                       * hybrid's recurrent-state pool */
+    uint64_t reserve; /* the start-up reserve, as `kvplan fit` and the page name it: activations
+                       * (llama.cpp: compute buffers), non-torch memory, CUDA graphs */
     uint64_t free;    /* room left for more KV */
+    uint64_t rest;    /* the rest of the device: outside the engine's memory fraction */
     uint64_t over;    /* how much the setup is short (0 when it fits) */
 };
 
@@ -151,6 +155,11 @@ struct tui_state {
     uint32_t pick[TUI_PICK_MAX]; /* catalog indices that match input */
     uint32_t n_pick, pick_sel;
     char plan_path[TUI_INPUT_MAX]; /* last saved or opened plan ("" = none) */
+    char save_path[TUI_INPUT_MAX]; /* TUI_MODE_ASK_LIMIT: the path the plan goes to */
+    /* the user's max_preemptions for a saved plan, asked when the run preempted
+     * (a limit of the run's own count would make its failure the CI's limit) */
+    bool preempt_asked, preempt_omit;
+    uint64_t preempt_limit;
     char status[TUI_STATUS_MAX];   /* a line for the user: what happened, or an error */
     char note[TUI_STATUS_MAX / 2]; /* what the last edit changed besides its field, shown before the fit */
     bool status_error;
@@ -269,8 +278,11 @@ void tui_sim_free(struct tui_state *s);
  * synthetic one becomes the simulate view's; so are the first deployment's
  * assertions. The view's workload, once used, is written with assertions on
  * what the view shows, in place of the plan's unnamed ones of the same kind
- * on it: max_preemptions (the run's count) and min_sustained_rate (the rate
- * 'r' found, rounded down to three digits). */
+ * on it: max_preemptions (0 when the run had none, else the limit the user
+ * answered, s->preempt_limit, or none) and min_sustained_rate (the rate 'r'
+ * found, rounded down to three digits). tui_plan_asks_limit: whether saving
+ * asks that limit first (the view's run preempted). */
+bool tui_plan_asks_limit(const struct tui_state *s);
 enum kvp_status tui_plan_save(const struct tui_state *s, const char *path, struct kvp_error *err);
 enum kvp_status tui_plan_load(struct tui_state *s, const char *path, struct kvp_error *err);
 

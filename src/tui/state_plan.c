@@ -15,7 +15,8 @@
  * state_sim.c's workload table) and written back under `workloads:`; the
  * simulate view's workload replaces the one it came from, or is added once
  * the view was used, with `max_preemptions` and `min_sustained_rate`
- * asserting what the view shows. The first deployment's assertions are kept
+ * asserting what the view shows (the preemptions limit the user's answer
+ * when the run had any: an overloaded run's count is not a target). The first deployment's assertions are kept
  * too (but `fits: true`, which every saved plan states, and those the view's
  * replace).
  */
@@ -135,6 +136,11 @@ static bool view_states(const struct tui_state *s, enum kvp_check_kind k)
     return k == KVP_CHECK_MAX_PREEMPTIONS || (k == KVP_CHECK_MIN_SUSTAINED_RATE && s->have_max_rate && s->max_rate > 0);
 }
 
+bool tui_plan_asks_limit(const struct tui_state *s)
+{
+    return view_states(s, KVP_CHECK_MAX_PREEMPTIONS) && s->sim.preemptions > 0;
+}
+
 /* Whether the plan's assertion c is written back: not an unnamed `fits`
  * (every saved plan states `fits: true`, under the same id), nor one the
  * view's replace (the same id). */
@@ -203,8 +209,8 @@ static void write_asserts(const struct tui_state *s, FILE *f)
         if (kept(s, &s->plan_checks[i]))
             write_check(&s->plan_checks[i], f);
     snprintf(v.workload, sizeof v.workload, "%s", s->work.name);
-    if (view_states(s, KVP_CHECK_MAX_PREEMPTIONS)) {
-        v.limit = (double)s->sim.preemptions;
+    if (view_states(s, KVP_CHECK_MAX_PREEMPTIONS) && !(s->preempt_asked && s->preempt_omit)) {
+        v.limit = (double)(s->preempt_asked ? s->preempt_limit : s->sim.preemptions);
         write_check(&v, f);
     }
     if (view_states(s, KVP_CHECK_MIN_SUSTAINED_RATE)) { /* three digits, rounded down: it still holds */

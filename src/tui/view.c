@@ -16,12 +16,15 @@
  * draw fail; below 80x24 only a request for a bigger terminal is shown.
  */
 #include <curses.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kvplan/num.h"
 #include "view.h"
+
+#define N_SEGS 5 /* the memory bar's segments (draw_bar) */
 
 enum pair { P_TITLE = 1, P_WEIGHTS, P_KV, P_RESERVE, P_FREE, P_ERROR, P_OK, P_HEAD };
 
@@ -137,41 +140,41 @@ static void draw_fields(const struct ctx *c, int y0, int h)
 
 /* ---- the memory bars ---- */
 
+/* One row of the memory bar: weights, KV, the reserve, free KV room, the rest
+ * of the device, each cell the segment its midpoint falls in; past the
+ * device's memory (a shortfall) in the error colour. */
 static void draw_bar(const struct ctx *c, int y, int x, int w, const struct tui_bar *b, const char *label)
 {
-    const char *full = c->look->utf8 ? "\xe2\x96\x88" : "#";   /* █ */
-    const char *dark = c->look->utf8 ? "\xe2\x96\x93" : "=";   /* ▓ */
-    const char *light = c->look->utf8 ? "\xe2\x96\x91" : "-";  /* ░ */
-    const char *dot = c->look->utf8 ? "\xc2\xb7" : ".";        /* · */
-    uint64_t scale = b->total, edge[3], sum = 0;
+    const bool u = c->look->utf8;
+    const struct {
+        uint64_t bytes;
+        enum pair pair;
+        const char *glyph;
+    } seg[] = {
+        {b->weights, P_WEIGHTS, u ? "\xe2\x96\x88" : "#"}, /* █ */
+        {b->kv, P_KV, u ? "\xe2\x96\x93" : "="},           /* ▓ */
+        {b->reserve, P_RESERVE, u ? "\xe2\x96\x92" : "-"}, /* ▒ */
+        {b->free, P_FREE, u ? "\xc2\xb7" : "."},            /* · */
+        {b->rest, P_FREE, u ? "\xe2\x96\x91" : ":"},       /* ░ */
+    };
+    uint64_t scale = 0, edge[N_SEGS];
     int cells = w - (int)strlen(label) - 3;
 
     if (cells < 4)
         return;
-    if (b->weights + b->kv + b->reserve > scale)
-        scale = b->weights + b->kv + b->reserve;
+    for (int i = 0; i < N_SEGS; i++)
+        edge[i] = scale = kvp_sat_add(scale, seg[i].bytes);
+    if (scale < b->total)
+        scale = b->total;
     if (scale == 0)
         scale = 1;
-    sum = b->weights;
-    edge[0] = sum;
-    sum += b->kv;
-    edge[1] = sum;
-    sum += b->reserve;
-    edge[2] = sum;
     put(c, y, x, w, A_NORMAL, "%s [", label);
-    for (int i = 0; i < cells; i++) {
-        /* the cell's midpoint, in bytes, decides its segment */
+    for (int i = 0, k = 0; i < cells; i++) {
         long double mid = ((long double)i + 0.5L) * (long double)scale / cells;
-        int cx = x + (int)strlen(label) + 2 + i;
         bool beyond = mid > (long double)b->total; /* past the GPU's memory: the shortfall */
-        if (mid < (long double)edge[0])
-            glyph(c, y, cx, color(c, beyond ? P_ERROR : P_WEIGHTS), full);
-        else if (mid < (long double)edge[1])
-            glyph(c, y, cx, color(c, beyond ? P_ERROR : P_KV), dark);
-        else if (mid < (long double)edge[2])
-            glyph(c, y, cx, color(c, P_RESERVE), light);
-        else
-            glyph(c, y, cx, color(c, P_FREE), dot);
+        while (k < N_SEGS - 1 && mid >= (long double)edge[k])
+            k++;
+        glyph(c, y, x + (int)strlen(label) + 2 + i, color(c, beyond && k < 2 ? P_ERROR : seg[k].pair), seg[k].glyph);
     }
     put(c, y, x + (int)strlen(label) + 2 + cells, 1, A_NORMAL, "]");
 }
@@ -185,14 +188,15 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     int used = 0;
     uint32_t shown;
     bool same = s->d.engine != KVP_ENGINE_LLAMACPP; /* every rank sized alike */
+    bool est;
 
     tui_bar_of(s, 0, &b);
     put(c, y, x, w, A_BOLD | color(c, P_HEAD), "Memory per GPU (%s each)", bytes(b.total, g[0], sizeof g[0]));
     used++;
-    /* room for the bars after the two legend lines */
+    /* room for the bars after the legend's lines */
     shown = same ? 1 : s->d.n_gpus;
-    if ((int)shown > max_rows - 3)
-        shown = max_rows - 3 > 1 ? (uint32_t)(max_rows - 3) : 1;
+    if ((int)shown > max_rows - 4)
+        shown = max_rows - 4 > 1 ? (uint32_t)(max_rows - 4) : 1;
     for (uint32_t i = 0; i < shown; i++) {
         tui_bar_of(s, i, &b);
         if (same)
@@ -209,15 +213,26 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     put(c, y + used, x + w / 2, w - w / 2, color(c, P_KV), "%s KV %s", l->utf8 ? "\xe2\x96\x93" : "=",
         bytes(b.kv, g[1], sizeof g[1]));
     used++;
-    put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x91" : "-",
-        bytes(b.reserve, g[2], sizeof g[2]),
-        s->fit.reserve.activation_est || s->fit.reserve.non_torch_est || s->fit.reserve.cuda_graph_est ? " est." : "");
+    /* " est." only where the half row has room for it: the figure comes first */
+    est = s->fit.reserve.activation_est || s->fit.reserve.non_torch_est || s->fit.reserve.cuda_graph_est;
+    bytes(b.reserve, g[2], sizeof g[2]);
+    put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x92" : "-", g[2],
+        est && (int)strlen(g[2]) + 15 <= w / 2 ? " est." : "");
     if (b.over)
         put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
     else
         put(c, y + used, x + w / 2, w - w / 2, A_NORMAL, "%s free %s", l->utf8 ? "\xc2\xb7" : ".",
             bytes(b.free, g[3], sizeof g[3]));
     used++;
+    if (b.rest && used < max_rows) {
+        if (s->fit.util < 1.0)
+            put(c, y + used, x, w, A_NORMAL, "%s outside util %.3f: %s", l->utf8 ? "\xe2\x96\x91" : ":",
+                s->fit.util, bytes(b.rest, g[0], sizeof g[0]));
+        else
+            put(c, y + used, x, w, A_NORMAL, "%s unused %s", l->utf8 ? "\xe2\x96\x91" : ":",
+                bytes(b.rest, g[0], sizeof g[0]));
+        used++;
+    }
     return used;
 }
 
@@ -293,16 +308,61 @@ static void short_count(uint64_t v, char *buf, size_t n)
         snprintf(buf, n, "%llu", (unsigned long long)v);
 }
 
+/* The chart's columns: the most of the TUI_CHART_POINTS contexts that leave each
+ * column two cells (a bar and a gap), evenly spaced and ending at the last. */
+static uint32_t chart_columns(int cells)
+{
+    uint32_t n = TUI_CHART_POINTS;
+    while (n > 1 && ((int)n * 2 > cells || TUI_CHART_POINTS % n != 0))
+        n--;
+    return n;
+}
+
+/* The x axis under the columns: the first and last contexts at the ends,
+ * the chosen one under a '^' at its column (in place of the last when they
+ * would overlap). */
+static void draw_axis(const struct ctx *c, int y, int x0, int cells, uint32_t n, uint32_t step, int col_w)
+{
+    const struct tui_state *s = c->s;
+    char line[512], lo[24], hi[24], cx[24], at[32];
+    uint32_t j = 0;
+    int pos, len;
+
+    if (cells >= (int)sizeof line)
+        cells = (int)sizeof line - 1;
+    while (j + 1 < n && s->chart_context[(j + 1) * step - 1] < s->d.context)
+        j++; /* the first column at or past the chosen context */
+    short_count(s->chart_context[step - 1], lo, sizeof lo);
+    short_count(s->chart_context[n * step - 1], hi, sizeof hi);
+    short_count(s->d.context, cx, sizeof cx);
+    snprintf(at, sizeof at, "^%s", cx);
+    memset(line, ' ', (size_t)cells);
+    line[cells] = '\0';
+    memcpy(line, lo, strlen(lo) < (size_t)cells ? strlen(lo) : (size_t)cells);
+    pos = (int)j * col_w;
+    len = (int)strlen(at);
+    if (pos + len > cells - (int)strlen(hi) - 1) /* no room before the last label: it gives way */
+        pos = cells - len;
+    else
+        memcpy(line + cells - strlen(hi), hi, strlen(hi));
+    if (pos < (int)strlen(lo) + 1 && j > 0)
+        pos = (int)strlen(lo) + 1;
+    if (pos >= 0 && pos + len <= cells)
+        memcpy(line + pos, at, (size_t)len);
+    put(c, y, x0, cells, A_NORMAL, "%s", line);
+}
+
 static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
 {
     const struct tui_state *s = c->s;
     static const char *const eighths[] = {" ", "\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
                                           "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88"};
     uint64_t top = 0, budget = s->fit.kv_budget_bytes;
-    char g[32], lo[24], hi[24];
-    int plot_h = h - 3, col_w, x0 = x + 10;
+    char g[32];
+    int plot_h = h - 3, col_w, x0, cells;
+    uint32_t n, step;
 
-    if (h < 5 || w < 24 || !s->ok || s->n_chart == 0)
+    if (h < 5 || w < 24 || !s->ok || s->n_chart != TUI_CHART_POINTS)
         return;
     for (uint32_t i = 0; i < s->n_chart; i++)
         if (s->chart_kv[i] > top)
@@ -315,16 +375,20 @@ static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
         top = 1;
     put(c, y, x, w, A_BOLD | color(c, P_HEAD), "KV per GPU vs context (batch %llu)",
         (unsigned long long)tui_batch(s));
-    col_w = (w - 11) / (int)s->n_chart;
-    if (col_w < 1)
-        col_w = 1;
-    put(c, y + 1, x, 9, A_NORMAL, "%9s", bytes(top, g, sizeof g));
-    put(c, y + plot_h, x, 9, A_NORMAL, "%9s", "0");
-    for (uint32_t i = 0; i < s->n_chart; i++) {
+    bytes(top, g, sizeof g);
+    x0 = x + (int)strlen(g) + 1; /* the y labels' width: the top one is the longest */
+    cells = w - (x0 - x);
+    n = chart_columns(cells);
+    step = TUI_CHART_POINTS / n;
+    col_w = cells / (int)n;
+    put(c, y + 1, x, x0 - x - 1, A_NORMAL, "%s", g);
+    put(c, y + plot_h, x, x0 - x - 1, A_NORMAL, "%*s", x0 - x - 1, "0");
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t kv = s->chart_kv[(i + 1) * step - 1];
         /* height in eighths of a row, so small steps still show in UTF-8 */
-        long double frac = (long double)s->chart_kv[i] / (long double)top;
+        long double frac = (long double)kv / (long double)top;
         int units = (int)(frac * plot_h * 8 + 0.5L);
-        bool over = s->chart_kv[i] > budget;
+        bool over = kv > budget;
         attr_t a = color(c, over ? P_ERROR : P_KV);
         for (int r = 0; r < plot_h; r++) {
             int cell = units - r * 8; /* eighths in this row, from the bottom */
@@ -345,9 +409,7 @@ static void draw_chart(const struct ctx *c, int y, int x, int w, int h)
         if (r >= 1 && r <= plot_h)
             put(c, y + plot_h - r + 1, x0 - 1, 1, A_BOLD | color(c, P_ERROR), "%s", "<");
     }
-    short_count(s->chart_context[0], lo, sizeof lo);
-    short_count(s->chart_context[s->n_chart - 1], hi, sizeof hi);
-    put(c, y + plot_h + 1, x0, w - 10, A_NORMAL, "%-*s%s", col_w * (int)s->n_chart - (int)strlen(hi), lo, hi);
+    draw_axis(c, y + plot_h + 1, x0, col_w * (int)n, n, step, col_w);
     if (budget > top)
         put(c, y + plot_h + 2, x, w, A_NORMAL, "KV budget %s: off the top", bytes(budget, g, sizeof g));
     else
@@ -603,7 +665,8 @@ static void draw_help(const struct ctx *c)
         "                 back to the default (dim values are defaults)",
         "0-9              start typing a number on a numeric field",
         "t / p            more GPUs: tensor or pipeline parallel",
-        "m, g             pick a model / a GPU (type to filter)",
+        "m, g             pick a model / a GPU (type to filter; Enter",
+        "                 on the model field too)",
         "x                derivation: capacity <-> KV size",
         "[ ] PgUp PgDn    scroll the derivation",
         "s                save the setup as a plan for `kvplan check`",
@@ -612,8 +675,9 @@ static void draw_help(const struct ctx *c)
         "Esc              cancel typing; q quit",
         "",
         "Figures are per GPU, as `kvplan fit` computes them.",
-        "Bar: weights, KV for the batch, reserve (outside the",
-        "memory fraction, activations), free room for more KV.",
+        "Bar: weights, KV for the batch, reserve (activations, non-",
+        "torch, CUDA graphs), free room for more KV, and the rest of",
+        "the GPU, outside the engine's memory fraction (util).",
     };
     int n = (int)(sizeof lines / sizeof *lines), w = 68, h = n + 4;
     int y = (c->rows - h) / 2, x = (c->cols - w) / 2;
@@ -651,7 +715,8 @@ static void draw_small(const struct ctx *c)
 void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
 {
     struct ctx c = {s, look, LINES, COLS};
-    int right_x = LEFT_W + 1, right_w, top_h, bottom_y, bottom_h;
+    int right_x = LEFT_W + 1, right_w, top_h, bottom_y, bottom_h, chart_w;
+    struct tui_bar bar0;
     bool sim = s->view == TUI_VIEW_SIM;
     uint32_t first, n;
 
@@ -664,7 +729,8 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
     right_w = c.cols - right_x;
     /* the top takes what the fields and figures need (more kinds of layers,
      * llama.cpp's bars per device), the chart and derivation the rest */
-    top_h = 11 + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->d.n_gpus - 1 : 0);
+    tui_bar_of(s, 0, &bar0);
+    top_h = 11 + (bar0.rest > 0) + (int)s->n_kinds + (s->d.engine == KVP_ENGINE_LLAMACPP ? (int)s->d.n_gpus - 1 : 0);
     if (top_h > c.rows - 1 - 9)
         top_h = c.rows - 1 - 9;
     /* a tall terminal shows more fields, up to half its rows */
@@ -696,8 +762,10 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
         draw_fields(&c, 1, top_h - 1);
         put(&c, top_h, 0, LEFT_W, A_DIM, "%u/%u Up/Dn, Lt/Rt, Enter: edit", s->field - first + 1, n);
         draw_figures(&c, 1, right_x, right_w, top_h);
-        draw_chart(&c, bottom_y, 0, LEFT_W, bottom_h);
-        draw_explain(&c, bottom_y, right_x, right_w, bottom_h);
+        /* the chart widens with the terminal; the derivation wraps in what is left */
+        chart_w = c.cols >= 120 ? c.cols * 2 / 5 : LEFT_W;
+        draw_chart(&c, bottom_y, 0, chart_w, bottom_h);
+        draw_explain(&c, bottom_y, chart_w + 1, c.cols - chart_w - 1, bottom_h);
     }
 
     if (s->mode == TUI_MODE_SAVE)
@@ -707,6 +775,10 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
             tui_field_label(s->field), tui_field_help(s->field));
     else if (s->mode == TUI_MODE_ASK_SPLIT)
         put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s", s->status);
+    else if (s->mode == TUI_MODE_ASK_LIMIT)
+        put(&c, c.rows - 1, 0, c.cols, A_BOLD,
+            "the run preempted %" PRIu64 " times; max_preemptions to assert: %s_   (Enter save, empty: none, Esc cancel)",
+            s->sim.preemptions, s->input);
     else
         put(&c, c.rows - 1, 0, c.cols, s->status_error ? A_BOLD | color(&c, P_ERROR) : A_NORMAL, "%s", s->status);
     if (s->mode == TUI_MODE_PICK_MODEL || s->mode == TUI_MODE_PICK_GPU)
