@@ -520,14 +520,18 @@ WEB_PAGE  := $(WEB)/index.html $(WEB)/kvplan.css $(WEB)/page.js
 WEB_LINK  := -O2 -sMODULARIZE=1 -sEXPORT_NAME=kvplanModule -sINVOKE_RUN=0 -sEXIT_RUNTIME=0 \
              -sALLOW_MEMORY_GROWTH=1 -sEXPORTED_RUNTIME_METHODS=callMain,FS,ENV -sSINGLE_FILE=1 \
              -sENVIRONMENT=web,node --embed-file models@/share/kvplan/models
-.PHONY: web check-web web-screenshot
-web: $(WEB)/kvplan.js $(WEB_PAGE)
+.PHONY: web check-web web-screenshot web-deps
+web: web-deps $(WEB)/kvplan.js $(WEB_PAGE)
+
+# what make web needs installed, as `make run` installs the build's (.ci/deps.sh --web)
+web-deps:
+	@sh .ci/deps.sh --web
 
 # apt-get source unpacks libyaml-VERSION/; its version macros come from that name
-$(WEB_YAML)/libyaml.a:
+$(WEB_YAML)/libyaml.a: | web-deps
 	rm -rf $(WEB_YAML) $(WEB)/yaml-src && mkdir -p $(WEB)/yaml-src
 	cd $(WEB)/yaml-src && apt-get source -qq libyaml || \
-	    { echo "make web: apt-get source libyaml failed: it needs deb-src and dpkg-dev (sh .ci/deps.sh --ci)"; exit 1; }
+	    { echo "make web: apt-get source libyaml failed: it needs deb-src and dpkg-dev (sh .ci/deps.sh --web)"; exit 1; }
 	mv $(WEB)/yaml-src/libyaml-*/ $(WEB_YAML)
 	@set -e; v=$$(basename $$(ls -d $(WEB)/yaml-src/libyaml_*.orig.tar.* | head -n 1) | sed 's/^libyaml_\([0-9.]*\)\.orig.*/\1/'); \
 	ver="-DYAML_VERSION_MAJOR=$${v%%.*} -DYAML_VERSION_MINOR=$$(echo $$v | cut -d. -f2) -DYAML_VERSION_PATCH=$${v##*.}"; \

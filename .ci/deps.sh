@@ -3,8 +3,9 @@
 # them: libyaml-dev, libncurses-dev, check, libcurl4-openssl-dev (kvplan-hub, the Hub client; and
 # pkg-config itself), and libc6-dev's libc.a.
 # make check needs python3 (it reads reports with real JSON/XML parsers).
-# With --ci, also the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, and npm, git and g++ (the
-# llama.cpp oracle), emscripten, chromium and dpkg-dev with deb-src (make check-web).
+# With --web (make web), also emscripten, and dpkg-dev with deb-src (make web builds libyaml from its Debian source).
+# With --ci, all that and the tools CI's tests drive: tmux (the TUI test), valgrind, clang with libFuzzer, npm, git and
+# g++ (the llama.cpp oracle), and chromium (make check-web).
 missing=""
 if [ "${1:-}" = "--ci" ]; then
     for pair in tmux:tmux valgrind:valgrind clang:clang npm:npm git:git g++:g++; do
@@ -14,9 +15,11 @@ if [ "${1:-}" = "--ci" ]; then
     # libFuzzer's runtime ships apart from clang on Debian
     [ -n "$(find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer*' 2>/dev/null | head -n 1)" ] ||
         missing="$missing libclang-rt-14-dev"
-    # make check-web: emcc and chromium; make web builds libyaml from its Debian source
-    # (apt-get source: dpkg-dev, and deb-src in the APT sources)
-    for pair in emcc:emscripten chromium:chromium dpkg-source:dpkg-dev; do
+    command -v chromium >/dev/null 2>&1 || missing="$missing chromium" # make check-web
+fi
+if [ "${1:-}" = "--ci" ] || [ "${1:-}" = "--web" ]; then
+    # make web: emcc, and libyaml's Debian source (apt-get source: dpkg-dev, and deb-src in the APT sources)
+    for pair in emcc:emscripten dpkg-source:dpkg-dev; do
         cmd=${pair%%:*} pkg=${pair#*:}
         command -v "$cmd" >/dev/null 2>&1 || missing="$missing $pkg"
     done
