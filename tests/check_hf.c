@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvplan/kv.h"
 #include "kvplan/model.h"
@@ -469,6 +470,34 @@ START_TEST(names)
     ck_assert_str_eq(m->hf_id, name_cases[_i].hf_id);
     ck_assert_str_eq(m->source, name_cases[_i].file);
     free(m);
+}
+END_TEST
+
+/* A config.json without _name_or_path named as `config.json` or
+ * `./config.json` from inside its folder takes the folder's name (it gave
+ * "config" and "."), as dir/NAME/config.json always did. */
+START_TEST(names_by_folder)
+{
+    static const char *const labels[] = {"config.json", "./config.json", "../My-Model-7B/config.json"};
+    const char *json = CFG("llama", "1", ", num_attention_heads: 8, intermediate_size: 64");
+    char dir[] = "/tmp/kvplan-hf-XXXXXX", sub[64], cfg[96];
+    FILE *f;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/My-Model-7B", dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", sub);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    ck_assert_ptr_nonnull(f = fopen(cfg, "w"));
+    fputs(json, f);
+    fclose(f);
+    ck_assert_int_eq(chdir(sub), 0);
+    for (size_t i = 0; i < N_ELEMS(labels); i++) {
+        struct kvp_model *m = parse_ok(json, labels[i]);
+        ck_assert_str_eq(m->name, "my-model-7b");
+        free(m);
+    }
+    remove(cfg);
+    rmdir(sub);
+    rmdir(dir);
 }
 END_TEST
 
@@ -1000,6 +1029,7 @@ static Suite *hf_suite(void)
     tcase_add_loop_test(core, round_trip, 0, (int)N_ELEMS(real_cases));
     tcase_add_loop_test(core, layer_rules, 0, (int)N_ELEMS(layer_cases));
     tcase_add_loop_test(core, names, 0, (int)N_ELEMS(name_cases));
+    tcase_add_test(core, names_by_folder);
     tcase_add_test(core, text_config_top_level_keys);
     tcase_add_test(core, dt_rank_auto);
     tcase_add_test(core, bias_switches);

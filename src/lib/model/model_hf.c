@@ -21,9 +21,11 @@
  * assumes (a default dtype, a model_type default, a quantization it cannot apply)
  * becomes a warning on the model, never a silent guess.
  */
+#define _XOPEN_SOURCE 700 /* realpath: a config.json is named by its folder */
 #include "kvplan/model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kvplan/num.h"
@@ -396,18 +398,33 @@ static void last_component(const char *path, size_t n, const char **s, size_t *l
 }
 
 /* The name from the file: "dir/Model-7B/config.json" -> "model-7b",
- * "x/gemma-2-9b.json" -> "gemma-2-9b". */
+ * "x/gemma-2-9b.json" -> "gemma-2-9b". A config.json named without a
+ * folder, or as "./config.json", is named by the folder it is in (realpath),
+ * not "config" or "." (a user in a model's folder runs `kvplan fit config.json`). */
 static void name_from_file(const char *file, char *out, size_t size)
 {
     const char *s;
     size_t len;
+    char *real = NULL;
 
     last_component(file, strlen(file), &s, &len);
-    if (len == strlen("config.json") && strncmp(s, "config.json", len) == 0 && s > file)
-        last_component(file, (size_t)(s - file), &s, &len);
-    else if (len > 5 && strncmp(s + len - 5, ".json", 5) == 0)
+    if (len == strlen("config.json") && strncmp(s, "config.json", len) == 0) {
+        const char *dir = s;
+        last_component(file, (size_t)(dir - file), &s, &len);
+        if ((len == 0 || (len == 1 && s[0] == '.') || (len == 2 && strncmp(s, "..", 2) == 0)) &&
+            (real = realpath(file, NULL)) != NULL) {
+            last_component(real, strlen(real), &dir, &len); /* the file; its folder before it */
+            last_component(real, (size_t)(dir - real), &s, &len);
+        }
+        if (len == 0) { /* the root, or no folder to read: the file's own name */
+            last_component(file, strlen(file), &s, &len);
+            len -= 5;
+        }
+    } else if (len > 5 && strncmp(s + len - 5, ".json", 5) == 0) {
         len -= 5;
+    }
     copy_id(s, len, out, size);
+    free(real);
 }
 
 /* A Hugging Face repo id: "org/name", each part of letters, digits, '.', '-', '_'. */
