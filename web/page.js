@@ -314,10 +314,11 @@ function renderBar(j) {
 function renderSummary(j, file) {
   const s = $('summary');
   s.className = j.fits ? 'fits' : 'nofit';
+  const n = v => v.toLocaleString('en'); /* counts as the CLI prints them: 131,072 */
   s.textContent = (file ? `from the file ./${file.name} (not a built-in model): ` : '') + `${j.model} on ${j.gpus} x ${j.gpu || 'GPU'} (${gib(j.gpu_memory_bytes)} each), ${j.engine} ` +
-    `${j.engine_version}, tp ${j.tp} pp ${j.pp}: ${j.fits ? 'fits' : 'does NOT fit'} ${j.concurrency} x ` +
-    `${j.context} tokens. Capacity: ${j.kv_tokens} KV tokens, ${j.max_concurrency.toFixed(2)} requests of ` +
-    `${j.context} tokens; max context ${j.max_context} tokens at concurrency ${j.concurrency}.`;
+    `${j.engine_version}, tp ${j.tp} pp ${j.pp}: ${j.fits ? 'fits' : 'does NOT fit'} ${n(j.concurrency)} x ` +
+    `${n(j.context)} tokens. Capacity: ${n(j.kv_tokens)} KV tokens, ${j.max_concurrency.toFixed(2)} requests of ` +
+    `${n(j.context)} tokens; max context ${n(j.max_context)} tokens at concurrency ${n(j.concurrency)}.`;
 }
 
 let serial = 0; /* the answer being computed; an older one that finishes late is dropped */
@@ -371,7 +372,8 @@ function answer(state, file) {
     const j = JSON.parse(fit.out);
     $('kvplan-json').textContent = fit.out;
     $('explain').textContent = explain.out; /* its stderr is fit's, shown above */
-    $('log').textContent = j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
+    $('log').textContent = j.refused ? `${j.engine} would not start:\n  ${j.refused}` :
+      j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
     if (plot.svg)
       $('chart').innerHTML = plot.svg;
     else

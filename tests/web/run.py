@@ -243,6 +243,16 @@ def check_pin(browser, row, url, page_json, hub):
     return []
 
 
+def check_log_summary(j, log, summary):
+    """The log box says why an engine would not start, and the summary groups its counts as the CLI does."""
+    fails = []
+    if j.get("refused") and j["refused"] not in log:
+        fails.append(f"the log box does not say why {j['engine']} would not start: {log!r}")
+    if f"{j['kv_tokens']:,} KV tokens" not in summary or f"max context {j['max_context']:,} tokens" not in summary:
+        fails.append(f"the summary's counts are not grouped as the CLI's: {summary!r}")
+    return fails
+
+
 def check_row(browser, row, base, hub):
     """One deployment: a list of failures (empty when the page agrees)."""
     on_hub = HUB_PLACEHOLDER in row["query"]
@@ -256,6 +266,8 @@ def check_row(browser, row, base, hub):
     page_err = (text(browser, session, "kvplan-error") or "").strip()
     page_json = text(browser, session, "kvplan-json")
     page_explain = text(browser, session, "explain")
+    page_log = text(browser, session, "log") or ""
+    page_summary = text(browser, session, "summary") or ""
     page_argv = text(browser, session, "kvplan-argv") or ""
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     pinned_url = browser.eval(session, "location.href")
@@ -281,6 +293,8 @@ def check_row(browser, row, base, hub):
         elif page_json is None or page_json.strip() != nat.stdout.strip():
             fails.append("#kvplan-json differs from the native stdout:\n--- page\n%s\n--- native\n%s"
                          % (page_json, nat.stdout))
+        elif not fails:
+            fails += check_log_summary(json.loads(nat.stdout), page_log, page_summary)
         explain = native(argv[:-2] + ["--explain"], folder, on)
         if page_explain != explain.stdout:
             fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
