@@ -121,6 +121,26 @@ static void json_log(struct kvp_json *j, const struct fitted *x)
     kvp_buf_release(&log);
 }
 
+/* weight_dtype auto: the rungs that do not fit (kvp_deploy_pick_weights), ", "-separated; *all: every rung */
+static const char *auto_rejected(const struct fitted *x, char *buf, size_t n, bool *all)
+{
+    struct kvp_wstore rung[KVP_WLADDER_MAX];
+    struct kvp_error err = {0};
+    uint32_t count = 0;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    *all = false;
+    if (kvp_weights_ladder(x->m, &x->d, rung, &count, &err) != KVP_OK) /* it succeeded in the pick */
+        return buf;
+    *all = x->d.w_auto_rejected >= count;
+    for (uint32_t i = 0; i < x->d.w_auto_rejected && i < count && len + 2 < n; i++) {
+        char w[64];
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", kvp_wstore_name(&rung[i], w, sizeof w));
+    }
+    return buf;
+}
+
 static void render_json(const struct fitted *x, struct kvp_buf *b)
 {
     const struct kvp_deploy *d = &x->d;
@@ -144,6 +164,11 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
     kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
     kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
+    if (d->w_auto) {
+        char tried[256];
+        bool all;
+        kvp_json_str(&j, "weight_dtype_auto_rejected", auto_rejected(x, tried, sizeof tried, &all));
+    }
     if (kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK) /* it succeeded in the fit already */
         kvp_json_weights(&j, x->m, &wt);
     kvp_json_model_warnings(&j, x->m);
@@ -269,6 +294,16 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                    kvp_count_text(d->context, g[2], sizeof g[2]));
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+    if (d->w_auto) {
+        char tried[256];
+        bool all;
+        auto_rejected(x, tried, sizeof tried, &all);
+        if (all)
+            kvp_buf_printf(b, "weight dtype auto: none fits; the smallest, %s, is shown\n", w);
+        else
+            kvp_buf_printf(b, "weight dtype auto: %s, the least lossy that fits%s%s%s\n", w, tried[0] ? " (" : "",
+                           tried, tried[0] ? " do not)" : "");
+    }
     kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     if (f->weights_padding)
