@@ -22,6 +22,7 @@
 #include "kvplan/settings.h"
 #include "kvplan/sim.h"
 #include "../src/tui/state.h"
+#include "kvplan/emit.h"
 #include "testutil.h"
 
 
@@ -520,6 +521,16 @@ START_TEST(explain_switches)
     tui_explain_text(s, &b);
     ck_assert(b.len > 0);
     ck_assert_str_ne(a.data, b.data);
+    kvp_buf_release(&a);
+    kvp_buf_release(&b);
+    /* e: the launch command, as `kvplan fit --emit` prints it for the same setup */
+    ck_assert_int_eq(tui_handle(s, 'e'), TUI_REDRAW);
+    tui_explain_text(s, &a);
+    ck_assert_kvp_ok(kvp_emit_command(s->model, &s->d, &s->fit, &b, &s->err), s->err);
+    ck_assert_str_eq(a.data, b.data);
+    ck_assert_ptr_nonnull(strstr(a.data, "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1"));
+    ck_assert_int_eq(tui_handle(s, 'x'), TUI_REDRAW); /* x cycles back to the capacity derivation */
+    ck_assert_int_eq(s->explain, TUI_EXPLAIN_FIT);
     kvp_buf_release(&a);
     kvp_buf_release(&b);
     tui_free(s);

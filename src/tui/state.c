@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "kvplan/emit.h"
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
 
@@ -658,6 +659,12 @@ void tui_explain_text(const struct tui_state *s, struct kvp_buf *b)
     }
     if (s->explain == TUI_EXPLAIN_FIT) {
         kvp_explain_fit(s->model, &s->d, &s->fit, false, b);
+    } else if (s->explain == TUI_EXPLAIN_LAUNCH) {
+        struct kvp_error e = {0};
+        if (kvp_emit_command(s->model, &s->d, &s->fit, b, &e) != KVP_OK)
+            kvp_buf_printf(b, "no launch command: %s\n", e.msg);
+        else if (!s->fit.fits)
+            kvp_buf_printf(b, "# this deployment does not fit\n");
     } else {
         q = (struct kvp_kv_query){.context = s->d.context, .batch = tui_batch(s), .k = s->d.k, .v = s->d.v};
         kvp_explain_kv(s->model, &q, &s->kv, false, b);
@@ -1098,6 +1105,10 @@ static enum tui_result handle_main(struct tui_state *s, int key)
         return TUI_REDRAW;
     case 'x':
         s->explain = (enum tui_explain)((s->explain + 1) % TUI_EXPLAIN_COUNT);
+        s->explain_scroll = 0;
+        return TUI_REDRAW;
+    case 'e':
+        s->explain = TUI_EXPLAIN_LAUNCH;
         s->explain_scroll = 0;
         return TUI_REDRAW;
     case TUI_KEY_PGDN:
