@@ -38,6 +38,12 @@
  * One process for many file types: the IQ quantizers build their grids once
  * per process (about 35 s for IQ1's).
  *
+ * PROBE_NGL=N places the layers as -ngl N does, on one GPU (tests/oracle/fakegpu.c),
+ * PROBE_NCMOE=N adds --n-cpu-moe N's overrides (common/arg.cpp: the expert tensors
+ * blk.I.ffn_(up|down|gate|gate_up)_(ch|)exps of layers I < N in the CPU buffer type),
+ * PROBE_NKVO=1 is --no-kv-offload; the ok line then ends with each buffer type's
+ * bytes, " NAME=model/context/compute".
+ *
  * TYPE_K/TYPE_V are ggml type names (f16, bf16, q8_0, q4_0, f32); FA is -1
  * (auto), 0 (off) or 1 (on). Exit 0 for both answers; 2 for bad usage.
  * Built against the headers of the same llama.cpp release (tests/oracle/run.sh).
@@ -52,7 +58,8 @@
 #include "llama.h"
 
 void kvprobe_breakdown(struct llama_context *ctx, unsigned long long *model, unsigned long long *context,
-                       unsigned long long *compute);
+                       unsigned long long *compute, char *out, size_t n);
+ggml_backend_dev_t kvprobe_fake_gpu(void);
 
 static char last_error[1024]; /* the last WARN/ERROR log line: llama.cpp's reason for a refusal */
 static int verbose;
@@ -251,6 +258,9 @@ int main(int argc, char **argv)
     struct llama_context *ctx;
     enum ggml_type tk, tv;
     unsigned long long mb = 0, kb = 0, cb = 0;
+    static char bufts[1024], patterns[64][64];
+    static struct llama_model_tensor_buft_override over[65];
+    ggml_backend_dev_t devs[2] = {NULL, NULL};
 
     if (argc == 5 && (strcmp(argv[3], "decode") == 0 || strcmp(argv[3], "logits") == 0)) {
         init(argv[1]);
@@ -268,6 +278,20 @@ int main(int argc, char **argv)
     mp = llama_model_default_params();
     mp.no_alloc = true;                  /* plan only */
     mp.load_mode = LLAMA_LOAD_MODE_NONE; /* mmap with no_alloc aborts */
+    if (getenv("PROBE_NGL")) {
+        devs[0] = kvprobe_fake_gpu();
+        mp.devices = devs;
+        mp.n_gpu_layers = atoi(getenv("PROBE_NGL"));
+    }
+    if (getenv("PROBE_NCMOE")) {
+        int n = atoi(getenv("PROBE_NCMOE"));
+        for (int i = 0; i < n && i < 64; i++) {
+            snprintf(patterns[i], sizeof patterns[i], "blk\\.%d\\.ffn_(up|down|gate|gate_up)_(ch|)exps", i);
+            over[i].pattern = patterns[i];
+            over[i].buft = ggml_backend_cpu_buffer_type();
+        }
+        mp.tensor_buft_overrides = over;
+    }
     if (!(model = llama_model_load_from_file(argv[2], mp))) {
         printf("refused %s\n", last_error[0] ? last_error : "model load failed");
         return 0;
@@ -284,14 +308,15 @@ int main(int argc, char **argv)
     if (getenv("PROBE_BATCH")) /* -b */
         cp.n_batch = (uint32_t)strtoul(getenv("PROBE_BATCH"), NULL, 10);
     cp.n_threads = cp.n_threads_batch = 1;
+    cp.offload_kqv = getenv("PROBE_NKVO") == NULL;
     last_error[0] = '\0';
     if (!(ctx = llama_init_from_model(model, cp))) {
         printf("refused %s\n", last_error[0] ? last_error : "context creation failed");
         llama_model_free(model);
         return 0;
     }
-    kvprobe_breakdown(ctx, &mb, &kb, &cb);
-    printf("ok %llu %u %llu\n", kb, llama_n_ctx(ctx), cb);
+    kvprobe_breakdown(ctx, &mb, &kb, &cb, bufts, sizeof bufts);
+    printf("ok %llu %u %llu%s\n", kb, llama_n_ctx(ctx), cb, getenv("PROBE_NGL") ? bufts : "");
     llama_free(ctx);
     llama_model_free(model);
     llama_backend_free();

@@ -60,12 +60,14 @@ fi
 
 # ---- 2. the probe ----------------------------------------------------------
 PROBE="$O/probe"
-if [ ! -x "$PROBE" ] || [ tests/oracle/probe.c -nt "$PROBE" ] || [ tests/oracle/breakdown.cpp -nt "$PROBE" ]; then
+if [ ! -x "$PROBE" ] || [ tests/oracle/probe.c -nt "$PROBE" ] || [ tests/oracle/breakdown.cpp -nt "$PROBE" ] ||
+    [ tests/oracle/fakegpu.c -nt "$PROBE" ]; then
     echo "oracle: building $PROBE"
     ${CC:-cc} -O1 -Wall -c tests/oracle/probe.c -I"$SRC/include" -I"$SRC/ggml/include" -o "$O/probe.o" &&
+        ${CC:-cc} -O1 -Wall -c tests/oracle/fakegpu.c -I"$SRC/ggml/include" -I"$SRC/ggml/src" -o "$O/fakegpu.o" &&
         ${CXX:-c++} -std=c++17 -O1 -c tests/oracle/breakdown.cpp -I"$SRC/include" -I"$SRC/src" \
             -I"$SRC/ggml/include" -o "$O/breakdown.o" &&
-        ${CXX:-c++} "$O/probe.o" "$O/breakdown.o" -L"$LIB" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so \
+        ${CXX:-c++} "$O/probe.o" "$O/fakegpu.o" "$O/breakdown.o" -L"$LIB" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so \
             -l:libggml-base.so -Wl,-rpath,"$(cd "$LIB" && pwd)" -o "$PROBE" || exit 2
 fi
 LIBABS=$(cd "$LIB" && pwd)
