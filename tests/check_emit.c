@@ -90,6 +90,14 @@ static const struct emit_case {
     {"qwen2.5-32b", "engine=llamacpp gpu=rtx-4090 gpus=2 context=32768 kv_dtype=q8_0 split=41,23 weight_dtype=q4_0",
      "llama-server -m qwen2.5-32b.gguf -c 32768 -np 1 -ngl 999 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 -ub 512 -ts 41,23",
      "gpu=rtx-4090 gpus=2 weight_dtype=q4_0"},
+    /* partial offload: 20 of 33 layers (the output layer one of them) on the GPU, KV in host memory */
+    {"llama-3.1-8b", "engine=llamacpp gpu=rtx-4090 context=8192 n_gpu_layers=20 no_kv_offload=true weight_dtype=q4_k_m",
+     "llama-server -m llama-3.1-8b.gguf -c 8192 -np 1 -ngl 20 -nkvo -ctk f16 -ctv f16 -fa auto -b 2048 -ub 512",
+     "gpu=rtx-4090 weight_dtype=q4_k_m"},
+    {"qwen3-30b-a3b", "engine=llamacpp gpu=rtx-4090 context=32768 n_cpu_moe=12 kv_dtype=q8_0 weight_dtype=q4_k_m",
+     "llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 -ngl 999 --n-cpu-moe 12 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 "
+     "-ub 512",
+     "gpu=rtx-4090 weight_dtype=q4_k_m"},
     {"llama-3.1-8b", "engine=trtllm gpu=h100 context=8k",
      "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 1 --pp_size 1 --max_seq_len 8192 --max_batch_size 2048 "
      "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9",
@@ -143,7 +151,8 @@ START_TEST(commands_refused_and_ignored)
         {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
         {"python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8", "--enable-dp-attention: it changes"},
-        {"llama-server -m f.gguf -ngl 20", "-ngl 20: layers kept on the host are not modelled yet"},
+        {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},
+        {"llama-server -m f.gguf -ot exps=CPU", "-ot: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
         {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
         {"ollama run m", "'ollama': not an engine command kvplan reads"},

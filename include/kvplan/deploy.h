@@ -130,6 +130,11 @@ struct kvp_deploy {
     bool mla_v;                 /* llama.cpp builds before 2026-01-24 also cached V for MLA */
     int flash_attn;             /* llama.cpp -fa: -1 auto (on where it can), 0 off, 1 on */
     uint32_t split[KVP_MAX_STAGES]; /* llama.cpp: layers per device (0s = even split) */
+    int32_t n_gpu_layers;       /* llama.cpp -ngl: layers on the GPUs counted from the output end, the output
+                                 * layer the last (n_layers + 1 = all); -1 = all, the default */
+    int32_t n_cpu_moe;          /* llama.cpp --n-cpu-moe: the expert tensors of the first N layers stay in host
+                                 * memory; -1 = all (--cpu-moe); 0 = none, the default */
+    bool no_kv_offload;         /* llama.cpp --no-kv-offload: every layer's KV in host memory */
 };
 
 /* Defaults of engine e for model m: one GPU, tp = pp = 1, the model's dtype
@@ -138,6 +143,8 @@ KVP_API void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const s
 
 struct kvp_device_kv {
     uint32_t layers;    /* layers with their KV on this device */
+    uint32_t model_layers; /* llama.cpp: repeating layers whose weights are on this device */
+    uint64_t weights_bytes; /* llama.cpp: its model buffers (the GGUF's tensors padded as the buffer pads them) */
     uint64_t k_bytes;   /* sum of K tensor bytes (ggml_nbytes) */
     uint64_t v_bytes;
     uint64_t buffer_bytes; /* allocated: tensors padded to the buffer alignment */
@@ -202,6 +209,13 @@ struct kvp_fit {
     uint32_t n_seq;                /* sequences (slots): -np, or --concurrency under llama.cpp */
     uint32_t n_devices;
     struct kvp_device_kv device[KVP_MAX_STAGES];
+    /* llama.cpp: what stays in host memory (-ngl below all layers, --n-cpu-moe, --no-kv-offload, and the
+     * token embeddings always): the layers whose KV is there, its KV buffer and model buffers */
+    struct kvp_device_kv host;
+    uint32_t gpu_layers;           /* llama.cpp: -ngl as applied, of n_layers + 1 (the output layer the last) */
+    bool output_on_gpu;            /* llama.cpp: the output layer is on the last GPU */
+    bool weights_exact;            /* llama.cpp: per-device weights from the GGUF tensor table, to the byte;
+                                    * else estimated in proportion to the layers */
     struct kvp_cache_sum cache[2]; /* llama.cpp's caches; SGLang's token pools, [1] the SWA pool */
     /* Mamba/linear-attention hybrids: the state pool beside the token pool
      * (SGLang's MambaPool; vLLM V0's MambaCacheManager, taken before the KV budget) */

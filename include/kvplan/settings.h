@@ -42,6 +42,7 @@ enum kvp_setting_type {
     KVP_SET_FLAG,     /* true / false (a CLI flag without a value) */
     KVP_SET_SPLIT,    /* layers per device: 41,23 (a plan may write a list) */
     KVP_SET_SWITCH,   /* on / off / auto */
+    KVP_SET_LAYERS,   /* a layer count 0..2^20, or all (an int32_t, -1 = all) */
 };
 
 struct kvp_setting {

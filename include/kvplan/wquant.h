@@ -158,6 +158,23 @@ struct kvp_wtable_row {
     enum kvp_dtype dtype;
     uint64_t tensors, params, bytes;
 };
+
+/* GGUF: what one group of tensors takes in the buffer of each kind of
+ * device llama.cpp can put it on, every tensor padded as that buffer type
+ * pads it (ggml_backend_alloc_ctx_tensors_from_buft_size): host, the CPU
+ * buffer (ggml_nbytes padded to 32), and gpu, a CUDA device (quantized
+ * tensors whose rows are not a multiple of 512 values get one padded row,
+ * ggml_backend_cuda_buffer_type_get_alloc_size, then padded to 128). The
+ * exp_ parts are those of routed-expert tensors (*_exps*), which
+ * --n-cpu-moe keeps on the host. */
+struct kvp_wplace {
+    uint64_t host, gpu, exp_host, exp_gpu;
+};
+/* Groups: the input (token and position embeddings: always on the host),
+ * the output (output_norm, output), token_embd alone (a tied output is a
+ * copy of it on the output's device), then layer il at KVP_WPLACE_LAYER + il. */
+enum { KVP_WPLACE_INPUT, KVP_WPLACE_OUTPUT, KVP_WPLACE_EMBD, KVP_WPLACE_LAYER };
+#define KVP_WPLACE_MAX (KVP_WPLACE_LAYER + 1024) /* + KVP_MAX_LAYERS (model.h) */
 struct kvp_wtable {
     uint32_t n;                           /* rows; 0 = no table */
     struct kvp_wtable_row rows[KVP_WTABLE_MAX]; /* one per dtype, most bytes first */
@@ -168,6 +185,10 @@ struct kvp_wtable {
     char mixture[24];                     /* GGUF file type, e.g. "Q4_K_M"; "" */
     uint64_t file_bytes;                  /* GGUF: the data section's end, the least length a file
                                            * holding these tensors has (kvp_model_load checks it) */
+    bool placed;                          /* GGUF: place[] is filled */
+    bool has_output;                      /* GGUF: output.weight is stored (else the output is token_embd) */
+    struct kvp_wplace place[KVP_WPLACE_MAX]; /* GGUF: by group (KVP_WPLACE_*); rope_freqs, which llama.cpp
+                                              * copies into every layer, counted in each */
 };
 
 /* ---- what a deployment weighs the weights as ------------------------------- */

@@ -141,6 +141,18 @@ static const char *auto_rejected(const struct fitted *x, char *buf, size_t n, bo
     return buf;
 }
 
+/* One llama.cpp device's (or the host's) KV and model buffers. */
+static void json_device(struct kvp_json *j, const struct kvp_device_kv *dk)
+{
+    kvp_json_u64(j, "layers", dk->layers);
+    kvp_json_u64(j, "model_layers", dk->model_layers);
+    kvp_json_u64(j, "weights_bytes", dk->weights_bytes);
+    kvp_json_u64(j, "k_bytes", dk->k_bytes);
+    kvp_json_u64(j, "v_bytes", dk->v_bytes);
+    kvp_json_u64(j, "buffer_bytes", dk->buffer_bytes);
+    kvp_json_u64(j, "recurrent_bytes", dk->rs_bytes);
+}
+
 static void render_json(const struct fitted *x, struct kvp_buf *b)
 {
     const struct kvp_deploy *d = &x->d;
@@ -219,17 +231,19 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         kvp_json_u64(&j, "cells", f->cells);
         kvp_json_u64(&j, "swa_cells", f->swa_cells);
         kvp_json_u64(&j, "streams", f->n_stream);
+        kvp_json_u64(&j, "gpu_layers", f->gpu_layers);
+        kvp_json_bool(&j, "output_on_gpu", f->output_on_gpu);
+        kvp_json_bool(&j, "weights_exact", f->weights_exact);
         kvp_json_begin(&j, "devices", '[');
         for (uint32_t i = 0; i < f->n_devices; i++) {
             kvp_json_begin(&j, NULL, '{');
-            kvp_json_u64(&j, "layers", f->device[i].layers);
-            kvp_json_u64(&j, "k_bytes", f->device[i].k_bytes);
-            kvp_json_u64(&j, "v_bytes", f->device[i].v_bytes);
-            kvp_json_u64(&j, "buffer_bytes", f->device[i].buffer_bytes);
-            kvp_json_u64(&j, "recurrent_bytes", f->device[i].rs_bytes);
+            json_device(&j, &f->device[i]);
             kvp_json_end(&j, '}');
         }
         kvp_json_end(&j, ']');
+        kvp_json_begin(&j, "host", '{'); /* what stays in host memory; its compute buffer is not modelled */
+        json_device(&j, &f->host);
+        kvp_json_end(&j, '}');
     }
     if (x->have_roofline) {
         kvp_json_begin(&j, "roofline", '{');
@@ -269,6 +283,37 @@ static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
                                                 : r->non_torch ? "as given" : "none");
     if (r->cuda_graph)
         bytes_row(t, "CUDA graphs", r->cuda_graph, si, r->cuda_graph_est ? "estimated (--explain shows how)" : "as given");
+}
+
+/* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */
+static void device_table(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
+{
+    static const char *const head[] = {"device", "layers", "weights", "KV", "compute"};
+    static const bool right[] = {false, true, true, true, true};
+    const struct kvp_fit *f = &x->f;
+    struct kvp_table t;
+    char name[16], layers[32], w[32], kv[32], a[32], c[48];
+
+    kvp_buf_printf(b, "\n-ngl %u of %u layers (the output layer %s); weights %s\n", f->gpu_layers,
+                   x->m->n_layers + 1, f->output_on_gpu ? "on the GPU" : "in host memory",
+                   f->weights_exact ? "from the GGUF's tensors, to the byte" : "estimated in proportion to the layers");
+    kvp_table_init(&t, 5, head, right);
+    for (uint32_t i = 0; i <= f->n_devices; i++) {
+        const struct kvp_device_kv *dk = i < f->n_devices ? &f->device[i] : &f->host;
+        const char *r[] = {name, layers, w, kv, c};
+        snprintf(name, sizeof name, i < f->n_devices ? "GPU%u" : "host", i);
+        snprintf(layers, sizeof layers, "%u", dk->model_layers + (i + 1 == f->n_devices && f->output_on_gpu));
+        kvp_bytes_text(dk->weights_bytes, si, w, sizeof w);
+        kvp_bytes_text(kvp_sat_add(dk->buffer_bytes, dk->rs_bytes), si, kv, sizeof kv);
+        if (i < f->n_devices)
+            snprintf(c, sizeof c, "%s%s", kvp_bytes_text(f->reserve.activation, si, a, sizeof a),
+                     f->reserve.activation_est ? " (est.)" : "");
+        else
+            snprintf(c, sizeof c, "not modelled");
+        kvp_table_row(&t, r);
+    }
+    kvp_table_render(&t, fmt, b);
+    kvp_table_release(&t);
 }
 
 static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
@@ -311,6 +356,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                  kvp_bytes_text(f->weights_padding, si, g[4], sizeof g[4]));
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"
+              : d->engine == KVP_ENGINE_LLAMACPP && f->weights_exact ? "the busiest GPU's tensors (GGUF table)"
               : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers"
               : f->weights_padding ? note : "computed / (tp x pp)");
     reserve_rows(&t, f, si);
@@ -356,6 +402,9 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     row(&t, "fits", f->fits ? "yes" : "NO", f->refused[0] ? "the engine would not start" : note);
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
+    if (d->engine == KVP_ENGINE_LLAMACPP &&
+        (f->gpu_layers <= x->m->n_layers || d->n_cpu_moe || d->no_kv_offload || f->n_devices > 1))
+        device_table(x, fmt, si, b);
     if (f->fits && f->reserve.uncertainty > f->free_bytes)
         kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
                        "reserve at a first start and pass it\n", kvp_bytes_text(f->free_bytes, si, g[0], sizeof g[0]),

@@ -563,6 +563,8 @@ static void unset_text(const struct tui_state *s, int row, char *buf, uint32_t n
         snprintf(buf, n, "false");
     else if (r->type == KVP_SET_SWITCH)
         snprintf(buf, n, "auto");
+    else if (r->type == KVP_SET_LAYERS)
+        snprintf(buf, n, strcmp(r->key, "n_gpu_layers") == 0 ? "all" : "0");
     else if (r->type == KVP_SET_GPU)
         snprintf(buf, n, "custom, %s", kvp_bytes_text(s->d.gpu_memory, false, g, sizeof g));
     else if (strcmp(r->key, "util") == 0 && s->ok)
@@ -912,6 +914,9 @@ static bool adjust(struct tui_state *s, int dir, bool add)
         return edit_row(s, row, cur[0] ? "false" : "true");
     case KVP_SET_SWITCH:
         return edit_row(s, row, step_choice(switch_choices, N_OF(switch_choices), cur[0] ? cur : "auto", dir));
+    case KVP_SET_LAYERS:
+        set_status(s, true, "%s: type a layer count or all (Enter), e.g. %s", r->key, r->example);
+        return false;
     case KVP_SET_SPLIT:
     default:
         set_status(s, true, "%s: type the layers per device (Enter), e.g. %s", r->key, r->example);
@@ -936,7 +941,7 @@ static bool numeric_field(uint32_t f)
         return true;
     enum kvp_setting_type t = row >= 0 ? kvp_setting_at((uint32_t)row)->type : KVP_SET_GPU;
     return t == KVP_SET_U32 || t == KVP_SET_COUNT || t == KVP_SET_BYTES || t == KVP_SET_FRACTION ||
-           t == KVP_SET_SPLIT;
+           t == KVP_SET_SPLIT || t == KVP_SET_LAYERS;
 }
 
 static void input_clear(struct tui_state *s)

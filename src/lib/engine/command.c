@@ -24,8 +24,8 @@
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
     "data-parallel-size", "dp", "dp-size", "enable-dp-attention", "enable-expert-parallel", "ep-size", "ep_size",
-    "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "n-cpu-moe", "cpu-moe", "ot",
-    "override-tensor", "no-kv-offload", "nkvo", "limit-mm-per-prompt", "max-total-tokens", "dtype",
+    "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "ot",
+    "override-tensor", "limit-mm-per-prompt", "max-total-tokens", "dtype",
     "tensor-split-mode", "sm", "split-mode", "extra_llm_api_options", NULL,
 };
 
@@ -33,7 +33,8 @@ static const char *const unmodelled[] = {
 static const char *const switches[] = {
     "kv-unified", "kvu", "swa-full", "enable-prefix-caching", "no-enable-prefix-caching", "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
-    "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", NULL,
+    "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", "cpu-moe", "cmoe",
+    "no-kv-offload", "nkvo", NULL,
 };
 
 static bool among(const char *const *list, const char *s)
@@ -68,14 +69,11 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     char buf[KVP_SETTING_VALUE_MAX];
     if (row < 0)
         row = kvp_setting_engine_flag(name, &engine);
-    if (strcmp(name, "ngl") == 0 || strcmp(name, "n-gpu-layers") == 0 || strcmp(name, "gpu-layers") == 0) {
-        char *end;
-        unsigned long long n = v ? strtoull(v, &end, 10) : 0;
-        if (!v || *end || n < 999)
-            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: layers kept on the host are not modelled yet (kvplan "
-                            "sizes every layer on the GPUs; -ngl 999 is what it plans)", flag, v ? v : "");
-        return KVP_OK;
-    }
+    if (row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "n_gpu_layers") == 0 && v && strcmp(v, "auto") == 0)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s auto: llama.cpp's --fit picks the layers, and kvplan does not "
+                        "model it yet (give a layer count or all)", flag);
+    if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "cpu-moe") == 0 || strcmp(name, "cmoe") == 0))
+        return put(s, "n_cpu_moe", "all", flag, err);
     if (strcmp(name, "quantization") == 0 || strcmp(name, "q") == 0) {
         if (v && strcmp(v, "fp8") == 0)
             return put(s, "weight_dtype", "fp8", flag, err);

@@ -21,6 +21,7 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
     d->n_batch = 2048;
     d->n_seq = 1;
     d->flash_attn = -1;
+    d->n_gpu_layers = -1;
 }
 
 /* ---- dispatch ---- */

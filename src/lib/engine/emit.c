@@ -173,8 +173,17 @@ static enum kvp_status llamacpp(const struct kvp_model *m, const struct kvp_depl
     }
     flag_u64(b, "-c", f->cells * f->n_stream); /* -c is every sequence's cells together */
     flag_u64(b, "-np", f->n_seq);
-    kvp_buf_printf(b, " -ngl 999 -ctk %s -ctv %s -fa %s", k, v,
-                   d->flash_attn < 0 ? "auto" : d->flash_attn ? "on" : "off");
+    if (d->n_gpu_layers < 0)
+        kvp_buf_printf(b, " -ngl 999"); /* more than the layers: all of them, the output layer too */
+    else
+        kvp_buf_printf(b, " -ngl %d", (int)d->n_gpu_layers);
+    if (d->n_cpu_moe < 0)
+        kvp_buf_printf(b, " --cpu-moe");
+    else if (d->n_cpu_moe > 0)
+        kvp_buf_printf(b, " --n-cpu-moe %d", (int)d->n_cpu_moe);
+    if (d->no_kv_offload)
+        kvp_buf_printf(b, " -nkvo");
+    kvp_buf_printf(b, " -ctk %s -ctv %s -fa %s", k, v, d->flash_attn < 0 ? "auto" : d->flash_attn ? "on" : "off");
     flag_u64(b, "-b", d->n_batch);
     flag_u64(b, "-ub", d->n_ubatch);
     if (d->kv_unified)

@@ -13,6 +13,7 @@
 #define MAX_SEQ 256            /* LLAMA_MAX_SEQ: "n_seq_max must be <= 256" */
 #define CUDA_ALIGN 128         /* ggml-cuda buffer alignment */
 #define MATRIX_ROW_PADDING 512 /* ggml-cuda pads quantized rows to 512 values */
+#define HOST_ALIGN 32          /* the CPU buffer's alignment (ggml-impl.h TENSOR_ALIGNMENT) */
 
 static bool quantized(enum kvp_dtype t)
 {
@@ -35,6 +36,13 @@ static uint64_t alloc_size(enum kvp_dtype t, uint64_t ne0, uint64_t rows)
     if (quantized(t) && ne0 % MATRIX_ROW_PADDING != 0)
         n = kvp_sat_add(n, row_size(t, MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING));
     return n > UINT64_MAX - CUDA_ALIGN ? UINT64_MAX : PAD(n, CUDA_ALIGN);
+}
+
+/* The same in the CPU buffer (host memory): the tensor padded to 32, no row padding. */
+static uint64_t host_alloc_size(enum kvp_dtype t, uint64_t ne0, uint64_t rows)
+{
+    uint64_t n = kvp_sat_mul(row_size(t, ne0), rows);
+    return n > UINT64_MAX - HOST_ALIGN ? UINT64_MAX : PAD(n, HOST_ALIGN);
 }
 
 /* acc += v, where UINT64_MAX anywhere means overflow. */
@@ -162,38 +170,93 @@ static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_
         c->swa = c->base;
 }
 
-/* Layers per device: d->split, or an even contiguous split over n_gpus. */
-static enum kvp_status devices(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t *n_dev,
-                               uint32_t *count, struct kvp_error *err)
+/* Where llama.cpp puts the layers (llama_model_base::load_tensors, v0.5.0):
+ * -ngl N takes the last N of the n_layers + 1 "layers", the output layer the
+ * last of them (i_gpu_start = max(n_layer + 1 - N, 0)); the layers before
+ * i_gpu_start and the input (token embeddings) stay on the host. The GPU's
+ * repeating layers go to the devices in turn, count[dev] each: d->split, or
+ * an even split; the output layer goes with the last device. */
+struct lplace {
+    uint32_t n_dev, gpu_start, count[KVP_MAX_STAGES];
+    bool output_gpu;
+};
+
+static enum kvp_status place(const struct kvp_model *m, const struct kvp_deploy *d, struct lplace *p,
+                             struct kvp_error *err)
 {
-    uint32_t n = 0, total = 0;
+    uint32_t n = 0, total = 0, ngl, rep;
+    ngl = d->n_gpu_layers < 0 || (uint32_t)d->n_gpu_layers > m->n_layers ? m->n_layers + 1 : (uint32_t)d->n_gpu_layers;
+    p->gpu_start = m->n_layers + 1 - ngl;
+    p->output_gpu = ngl > 0;
+    rep = p->gpu_start < m->n_layers ? m->n_layers - p->gpu_start : 0;
     for (; n < KVP_MAX_STAGES && d->split[n]; n++)
-        total += count[n] = d->split[n];
+        total += p->count[n] = d->split[n];
     if (n) {
-        if (total != m->n_layers)
-            return kvp_fail(err, KVP_ERR_USAGE, "the layer split adds up to %u, but the model has %u layers",
-                            total, m->n_layers);
-        *n_dev = n;
+        if (total != rep)
+            return kvp_fail(err, KVP_ERR_USAGE, "the layer split adds up to %u, but %u of the model's %u layers "
+                            "are on the GPUs", total, rep, m->n_layers);
+        p->n_dev = n;
         return KVP_OK;
     }
     n = d->n_gpus ? d->n_gpus : 1;
-    if (n > KVP_MAX_STAGES || n > m->n_layers)
-        return kvp_fail(err, KVP_ERR_USAGE, "cannot split %u layers over %u devices", m->n_layers, n);
+    if (n > KVP_MAX_STAGES || (n > 1 && n > rep))
+        return kvp_fail(err, KVP_ERR_USAGE, "cannot split %u layers over %u devices", rep, n);
     for (uint32_t i = 0; i < n; i++)
-        count[i] = (uint32_t)(((uint64_t)(i + 1) * m->n_layers) / n - ((uint64_t)i * m->n_layers) / n);
-    *n_dev = n;
+        p->count[i] = (uint32_t)(((uint64_t)(i + 1) * rep) / n - ((uint64_t)i * rep) / n);
+    p->n_dev = n;
     return KVP_OK;
 }
 
-/* K/V tensors of the layers on each device at `context`. */
+/* The K/V tensors of layer `layer` into dk (a device, or the host) and f's cache sums. */
+static enum kvp_status layer_kv(const struct kvp_model *m, const struct kvp_deploy *d, const struct lcells *c,
+                                uint32_t layer, uint64_t context, struct kvp_device_kv *dk, struct kvp_fit *f,
+                                struct kvp_error *err)
+{
+    const struct kvp_layer_spec *s = kvp_model_layer(m, layer);
+    uint64_t ek, ev, rows, kb, vb;
+    uint64_t (*alloc)(enum kvp_dtype, uint64_t, uint64_t) = dk == &f->host ? host_alloc_size : alloc_size;
+    bool swa = windowed(m, s);
+    if (s->kind == KVP_LAYER_RECURRENT) {
+        uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
+        kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
+        /* llama_memory_recurrent: r and s tensors in f32, one row per sequence */
+        if (!add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, conv, n_seq)) || !add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, ssm, n_seq)))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of %llu sequences overflows 64 bits",
+                            (unsigned long long)n_seq);
+        return KVP_OK;
+    }
+    layer_elems(s, d, &ek, &ev);
+    if (ek == 0)
+        return KVP_OK;
+    rows = kvp_sat_mul(swa ? c->swa : c->base, c->n_stream);
+    dk->layers++;
+    f->cache[swa].layers++;
+    kb = kvp_sat_mul(row_size(d->k.dtype, ek), rows);
+    vb = kvp_sat_mul(row_size(d->v.dtype, ev), rows);
+    if (!add(&dk->k_bytes, kb) || !add(&f->cache[swa].k_bytes, kb) || !add(&dk->v_bytes, vb) ||
+        !add(&f->cache[swa].v_bytes, vb) || !add(&dk->cache_buffer[swa], alloc(d->k.dtype, ek, rows)) ||
+        (ev && !add(&dk->cache_buffer[swa], alloc(d->v.dtype, ev, rows))) ||
+        !kvp_add(dk->cache_buffer[0], dk->cache_buffer[1], &dk->buffer_bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "a KV cache of %llu tokens overflows 64 bits",
+                        (unsigned long long)context);
+    return KVP_OK;
+}
+
+/* K/V tensors of the layers on each device, and on the host, at `context`:
+ * a layer's KV lives on its layer's device, or on the host with
+ * --no-kv-offload (llama_kv_cache: the layer's buft when offload, else the
+ * CPU's). The host's KV buffer is the CPU buffer's: tensors padded to 32,
+ * no row padding; the CPU never pads a quantized row, and a cache row
+ * (a multiple of the block) is a multiple of 32 bytes in every cache type. */
 static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t context,
                                 struct kvp_fit *f, struct kvp_error *err)
 {
-    uint32_t count[KVP_MAX_STAGES], n_dev = 0, layer = 0;
+    struct lplace p;
     struct lcells c;
     enum kvp_status st;
+    uint32_t layer;
 
-    if ((st = devices(m, d, &n_dev, count, err)) != KVP_OK)
+    if ((st = place(m, d, &p, err)) != KVP_OK)
         return st;
     cells(m, d, context, &c);
     f->cells = c.base;
@@ -204,58 +267,39 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
             f->windows_ignored = true;
     f->swa_cells = c.swa;
     f->n_stream = c.n_stream;
-    f->n_devices = n_dev;
+    f->n_devices = p.n_dev;
+    f->gpu_layers = m->n_layers + 1 - p.gpu_start;
+    f->output_on_gpu = p.output_gpu;
     memset(f->cache, 0, sizeof f->cache);
-    for (uint32_t dev = 0; dev < n_dev; dev++) {
+    memset(&f->host, 0, sizeof f->host);
+    f->host.model_layers = p.gpu_start < m->n_layers ? p.gpu_start : m->n_layers;
+    for (layer = 0; layer < f->host.model_layers; layer++)
+        if ((st = layer_kv(m, d, &c, layer, context, &f->host, f, err)) != KVP_OK)
+            return st;
+    for (uint32_t dev = 0; dev < p.n_dev; dev++) {
         struct kvp_device_kv *dk = &f->device[dev];
         memset(dk, 0, sizeof *dk);
-        for (uint32_t i = 0; i < count[dev]; i++, layer++) {
-            const struct kvp_layer_spec *s = kvp_model_layer(m, layer);
-            uint64_t ek, ev, rows, kb, vb;
-            bool swa = windowed(m, s);
-            if (s->kind == KVP_LAYER_RECURRENT) {
-                uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
-                kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
-                /* llama_memory_recurrent: r and s tensors in f32, one row per sequence */
-                uint64_t r_bytes, s_bytes;
-                if (!kvp_mul3(conv, 4, n_seq, &r_bytes) || !kvp_mul3(ssm, 4, n_seq, &s_bytes) ||
-                    r_bytes > UINT64_MAX - CUDA_ALIGN || s_bytes > UINT64_MAX - CUDA_ALIGN ||
-                    !kvp_add(dk->rs_bytes, PAD(r_bytes, CUDA_ALIGN), &dk->rs_bytes) ||
-                    !kvp_add(dk->rs_bytes, PAD(s_bytes, CUDA_ALIGN), &dk->rs_bytes))
-                    return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of %llu sequences overflows 64 bits",
-                                    (unsigned long long)n_seq);
-                continue;
-            }
-            layer_elems(s, d, &ek, &ev);
-            if (ek == 0)
-                continue;
-            rows = kvp_sat_mul(swa ? c.swa : c.base, c.n_stream);
-            dk->layers++;
-            f->cache[swa].layers++;
-            kb = kvp_sat_mul(row_size(d->k.dtype, ek), rows);
-            vb = kvp_sat_mul(row_size(d->v.dtype, ev), rows);
-            if (!add(&dk->k_bytes, kb) || !add(&f->cache[swa].k_bytes, kb) || !add(&dk->v_bytes, vb) ||
-                !add(&f->cache[swa].v_bytes, vb) || !add(&dk->cache_buffer[swa], alloc_size(d->k.dtype, ek, rows)) ||
-                (ev && !add(&dk->cache_buffer[swa], alloc_size(d->v.dtype, ev, rows))) ||
-                !kvp_add(dk->cache_buffer[0], dk->cache_buffer[1], &dk->buffer_bytes))
-                return kvp_fail(err, KVP_ERR_OVERFLOW, "a KV cache of %llu tokens overflows 64 bits",
-                                (unsigned long long)context);
-        }
+        dk->model_layers = p.count[dev];
+        for (uint32_t i = 0; i < p.count[dev]; i++, layer++)
+            if ((st = layer_kv(m, d, &c, layer, context, d->no_kv_offload ? &f->host : dk, f, err)) != KVP_OK)
+                return st;
     }
     return KVP_OK;
 }
 
-/* One more cell in every layer of the busiest device. */
+/* One more cell in every layer of the busiest device (0: no KV on a GPU). */
 static uint64_t cell_bytes(const struct kvp_model *m, const struct kvp_deploy *d)
 {
-    uint32_t count[KVP_MAX_STAGES], n_dev = 0, layer = 0;
+    struct lplace p;
     uint64_t best = 0;
+    uint32_t layer;
     struct kvp_error ignored;
-    if (devices(m, d, &n_dev, count, &ignored) != KVP_OK)
+    if (d->no_kv_offload || place(m, d, &p, &ignored) != KVP_OK)
         return 0;
-    for (uint32_t dev = 0; dev < n_dev; dev++) {
+    layer = p.gpu_start < m->n_layers ? p.gpu_start : m->n_layers;
+    for (uint32_t dev = 0; dev < p.n_dev; dev++) {
         uint64_t sum = 0;
-        for (uint32_t i = 0; i < count[dev]; i++, layer++) {
+        for (uint32_t i = 0; i < p.count[dev]; i++, layer++) {
             uint64_t ek, ev;
             layer_elems(kvp_model_layer(m, layer), d, &ek, &ev);
             sum += row_size(d->k.dtype, ek) + row_size(d->v.dtype, ev);
@@ -263,6 +307,71 @@ static uint64_t cell_bytes(const struct kvp_model *m, const struct kvp_deploy *d
         best = sum > best ? sum : best;
     }
     return best;
+}
+
+/* llama.cpp --n-cpu-moe: the layers whose expert tensors stay on the host. */
+static uint32_t cpu_moe_layers(const struct kvp_model *m, const struct kvp_deploy *d)
+{
+    return d->n_cpu_moe < 0 || (uint32_t)d->n_cpu_moe > m->n_layers ? m->n_layers : (uint32_t)d->n_cpu_moe;
+}
+
+/* Each device's model buffers and the host's, from the GGUF's tensor table
+ * (m->wtable.place, padded as each buffer pads them): the input on the host;
+ * a layer on its device, its expert tensors on the host when --n-cpu-moe
+ * takes its layer (common/arg.cpp: the override blk.I.ffn_(up|down|gate|
+ * gate_up)_(ch|)exps = CPU for I < N); the output layer on the last GPU
+ * (with a copy of token_embd when the output is tied: llama-model.cpp
+ * creates it TENSOR_DUPLICATED in the output's buffer; on the host it is the
+ * same tensor), else on the host. */
+static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f)
+{
+    const struct kvp_wplace *pl = m->wtable.place;
+    uint32_t layer = 0, moe = cpu_moe_layers(m, d);
+    struct kvp_device_kv *last = &f->device[f->n_devices - 1];
+
+    f->host.weights_bytes = pl[KVP_WPLACE_INPUT].host;
+    for (; layer < f->host.model_layers; layer++)
+        f->host.weights_bytes = kvp_sat_add(f->host.weights_bytes, pl[KVP_WPLACE_LAYER + layer].host);
+    for (uint32_t dev = 0; dev < f->n_devices; dev++) {
+        struct kvp_device_kv *dk = &f->device[dev];
+        for (uint32_t i = 0; i < dk->model_layers; i++, layer++) {
+            const struct kvp_wplace *p = &pl[KVP_WPLACE_LAYER + layer];
+            bool cpu = layer < moe;
+            dk->weights_bytes = kvp_sat_add(dk->weights_bytes, cpu ? p->gpu - p->exp_gpu : p->gpu);
+            if (cpu)
+                f->host.weights_bytes = kvp_sat_add(f->host.weights_bytes, p->exp_host);
+        }
+    }
+    if (f->output_on_gpu)
+        last->weights_bytes = kvp_sat_add(last->weights_bytes, kvp_sat_add(pl[KVP_WPLACE_OUTPUT].gpu,
+                                          m->wtable.has_output ? 0 : pl[KVP_WPLACE_EMBD].gpu));
+    else
+        f->host.weights_bytes = kvp_sat_add(f->host.weights_bytes, pl[KVP_WPLACE_OUTPUT].host);
+}
+
+/* Without a GGUF table (or with weights priced in another file type): the
+ * weights w in proportion to the layers, the routed experts' share of a
+ * --n-cpu-moe layer moved to the host. An estimate: the embeddings and
+ * output count as layers, and no buffer padding is added. */
+static void place_estimate(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_weights *w,
+                           struct kvp_fit *f)
+{
+    uint32_t layer = f->host.model_layers, moe = cpu_moe_layers(m, d), n_moe = 0;
+    uint64_t on_gpus = 0, expert = 0, idle = w->bytes - w->active_bytes - w->tower_bytes;
+
+    for (uint32_t i = 0; i < m->n_layers; i++)
+        n_moe += kvp_model_layer(m, i)->mlp == KVP_MLP_MOE;
+    if (n_moe && m->n_experts > m->n_experts_active) /* idle = one layer's expert x idle experts x MoE layers */
+        expert = (uint64_t)((long double)idle * m->n_experts / (m->n_experts - m->n_experts_active) / n_moe);
+    for (uint32_t dev = 0; dev < f->n_devices; dev++) {
+        struct kvp_device_kv *dk = &f->device[dev];
+        dk->weights_bytes = (uint64_t)((long double)w->bytes * dk->model_layers / m->n_layers + 0.5L);
+        for (uint32_t i = 0; i < dk->model_layers; i++, layer++)
+            if (layer < moe && kvp_model_layer(m, layer)->mlp == KVP_MLP_MOE)
+                dk->weights_bytes -= expert <= dk->weights_bytes ? expert : dk->weights_bytes;
+        on_gpus = kvp_sat_add(on_gpus, dk->weights_bytes);
+    }
+    f->host.weights_bytes = w->bytes - (on_gpus <= w->bytes ? on_gpus : w->bytes);
 }
 
 struct lctx {
@@ -290,7 +399,7 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
                                  struct kvp_error *err)
 {
     struct lctx c = {m, d};
-    uint64_t weights, per_device_weights, reserve, busiest = 0, deficit = 0;
+    uint64_t per_device_weights, reserve, busiest = 0, deficit = 0;
     enum kvp_status st;
 
     if (d->n_seq > MAX_SEQ)
@@ -313,17 +422,20 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
     f->request_bytes = kvp_cdiv(busiest, f->n_stream);
     f->kv_tokens = f->cells * f->n_stream;
     f->num_blocks = f->kv_tokens;
-    /* weights spread over the devices in proportion to their layers */
-    if ((st = kvp_profile_weights(m, d, &weights, err)) != KVP_OK)
-        return st;
-    per_device_weights = weights;
-    if (!d->weights_memory) {
-        /* all weights, shared in proportion to the busiest device's layers */
-        uint32_t most = 0;
-        for (uint32_t i = 0; i < f->n_devices; i++)
-            most = f->device[i].layers > most ? f->device[i].layers : most;
-        per_device_weights = (uint64_t)((long double)weights * d->tp * d->pp * most / m->n_layers + 0.5L);
+    /* the weights on each device and the host; the busiest device's bound the KV budget */
+    f->weights_exact = !d->weights_memory && m->wtable.placed && d->w.kind == KVP_WSTORE_CHECKPOINT;
+    if (f->weights_exact) {
+        place_table(m, d, f);
+    } else if (!d->weights_memory) {
+        struct kvp_weights w;
+        if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
+            return st;
+        place_estimate(m, d, &w, f);
     }
+    per_device_weights = d->weights_memory;
+    for (uint32_t i = 0; i < f->n_devices && !d->weights_memory; i++)
+        if (f->device[i].weights_bytes > per_device_weights)
+            per_device_weights = f->device[i].weights_bytes;
     f->weights_bytes = per_device_weights;
     reserve = kvp_sat_add(per_device_weights, kvp_profile_reserve(d));
     if (d->gpu_memory) {

@@ -60,6 +60,14 @@ static const struct kvp_setting table[] = {
     {"mla_v", KVP_SET_FLAG, NULL, "llama.cpp before 2026-01-24: MLA also caches V", "true", OFF(mla_v)},
     {"flash_attn", KVP_SET_SWITCH, "on|off|auto", "llama.cpp -fa (default auto); a quantized V needs it on", "on", 0},
     {"split", KVP_SET_SPLIT, "L1,L2,...", "llama.cpp: layers per device, e.g. 41,23", "20,12", 0},
+    {"n_gpu_layers", KVP_SET_LAYERS, "N|all",
+     "llama.cpp -ngl: layers on the GPUs, counted from the output layer (default all); the rest stay in host memory",
+     "20", OFF(n_gpu_layers)},
+    {"n_cpu_moe", KVP_SET_LAYERS, "N|all",
+     "llama.cpp --n-cpu-moe: the MoE expert tensors of the first N layers stay in host memory (all: --cpu-moe)", "8",
+     OFF(n_cpu_moe)},
+    {"no_kv_offload", KVP_SET_FLAG, NULL, "llama.cpp --no-kv-offload: the KV cache in host memory", "true",
+     OFF(no_kv_offload)},
 };
 #define N_ROWS (sizeof table / sizeof table[0])
 _Static_assert(N_ROWS <= KVP_SETTINGS_MAX && N_ROWS <= 64, "the table outgrew struct kvp_settings");
@@ -115,6 +123,8 @@ static const struct {
     {"ub", "n_ubatch", "llama.cpp"},             {"parallel", "n_seq", "llama.cpp"},
     {"np", "n_seq", "llama.cpp"},                {"fa", "flash_attn", "llama.cpp"},
     {"kvu", "kv_unified", "llama.cpp"},        {"max_seq_len", "context", "TRT-LLM"},
+    {"ngl", "n_gpu_layers", "llama.cpp"},      {"gpu_layers", "n_gpu_layers", "llama.cpp"},
+    {"ncmoe", "n_cpu_moe", "llama.cpp"},       {"nkvo", "no_kv_offload", "llama.cpp"},
     {"max_batch_size", "max_num_seqs", "TRT-LLM"}, {"max_num_tokens", "max_num_batched_tokens", "TRT-LLM"},
     {"kv_cache_free_gpu_memory_fraction", "util", "TRT-LLM"},
 };
@@ -214,6 +224,20 @@ static enum kvp_status split_value(const char *v, uint32_t *split, struct kvp_er
     return KVP_OK;
 }
 
+/* "all" (-1) or a layer count 0..U32_MAX_SETTING. */
+static enum kvp_status layers_value(const char *v, int32_t *out, struct kvp_error *err)
+{
+    uint64_t u;
+    if (strcmp(v, "all") == 0) {
+        *out = -1;
+        return KVP_OK;
+    }
+    if (!kvp_parse_u64(v, &u) || u > U32_MAX_SETTING)
+        return kvp_fail(err, KVP_ERR_RANGE, "must be a layer count 0..%u or all (got '%.40s')", U32_MAX_SETTING, v);
+    *out = (int32_t)u;
+    return KVP_OK;
+}
+
 /* Check v for row's type without a model: what put() can know. */
 static enum kvp_status check_value(const struct kvp_setting *row, const char *v, struct kvp_error *err)
 {
@@ -221,6 +245,7 @@ static enum kvp_status check_value(const struct kvp_setting *row, const char *v,
     enum kvp_engine_id e;
     uint32_t rel;
     uint64_t u;
+    int32_t n;
     switch (row->type) {
     case KVP_SET_ENGINE: return kvp_engine_parse(v, &e, &rel, err);
     case KVP_SET_GPU: return v[0] ? KVP_OK : kvp_fail(err, KVP_ERR_SCHEMA, "names no GPU");
@@ -232,6 +257,7 @@ static enum kvp_status check_value(const struct kvp_setting *row, const char *v,
     case KVP_SET_FRACTION: return fraction_value(v, &d.util, err);
     case KVP_SET_FLAG: return flag_value(v, &d.swa_full, err);
     case KVP_SET_SWITCH: return switch_value(v, &d.flash_attn, err);
+    case KVP_SET_LAYERS: return layers_value(v, &n, err);
     default: return split_value(v, d.split, err);
     }
 }
@@ -304,6 +330,8 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
         return switch_value(v, &d->flash_attn, err);
     case KVP_SET_SPLIT:
         return split_value(v, d->split, err);
+    case KVP_SET_LAYERS:
+        return layers_value(v, FIELD(int32_t, d, row), err);
     default:
         return KVP_OK;
     }
@@ -444,6 +472,16 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
         for (uint32_t i = 0, o = 0; i < KVP_MAX_STAGES && d->split[i] && o < n; i++)
             o += (uint32_t)snprintf(buf + o, n - o, "%s%" PRIu32, i ? "," : "", d->split[i]);
         break;
+    case KVP_SET_LAYERS: { /* nothing for the default: all GPU layers, no experts kept in host memory */
+        int32_t v = *CFIELD(int32_t, d, r);
+        if (v == (strcmp(r->key, "n_gpu_layers") == 0 ? -1 : 0))
+            break;
+        if (v < 0)
+            snprintf(buf, n, "all");
+        else
+            snprintf(buf, n, "%" PRId32, v);
+        break;
+    }
     }
     return buf;
 }

@@ -291,7 +291,10 @@ struct header {
     } by_dtype[KVP_DTYPE_COUNT]; /* the tensor table, summed per ggml type */
     uint64_t expert_bytes;      /* of tensors named *_exps* (routed experts) */
     uint64_t file_bytes;        /* the data section's end: what the file must hold */
+    struct kvp_wplace place[KVP_WPLACE_MAX]; /* by where llama.cpp can put them (wquant.h) */
+    struct kvp_wplace rope_freqs; /* copied into every layer (llama-model.cpp: TENSOR_DUPLICATED) */
 };
+_Static_assert(KVP_WPLACE_MAX == KVP_WPLACE_LAYER + KVP_MAX_LAYERS, "a placement group per layer");
 
 /* Keys under `<arch>.`, with where each goes. */
 struct key_slot {
@@ -441,6 +444,51 @@ static bool name_has(const char *name, uint64_t n, const char *part)
     return false;
 }
 
+/* The group (KVP_WPLACE_*) llama.cpp places a tensor by, from its name
+ * (llama-model.cpp create_tensor: the input, output or layer buft list);
+ * NULL for rope_freqs, which every layer gets. Past KVP_MAX_LAYERS: none. */
+static struct kvp_wplace *place_of(struct header *h, const char *name, uint64_t n)
+{
+    uint64_t il = 0, i = 4;
+    if (n > 4 && memcmp(name, "blk.", 4) == 0) {
+        for (; i < n && name[i] >= '0' && name[i] <= '9' && il < KVP_MAX_LAYERS; i++)
+            il = il * 10 + (uint64_t)(name[i] - '0');
+        return i > 4 && i < n && name[i] == '.' && il < KVP_MAX_LAYERS ? &h->place[KVP_WPLACE_LAYER + il] : NULL;
+    }
+    if (n >= 11 && memcmp(name, "rope_freqs.", 11) == 0)
+        return &h->rope_freqs;
+    if ((n >= 11 && memcmp(name, "token_embd.", 11) == 0) || (n >= 14 && memcmp(name, "position_embd.", 14) == 0))
+        return &h->place[KVP_WPLACE_INPUT];
+    return &h->place[KVP_WPLACE_OUTPUT]; /* output_norm, output and any other global tensor */
+}
+
+/* Add a tensor of `bytes` (ne0 values a row, type d) to its group: padded
+ * as the CPU buffer pads it, and as a CUDA device does (wquant.h). */
+static bool place_tensor(struct header *h, const char *name, uint64_t nlen, enum kvp_dtype d, uint64_t ne0,
+                         uint64_t bytes)
+{
+    const struct kvp_dtype_info *info = kvp_dtype_info(d);
+    struct kvp_wplace *p = place_of(h, name, nlen), one;
+    uint64_t gpu = bytes, pad;
+    bool exps = name_has(name, nlen, "_exps");
+
+    if (!p)
+        return true; /* an MTP layer past the text model's: not loaded */
+    if (info->block_elems > 1 && ne0 % 512 != 0) {
+        pad = (512 - ne0 % 512) / info->block_elems * (info->block_bits / 8);
+        if (!kvp_add(gpu, pad, &gpu))
+            return false;
+    }
+    if (!kvp_add(bytes, 31, &one.host) || !kvp_add(gpu, 127, &one.gpu))
+        return false;
+    one.host = one.host / 32 * 32;
+    one.gpu = one.gpu / 128 * 128;
+    if (key_is(name, nlen, "token_embd.weight"))
+        h->place[KVP_WPLACE_EMBD] = one;
+    return kvp_add(p->host, one.host, &p->host) && kvp_add(p->gpu, one.gpu, &p->gpu) &&
+           (!exps || (kvp_add(p->exp_host, one.host, &p->exp_host) && kvp_add(p->exp_gpu, one.gpu, &p->exp_gpu)));
+}
+
 /* Add one tensor of ggml type `type` and shape ne to h's table: its bytes are
  * ne1*ne2*ne3 rows of ne0 values (ggml_nbytes for a contiguous tensor), every
  * product checked. at: the offset of the type field, for messages. */
@@ -472,9 +520,10 @@ static enum kvp_status count_tensor(struct cursor *c, struct header *h, const ch
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
                            "%s: its bytes in %s overflow 64 bits at offset %" PRIu64, what(c), info->name, at);
     h->by_dtype[d].tensors++;
-    if (name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes))
+    if ((name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes)) ||
+        !place_tensor(h, name, nlen, d, ne[0], bytes))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
-                           "%s: expert bytes overflow 64 bits at offset %" PRIu64, what(c), at);
+                           "%s: its group's bytes overflow 64 bits at offset %" PRIu64, what(c), at);
     *out = bytes;
     return KVP_OK;
 }
@@ -754,6 +803,16 @@ static enum kvp_status set_wtable(struct build *b)
     if (t->n == 0)
         return KVP_OK;
     t->expert_bytes = h->expert_bytes;
+    t->placed = true;
+    t->has_output = h->has_output;
+    memcpy(t->place, h->place, sizeof t->place);
+    for (uint32_t il = 0; il < KVP_MAX_LAYERS; il++) { /* each layer there is gets a copy of rope_freqs */
+        struct kvp_wplace *p = &t->place[KVP_WPLACE_LAYER + il];
+        if ((p->host || p->gpu) &&
+            (!kvp_add(p->host, h->rope_freqs.host, &p->host) || !kvp_add(p->gpu, h->rope_freqs.gpu, &p->gpu)))
+            return kvp_fail_at(b->err, KVP_ERR_OVERFLOW, b->file, 0, 0, "layer %" PRIu32 "'s tensors overflow 64 bits",
+                               il);
+    }
     snprintf(t->what, sizeof t->what, "GGUF tensor table");
     if (h->file_type.set && type_is_int(h->file_type.v.type) && h->file_type.v.u <= UINT32_MAX)
         mix = kvp_gguf_ftype_name((uint32_t)h->file_type.v.u);

@@ -337,6 +337,18 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     const char *fn = old ? "llama_kv_cache_init" : kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ?
                      "llama_kv_cache_unified" : "llama_kv_cache", *ctx = old ? "llama_init_from_model" : "llama_context";
     (void)m;
+    /* load_tensors prints a line per model buffer, by buffer type name: the host's tensors are mapped from
+     * the file (CPU_Mapped; with --no-mmap a CPU buffer of exactly this size, the mapping can span more) */
+    if (f->host.weights_bytes)
+        kvp_buf_printf(b, "load_tensors: %12s model buffer size = %8.2f MiB%s\n", "CPU_Mapped",
+                       f->host.weights_bytes / MIB, f->weights_exact ? "" : " (estimated)");
+    for (uint32_t i = 0; i < f->n_devices; i++) {
+        char dev[16];
+        snprintf(dev, sizeof dev, "CUDA%u", i);
+        if (f->device[i].weights_bytes && (f->host.weights_bytes || f->weights_exact))
+            kvp_buf_printf(b, "load_tensors: %12s model buffer size = %8.2f MiB%s\n", dev,
+                           f->device[i].weights_bytes / MIB, f->weights_exact ? "" : " (estimated)");
+    }
     for (int c = 0; c < 2; c++) {
         uint64_t cells = c ? f->swa_cells : f->cells;
         if (f->cache[c].layers == 0)
@@ -344,6 +356,8 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
         if (iswa)
             kvp_buf_printf(b, "%s_iswa: creating %s KV cache, size = %llu cells\n", fn, names[c],
                            (unsigned long long)cells);
+        if (f->host.cache_buffer[c]) /* buffers print in buffer type order: CPU before CUDA0 */
+            kvp_buf_printf(b, "%s: %10s KV buffer size = %8.2f MiB\n", fn, "CPU", f->host.cache_buffer[c] / MIB);
         for (uint32_t i = 0; i < f->n_devices; i++) {
             char dev[16];
             snprintf(dev, sizeof dev, "CUDA%u", i);
