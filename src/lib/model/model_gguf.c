@@ -462,16 +462,20 @@ static struct kvp_wplace *place_of(struct header *h, const char *name, uint64_t 
     return &h->place[KVP_WPLACE_OUTPUT]; /* output_norm, output and any other global tensor */
 }
 
-/* Add a tensor of `bytes` (ne0 values a row, type d) to its group: padded
+/* Add a tensor of `bytes` (ne0 values a row, ggml type `type`) to its group: padded
  * as the CPU buffer pads it, and as a CUDA device does (wquant.h). */
-static bool place_tensor(struct header *h, const char *name, uint64_t nlen, enum kvp_dtype d, uint64_t ne0,
+static bool place_tensor(struct header *h, const char *name, uint64_t nlen, uint32_t type, uint64_t ne0,
                          uint64_t bytes)
 {
-    const struct kvp_dtype_info *info = kvp_dtype_info(d);
+    enum kvp_dtype d;
+    const struct kvp_dtype_info *info;
     struct kvp_wplace *p = place_of(h, name, nlen), one;
     uint64_t gpu = bytes, pad;
     bool exps = name_has(name, nlen, "_exps");
 
+    if (!kvp_dtype_from_ggml(type, &d)) /* count_tensor took it: never */
+        return false;
+    info = kvp_dtype_info(d);
     if (!p)
         return true; /* an MTP layer past the text model's: not loaded */
     if (info->block_elems > 1 && ne0 % 512 != 0) {
@@ -520,10 +524,9 @@ static enum kvp_status count_tensor(struct cursor *c, struct header *h, const ch
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
                            "%s: its bytes in %s overflow 64 bits at offset %" PRIu64, what(c), info->name, at);
     h->by_dtype[d].tensors++;
-    if ((name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes)) ||
-        !place_tensor(h, name, nlen, d, ne[0], bytes))
+    if (name_has(name, nlen, "_exps") && !kvp_add(h->expert_bytes, bytes, &h->expert_bytes))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
-                           "%s: its group's bytes overflow 64 bits at offset %" PRIu64, what(c), at);
+                           "%s: expert bytes overflow 64 bits at offset %" PRIu64, what(c), at);
     *out = bytes;
     return KVP_OK;
 }
@@ -593,7 +596,8 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
                                "%s has offset %" PRIu64 ", expected %" PRIu64
                                " (the tensors before it, each padded to %" PRIu64 " bytes; llama.cpp refuses it)",
                                what(c), offset, data, align);
-        if (!kvp_add(bytes, align - 1, &bytes) || !kvp_add(data, bytes / align * align, &data))
+        if (!place_tensor(h, name, nlen, type, ne[0], bytes) || !kvp_add(bytes, align - 1, &bytes) ||
+            !kvp_add(data, bytes / align * align, &data))
             return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
                                "%s: the data section overflows 64 bits at offset %" PRIu64, what(c), type_at);
         if (key_is(name, nlen, "output.weight"))
