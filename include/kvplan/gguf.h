@@ -16,7 +16,8 @@
  * Architectures: "llama" (full attention, MHA/GQA/MQA, optional q/k/v
  * biases), "gemma3" (full and sliding layers, q/k norms, 4 norms a layer) and
  * "deepseek2" (MLA). A shape the architecture cannot express (a LayerNorm, a
- * sliding layer under llama, MoE without `dense_moe`, ...) is refused with a
+ * sliding layer under llama, MoE other than llama's Mixtral-style routed
+ * experts without `dense_moe`, ...) is refused with a
  * message naming the field. The file is written to a temporary name next to
  * `path` and renamed over it, so a failed write leaves no partial file.
  * Nothing is kept after the call; the options struct is the caller's.

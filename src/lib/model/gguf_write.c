@@ -225,9 +225,11 @@ static enum kvp_status check_shape(const struct kvp_model *m, int arch, const ch
         return refuse(err, m, name, "'qk_norm' is set; arch 'llama' has no q/k norms");
     if (!m->qk_norm && arch == ARCH_GEMMA3)
         return refuse(err, m, name, "arch 'gemma3' always has q/k norms ('qk_norm' is false)");
-    if (m->n_experts && !opt->dense_moe)
-        return refuse(err, m, name, "MoE layers are not written (ask for dense MLPs: --dense-moe; "
-                                    "the KV cache is the same)");
+    if (m->n_experts && !opt->dense_moe && (arch != ARCH_LLAMA || m->n_shared_experts || m->shared_expert_gate ||
+                                            m->router_bias || m->expert_bias))
+        return refuse(err, m, name, "MoE layers are written for arch 'llama' only (Mixtral's: routed experts, no "
+                                    "shared ones, no biases; else ask for dense MLPs: --dense-moe; the KV cache is "
+                                    "the same)");
     if (m->vocab == 0 || m->hidden == 0 || m->intermediate == 0)
         return refuse(err, m, name, "'vocab', 'hidden' and 'intermediate' must be set");
     if (m->max_context > UINT32_MAX)
@@ -244,6 +246,10 @@ static enum kvp_status check_shape(const struct kvp_model *m, int arch, const ch
         }
         if (s->mlp == KVP_MLP_NONE) {
             snprintf(why, sizeof why, "layer %" PRIu32 " has no MLP", il);
+            return refuse(err, m, name, why);
+        }
+        if (m->n_experts && !opt->dense_moe && s->mlp != KVP_MLP_MOE) {
+            snprintf(why, sizeof why, "layer %" PRIu32 " is dense; arch 'llama' writes MoE in every layer", il);
             return refuse(err, m, name, why);
         }
         switch (s->kind) {
@@ -302,6 +308,7 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
                  const struct kvp_gguf_options *opt)
 {
     const struct kvp_layer_spec *s0 = kvp_model_layer(m, 0);
+    bool moe = m->n_experts && !opt->dense_moe;
 
     kv_str(w, false, "general.architecture", name);
     kv_str(w, false, "general.name", m->name);
@@ -311,7 +318,12 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
     kv_u32(w, "context_length", (uint32_t)m->max_context);
     kv_u32(w, "embedding_length", m->hidden);
     kv_u32(w, "block_count", m->n_layers);
-    kv_u32(w, "feed_forward_length", m->intermediate);
+    /* Mixtral's llama MoE: n_ff is the experts' width */
+    kv_u32(w, "feed_forward_length", moe ? m->expert_intermediate : m->intermediate);
+    if (moe) {
+        kv_u32(w, "expert_count", m->n_experts);
+        kv_u32(w, "expert_used_count", m->n_experts_active);
+    }
     kv_u32(w, "vocab_size", m->vocab);
     kv_u32(w, "attention.head_count", s0->n_heads);
     kv_f32(w, "attention.layer_norm_rms_epsilon", opt->rms_eps > 0 ? opt->rms_eps : 1e-6f);
@@ -356,7 +368,7 @@ static void keys(struct writer *w, const struct kvp_model *m, int arch, const ch
     }
 }
 
-static void tensors(struct writer *w, const struct kvp_model *m, int arch, bool untied)
+static void tensors(struct writer *w, const struct kvp_model *m, int arch, bool untied, bool moe)
 {
     const struct kvp_layer_spec *s0 = kvp_model_layer(m, 0);
     uint64_t E = m->hidden, V = m->vocab, F = m->intermediate, H = s0->n_heads;
@@ -401,6 +413,14 @@ static void tensors(struct writer *w, const struct kvp_model *m, int arch, bool 
             }
         }
         layer_tensor(w, il, "ffn_norm.weight", 1, E, 1, 1, true);
+        if (moe) { /* llama-model.cpp, arch llama with n_expert > 0 (Mixtral) */
+            uint64_t X = m->n_experts, FE = m->expert_intermediate;
+            layer_tensor(w, il, "ffn_gate_inp.weight", 2, E, X, 1, false);
+            layer_tensor(w, il, "ffn_gate_exps.weight", 3, E, FE, X, false);
+            layer_tensor(w, il, "ffn_down_exps.weight", 3, FE, E, X, false);
+            layer_tensor(w, il, "ffn_up_exps.weight", 3, E, FE, X, false);
+            continue;
+        }
         layer_tensor(w, il, "ffn_gate.weight", 2, E, F, 1, false);
         layer_tensor(w, il, "ffn_up.weight", 2, E, F, 1, false);
         layer_tensor(w, il, "ffn_down.weight", 2, F, E, 1, false);
@@ -544,7 +564,7 @@ enum kvp_status kvp_gguf_write(const struct kvp_model *m, const char *path, stru
     w.sparse = opt->sparse;
     w.err = err;
     snprintf(w.prefix, sizeof w.prefix, "%s.", name);
-    tensors(&w, m, arch, opt->untied);
+    tensors(&w, m, arch, opt->untied, m->n_experts && !opt->dense_moe);
     keys(&w, m, arch, name, w.sparse, opt);
     if (w.st == KVP_OK && w.kv.nomem)
         w.st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory for the GGUF keys");
