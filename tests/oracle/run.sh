@@ -18,7 +18,9 @@
 # Then (section 6), weights by llama.cpp file type: llama.cpp's own quantizer
 # (llama_model_quantize) against kvplan's reading of the result and its
 # prediction from the unquantized file. Section 7: the compute buffer llama.cpp
-# reserves against kvplan's estimate of it (within 10%).
+# reserves against kvplan's estimate of it (within 10%). Section 8: where each
+# tensor lives under -ngl, --n-cpu-moe and --no-kv-offload (a fake GPU in the
+# probe): weights and KV per device and in host memory, byte for byte.
 # Exit 0: every row agrees (or the npm registry cannot be reached: skipped);
 # 1: a mismatch; 2: the setup failed.
 set -u
@@ -378,8 +380,89 @@ for model in llama-3.1-8b qwen2.5-7b gemma-3-4b deepseek-v2-lite mixtral-8x7b; d
 done
 echo "compute buffers: $(grep -c '| within' "$CTABLE") of $(($(grep -c '^| ' "$CTABLE") - 1)) rows within $CTOL%, worst $(awk -F'|' 'NR > 2 { e = $10; gsub(/[ %+]/, "", e); e += 0; e = e < 0 ? -e : e; if (e > m) m = e } END { printf "%.1f%%", m }' "$CTABLE"), table in $CTABLE" >>"$NOTES"
 
+# ---- 8. where each tensor lives: -ngl, --n-cpu-moe, --no-kv-offload --------
+# The probe gives llama.cpp one GPU (tests/oracle/fakegpu.c: a device with
+# ggml-cuda's alignment, row padding and offload rule) and reports each buffer
+# type's model and context bytes; kvplan fit on the same GGUF gives devices[0]
+# (weights_bytes, buffer_bytes + recurrent_bytes) and host. Both figures of
+# both places must be equal, byte for byte. The GPU's compute buffer is
+# kvplan's estimate (activation_bytes), shown with its error, not checked; the
+# host's compute buffer is not modelled (the CPU column shows llama.cpp's).
+PTABLE="$O/placement.md"
+printf '| model | -ngl | --n-cpu-moe | -nkvo | K/V | GPU weights | GPU KV | host weights | host KV | kvplan GPU weights | kvplan GPU KV | kvplan host weights | kvplan host KV | result | GPU compute (kvplan est.) | host compute |\n|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n' >"$PTABLE"
+placement() { # name gguf ngl ncmoe nkvo kv
+    env PROBE_NGL=$3 ${4:+PROBE_NCMOE=$4} ${5:+PROBE_NKVO=1} GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$2" 4096 "$6" "$6" 1 0 -1 \
+        >"$O/place.out" 2>"$O/probe.err"
+    lc=$(cat "$O/place.out")
+    # FAKE0=model/context/compute CPU=...
+    lg=$(echo "$lc" | tr ' ' '\n' | awk -F'[=/]' '$1 == "FAKE0" { print $2, $3, $4 }')
+    lh=$(echo "$lc" | tr ' ' '\n' | awk -F'[=/]' '$1 == "CPU" { print $2, $3, $4 }')
+    kj=$("$KVPLAN" fit "$2" --engine llamacpp --gpu-memory 1TiB --context 4096 --kv-dtype "$6" --n-gpu-layers "$3" \
+        ${4:+--n-cpu-moe $4} ${5:+--no-kv-offload} --format json 2>"$O/kvplan.err")
+    kv=$(printf '%s\n' "$kj" | awk '/"devices"/ { d = 1 } /"host"/ { d = 2 }
+        d && /"(weights|buffer|recurrent)_bytes"/ { v = $2; gsub(/[ ,]/, "", v); n = $1
+            if (n ~ /weights/) w[d] = v; else kvb[d] += v }
+        /"activation_bytes"/ { a = $2; gsub(/[ ,]/, "", a) }
+        END { printf "%s %s %s %s %s", w[1], kvb[1], w[2], kvb[2], a }')
+    if [ "${lc%% *}" = refused ] && [ -z "$kj" ]; then # both refuse (a cache type the head dim cannot take)
+        pass=$((pass + 1))
+        printf '| %s | %s | %s | %s | %s | refused | | | | refused | | | | both refuse | | |\n' "$1" "$3" "${4:-0}" \
+            "${5:+yes}" "$6" >>"$PTABLE"
+        return
+    fi
+    set -- "$1" "$3" "${4:-0}" "${5:+yes}" "$6" $lg $lh $kv
+    # 1 name 2 ngl 3 ncmoe 4 nkvo 5 kv; llama.cpp 6 gw 7 gkv 8 gc 9 hw 10 hkv 11 hc; kvplan 12 gw 13 gkv 14 hw 15 hkv 16 act
+    if [ $# -lt 16 ]; then
+        res=MISMATCH; fail=$((fail + 1))
+        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp '$lc', kvplan '$kv' $(tail -1 "$O/kvplan.err")" >>"$NOTES"
+        printf '| %s | %s | %s | %s | %s | | | | | | | | | MISMATCH | | |\n' "$1" "$2" "$3" "${4:-no}" "$5" >>"$PTABLE"
+        return
+    fi
+    if [ "$6 $7 $9 ${10}" = "${12} ${13} ${14} ${15}" ]; then
+        res=equal; pass=$((pass + 1))
+    else
+        res=MISMATCH; fail=$((fail + 1))
+        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp GPU $6/$7 host $9/${10}, kvplan GPU ${12}/${13} host ${14}/${15}" >>"$NOTES"
+    fi
+    cerr=$(awk -v k="${16}" -v l="$8" 'BEGIN { if (l > 0) printf "%s (%+.1f%%)", k, (k - l) / l * 100; else printf "%s", k }')
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s | %s |\n' "$1" "$2" "$3" "${4:-no}" "$5" \
+        "$6" "$7" "$9" "${10}" "${12}" "${13}" "${14}" "${15}" "$res" "$8" "$cerr" "${11}" >>"$PTABLE"
+}
+# shapes: dense GQA (llama-3.1-8b), SWA (gemma-3-4b), MLA (deepseek-v2-lite, its MoE written dense), routed
+# experts (mixtral-8x7b's real shape and a small one), and the tied small MQA shape of section 3
+tiny oracle-moe 'moe: {experts: 8, active: 2, intermediate: 128}
+specs:
+  attn: {kind: full, heads: 4, kv_heads: 2, head_dim: 64, mlp: moe}
+layers:
+  - {spec: attn, count: 4}' false
+for job in llama-3.1-8b:32:dense gemma-3-4b:34:dense deepseek-v2-lite:27:dense oracle-mqa-hd16:3:dense \
+    mixtral-8x7b:32:moe "$O/models/oracle-moe.yaml:4:moe"; do
+    model=${job%%:*} rest=${job#*:}; nl=${rest%%:*} kind=${rest#*:}
+    name=$(basename "$model" .yaml) gguf="$O/gguf/$name-place.gguf"
+    case $kind in dense) dm=--dense-moe ;; *) dm= ;; esac
+    [ -f "$O/models/$name.yaml" ] && model="$O/models/$name.yaml"
+    if ! "$KVPLAN" export-gguf "$model" "$gguf" --sparse $dm >/dev/null 2>"$O/export.err"; then
+        echo "MISMATCH placement $name: export refused: $(cat "$O/export.err")" >>"$NOTES"; fail=$((fail + 1)); continue
+    fi
+    half=$((nl / 2))
+    for ngl in 0 1 $half $nl $((nl + 1)); do
+        placement "$name" "$gguf" $ngl "" "" f16
+    done
+    placement "$name" "$gguf" $half "" "" q8_0
+    placement "$name" "$gguf" $half "" 1 f16
+    placement "$name" "$gguf" $((nl + 1)) "" 1 q8_0
+    if [ $kind = moe ]; then
+        placement "$name" "$gguf" $((nl + 1)) $half "" f16
+        placement "$name" "$gguf" $((nl + 1)) $nl "" q8_0
+        placement "$name" "$gguf" $half $((half + 1)) "" f16
+        placement "$name" "$gguf" $((nl + 1)) 1 1 f16
+    fi
+    rm -f "$gguf"
+done
+echo "placement: $(grep -c '| equal |' "$PTABLE") of $(($(grep -c '^| ' "$PTABLE") - 1)) rows equal, table in $PTABLE" >>"$NOTES"
+
 echo
 cat "$NOTES"
 echo
-echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE, $QTABLE, $CTABLE"
+echo "oracle: llama.cpp v0.5.0 ($PKG): $pass agree, $fail mismatch, $skip skipped; tables in $TABLE, $LTABLE, $QTABLE, $CTABLE, $PTABLE"
 [ $fail -eq 0 ]
