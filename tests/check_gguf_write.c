@@ -219,9 +219,10 @@ static const struct {
 } refused[] = {
     {"models/falcon-7b.yaml", NULL, false, KVP_ERR_UNSUPPORTED,
      "cannot write 'falcon-7b' as GGUF arch 'llama': 'norm' is layer norm; the arch has RMS norms"},
-    {"models/mixtral-8x7b.yaml", NULL, false, KVP_ERR_UNSUPPORTED,
-     "cannot write 'mixtral-8x7b' as GGUF arch 'llama': MoE layers are not written (ask for dense MLPs: "
-     "--dense-moe; the KV cache is the same)"},
+    {"models/deepseek-v2-lite.yaml", NULL, false, KVP_ERR_UNSUPPORTED,
+     "cannot write 'deepseek-v2-lite' as GGUF arch 'deepseek2': MoE layers are written for arch 'llama' only "
+     "(Mixtral's: routed experts, no shared ones, no biases; else ask for dense MLPs: --dense-moe; the KV cache is "
+     "the same)"},
     {"models/gemma-3-4b.yaml", "llama", false, KVP_ERR_UNSUPPORTED,
      "cannot write 'gemma-3-4b' as GGUF arch 'llama': 'qk_norm' is set; arch 'llama' has no q/k norms"},
     {"models/llama-3.1-8b.yaml", "gemma3", false, KVP_ERR_UNSUPPORTED,

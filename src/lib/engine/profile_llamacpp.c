@@ -353,8 +353,8 @@ static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, s
  * weights w in proportion to the layers, the routed experts' share of a
  * --n-cpu-moe layer moved to the host. An estimate: the embeddings and
  * output count as layers, and no buffer padding is added. */
-static void place_estimate(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_weights *w,
-                           struct kvp_fit *f)
+static uint64_t place_estimate(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_weights *w,
+                               struct kvp_fit *f)
 {
     uint32_t layer = f->host.model_layers, moe = cpu_moe_layers(m, d), n_moe = 0;
     uint64_t on_gpus = 0, expert = 0, idle = w->bytes - w->active_bytes - w->tower_bytes;
@@ -372,6 +372,31 @@ static void place_estimate(const struct kvp_model *m, const struct kvp_deploy *d
         on_gpus = kvp_sat_add(on_gpus, dk->weights_bytes);
     }
     f->host.weights_bytes = w->bytes - (on_gpus <= w->bytes ? on_gpus : w->bytes);
+    return expert;
+}
+
+/* What the GPU's compute buffer holds beyond a full offload's (an estimate,
+ * read off tests/oracle section 8): an op whose weight lives in host memory
+ * but runs on the GPU (ggml-cuda's offload_op: a batch of 32 tokens or more)
+ * gets a copy of the weight in the GPU's compute buffer. The largest such
+ * copies live at once: the output matrix when the output layer is on the host
+ * (-ngl 0), or one of a layer's three expert tensors when a layer's experts
+ * are; the host's dense layers add little. */
+static uint64_t offload_copies(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                               uint64_t expert_layer)
+{
+    const struct kvp_wplace *pl = m->wtable.place;
+    uint32_t host = f->host.model_layers > cpu_moe_layers(m, d) ? f->host.model_layers : cpu_moe_layers(m, d);
+    uint64_t copy = 0, exp = 0;
+    if (!f->output_on_gpu)
+        copy = !f->weights_exact ? kvp_sat_mul((uint64_t)m->vocab * m->hidden, kvp_dtype_info(m->dtype)->block_bits / 8)
+               : m->wtable.has_output ? pl[KVP_WPLACE_OUTPUT].gpu : pl[KVP_WPLACE_EMBD].gpu;
+    for (uint32_t i = 0; i < host && i < m->n_layers; i++) {
+        uint64_t e = f->weights_exact ? pl[KVP_WPLACE_LAYER + i].exp_gpu
+                     : kvp_model_layer(m, i)->mlp == KVP_MLP_MOE ? expert_layer : 0;
+        exp = e > exp ? e : exp;
+    }
+    return exp / 3 > copy ? exp / 3 : copy;
 }
 
 struct lctx {
@@ -399,7 +424,7 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
                                  struct kvp_error *err)
 {
     struct lctx c = {m, d};
-    uint64_t per_device_weights, reserve, busiest = 0, deficit = 0;
+    uint64_t per_device_weights, reserve, busiest = 0, deficit = 0, expert_layer = 0, copies = 0;
     enum kvp_status st;
 
     if (d->n_seq > MAX_SEQ)
@@ -430,14 +455,18 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
         struct kvp_weights w;
         if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
             return st;
-        place_estimate(m, d, &w, f);
+        expert_layer = place_estimate(m, d, &w, f);
+    }
+    if (f->reserve.activation_est) { /* the estimate grows by the host weights copied in; given figures stand */
+        copies = offload_copies(m, d, f, expert_layer);
+        f->reserve.activation = kvp_sat_add(f->reserve.activation, copies);
     }
     per_device_weights = d->weights_memory;
     for (uint32_t i = 0; i < f->n_devices && !d->weights_memory; i++)
         if (f->device[i].weights_bytes > per_device_weights)
             per_device_weights = f->device[i].weights_bytes;
     f->weights_bytes = per_device_weights;
-    reserve = kvp_sat_add(per_device_weights, kvp_profile_reserve(d));
+    reserve = kvp_sat_add(kvp_sat_add(per_device_weights, kvp_profile_reserve(d)), copies);
     if (d->gpu_memory) {
         f->kv_budget_bytes = kvp_profile_sub(d->gpu_memory, reserve, &deficit);
         /* the memory's bound, not the model's: llama.cpp takes any -c up to its uint32_t n_ctx
