@@ -739,6 +739,98 @@ START_TEST(llamacpp_oracle_tiny)
 }
 END_TEST
 
+/* llama.cpp -ngl (llama_model_base::load_tensors): of the 8 layers + the
+ * output layer, the last N are on the GPU, i_gpu_start = max(8 + 1 - N, 0);
+ * a layer's KV on its layer's device, all of it on the host with
+ * --no-kv-offload. 8 full layers of H4 KV2 hd32 at 256 cells, f16: a layer's
+ * K is 2 x 32 x 256 x 2 = 32,768 B and so is its V, 65,536 B a layer, a
+ * multiple of both buffers' alignments (CUDA 128, CPU 32). */
+static const struct {
+    int32_t ngl;
+    bool nkvo;
+    uint32_t gpu_layers, gpu_model, host_model, gpu_kv, host_kv;
+    bool output;
+} ngl_cases[] = {
+    {-1, false, 9, 8, 0, 8, 0, true},  /* default: all */
+    {999, false, 9, 8, 0, 8, 0, true}, /* more than there are: all */
+    {9, false, 9, 8, 0, 8, 0, true},
+    {8, false, 8, 7, 1, 7, 1, true},   /* start 1: layer 0 on the host, the output on the GPU */
+    {3, false, 3, 2, 6, 2, 6, true},   /* start 6: layers 6 and 7 */
+    {1, false, 1, 0, 8, 0, 8, true},   /* the output layer alone */
+    {0, false, 0, 0, 8, 0, 8, false},
+    {3, true, 3, 2, 6, 0, 8, true},    /* -nkvo: the layers stay, their KV goes to the host */
+};
+
+START_TEST(llamacpp_ngl_placement)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "ngl", KVP_LAYER_FULL, 8, 4, 2, 32, 0);
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
+    reserve_given(&d);
+    d.context = 256;
+    d.n_gpu_layers = ngl_cases[_i].ngl;
+    d.no_kv_offload = ngl_cases[_i].nkvo;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.gpu_layers, ngl_cases[_i].gpu_layers);
+    ck_assert_int_eq(f.output_on_gpu, ngl_cases[_i].output);
+    ck_assert_uint_eq(f.device[0].model_layers, ngl_cases[_i].gpu_model);
+    ck_assert_uint_eq(f.host.model_layers, ngl_cases[_i].host_model);
+    ck_assert_uint_eq(f.device[0].layers, ngl_cases[_i].gpu_kv);
+    ck_assert_uint_eq(f.host.layers, ngl_cases[_i].host_kv);
+    ck_assert_uint_eq(f.device[0].buffer_bytes, ngl_cases[_i].gpu_kv * 65536ull);
+    ck_assert_uint_eq(f.host.buffer_bytes, ngl_cases[_i].host_kv * 65536ull);
+    ck_assert_uint_eq(f.kv_bytes_required, ngl_cases[_i].gpu_kv * 65536ull); /* the GPU's KV bounds the fit */
+    ck_assert(!f.weights_exact); /* no GGUF table: in proportion to the layers */
+}
+END_TEST
+
+/* Weights from a GGUF table (m->wtable.place, padded per buffer type): the
+ * input stays on the host; a layer's group goes to its device, less its
+ * experts under --n-cpu-moe; a tied output is token_embd copied to the GPU.
+ * 8 layers of host 100 / GPU 128 B, experts host 64 / GPU 96 of those;
+ * input 1000 B; output host 500 / GPU 600; token_embd GPU 300. At -ngl 3
+ * (layers 6, 7 and the output on the GPU) with --n-cpu-moe 7 (layers 0..6):
+ * GPU = (128 - 96) + 128 + 600 + 300 = 1,060; host = 1000 + 6 x 100 + 64 = 1,664. */
+START_TEST(llamacpp_weights_placed)
+{
+    struct kvp_model m;
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    uniform(&m, "placed", KVP_LAYER_FULL, 8, 4, 2, 32, 0);
+    m.wtable.placed = true;
+    m.wtable.has_output = false;
+    m.wtable.place[KVP_WPLACE_INPUT] = (struct kvp_wplace){1000, 1024, 0, 0};
+    m.wtable.place[KVP_WPLACE_OUTPUT] = (struct kvp_wplace){500, 600, 0, 0};
+    m.wtable.place[KVP_WPLACE_EMBD] = (struct kvp_wplace){288, 300, 0, 0};
+    for (uint32_t il = 0; il < 8; il++)
+        m.wtable.place[KVP_WPLACE_LAYER + il] = (struct kvp_wplace){100, 128, 64, 96};
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, &m);
+    reserve_given(&d);
+    d.context = 256;
+    d.n_gpu_layers = 3;
+    d.n_cpu_moe = 7;
+    f = fit_ok(&m, &d);
+    ck_assert(f.weights_exact);
+    ck_assert_uint_eq(f.device[0].weights_bytes, 1060);
+    ck_assert_uint_eq(f.host.weights_bytes, 1664);
+    ck_assert_uint_eq(f.weights_bytes, 1060);
+    d.n_gpu_layers = 0; /* everything on the host, the output without its tied copy */
+    d.n_cpu_moe = 0;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.device[0].weights_bytes, 0);
+    ck_assert_uint_eq(f.host.weights_bytes, 1000 + 8 * 100 + 500);
+    d.n_gpu_layers = -1; /* all, every layer's experts on the host: --cpu-moe */
+    d.n_cpu_moe = -1;
+    f = fit_ok(&m, &d);
+    ck_assert_uint_eq(f.device[0].weights_bytes, 8 * 32 + 600 + 300);
+    ck_assert_uint_eq(f.host.weights_bytes, 1000 + 8 * 64);
+}
+END_TEST
+
 /* ---- vLLM rules at their edges ------------------------------------------ */
 
 /* One full layer of 1 KV head x 64, bf16: a page is 2 x 16 x 64 x 2 = 4096 B.
@@ -2434,6 +2526,8 @@ static Suite *suite(void)
     tcase_add_test(core, vllm_mla_block_by_release);
     tcase_add_test(core, llamacpp_padding_by_release);
     tcase_add_test(core, llamacpp_concurrency_in_plan);
+    tcase_add_loop_test(core, llamacpp_ngl_placement, 0, (int)N_ELEMS(ngl_cases));
+    tcase_add_test(core, llamacpp_weights_placed);
     suite_add_tcase(s, core);
 
     tcase_add_test(limits, llamacpp_block_refused);
