@@ -144,7 +144,8 @@ compare() {
     esac
     if [ $krc -le 1 ] && [ -n "$kj" ]; then
         kb=$(printf '%s\n' "$kj" | awk -F: '/"(k|v)_bytes"/ { gsub(/[ ,]/, "", $2); s += $2 } END { printf "%.0f", s }')
-        ndev=$(printf '%s\n' "$kj" | grep -c '"buffer_bytes"')
+        ndev=$(printf '%s\n' "$kj" | awk '/"devices"/ { d = 1 } /"host"/ { d = 0 } d && /"buffer_bytes"/ { n++ }
+            END { print n + 0 }')
         [ "$ndev" = 1 ] || kb="$kb ($ndev devices)"
     else
         kb=refused
