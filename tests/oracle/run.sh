@@ -390,10 +390,13 @@ echo "compute buffers: $(grep -c '| within' "$CTABLE") of $(($(grep -c '^| ' "$C
 # kvplan's estimate (activation_bytes), shown with its error, not checked; the
 # host's compute buffer is not modelled (the CPU column shows llama.cpp's).
 PTABLE="$O/placement.md"
-printf '| model | -ngl | --n-cpu-moe | -nkvo | K/V | GPU weights | GPU KV | host weights | host KV | kvplan GPU weights | kvplan GPU KV | kvplan host weights | kvplan host KV | result | GPU compute (kvplan est.) | host compute |\n|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n' >"$PTABLE"
+{ printf '| model | -ngl | --n-cpu-moe | -nkvo | K/V | GPU weights | GPU KV | host weights | host KV '
+  printf '| kvplan GPU weights | kvplan GPU KV | kvplan host weights | kvplan host KV | result '
+  printf '| GPU compute (kvplan est.) | host compute |\n'
+  printf '|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n'; } >"$PTABLE"
 placement() { # name gguf ngl ncmoe nkvo kv
-    env PROBE_NGL=$3 ${4:+PROBE_NCMOE=$4} ${5:+PROBE_NKVO=1} GGML_NO_BACKTRACE=1 "$PROBE" "$LIBABS" "$2" 4096 "$6" "$6" 1 0 -1 \
-        >"$O/place.out" 2>"$O/probe.err"
+    env PROBE_NGL=$3 ${4:+PROBE_NCMOE=$4} ${5:+PROBE_NKVO=1} GGML_NO_BACKTRACE=1 \
+        "$PROBE" "$LIBABS" "$2" 4096 "$6" "$6" 1 0 -1 >"$O/place.out" 2>"$O/probe.err"
     lc=$(cat "$O/place.out")
     # FAKE0=model/context/compute CPU=...
     lg=$(echo "$lc" | tr ' ' '\n' | awk -F'[=/]' '$1 == "FAKE0" { print $2, $3, $4 }')
@@ -412,10 +415,12 @@ placement() { # name gguf ngl ncmoe nkvo kv
         return
     fi
     set -- "$1" "$3" "${4:-0}" "${5:+yes}" "$6" $lg $lh $kv
-    # 1 name 2 ngl 3 ncmoe 4 nkvo 5 kv; llama.cpp 6 gw 7 gkv 8 gc 9 hw 10 hkv 11 hc; kvplan 12 gw 13 gkv 14 hw 15 hkv 16 act
+    # 1 name 2 ngl 3 ncmoe 4 nkvo 5 kv; llama.cpp 6 gw 7 gkv 8 gc 9 hw 10 hkv 11 hc;
+    # kvplan 12 gw 13 gkv 14 hw 15 hkv 16 act
     if [ $# -lt 16 ]; then
         res=MISMATCH; fail=$((fail + 1))
-        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp '$lc', kvplan '$kv' $(tail -1 "$O/kvplan.err")" >>"$NOTES"
+        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp '$lc'," \
+            "kvplan '$kv' $(tail -1 "$O/kvplan.err")" >>"$NOTES"
         printf '| %s | %s | %s | %s | %s | | | | | | | | | MISMATCH | | |\n' "$1" "$2" "$3" "${4:-no}" "$5" >>"$PTABLE"
         return
     fi
@@ -423,10 +428,13 @@ placement() { # name gguf ngl ncmoe nkvo kv
         res=equal; pass=$((pass + 1))
     else
         res=MISMATCH; fail=$((fail + 1))
-        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp GPU $6/$7 host $9/${10}, kvplan GPU ${12}/${13} host ${14}/${15}" >>"$NOTES"
+        echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp GPU $6/$7 host $9/${10}," \
+            "kvplan GPU ${12}/${13} host ${14}/${15}" >>"$NOTES"
     fi
-    cerr=$(awk -v k="${16}" -v l="$8" 'BEGIN { if (l > 0) printf "%s (%+.1f%%)", k, (k - l) / l * 100; else printf "%s", k }')
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s | %s |\n' "$1" "$2" "$3" "${4:-no}" "$5" \
+    cerr=$(awk -v k="${16}" -v l="$8" \
+        'BEGIN { if (l > 0) printf "%s (%+.1f%%)", k, (k - l) / l * 100; else printf "%s", k }')
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s | %s |\n' \
+        "$1" "$2" "$3" "${4:-no}" "$5" \
         "$6" "$7" "$9" "${10}" "${12}" "${13}" "${14}" "${15}" "$res" "$8" "$cerr" "${11}" >>"$PTABLE"
 }
 # shapes: dense GQA (llama-3.1-8b), SWA (gemma-3-4b), MLA (deepseek-v2-lite, its MoE written dense), routed
@@ -460,7 +468,8 @@ for job in llama-3.1-8b:32:dense gemma-3-4b:34:dense deepseek-v2-lite:27:dense o
     fi
     rm -f "$gguf"
 done
-echo "placement: $(grep -c '| equal |' "$PTABLE") of $(($(grep -c '^| ' "$PTABLE") - 1)) rows equal, table in $PTABLE" >>"$NOTES"
+echo "placement: $(($(grep -c '^| ' "$PTABLE") - 1)) rows, $(grep -c '| equal |' "$PTABLE") equal," \
+    "$(grep -c '| both refuse |' "$PTABLE") both refuse, table in $PTABLE" >>"$NOTES"
 
 echo
 cat "$NOTES"

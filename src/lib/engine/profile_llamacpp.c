@@ -220,7 +220,8 @@ static enum kvp_status layer_kv(const struct kvp_model *m, const struct kvp_depl
         uint64_t conv, ssm, n_seq = d->n_seq ? d->n_seq : 1;
         kvp_recurrent_state_elems(&s->rec, &conv, &ssm);
         /* llama_memory_recurrent: r and s tensors in f32, one row per sequence */
-        if (!add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, conv, n_seq)) || !add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, ssm, n_seq)))
+        if (!add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, conv, n_seq)) ||
+            !add(&dk->rs_bytes, alloc(KVP_DTYPE_F32, ssm, n_seq)))
             return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of %llu sequences overflows 64 bits",
                             (unsigned long long)n_seq);
         return KVP_OK;
