@@ -193,7 +193,7 @@ static enum kvp_status llamacpp(const struct kvp_model *m, const struct kvp_depl
     if (d->n_gpus > 1) {
         kvp_buf_printf(b, " -ts ");
         for (uint32_t i = 0; i < f->n_devices; i++)
-            kvp_buf_printf(b, "%s%u", i ? "," : "", f->device[i].layers);
+            kvp_buf_printf(b, "%s%u", i ? "," : "", f->device[i].model_layers);
     }
     return KVP_OK;
 }

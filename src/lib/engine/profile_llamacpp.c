@@ -246,9 +246,8 @@ static enum kvp_status layer_kv(const struct kvp_model *m, const struct kvp_depl
 /* K/V tensors of the layers on each device, and on the host, at `context`:
  * a layer's KV lives on its layer's device, or on the host with
  * --no-kv-offload (llama_kv_cache: the layer's buft when offload, else the
- * CPU's). The host's KV buffer is the CPU buffer's: tensors padded to 32,
- * no row padding; the CPU never pads a quantized row, and a cache row
- * (a multiple of the block) is a multiple of 32 bytes in every cache type. */
+ * CPU's). The host's KV buffer is the CPU buffer's: each tensor padded to
+ * 32 B, no padded row for a quantized type (host_alloc_size). */
 static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t context,
                                 struct kvp_fit *f, struct kvp_error *err)
 {
