@@ -216,6 +216,7 @@ struct kvp_fit {
     bool output_on_gpu;            /* llama.cpp: the output layer is on the last GPU */
     bool weights_exact;            /* llama.cpp: per-device weights from the GGUF tensor table, to the byte;
                                     * else estimated in proportion to the layers */
+    uint64_t host_compute;         /* llama.cpp: the host's compute buffer (the graph's inputs), estimated */
     struct kvp_cache_sum cache[2]; /* llama.cpp's caches; SGLang's token pools, [1] the SWA pool */
     /* Mamba/linear-attention hybrids: the state pool beside the token pool
      * (SGLang's MambaPool; vLLM V0's MambaCacheManager, taken before the KV budget) */

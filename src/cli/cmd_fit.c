@@ -241,8 +241,9 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
             kvp_json_end(&j, '}');
         }
         kvp_json_end(&j, ']');
-        kvp_json_begin(&j, "host", '{'); /* what stays in host memory; its compute buffer is not modelled */
+        kvp_json_begin(&j, "host", '{'); /* what stays in host memory */
         json_device(&j, &f->host);
+        kvp_json_u64(&j, "compute_bytes", f->host_compute);
         kvp_json_end(&j, '}');
     }
     if (x->have_roofline) {
@@ -309,7 +310,7 @@ static void device_table(const struct fitted *x, enum kvp_out fmt, bool si, stru
             snprintf(c, sizeof c, "%s%s", kvp_bytes_text(f->reserve.activation, si, a, sizeof a),
                      f->reserve.activation_est ? " (est.)" : "");
         else
-            snprintf(c, sizeof c, "not modelled");
+            snprintf(c, sizeof c, "%s (est.)", kvp_bytes_text(f->host_compute, si, a, sizeof a));
         kvp_table_row(&t, r);
     }
     kvp_table_render(&t, fmt, b);

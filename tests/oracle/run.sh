@@ -386,13 +386,13 @@ echo "compute buffers: $(grep -c '| within' "$CTABLE") of $(($(grep -c '^| ' "$C
 # ggml-cuda's alignment, row padding and offload rule) and reports each buffer
 # type's model and context bytes; kvplan fit on the same GGUF gives devices[0]
 # (weights_bytes, buffer_bytes + recurrent_bytes) and host. Both figures of
-# both places must be equal, byte for byte. The GPU's compute buffer is
-# kvplan's estimate (activation_bytes), shown with its error, not checked; the
-# host's compute buffer is not modelled (the CPU column shows llama.cpp's).
+# both places must be equal, byte for byte. The compute buffers are kvplan's
+# estimates (activation_bytes, host compute_bytes), shown with their error,
+# not checked.
 PTABLE="$O/placement.md"
 { printf '| model | -ngl | --n-cpu-moe | -nkvo | K/V | GPU weights | GPU KV | host weights | host KV '
   printf '| kvplan GPU weights | kvplan GPU KV | kvplan host weights | kvplan host KV | result '
-  printf '| GPU compute (kvplan est.) | host compute |\n'
+  printf '| GPU compute: llama.cpp: kvplan est. | host compute: llama.cpp: kvplan est. |\n'
   printf '|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n'; } >"$PTABLE"
 placement() { # name gguf ngl ncmoe nkvo kv
     env PROBE_NGL=$3 ${4:+PROBE_NCMOE=$4} ${5:+PROBE_NKVO=1} GGML_NO_BACKTRACE=1 \
@@ -407,7 +407,8 @@ placement() { # name gguf ngl ncmoe nkvo kv
         d && /"(weights|buffer|recurrent)_bytes"/ { v = $2; gsub(/[ ,]/, "", v); n = $1
             if (n ~ /weights/) w[d] = v; else kvb[d] += v }
         /"activation_bytes"/ { a = $2; gsub(/[ ,]/, "", a) }
-        END { printf "%s %s %s %s %s", w[1], kvb[1], w[2], kvb[2], a }')
+        d == 2 && /"compute_bytes"/ { hc = $2; gsub(/[ ,]/, "", hc) }
+        END { printf "%s %s %s %s %s %s", w[1], kvb[1], w[2], kvb[2], a, hc }')
     if [ "${lc%% *}" = refused ] && [ -z "$kj" ]; then # both refuse (a cache type the head dim cannot take)
         pass=$((pass + 1))
         printf '| %s | %s | %s | %s | %s | refused | | | | refused | | | | both refuse | | |\n' "$1" "$3" "${4:-0}" \
@@ -416,8 +417,8 @@ placement() { # name gguf ngl ncmoe nkvo kv
     fi
     set -- "$1" "$3" "${4:-0}" "${5:+yes}" "$6" $lg $lh $kv
     # 1 name 2 ngl 3 ncmoe 4 nkvo 5 kv; llama.cpp 6 gw 7 gkv 8 gc 9 hw 10 hkv 11 hc;
-    # kvplan 12 gw 13 gkv 14 hw 15 hkv 16 act
-    if [ $# -lt 16 ]; then
+    # kvplan 12 gw 13 gkv 14 hw 15 hkv 16 act 17 host compute
+    if [ $# -lt 17 ]; then
         res=MISMATCH; fail=$((fail + 1))
         echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp '$lc'," \
             "kvplan '$kv' $(tail -1 "$O/kvplan.err")" >>"$NOTES"
@@ -431,11 +432,11 @@ placement() { # name gguf ngl ncmoe nkvo kv
         echo "MISMATCH placement $1 -ngl $2 --n-cpu-moe $3 ${4:+-nkvo }$5: llama.cpp GPU $6/$7 host $9/${10}," \
             "kvplan GPU ${12}/${13} host ${14}/${15}" >>"$NOTES"
     fi
-    cerr=$(awk -v k="${16}" -v l="$8" \
-        'BEGIN { if (l > 0) printf "%s (%+.1f%%)", k, (k - l) / l * 100; else printf "%s", k }')
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s | %s |\n' \
+    est='BEGIN { if (l > 0) printf "%s (%+.1f%%)", k, (k - l) / l * 100; else printf "%s", k }'
+    cerr=$(awk -v k="${16}" -v l="$8" "$est") herr=$(awk -v k="${17}" -v l="${11}" "$est")
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s | %s: %s |\n' \
         "$1" "$2" "$3" "${4:-no}" "$5" \
-        "$6" "$7" "$9" "${10}" "${12}" "${13}" "${14}" "${15}" "$res" "$8" "$cerr" "${11}" >>"$PTABLE"
+        "$6" "$7" "$9" "${10}" "${12}" "${13}" "${14}" "${15}" "$res" "$8" "$cerr" "${11}" "$herr" >>"$PTABLE"
 }
 # shapes: dense GQA (llama-3.1-8b), SWA (gemma-3-4b), MLA (deepseek-v2-lite, its MoE written dense), routed
 # experts (mixtral-8x7b's real shape and a small one), and the tied small MQA shape of section 3

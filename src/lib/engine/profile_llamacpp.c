@@ -399,6 +399,22 @@ static uint64_t offload_copies(const struct kvp_model *m, const struct kvp_deplo
     return exp / 3 > copy ? exp / 3 : copy;
 }
 
+/* The host's compute buffer, an estimate read off tests/oracle section 8
+ * (within 0.1% in f16 on its shapes, up to 3.5% under with q8_0 KV): the
+ * graph's inputs the CPU backend keeps when the layers run on a GPU, two
+ * n_ubatch x hidden f32 tensors (the embeddings' get_rows and its input),
+ * the KQ mask of each cache (n_ubatch x cells, f16 with flash attention, f32
+ * without) and 14,336 B of token, position and output-id inputs. */
+static uint64_t host_compute(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f)
+{
+    uint64_t ub = ubatch(d), per = d->flash_attn == 0 ? 4 : 2;
+    uint64_t n = kvp_sat_mul(kvp_sat_mul(2 * ub, m->hidden), 4);
+    n = kvp_sat_add(n, kvp_sat_mul(kvp_sat_mul(ub, f->cells), per));
+    if (f->cache[1].layers)
+        n = kvp_sat_add(n, kvp_sat_mul(kvp_sat_mul(ub, f->swa_cells), per));
+    return kvp_sat_add(n, 14336);
+}
+
 struct lctx {
     const struct kvp_model *m;
     const struct kvp_deploy *d;
@@ -461,6 +477,7 @@ enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp
         copies = offload_copies(m, d, f, expert_layer);
         f->reserve.activation = kvp_sat_add(f->reserve.activation, copies);
     }
+    f->host_compute = host_compute(m, d, f);
     per_device_weights = d->weights_memory;
     for (uint32_t i = 0; i < f->n_devices && !d->weights_memory; i++)
         if (f->device[i].weights_bytes > per_device_weights)

@@ -380,6 +380,10 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     if (f->n_devices == 1 && f->reserve.activation)
         kvp_buf_printf(b, "%s: %10s compute buffer size = %8.2f MiB%s\n", ctx, "CUDA0", f->reserve.activation / MIB,
                        f->reserve.activation_est ? " (estimated)" : "");
+    /* then the graph's inputs in pinned host memory (CUDA_Host), always estimated */
+    if (f->host_compute)
+        kvp_buf_printf(b, "%s: %10s compute buffer size = %8.2f MiB (estimated)\n", ctx, "CUDA_Host",
+                       f->host_compute / MIB);
 }
 
 /* mem_cache/memory_pool.py (MambaPool, MHATokenToKVPool, MLATokenToKVPool; GB = 2^30)
