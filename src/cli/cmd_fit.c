@@ -302,7 +302,10 @@ static void device_table(const struct fitted *x, enum kvp_out fmt, bool si, stru
     for (uint32_t i = 0; i <= f->n_devices; i++) {
         const struct kvp_device_kv *dk = i < f->n_devices ? &f->device[i] : &f->host;
         const char *r[] = {name, layers, w, kv, c};
-        snprintf(name, sizeof name, i < f->n_devices ? "GPU%u" : "host", i);
+        if (i < f->n_devices)
+            snprintf(name, sizeof name, "GPU%u", i);
+        else
+            snprintf(name, sizeof name, "host");
         snprintf(layers, sizeof layers, "%u", dk->model_layers + (i + 1 == f->n_devices && f->output_on_gpu));
         kvp_bytes_text(dk->weights_bytes, si, w, sizeof w);
         kvp_bytes_text(kvp_sat_add(dk->buffer_bytes, dk->rs_bytes), si, kv, sizeof kv);

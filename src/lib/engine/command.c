@@ -14,7 +14,6 @@
 #include "kvplan/settings.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kvplan/deploy.h"
