@@ -12,6 +12,8 @@
 
 /* the deployment options (settings.h) come first, then these */
 static const struct cli_opt fit_opts[] = {
+    {"engine-args", "FILE", "the engine's own flags from a YAML file, as vLLM's and SGLang's --config read it "
+                            "(--engine picks which; the file's model unless MODEL is given)", NULL},
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
     {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)", NULL},
@@ -62,6 +64,8 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
         if (kvp_settings_from_command((const char *const *)engine_argv, engine_argc, &from, named, sizeof named,
                                       &ignored, &err) != KVP_OK) {
             kvp_buf_release(&ignored);
+            if (err.file[0]) /* in a --config file: its place */
+                return cli_error(&err);
             return cli_usage_error("fit -- %s: %s", engine_argv[0], err.msg);
         }
         if (ignored.len)
@@ -396,6 +400,27 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     }
 }
 
+/* --engine-args FILE: the engine's command that reads it, `vllm serve --config FILE` or SGLang's. */
+static int engine_args(int given, char **args, char ***argv, int *argc)
+{
+    const char *engine = cli_opt(&cmd, "engine"), *file = cli_opt(&cmd, "engine-args");
+    int n = 0;
+    if (given)
+        return cli_usage_error("fit: --engine-args FILE or -- ENGINE COMMAND, not both");
+    if (!engine || strncmp(engine, "vllm", 4) == 0) {
+        args[n++] = "vllm", args[n++] = "serve";
+    } else if (strncmp(engine, "sglang", 6) == 0) {
+        args[n++] = "python3", args[n++] = "-m", args[n++] = "sglang.launch_server";
+    } else {
+        return cli_usage_error("--engine-args: a --config file of vLLM or SGLang (got --engine %s)", engine);
+    }
+    args[n++] = "--config";
+    args[n++] = (char *)file;
+    *argv = args;
+    *argc = n;
+    return CLI_OK;
+}
+
 int cmd_fit(int argc, char **argv)
 {
     const char *pos[1];
@@ -405,7 +430,8 @@ int cmd_fit(int argc, char **argv)
     struct kvp_buf b = {0};
     bool si;
 
-    int engine_at = argc;
+    int engine_at = argc, eargc;
+    char **eargv, *args[6];
     memset(&x, 0, sizeof x);
     if (!opts[0].name)
         cli_deploy_opts(opts, sizeof opts / sizeof opts[0], fit_opts);
@@ -416,7 +442,11 @@ int cmd_fit(int argc, char **argv)
         }
     if ((rc = cli_parse(&cmd, engine_at, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
-    if (npos != 1 && !(npos == 0 && engine_at + 1 < argc))
+    eargv = argv + engine_at + 1;
+    eargc = argc - engine_at - (engine_at < argc);
+    if (cli_opt(&cmd, "engine-args") && (rc = engine_args(eargc, args, &eargv, &eargc)) != CLI_OK)
+        return rc;
+    if (npos != 1 && !(npos == 0 && eargc > 0))
         return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options], or kvplan fit "
                                "--gpu NAME -- ENGINE COMMAND)");
     if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
@@ -424,7 +454,7 @@ int cmd_fit(int argc, char **argv)
     if (fmt == KVP_OUT_CSV)
         return cli_usage_error("fit: --format csv is not available (text, json or md)");
     si = cli_opt(&cmd, "si") != NULL;
-    if ((rc = setup(&x, npos ? pos[0] : NULL, argv + engine_at + 1, argc - engine_at - (engine_at < argc))) != CLI_OK ||
+    if ((rc = setup(&x, npos ? pos[0] : NULL, eargv, eargc)) != CLI_OK ||
         (rc = compute(&x)) != CLI_OK) {
         kvp_model_free(x.m);
         return rc;
