@@ -93,8 +93,8 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         ref_cache_read_v(a, 0, 0, j, V + j * nv);
         ref_cache_read_v(b, 0, 0, j, Vq + j * nv);
         if (rm->o.pre_rope_keys) { /* both caches hold un-rotated keys */
-            kvp_ref_rope(K + j * nk, hkv, dk, dk, j);
-            kvp_ref_rope(Kq + j * nk, hkv, dk, dk, j);
+            ref_rope(K + j * nk, hkv, dk, dk, j);
+            ref_rope(Kq + j * nk, hkv, dk, dk, j);
         }
     }
     for (uint64_t i = 0; i < n * nk; i++) {
@@ -128,8 +128,8 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
             acc->s_err += (double)(sa[j] - sb[j]) * (sa[j] - sb[j]);
             acc->s_ref += (double)sa[j] * sa[j];
         }
-        kvp_ref_softmax(sa, n);
-        kvp_ref_softmax(sb, n);
+        ref_softmax(sa, n);
+        ref_softmax(sb, n);
         for (uint64_t j = 0; j < n; j++) { /* how sparse the fp32 attention is */
             acc->below += sa[j] < 1.0f / (float)n;
             tmp[j] = sa[j];
