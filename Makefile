@@ -195,9 +195,10 @@ check-%: $(BUILD)/tests/check_% $(BIN)
 # The decoder (src/ref) is the engine's independent witness: its objects may
 # call the engine only for the token-holding rule (kvp_cache_tokens, which
 # tests/check_engine.c checks against a step-by-step simulation), the paged
-# refusal, errors, names and model building -- never a byte price
+# refusal, errors, names, format parsing (the fidelity grid's cells) and model
+# building -- never a byte price
 # (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
-REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
+REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_parse kvp_format_plain \
                  kvp_layer_kind_name kvp_model_add_layers kvp_model_init
 REF_OBJ := $(filter $(BUILD)/src/ref/%,$(LIB_OBJ))
 .PHONY: check-ref-independent
