@@ -48,6 +48,7 @@ struct kvp_log_change {
 struct kvp_log_explain {
     struct kvp_deploy d;
     const struct kvp_gpu *gpu;
+    double host_weights; /* the log's weights on the host (llama.cpp), bytes */
     struct kvp_fit fit;
     bool have_replay;
     struct kvp_fit replay;

@@ -62,6 +62,8 @@ struct kvp_log {
     uint64_t concurrency_context;  /* the tokens per request of KVP_LOG_CONCURRENCY */
     char refused[KVP_LOG_TEXT_MAX]; /* the engine's start-up error, "" = none */
     uint32_t refused_line;
+    double host_weights;           /* llama.cpp: model buffers on the host (-ngl, --n-cpu-moe), bytes */
+    uint32_t host_weights_line;
     char unmodelled[KVP_LOG_TEXT_MAX]; /* settings printed that size memory and kvplan does not model */
     uint32_t lines;                /* lines read */
 };

@@ -74,7 +74,8 @@ int cmd_explain_log(int argc, char **argv)
     }
     merged = log->settings;
     kvp_settings_overlay(&merged, &given); /* the options win over the log */
-    if ((given.given >> kvp_setting_find("gpu") & 1) && (rc = cli_gpus_for(given.value[kvp_setting_find("gpu")], &gpus)))
+    if ((given.given >> kvp_setting_find("gpu") & 1) &&
+        (rc = cli_gpus_for(given.value[kvp_setting_find("gpu")], &gpus)) != CLI_OK)
         goto done;
     if (kvp_log_explain(log, &merged, m, gpus, x, &err) != KVP_OK) {
         rc = err.code == KVP_ERR_USAGE ? cli_usage_error("explain-log: %s: %s", pos[0], err.msg) : cli_error(&err);

@@ -25,6 +25,7 @@
 struct parse {
     struct kvp_log *log;
     bool engine_set;
+    bool strong; /* the engine was named by a phrase of its own */
     bool other_rank[KVP_LOG_FIG_COUNT]; /* the figure came from a rank other than 0 */
     uint32_t line;
     bool rank0; /* the current line is rank 0's (or names no rank) */
@@ -38,15 +39,6 @@ static const char *const fig_names[KVP_LOG_FIG_COUNT] = {
 const char *kvp_log_fig_name(enum kvp_log_fig f)
 {
     return f < KVP_LOG_FIG_COUNT ? fig_names[f] : "?";
-}
-
-static void set_engine(struct parse *p, enum kvp_engine_id e)
-{
-    if (p->engine_set)
-        return;
-    p->engine_set = true;
-    p->log->engine = e;
-    p->log->engine_line = p->line;
 }
 
 /* A number at or after s (within 48 bytes, not past a ';'): "75,824", "14.9888", "1.56x". *res gets
@@ -276,7 +268,8 @@ static void vllm_line(struct parse *p, const char *s)
     fig_after(p, s, "available_kv_cache_memory", KVP_LOG_KV_BUDGET, true);
     fig_after(p, s, "Available KV cache memory", KVP_LOG_KV_BUDGET, true);
     fig_after(p, s, "GPU KV cache size:", KVP_LOG_KV_TOKENS, false);
-    if (!fig_after(p, s, "GPU blocks:", KVP_LOG_BLOCKS, false) && !fig_after(p, s, "CUDA blocks:", KVP_LOG_BLOCKS, false))
+    if (!fig_after(p, s, "GPU blocks:", KVP_LOG_BLOCKS, false) &&
+        !fig_after(p, s, "CUDA blocks:", KVP_LOG_BLOCKS, false))
         fig_after(p, s, "cuda blocks:", KVP_LOG_BLOCKS, false);
     fig_after(p, s, "Graph capturing finished", KVP_LOG_CUDA_GRAPH, true);
     if ((at = strstr(s, "peak_torch_memory=")) && number(at, &v, &res, &at) && unit(at) > 0 &&
@@ -293,7 +286,8 @@ static void vllm_line(struct parse *p, const char *s)
         fig_after(p, at, "per request:", KVP_LOG_CONCURRENCY, false);
     }
     if ((at = strstr(s, "maximum number of tokens that can be stored in KV cache")) && !p->log->refused[0]) {
-        snprintf(p->log->refused, sizeof p->log->refused, "%s", strstr(s, "The model's") ? strstr(s, "The model's") : at);
+        const char *from = strstr(s, "The model's");
+        snprintf(p->log->refused, sizeof p->log->refused, "%s", from ? from : at);
         p->log->refused_line = p->line;
         fig_after(p, at, "KV cache", KVP_LOG_KV_TOKENS, false);
         if ((at = strstr(s, "max seq len (")) && number(at, &v, &res, &at)) {
@@ -336,8 +330,13 @@ static void llamacpp_buffer(struct parse *p, const char *s, const char *what, en
     while (dev > s && dev[-1] != ' ' && dev[-1] != ':')
         dev--;
     snprintf(name, sizeof name, "%.*s", (int)strcspn(dev, " "), dev);
-    if (strncmp(name, "CPU", 3) == 0 || strstr(name, "_Host"))
+    if (strncmp(name, "CPU", 3) == 0 || strstr(name, "_Host")) {
+        if (f == KVP_LOG_WEIGHTS) {
+            p->log->host_weights += v * MIB;
+            p->log->host_weights_line = p->log->host_weights_line ? p->log->host_weights_line : p->line;
+        }
         return;
+    }
     add_fig(p, f, v * MIB, res * MIB);
 }
 
@@ -367,9 +366,11 @@ static void llamacpp_line(struct parse *p, const char *s)
             if (!(at = strstr(s, ctx[i].key)) || (at[n] != ' ' && at[n] != '=') ||
                 sscanf(at + n, " = %15s", val) != 1)
                 continue;
-            if (strcmp(ctx[i].setting, "flash_attn") == 0)
-                snprintf(val, sizeof val, "%s", strcmp(val, "1") == 0 || strcmp(val, "enabled") == 0 ? "on"
-                                                : strcmp(val, "0") == 0 || strcmp(val, "disabled") == 0 ? "off" : "auto");
+            if (strcmp(ctx[i].setting, "flash_attn") == 0) {
+                bool on = strcmp(val, "1") == 0 || strcmp(val, "enabled") == 0;
+                bool off = strcmp(val, "0") == 0 || strcmp(val, "disabled") == 0;
+                snprintf(val, sizeof val, "%s", on ? "on" : off ? "off" : "auto");
+            }
             put_setting(p, ctx[i].setting, val);
         }
     llamacpp_buffer(p, s, "model buffer size =", KVP_LOG_WEIGHTS);
@@ -406,20 +407,40 @@ static void trtllm_line(struct parse *p, const char *s)
     }
 }
 
-/* Which engine a line is from, if it says. */
+/* Which engine a line is from, if it says: a phrase only one engine prints names it for good; the
+ * engine's bare name (a path, a URL) names it until such a phrase does. */
 static void detect(struct parse *p, const char *s)
 {
-    if (strstr(s, "TensorRT-LLM") || strstr(s, "tensorrt_llm"))
-        set_engine(p, KVP_ENGINE_TRTLLM);
-    else if (strstr(s, "ServerArgs(") || strstr(s, "sglang") || strstr(s, "KV Cache is allocated") ||
-             strstr(s, "Load weight begin"))
-        set_engine(p, KVP_ENGINE_SGLANG);
-    else if (strstr(s, "llama_") || strstr(s, "load_tensors:") || strstr(s, "ggml_"))
-        set_engine(p, KVP_ENGINE_LLAMACPP);
-    else if (strstr(s, "vLLM") || strstr(s, "vllm") || strstr(s, "VllmWorker") || strstr(s, "Memory profiling results") ||
-             strstr(s, "KV cache memory") || strstr(s, "GPU KV cache size") || strstr(s, "Model loading took") ||
-             strstr(s, "Loading model weights took"))
-        set_engine(p, KVP_ENGINE_VLLM);
+    static const struct {
+        enum kvp_engine_id e;
+        bool strong;
+        const char *phrase;
+    } marks[] = {
+        {KVP_ENGINE_TRTLLM, true, "[TensorRT-LLM]"}, {KVP_ENGINE_TRTLLM, true, "TensorRT-LLM version"},
+        {KVP_ENGINE_SGLANG, true, "ServerArgs("}, {KVP_ENGINE_SGLANG, true, "KV Cache is allocated"},
+        {KVP_ENGINE_SGLANG, true, "Load weight begin"}, {KVP_ENGINE_SGLANG, true, "max_total_num_tokens="},
+        {KVP_ENGINE_LLAMACPP, true, "llama_context:"}, {KVP_ENGINE_LLAMACPP, true, "llama_kv_cache"},
+        {KVP_ENGINE_LLAMACPP, true, "load_tensors:"}, {KVP_ENGINE_LLAMACPP, true, "llama_model_loader:"},
+        {KVP_ENGINE_LLAMACPP, true, "llama_new_context_with_model"},
+        {KVP_ENGINE_VLLM, true, "vLLM API server version"}, {KVP_ENGINE_VLLM, true, "Memory profiling results"},
+        {KVP_ENGINE_VLLM, true, "Available KV cache memory"}, {KVP_ENGINE_VLLM, true, "GPU KV cache size"},
+        {KVP_ENGINE_VLLM, true, "Model loading took"}, {KVP_ENGINE_VLLM, true, "Loading model weights took"},
+        {KVP_ENGINE_VLLM, true, "Maximum concurrency for"}, {KVP_ENGINE_VLLM, true, "model weights take"},
+        {KVP_ENGINE_VLLM, true, "LLM engine (v"}, {KVP_ENGINE_VLLM, true, "total_gpu_memory"},
+        {KVP_ENGINE_TRTLLM, false, "tensorrt_llm"}, {KVP_ENGINE_SGLANG, false, "sglang"},
+        {KVP_ENGINE_LLAMACPP, false, "llama.cpp"}, {KVP_ENGINE_LLAMACPP, false, "ggml_"},
+        {KVP_ENGINE_VLLM, false, "vllm"}, {KVP_ENGINE_VLLM, false, "vLLM"},
+    };
+    if (p->strong)
+        return;
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if ((marks[i].strong || !p->engine_set) && strstr(s, marks[i].phrase)) {
+            p->engine_set = true;
+            p->strong = marks[i].strong;
+            p->log->engine = marks[i].e;
+            p->log->engine_line = p->line;
+            return;
+        }
 }
 
 /* Rank 0's line, or one that names no rank: "rank=N", "TPN", or V0's worker processes (the driver logs bare). */
@@ -484,7 +505,7 @@ static void release(struct parse *p)
 enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, struct kvp_log *out,
                               struct kvp_error *err)
 {
-    struct parse p = {out, false, {false}, 0, true};
+    struct parse p = {out, false, false, {false}, 0, true};
     memset(out, 0, sizeof *out);
     kvp_settings_clear(&out->settings);
     for (size_t at = 0; at < len;) {
@@ -533,6 +554,13 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
         return kvp_fail_at(err, KVP_ERR_UNSUPPORTED, name, 1, 1,
                            "no line of a vLLM, SGLang, llama.cpp or TRT-LLM start-up found in %u line%s", p.line,
                            p.line == 1 ? "" : "s");
+    if (out->concurrency_context || (out->engine == KVP_ENGINE_LLAMACPP && out->fig[KVP_LOG_KV_TOKENS].line)) {
+        char buf[32]; /* max_model_len from the concurrency line; -c from the cells (llama.cpp pads it) */
+        bool vllm = out->concurrency_context != 0;
+        p.line = vllm ? out->fig[KVP_LOG_CONCURRENCY].line : out->fig[KVP_LOG_KV_TOKENS].line;
+        snprintf(buf, sizeof buf, "%.0f", vllm ? (double)out->concurrency_context : out->fig[KVP_LOG_KV_TOKENS].value);
+        put_setting(&p, "context", buf);
+    }
     if (out->fig[KVP_LOG_GPU_MEMORY].line) {
         char buf[32];
         snprintf(buf, sizeof buf, "%.0fB", out->fig[KVP_LOG_GPU_MEMORY].value);

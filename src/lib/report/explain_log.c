@@ -51,14 +51,21 @@ static void term(const struct kvp_log_explain *x, const struct kvp_model *m, str
     char a[48], b[48], c[48];
     switch (r->fig) {
     case KVP_LOG_GPU_MEMORY:
-        snprintf(r->term, sizeof r->term, "the device's total, as the log gives it");
+        snprintf(r->term, sizeof r->term, "%s", r->line ? "the device's total, as the log gives it"
+                 : "as given (--gpu or --gpu-memory)");
         break;
     case KVP_LOG_WEIGHTS:
-        snprintf(r->term, sizeof r->term, "%s's stored tensors / (tp %u x pp %u)%s", m->name, x->d.tp, x->d.pp,
-                 f->weights_padding ? ", with the engine's MXFP4 padding" : "");
+        if (llamacpp(x) && x->host_weights)
+            snprintf(r->term, sizeof r->term, "the log keeps %s more on the host (-ngl, --n-cpu-moe); kvplan puts "
+                     "every layer on the GPU", kvp_bytes_text((uint64_t)x->host_weights, false, a, sizeof a));
+        else
+            snprintf(r->term, sizeof r->term, "%s's stored tensors / (tp %u x pp %u)%s", m->name, x->d.tp, x->d.pp,
+                     f->weights_padding ? ", with the engine's MXFP4 padding" : "");
         break;
     case KVP_LOG_ACTIVATION:
-        if (llamacpp(x))
+        if (x->d.engine == KVP_ENGINE_SGLANG)
+            snprintf(r->term, sizeof r->term, "inside the (1 - mem_fraction_static) SGLang keeps apart");
+        else if (llamacpp(x))
             snprintf(r->term, sizeof r->term, "compute buffers of a %s-token micro-batch (n_ubatch), estimated",
                      kvp_count_text(rs->profile_tokens, a, sizeof a));
         else
@@ -77,8 +84,9 @@ static void term(const struct kvp_log_explain *x, const struct kvp_model *m, str
     case KVP_LOG_KV_BUDGET:
         snprintf(r->term, sizeof r->term, "%s", llamacpp(x) ? "cells x layers x (K + V) bytes per cell"
                  : x->d.engine == KVP_ENGINE_TRTLLM ? "free memory after weights and activations x fraction"
+                 : x->d.engine == KVP_ENGINE_SGLANG ? "total x mem_fraction_static - weights - non-torch"
                  : "total x util - weights - activation - non-torch%s");
-        if (!llamacpp(x) && x->d.engine != KVP_ENGINE_TRTLLM)
+        if (x->d.engine == KVP_ENGINE_VLLM)
             snprintf(r->term, sizeof r->term, "total x %.2f - weights - activation - non-torch%s", f->util,
                      f->release->rules & KVP_REL_VLLM_CUDA_GRAPHS ? " - CUDA graphs" : "");
         break;
@@ -114,12 +122,17 @@ static void budget_blame(struct kvp_log_explain *x)
             worst = r;
         }
     }
-    if (budget && budget->line && worst && !llamacpp(x)) {
+    if (!budget || !budget->line || llamacpp(x))
+        return;
+    size_t n = strlen(budget->term);
+    if (worst && worst_err * 2 >= fabs(budget->kvplan - budget->logged)) {
         char a[48];
-        size_t n = strlen(budget->term);
         snprintf(budget->term + n, sizeof budget->term - n, "; most of the difference from %s (kvplan %s%s)",
                  kvp_log_fig_name(worst->fig), worst->kvplan > worst->logged ? "+" : "-",
-                 kvp_bytes_text((uint64_t)fabs(worst->kvplan - worst->logged), false, a, sizeof a));
+                 kvp_bytes_text((uint64_t)worst_err, false, a, sizeof a));
+    } else {
+        snprintf(budget->term + n, sizeof budget->term - n, "; most of the difference from the reserve the log does "
+                 "not print (kvplan's estimate)");
     }
 }
 
@@ -187,7 +200,8 @@ static void changes(struct kvp_log_explain *x, const struct kvp_settings *s, con
     if (llamacpp(x)) {
         if (tokens > 64) {
             snprintf(v, sizeof v, "%llu", (unsigned long long)tokens / 2);
-            snprintf(what, sizeof what, "compute buffers %s from n_ubatch %llu: -ub %s", a, (unsigned long long)tokens, v);
+            snprintf(what, sizeof what, "compute buffers %s from n_ubatch %llu: -ub %s", a, (unsigned long long)tokens,
+                     v);
             try_change(x, s, m, gpus, "n_ubatch", v, what);
         }
         return;
@@ -224,13 +238,9 @@ enum kvp_status kvp_log_explain(const struct kvp_log *log, const struct kvp_sett
     struct kvp_settings t = *s;
     int bad = -1;
     enum kvp_status st;
-    char ctx[32];
 
     memset(x, 0, sizeof *x);
-    if (log->concurrency_context && !(t.given >> kvp_setting_find("context") & 1)) {
-        snprintf(ctx, sizeof ctx, "%llu", (unsigned long long)log->concurrency_context);
-        kvp_settings_put(&t, "context", ctx, err); /* the concurrency line's tokens per request: max_model_len */
-    }
+    x->host_weights = log->host_weights;
     if (!(t.given >> kvp_setting_find("gpu_memory") & 1) && !(t.given >> kvp_setting_find("gpu") & 1))
         return kvp_fail(err, KVP_ERR_USAGE, "the log does not give the GPU's memory: pass --gpu NAME or "
                         "--gpu-memory SIZE");
@@ -383,11 +393,13 @@ void kvp_log_explain_render(const struct kvp_log *log, const char *name, const s
                    x->d.tp, x->d.pp, kvp_bytes_text(x->d.gpu_memory, si, g[1], sizeof g[1]),
                    kvp_count_text(x->d.context, g[2], sizeof g[2]), x->fit.util);
     kvp_buf_printf(b, "read from the log:");
-    for (uint32_t row = 0, n = 0; row < kvp_settings_count(); row++)
+    uint32_t n = 0;
+    for (uint32_t row = 0; row < kvp_settings_count(); row++)
         if ((log->settings.given >> row & 1) && log->setting_line[row])
             kvp_buf_printf(b, "%s %s %s%s%s%s", n++ ? "," : "", kvp_setting_at(row)->key, log->settings.value[row],
                            " (line ", kvp_count_text(log->setting_line[row], g[3], sizeof g[3]), ")");
-    kvp_buf_printf(b, "\nassumed (not in the log): %s\n", x->assumed[0] ? x->assumed : "nothing");
+    kvp_buf_printf(b, "%s\nassumed (not in the log): %s\n", n ? "" : " nothing",
+                   x->assumed[0] ? x->assumed : "nothing");
     if (log->unmodelled[0])
         kvp_buf_printf(b, "not modelled (the log sets them; kvplan leaves them out): %s\n", log->unmodelled);
     if (log->refused[0])
