@@ -291,6 +291,48 @@ START_TEST(long_line)
 }
 END_TEST
 
+/* Every tests/data/bad/log-*.log fails with exactly the text of its .err file */
+START_TEST(bad_logs)
+{
+    DIR *dir = opendir("tests/data/bad");
+    struct dirent *e;
+    int n = 0;
+    ck_assert_ptr_nonnull(dir);
+    while ((e = readdir(dir)) != NULL) {
+        char path[512], want[KVP_ERROR_TEXT_MAX + 2], got[KVP_ERROR_TEXT_MAX];
+        size_t len = strlen(e->d_name), wlen;
+        struct kvp_log log;
+        struct kvp_error err = {0};
+        FILE *f;
+        if (strncmp(e->d_name, "log-", 4) != 0 || len < 5 || strcmp(e->d_name + len - 4, ".log") != 0)
+            continue;
+        snprintf(path, sizeof path, "tests/data/bad/%s.err", e->d_name);
+        ck_assert_ptr_nonnull(f = fopen(path, "r"));
+        wlen = fread(want, 1, sizeof want - 1, f);
+        fclose(f);
+        want[wlen && want[wlen - 1] == '\n' ? wlen - 1 : wlen] = '\0';
+        snprintf(path, sizeof path, "tests/data/bad/%s", e->d_name);
+        ck_assert_int_ne(kvp_log_read(path, &log, &err), KVP_OK);
+        ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), want);
+        n++;
+    }
+    closedir(dir);
+    ck_assert_int_ge(n, 2);
+}
+END_TEST
+
+/* "-" reads the standard input */
+START_TEST(stdin_input)
+{
+    struct kvp_log log;
+    struct kvp_error err = {0};
+    ck_assert_ptr_nonnull(freopen(RAW "vllm-21348-sglang.log", "r", stdin));
+    ck_assert_kvp_ok(kvp_log_read("-", &log, &err), err);
+    ck_assert_int_eq(log.engine, KVP_ENGINE_SGLANG);
+    ck_assert_double_eq(log.fig[KVP_LOG_KV_TOKENS].value, 367404);
+}
+END_TEST
+
 START_TEST(missing_gpu)
 {
     static const char text[] = "INFO Available KV cache memory: 8.11 GiB\n";
@@ -320,6 +362,8 @@ static Suite *log_suite(void)
     tcase_add_test(limits, no_engine);
     tcase_add_test(limits, long_line);
     tcase_add_test(limits, missing_gpu);
+    tcase_add_test(limits, bad_logs);
+    tcase_add_test(limits, stdin_input);
     suite_add_tcase(s, core);
     suite_add_tcase(s, limits);
     return s;
