@@ -19,6 +19,8 @@
 #include "kvplan/render.h"
 
 #define LINE_MAX_BYTES 16384 /* a longer line is read up to here (vLLM's config line is ~3 KiB) */
+#define MIN_LINE 12           /* the shortest line read: "GPU blocks: N" */
+#define KWARGS_LINES 4        /* argument dumps read (each rank prints one); later ones cost time and change nothing */
 #define GIB 1073741824.0
 #define MIB 1048576.0
 
@@ -29,6 +31,7 @@ struct parse {
     bool other_rank[KVP_LOG_FIG_COUNT]; /* the figure came from a rank other than 0 */
     uint32_t line;
     bool rank0; /* the current line is rank 0's (or names no rank) */
+    uint32_t kwargs_lines; /* argument lines read: the first KWARGS_LINES, as a setting's first print wins */
 };
 
 static const char *const fig_names[KVP_LOG_FIG_COUNT] = {
@@ -188,6 +191,8 @@ static void engine_flag(struct parse *p, const char *key, const char *value)
 /* Python keyword arguments or a dict from s: key=value, 'key': value; values quoted, None, True, numbers. */
 static void kwargs(struct parse *p, const char *s)
 {
+    if (p->kwargs_lines++ >= KWARGS_LINES)
+        return;
     while (*s) {
         char key[64], value[KVP_SETTING_VALUE_MAX];
         size_t k = 0, v = 0;
@@ -505,14 +510,14 @@ static void release(struct parse *p)
 enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, struct kvp_log *out,
                               struct kvp_error *err)
 {
-    struct parse p = {out, false, false, {false}, 0, true};
+    struct parse p = {out, false, false, {false}, 0, true, 0};
     memset(out, 0, sizeof *out);
     kvp_settings_clear(&out->settings);
     for (size_t at = 0; at < len;) {
         char s[LINE_MAX_BYTES];
-        size_t n = 0, col = 0;
+        size_t n = 0, start = at;
         p.line++;
-        for (; at < len && text[at] != '\n'; at++, col++) {
+        for (; at < len && text[at] != '\n'; at++) {
             unsigned char c = (unsigned char)text[at];
             if (c == 0x1b) { /* ESC [ params final: a colour */
                 if (at + 1 < len && text[at + 1] == '[')
@@ -523,13 +528,15 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
             if (c == '\r')
                 continue;
             if (c == 0 || (c < 0x20 && c != '\t'))
-                return kvp_fail_at(err, KVP_ERR_SYNTAX, name, p.line, (uint32_t)col + 1,
+                return kvp_fail_at(err, KVP_ERR_SYNTAX, name, p.line, (uint32_t)(at - start) + 1,
                                    "not a text log (byte 0x%02x): paste the engine's output as text", c);
             if (n + 1 < sizeof s)
                 s[n++] = c == '\t' ? ' ' : (char)c;
         }
         at++;
         s[n] = '\0';
+        if (n < MIN_LINE || !strpbrk(s, "0123456789"))
+            continue; /* no phrase read is shorter, and every one carries a number */
         p.rank0 = rank0(s);
         detect(&p, s);
         switch (out->engine) {
