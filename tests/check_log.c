@@ -58,6 +58,12 @@ static const struct real {
     {"vllm-21348-sglang.log", "models/qwen3-235b-a22b.yaml",
      {{"engine", "sglang"}, {"tp", "4"}, {"gpu", "h100"}, {"weight_dtype", "fp8"}, {"context", "40960"},
       {"util", "0.93"}}, KVP_ENGINE_SGLANG, "0.5.2", 16.46, 2, 367404, 0.01},
+    /* TRT-LLM's C++ runtime: 9.18 GiB of buffers (runtime, decoder, context) the estimate misses */
+    {"trtllm-1188-qwen2.5-coder-0.5b-a4000.log", LOGS "qwen2.5-0.5b.yaml", {{"gpu_memory", "16GiB"},
+     {"weight_dtype", "int8"}}, KVP_ENGINE_TRTLLM, "1.0.0", 4.53, 7, 395776, 1.9},
+    /* the model is not named; 69,524,783,104 B / 132,608 tokens = 512 KiB a token: Llama-2-7B in f16 */
+    {"trtllm-1400-a100.log", "models/llama-2-7b.yaml", {{"gpu", "a100-80gb"}}, KVP_ENGINE_TRTLLM, "1.0.0",
+     69524783104.0 / GIB, 3, 132608, 0.10},
     /* -ngl 24 --n-cpu-moe 14 on an M2 Pro: the KV cache is what -c asks, whatever the weights' split */
     {"llama.cpp-16188.log", "models/gpt-oss-20b.yaml", {{"engine", "llamacpp@b6182"}, {"gpu_memory", "32GiB"}},
      KVP_ENGINE_LLAMACPP, "b6182", 111.0 / 1024, 3, 4096, 0.001},

@@ -394,6 +394,8 @@ static void llamacpp_line(struct parse *p, const char *s)
 
 static void trtllm_line(struct parse *p, const char *s)
 {
+    static const char *const reserve[] = {"for execution context memory", "GPU memory for runtime buffers",
+                                          "GPU memory for decoder"};
     const char *at;
     if ((at = strstr(s, "TensorRT-LLM version: ")) && !p->log->version[0] &&
         sscanf(at + strlen("TensorRT-LLM version: "), "%31[0-9.]", p->log->version) == 1)
@@ -402,9 +404,21 @@ static void trtllm_line(struct parse *p, const char *s)
         fig_after(p, s, "Allocated", KVP_LOG_KV_BUDGET, true);
         fig_after(p, at, "KV cache", KVP_LOG_KV_TOKENS, false);
     }
+    if ((at = strstr(s, "Using ")) && strstr(at, "tokens in paged KV cache")) /* before 0.9 */
+        fig_after(p, at, "Using", KVP_LOG_KV_TOKENS, false);
+    if ((at = strstr(s, "Allocate ")) && strstr(at, "bytes for k/v cache"))
+        fig_after(p, at, "Allocate", KVP_LOG_KV_BUDGET, false); /* a byte count */
     if ((at = strstr(s, "calculating max tokens in paged kv cache")))
         fig_after(p, at, "total:", KVP_LOG_GPU_MEMORY, true);
     fig_after(p, s, "after loading model weights", KVP_LOG_WEIGHTS, true);
+    fig_after(p, s, "Loaded engine size:", KVP_LOG_WEIGHTS, true); /* a TensorRT engine: its weights */
+    for (size_t i = 0; i < sizeof reserve / sizeof reserve[0]; i++) { /* the C++ runtime's buffers: its reserve */
+        const char *end;
+        double v, res, u;
+        if ((at = strstr(s, "Allocated ")) && strstr(at, reserve[i]) && number(at, &v, &res, &end) &&
+            (u = unit(end)) > 0)
+            add_fig(p, KVP_LOG_ACTIVATION, v * u, res * u);
+    }
     if ((at = strstr(s, "Number of tokens per block:"))) {
         char n[16];
         if (sscanf(at + strlen("Number of tokens per block:"), " %15[0-9]", n) == 1)
@@ -422,6 +436,7 @@ static void detect(struct parse *p, const char *s)
         const char *phrase;
     } marks[] = {
         {KVP_ENGINE_TRTLLM, true, "[TensorRT-LLM]"}, {KVP_ENGINE_TRTLLM, true, "TensorRT-LLM version"},
+        {KVP_ENGINE_TRTLLM, true, "tokens in paged KV cache"}, {KVP_ENGINE_TRTLLM, true, "bytes for k/v cache"},
         {KVP_ENGINE_SGLANG, true, "ServerArgs("}, {KVP_ENGINE_SGLANG, true, "KV Cache is allocated"},
         {KVP_ENGINE_SGLANG, true, "Load weight begin"}, {KVP_ENGINE_SGLANG, true, "max_total_num_tokens="},
         {KVP_ENGINE_LLAMACPP, true, "llama_context:"}, {KVP_ENGINE_LLAMACPP, true, "llama_kv_cache"},
@@ -431,7 +446,7 @@ static void detect(struct parse *p, const char *s)
         {KVP_ENGINE_VLLM, true, "Available KV cache memory"}, {KVP_ENGINE_VLLM, true, "GPU KV cache size"},
         {KVP_ENGINE_VLLM, true, "Model loading took"}, {KVP_ENGINE_VLLM, true, "Loading model weights took"},
         {KVP_ENGINE_VLLM, true, "Maximum concurrency for"}, {KVP_ENGINE_VLLM, true, "model weights take"},
-        {KVP_ENGINE_VLLM, true, "LLM engine (v"}, {KVP_ENGINE_VLLM, true, "total_gpu_memory"},
+        {KVP_ENGINE_VLLM, true, "LLM engine (v"}, {KVP_ENGINE_VLLM, true, "non-default args:"}, {KVP_ENGINE_VLLM, true, "total_gpu_memory"},
         {KVP_ENGINE_TRTLLM, false, "tensorrt_llm"}, {KVP_ENGINE_SGLANG, false, "sglang"},
         {KVP_ENGINE_LLAMACPP, false, "llama.cpp"}, {KVP_ENGINE_LLAMACPP, false, "ggml_"},
         {KVP_ENGINE_VLLM, false, "vllm"}, {KVP_ENGINE_VLLM, false, "vLLM"},
@@ -507,38 +522,64 @@ static void release(struct parse *p)
     log->setting_line[0] = log->version_line;
 }
 
+/* The next line of text from *at, cleaned into s (LINE_MAX_BYTES): ANSI escapes and CR dropped, tabs as
+ * blanks, the rest of a longer line skipped. Errors: a control byte (binary input), at its place. */
+static enum kvp_status next_line(const char *text, size_t len, size_t *at, char *s, size_t *n, uint32_t line,
+                                 const char *name, struct kvp_error *err)
+{
+    size_t i = *at, start = i;
+    *n = 0;
+    for (; i < len && text[i] != '\n'; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == 0x1b) { /* ESC [ params final: a colour */
+            if (i + 1 < len && text[i + 1] == '[')
+                for (i += 2; i < len && !(text[i] >= 0x40 && text[i] <= 0x7e); i++)
+                    ;
+            continue;
+        }
+        if (c == '\r')
+            continue;
+        if (c == 0 || (c < 0x20 && c != '\t'))
+            return kvp_fail_at(err, KVP_ERR_SYNTAX, name, line, (uint32_t)(i - start) + 1,
+                               "not a text log (byte 0x%02x): paste the engine's output as text", c);
+        if (*n + 1 < LINE_MAX_BYTES)
+            s[(*n)++] = c == '\t' ? ' ' : (char)c;
+    }
+    s[*n] = '\0';
+    *at = i + 1;
+    return KVP_OK;
+}
+
+/* Whether line s is searched: no phrase read is shorter, and every one carries a number. */
+static bool worth(const char *s, size_t n)
+{
+    return n >= MIN_LINE && strpbrk(s, "0123456789");
+}
+
 enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, struct kvp_log *out,
                               struct kvp_error *err)
 {
     struct parse p = {out, false, false, {false}, 0, true, 0};
+    char s[LINE_MAX_BYTES];
+    size_t n;
+    enum kvp_status st;
+
     memset(out, 0, sizeof *out);
     kvp_settings_clear(&out->settings);
+    /* first the engine, from the whole log (its own phrase may come late), then the lines as it prints them */
+    for (size_t at = 0; at < len && !p.strong;) {
+        if ((st = next_line(text, len, &at, s, &n, ++p.line, name, err)) != KVP_OK)
+            return st;
+        if (worth(s, n))
+            detect(&p, s);
+    }
+    p.line = 0;
     for (size_t at = 0; at < len;) {
-        char s[LINE_MAX_BYTES];
-        size_t n = 0, start = at;
-        p.line++;
-        for (; at < len && text[at] != '\n'; at++) {
-            unsigned char c = (unsigned char)text[at];
-            if (c == 0x1b) { /* ESC [ params final: a colour */
-                if (at + 1 < len && text[at + 1] == '[')
-                    for (at += 2; at < len && !(text[at] >= 0x40 && text[at] <= 0x7e); at++)
-                        ;
-                continue;
-            }
-            if (c == '\r')
-                continue;
-            if (c == 0 || (c < 0x20 && c != '\t'))
-                return kvp_fail_at(err, KVP_ERR_SYNTAX, name, p.line, (uint32_t)(at - start) + 1,
-                                   "not a text log (byte 0x%02x): paste the engine's output as text", c);
-            if (n + 1 < sizeof s)
-                s[n++] = c == '\t' ? ' ' : (char)c;
-        }
-        at++;
-        s[n] = '\0';
-        if (n < MIN_LINE || !strpbrk(s, "0123456789"))
-            continue; /* no phrase read is shorter, and every one carries a number */
+        if ((st = next_line(text, len, &at, s, &n, ++p.line, name, err)) != KVP_OK)
+            return st;
+        if (!p.engine_set || !worth(s, n))
+            continue;
         p.rank0 = rank0(s);
-        detect(&p, s);
         switch (out->engine) {
         case KVP_ENGINE_SGLANG:
             sglang_line(&p, s);
@@ -549,18 +590,16 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
         case KVP_ENGINE_TRTLLM:
             trtllm_line(&p, s);
             break;
-        case KVP_ENGINE_VLLM:
-            vllm_line(&p, s);
-            break;
         default:
+            vllm_line(&p, s);
             break;
         }
     }
     out->lines = p.line;
     if (!p.engine_set)
         return kvp_fail_at(err, KVP_ERR_UNSUPPORTED, name, 1, 1,
-                           "no line of a vLLM, SGLang, llama.cpp or TRT-LLM start-up found in %u line%s", p.line,
-                           p.line == 1 ? "" : "s");
+                           "no line of a vLLM, SGLang, llama.cpp or TRT-LLM start-up found in %u line%s", out->lines,
+                           out->lines == 1 ? "" : "s");
     if (out->concurrency_context || (out->engine == KVP_ENGINE_LLAMACPP && out->fig[KVP_LOG_KV_TOKENS].line)) {
         char buf[32]; /* max_model_len from the concurrency line; -c from the cells (llama.cpp pads it) */
         bool vllm = out->concurrency_context != 0;

@@ -65,6 +65,10 @@ static void term(const struct kvp_log_explain *x, const struct kvp_model *m, str
     case KVP_LOG_ACTIVATION:
         if (x->d.engine == KVP_ENGINE_SGLANG)
             snprintf(r->term, sizeof r->term, "inside the (1 - mem_fraction_static) SGLang keeps apart");
+        else if (x->d.engine == KVP_ENGINE_TRTLLM)
+            snprintf(r->term, sizeof r->term, "the runtime's buffers (logged: execution context, runtime buffers, "
+                     "decoder; set by max_batch_size and max_num_tokens), estimated for %s tokens",
+                     kvp_count_text(rs->profile_tokens, a, sizeof a));
         else if (llamacpp(x))
             snprintf(r->term, sizeof r->term, "compute buffers of a %s-token micro-batch (n_ubatch), estimated",
                      kvp_count_text(rs->profile_tokens, a, sizeof a));
