@@ -92,9 +92,18 @@ static double unit(const char *s)
     return 0;
 }
 
+/* A figure a log can print: a byte count or a count below 2^63 (a longer number is no figure, and
+ * would not convert to an integer). */
+static bool plausible(double v)
+{
+    return v >= 0 && v < 9.0e18;
+}
+
 static void put_fig(struct parse *p, enum kvp_log_fig f, double v, double res)
 {
     struct kvp_log_value *x = &p->log->fig[f];
+    if (!plausible(v))
+        return;
     if (x->line && !(p->other_rank[f] && p->rank0))
         return; /* the first rank-0 figure wins */
     *x = (struct kvp_log_value){v, res, p->line};
@@ -118,6 +127,8 @@ static const char *fig_after(struct parse *p, const char *s, const char *key, en
 static void add_fig(struct parse *p, enum kvp_log_fig f, double v, double res)
 {
     struct kvp_log_value *x = &p->log->fig[f];
+    if (!plausible(x->value + v))
+        return;
     if (!x->line)
         x->line = p->line;
     x->value += v;
@@ -286,7 +297,7 @@ static void vllm_line(struct parse *p, const char *s)
         put_setting(p, "util", buf);
     }
     if ((at = strstr(s, "Maximum concurrency for ")) && number(at, &v, &res, &at) && strstr(at, "per request:")) {
-        if (!p->log->fig[KVP_LOG_CONCURRENCY].line)
+        if (!p->log->fig[KVP_LOG_CONCURRENCY].line && plausible(v))
             p->log->concurrency_context = (uint64_t)v;
         fig_after(p, at, "per request:", KVP_LOG_CONCURRENCY, false);
     }
@@ -336,7 +347,7 @@ static void llamacpp_buffer(struct parse *p, const char *s, const char *what, en
         dev--;
     snprintf(name, sizeof name, "%.*s", (int)strcspn(dev, " "), dev);
     if (strncmp(name, "CPU", 3) == 0 || strstr(name, "_Host")) {
-        if (f == KVP_LOG_WEIGHTS) {
+        if (f == KVP_LOG_WEIGHTS && plausible(p->log->host_weights + v * MIB)) {
             p->log->host_weights += v * MIB;
             p->log->host_weights_line = p->log->host_weights_line ? p->log->host_weights_line : p->line;
         }
