@@ -383,6 +383,7 @@ void kvp_log_explain_render(const struct kvp_log *log, const char *name, const s
     struct kvp_table t;
     char g[6][48];
     bool replay = false;
+    const char *md = fmt == KVP_OUT_MD ? "\n" : ""; /* Markdown: each line its own paragraph */
 
     if (fmt == KVP_OUT_JSON) {
         render_json(log, name, m, x, b);
@@ -396,20 +397,20 @@ void kvp_log_explain_render(const struct kvp_log *log, const char *name, const s
                    fmt == KVP_OUT_MD ? "\n" : "", kvp_engine_info(x->d.engine)->name, x->fit.release->version,
                    x->d.tp, x->d.pp, kvp_bytes_text(x->d.gpu_memory, si, g[1], sizeof g[1]),
                    kvp_count_text(x->d.context, g[2], sizeof g[2]), x->fit.util);
-    kvp_buf_printf(b, "read from the log:");
+    kvp_buf_printf(b, "%sread from the log:", md);
     uint32_t n = 0;
     for (uint32_t row = 0; row < kvp_settings_count(); row++)
         if ((log->settings.given >> row & 1) && log->setting_line[row])
             kvp_buf_printf(b, "%s %s %s%s%s%s", n++ ? "," : "", kvp_setting_at(row)->key, log->settings.value[row],
                            " (line ", kvp_count_text(log->setting_line[row], g[3], sizeof g[3]), ")");
-    kvp_buf_printf(b, "%s\nassumed (not in the log): %s\n", n ? "" : " nothing",
+    kvp_buf_printf(b, "%s\n%sassumed (not in the log): %s\n", n ? "" : " nothing", md,
                    x->assumed[0] ? x->assumed : "nothing");
     if (log->unmodelled[0])
-        kvp_buf_printf(b, "not modelled (the log sets them; kvplan leaves them out): %s\n", log->unmodelled);
+        kvp_buf_printf(b, "%snot modelled (the log sets them; kvplan leaves them out): %s\n", md, log->unmodelled);
     if (log->refused[0])
-        kvp_buf_printf(b, "the engine refused to start (line %u): %s\n", log->refused_line, log->refused);
+        kvp_buf_printf(b, "%sthe engine refused to start (line %u): %s\n", md, log->refused_line, log->refused);
     if (x->fit.refused[0])
-        kvp_buf_printf(b, "kvplan: it would not start: %s\n", x->fit.refused);
+        kvp_buf_printf(b, "%skvplan: it would not start: %s\n", md, x->fit.refused);
     kvp_buf_printf(b, "\n");
     for (uint32_t i = 0; i < x->n_rows; i++)
         replay |= x->row[i].replay >= 0 && x->row[i].line;
