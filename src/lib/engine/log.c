@@ -257,7 +257,7 @@ static void kwargs(struct parse *p, const char *s)
 static void vllm_line(struct parse *p, const char *s)
 {
     const char *at;
-    double v, res;
+    double v, res, u;
     char buf[32];
 
     if ((at = strstr(s, "vLLM API server version ")))
@@ -288,9 +288,9 @@ static void vllm_line(struct parse *p, const char *s)
         !fig_after(p, s, "CUDA blocks:", KVP_LOG_BLOCKS, false))
         fig_after(p, s, "cuda blocks:", KVP_LOG_BLOCKS, false);
     fig_after(p, s, "Graph capturing finished", KVP_LOG_CUDA_GRAPH, true);
-    if ((at = strstr(s, "peak_torch_memory=")) && number(at, &v, &res, &at) && unit(at) > 0 &&
+    if ((at = strstr(s, "peak_torch_memory=")) && number(at, &v, &res, &at) && (u = unit(at)) > 0 &&
         p->log->fig[KVP_LOG_WEIGHTS].line) /* V0's profile line: the peak holds the weights */
-        put_fig(p, KVP_LOG_ACTIVATION, v * GIB - p->log->fig[KVP_LOG_WEIGHTS].value, res * GIB);
+        put_fig(p, KVP_LOG_ACTIVATION, v * u - p->log->fig[KVP_LOG_WEIGHTS].value, res * u);
     if ((at = strstr(s, "gpu_memory_utilization")) && (at += strlen("gpu_memory_utilization"), true) &&
         isdigit((unsigned char)at[strspn(at, "'\" :=(")]) && number(at, &v, &res, &at) && v > 0 && v <= 1) {
         snprintf(buf, sizeof buf, "%g", v);
