@@ -36,38 +36,43 @@ static const struct real {
     uint32_t kv_line;
     double tokens;          /* the logged tokens (llama.cpp cells); 0 = not logged */
     double bound;           /* |kvplan - logged| / logged on the budget: today's error, rounded up */
+    double replay_bound;    /* the same on the tokens or blocks kvplan gives at the logged budget (0: not checked) */
 } reals[] = {
-    {"vllm-10517-20k.log", "models/llama-3.1-8b.yaml", {{0}}, KVP_ENGINE_VLLM, "0.7.3", 3.81, 3, 0, 0.01},
-    {"vllm-10517-29k.log", "models/llama-3.1-8b.yaml", {{0}}, KVP_ENGINE_VLLM, "0.7.3", 2.89, 3, 23648, 0.05},
+    {"vllm-10517-20k.log", "models/llama-3.1-8b.yaml", {{0}}, KVP_ENGINE_VLLM, "0.7.3", 3.81, 3, 0, 0.01, 0.002},
+    {"vllm-10517-29k.log", "models/llama-3.1-8b.yaml", {{0}}, KVP_ENGINE_VLLM, "0.7.3", 2.89, 3, 23648, 0.05, 0.002},
     {"vllm-10511-llama3-8b-tp1.log", LOGS "llama-3-8b.yaml", {{"context", "8192"}, {"engine", "vllm@0.7.3"}},
-     KVP_ENGINE_VLLM, "0.7.3", 53.29, 8, 0, 0.04},
+     KVP_ENGINE_VLLM, "0.7.3", 53.29, 8, 0, 0.04, 0},
     {"vllm-13061.log", LOGS "qwen2.5-14b.yaml",
      {{"tp", "2"}, {"util", "0.98"}, {"gpu_memory", "25756696576B"}, {"max_num_batched_tokens", "2048"}},
-     KVP_ENGINE_VLLM, "0.7.3", 8.69, 4, 81536, 0.02},
+     KVP_ENGINE_VLLM, "0.7.3", 8.69, 4, 81536, 0.02, 0}, /* the tokens are not the quoted budget's: unchecked */
     {"blog60168338778-qwen3-14b-l40s.log", LOGS "qwen3-14b.yaml",
      {{"engine", "vllm@0.21.0"}, {"gpu_memory", "46068MiB"}},
-     KVP_ENGINE_VLLM, "0.21.0", 11.57, 3, 75824, 0.04},
+     KVP_ENGINE_VLLM, "0.21.0", 11.57, 3, 75824, 0.04, 0.001},
     {"idx55875904831-qwen2.5-1.5b-t4.log", LOGS "qwen2.5-1.5b.yaml", {{0}}, KVP_ENGINE_VLLM, "0.7.3", 2.36, 4, 0,
-     0.16},
+     0.16, 0.002},
     {"idx6934259882-phi4-bnb.log", LOGS "phi-4.yaml", {{"weight_dtype", "int4:group=64"}}, KVP_ENGINE_VLLM, "0.7.3",
-     45.21, 4, 0, 0.02},
+     45.21, 4, 0, 0.02, 0.001},
     {"idx33122952765-qwen2.5-0.5b-bnb-47gib.log", LOGS "qwen2.5-0.5b.yaml", {{"weight_dtype", "int4:group=64"}},
-     KVP_ENGINE_VLLM, "0.7.3", 34.81, 4, 0, 0.02},
+     KVP_ENGINE_VLLM, "0.7.3", 34.81, 4, 0, 0.02, 0.001},
     {"vllm-21348-vllm.log", "models/qwen3-235b-a22b.yaml",
      {{"tp", "4"}, {"gpu", "h100"}, {"weight_dtype", "fp8"}, {"context", "40960"}}, KVP_ENGINE_VLLM, "0.11.0", 8.11, 2,
-     178880, 0.50}, /* an LMCache connector takes ~4 GiB kvplan does not model */
+     178880, 0.50, 0.012}, /* an LMCache connector takes ~4 GiB kvplan does not model */
     {"vllm-21348-sglang.log", "models/qwen3-235b-a22b.yaml",
      {{"engine", "sglang"}, {"tp", "4"}, {"gpu", "h100"}, {"weight_dtype", "fp8"}, {"context", "40960"},
-      {"util", "0.93"}}, KVP_ENGINE_SGLANG, "0.5.2", 16.46, 2, 367404, 0.01},
+      {"util", "0.93"}}, KVP_ENGINE_SGLANG, "0.5.2", 16.46, 2, 367404, 0.01, 0.001},
+    /* V1 worker lines with (EngineCore_DP0 pid=...) prefixes; the GPU is not in the log: the tokens at the logged
+     * budget are exact, the budget itself is the H100's guess */
+    {"lmcache-1739-qwen3-14b.log", LOGS "qwen3-14b.yaml", {{"gpu", "h100"}}, KVP_ENGINE_VLLM, "0.11.0", 6.51, 2, 42656,
+     5.40, 0.001},
     /* TRT-LLM's C++ runtime: 9.18 GiB of buffers (runtime, decoder, context) the estimate misses */
     {"trtllm-1188-qwen2.5-coder-0.5b-a4000.log", LOGS "qwen2.5-0.5b.yaml", {{"gpu_memory", "16GiB"},
-     {"weight_dtype", "int8"}}, KVP_ENGINE_TRTLLM, "1.0.0", 4.53, 7, 395776, 1.9},
+     {"weight_dtype", "int8"}}, KVP_ENGINE_TRTLLM, "1.0.0", 4.53, 7, 395776, 1.9, 0.001},
     /* the model is not named; 69,524,783,104 B / 132,608 tokens = 512 KiB a token: Llama-2-7B in f16 */
     {"trtllm-1400-a100.log", "models/llama-2-7b.yaml", {{"gpu", "a100-80gb"}}, KVP_ENGINE_TRTLLM, "1.0.0",
-     69524783104.0 / GIB, 3, 132608, 0.10},
+     69524783104.0 / GIB, 3, 132608, 0.10, 0.001},
     /* -ngl 24 --n-cpu-moe 14 on an M2 Pro: the KV cache is what -c asks, whatever the weights' split */
     {"llama.cpp-16188.log", "models/gpt-oss-20b.yaml", {{"engine", "llamacpp@b6182"}, {"gpu_memory", "32GiB"}},
-     KVP_ENGINE_LLAMACPP, "b6182", 111.0 / 1024, 3, 4096, 0.001},
+     KVP_ENGINE_LLAMACPP, "b6182", 111.0 / 1024, 3, 4096, 0.001, 0},
 };
 
 static struct kvp_gpu_catalog *gpus;
@@ -102,6 +107,11 @@ START_TEST(real_logs)
                           100 * c->bound);
             ck_assert_uint_eq(x->row[i].line, c->kv_line);
             ck_assert(x->row[i].term[0]);
+        } else if ((x->row[i].fig == KVP_LOG_KV_TOKENS || x->row[i].fig == KVP_LOG_BLOCKS) && x->row[i].line &&
+                   c->replay_bound > 0) {
+            double e = (x->row[i].replay - x->row[i].logged) / x->row[i].logged;
+            ck_assert_msg(fabs(e) <= c->replay_bound, "%s: %s at the logged budget %+.3f%% off", c->file,
+                          kvp_log_fig_name(x->row[i].fig), 100 * e);
         }
     kvp_model_free(m);
     free(x);
@@ -194,6 +204,24 @@ START_TEST(v1_workers)
     ck_assert_double_eq(log.fig[KVP_LOG_KV_TOKENS].value, 1044688);
     ck_assert_uint_eq(log.concurrency_context, 8192);
     ck_assert_str_eq(log.unmodelled, "");
+}
+END_TEST
+
+/* A real V1 dump (LMCache PR #2522): a nested KVTransferConfig(...) value, the connector named as not modelled */
+START_TEST(v1_real_args)
+{
+    struct kvp_log log;
+    struct kvp_error err = {0};
+    ck_assert_kvp_ok(kvp_log_read(RAW "lmcache-2522-llama-3.2-1b.log", &log, &err), err);
+    ck_assert_int_eq(log.engine, KVP_ENGINE_VLLM);
+    ck_assert_str_eq(log.model, "meta-llama/Llama-3.2-1B-Instruct");
+    ck_assert_uint_eq(log.model_line, 2);
+    ck_assert_str_eq(log.settings.value[kvp_setting_find("context")], "1024");
+    ck_assert_str_eq(log.settings.value[kvp_setting_find("util")], "0.35");
+    ck_assert_str_eq(log.settings.value[kvp_setting_find("max_num_batched_tokens")], "8192");
+    ck_assert_uint_eq(log.setting_line[kvp_setting_find("max_num_batched_tokens")], 5);
+    ck_assert_ptr_nonnull(
+        strstr(log.unmodelled, "kv_transfer_config=KVTransferConfig(kv_connector='LMCacheConnectorV1'"));
 }
 END_TEST
 
@@ -363,6 +391,7 @@ static Suite *log_suite(void)
     tcase_add_test(core, v0_figures);
     tcase_add_test(core, pasted);
     tcase_add_test(core, v1_workers);
+    tcase_add_test(core, v1_real_args);
     tcase_add_test(core, sglang_args);
     tcase_add_test(core, explain_vllm);
     tcase_add_test(limits, binary_input);

@@ -296,6 +296,10 @@ static void vllm_line(struct parse *p, const char *s)
         snprintf(buf, sizeof buf, "%g", v);
         put_setting(p, "util", buf);
     }
+    if ((at = strstr(s, "enabled with max_num_batched_tokens=")) && number(at + 36, &v, &res, &at)) {
+        snprintf(buf, sizeof buf, "%.0f", v);
+        put_setting(p, "max_num_batched_tokens", buf);
+    }
     if ((at = strstr(s, "Maximum concurrency for ")) && number(at, &v, &res, &at) && strstr(at, "per request:")) {
         if (!p->log->fig[KVP_LOG_CONCURRENCY].line && plausible(v))
             p->log->concurrency_context = (uint64_t)v;
