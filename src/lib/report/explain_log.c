@@ -86,18 +86,18 @@ static void term(const struct kvp_log_explain *x, const struct kvp_model *m, str
                  : "captured after the KV cache is sized: outside the budget, kvplan leaves it out");
         break;
     case KVP_LOG_KV_BUDGET:
-        snprintf(r->term, sizeof r->term, "%s", llamacpp(x) ? "cells x layers x (K + V) bytes per cell"
-                 : x->d.engine == KVP_ENGINE_TRTLLM ? "free memory after weights and activations x fraction"
-                 : x->d.engine == KVP_ENGINE_SGLANG ? "total x mem_fraction_static - weights - non-torch"
-                 : "total x util - weights - activation - non-torch%s");
         if (x->d.engine == KVP_ENGINE_VLLM)
             snprintf(r->term, sizeof r->term, "total x %.2f - weights - activation - non-torch%s", f->util,
                      f->release->rules & KVP_REL_VLLM_CUDA_GRAPHS ? " - CUDA graphs" : "");
+        else
+            snprintf(r->term, sizeof r->term, "%s", llamacpp(x) ? "cells x layers x (K + V) bytes per cell"
+                     : x->d.engine == KVP_ENGINE_TRTLLM ? "free memory after weights and activations x fraction"
+                     : "total x mem_fraction_static - weights - non-torch");
         break;
     case KVP_LOG_KV_TOKENS:
-        snprintf(r->term, sizeof r->term, "%s", llamacpp(x) ? "-c padded to the cell multiple"
-                 : "budget / (%s a token)");
-        if (!llamacpp(x))
+        if (llamacpp(x))
+            snprintf(r->term, sizeof r->term, "-c padded to the cell multiple");
+        else
             snprintf(r->term, sizeof r->term, "budget / %s a token, in blocks of %u",
                      kvp_bytes_text(f->kv_bytes_per_token_per_gpu, false, a, sizeof a), f->block_size);
         break;
