@@ -20,6 +20,7 @@
 
 #define LINE_MAX_BYTES 16384 /* a longer line is read up to here (vLLM's config line is ~3 KiB) */
 #define MIN_LINE 12           /* the shortest line read: "GPU blocks: N" */
+#define SEARCH_LINES 262144  /* lines searched: a start-up is at the top, and a figure's first print wins */
 #define KWARGS_LINES 4        /* argument dumps read (each rank prints one); later ones cost time and change nothing */
 #define GIB 1073741824.0
 #define MIB 1048576.0
@@ -578,6 +579,7 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
     struct parse p = {out, false, false, {false}, 0, true, 0};
     char s[LINE_MAX_BYTES];
     size_t n;
+    uint32_t searched = 0;
     enum kvp_status st;
 
     memset(out, 0, sizeof *out);
@@ -586,14 +588,15 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
     for (size_t at = 0; at < len && !p.strong;) {
         if ((st = next_line(text, len, &at, s, &n, ++p.line, name, err)) != KVP_OK)
             return st;
-        if (worth(s, n))
+        if (worth(s, n) && ++searched <= SEARCH_LINES)
             detect(&p, s);
     }
     p.line = 0;
+    searched = 0;
     for (size_t at = 0; at < len;) {
         if ((st = next_line(text, len, &at, s, &n, ++p.line, name, err)) != KVP_OK)
             return st;
-        if (!p.engine_set || !worth(s, n))
+        if (!p.engine_set || !worth(s, n) || ++searched > SEARCH_LINES)
             continue;
         p.rank0 = rank0(s);
         switch (out->engine) {
