@@ -368,6 +368,25 @@ START_TEST(stdin_input)
 }
 END_TEST
 
+/* Only the first 262,144 lines worth searching are searched: a start-up is at the top, and the first print wins */
+START_TEST(search_cap)
+{
+    size_t n = 0, cap = 300000 * 32 + 128;
+    char *text = malloc(cap);
+    struct kvp_log log;
+    struct kvp_error err = {0};
+    n += (size_t)sprintf(text + n, "vLLM API server version 0.7.3\nGPU blocks: 7\n");
+    for (int i = 0; i < 300000; i++)
+        n += (size_t)sprintf(text + n, "request %07d done\n", i);
+    n += (size_t)sprintf(text + n, "Available KV cache memory: 1.00 GiB\n");
+    ck_assert_kvp_ok(kvp_log_parse(text, n, "big.log", &log, &err), err);
+    ck_assert_uint_eq(log.lines, 300003);
+    ck_assert_double_eq(log.fig[KVP_LOG_BLOCKS].value, 7);
+    ck_assert_uint_eq(log.fig[KVP_LOG_KV_BUDGET].line, 0);
+    free(text);
+}
+END_TEST
+
 START_TEST(missing_gpu)
 {
     static const char text[] = "INFO Available KV cache memory: 8.11 GiB\n";
@@ -398,6 +417,7 @@ static Suite *log_suite(void)
     tcase_add_test(limits, no_engine);
     tcase_add_test(limits, long_line);
     tcase_add_test(limits, missing_gpu);
+    tcase_add_test(limits, search_cap);
     tcase_add_test(limits, bad_logs);
     tcase_add_test(limits, stdin_input);
     suite_add_tcase(s, core);
