@@ -1258,7 +1258,7 @@ START_TEST(inverse_min_gpus)
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
-    uint32_t tp = 99;
+    uint32_t tp = 99, dp = 99;
 
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.gpu_memory = 24 * GiB;
@@ -1270,8 +1270,9 @@ START_TEST(inverse_min_gpus)
     f = fit_ok(m, &d);
     ck_assert_uint_eq(f.num_blocks, 3379);
     ck_assert(!f.fits);
-    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 8, &tp, &err), err);
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 8, &tp, &dp, &err), err);
     ck_assert_uint_eq(tp, 2);
+    ck_assert_uint_eq(dp, 1); /* not MLA: pure TP */
     /* the same by hand at tp 2 */
     d.tp = d.n_gpus = 2;
     d.weights_memory = 15 * GiB / 2;
@@ -1281,7 +1282,7 @@ START_TEST(inverse_min_gpus)
     /* no more than one GPU allowed: none fits */
     d.tp = d.n_gpus = 1;
     d.weights_memory = 15 * GiB;
-    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 1, &tp, &err), err);
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 1, &tp, &dp, &err), err);
     ck_assert_uint_eq(tp, 0);
     kvp_model_free(m);
 }
@@ -1827,7 +1828,7 @@ static const struct usage_case {
     /* GPUs the split leaves idle: asked, not assumed (llama.cpp splits layers over --gpus itself) */
     {KVP_ENGINE_SGLANG, 1, 1, 2, 0.9, 24 * GiB, 8192,
      "2 GPUs, but tp x pp = 1 x 1 uses 1 of them: set 'tp' (or 'pp') so that tp x pp = 2 to split the model "
-     "over them (data-parallel replicas are not modelled yet: size one)"},
+     "over them, or 'dp' for data-parallel ranks of tp x pp each"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 1.5, 24 * GiB, 8192, "the memory fraction must be 0..1 (got 1.5)"},
     {KVP_ENGINE_SGLANG, 1, 1, 1, -0.1, 24 * GiB, 8192, "the memory fraction must be 0..1 (got -0.1)"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 0, 8192, "vllm needs the GPU memory (a GPU, or its memory in bytes)"},
