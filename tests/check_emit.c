@@ -142,7 +142,7 @@ START_TEST(commands_refused_and_ignored)
     } bad[] = {
         {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
-        {"python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8", "--enable-dp-attention: it changes"},
+        {"vllm serve m --enable-expert-parallel", "--enable-expert-parallel: it changes"},
         {"llama-server -m f.gguf -ngl 20", "-ngl 20: layers kept on the host are not modelled yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
         {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
@@ -173,6 +173,19 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_str_eq(s.value[kvp_setting_find("tp")], "2");
     ck_assert_str_eq(s.value[kvp_setting_find("kv_dtype")], "bf16");
     ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
+    /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
+    snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
+    ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), KVP_OK); /* EP is not modelled */
+    snprintf(line, sizeof line, "vllm serve m --data-parallel-size 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8 --tp 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    ck_assert_str_eq(s.value[kvp_setting_find("dp_attention")], "true");
     kvp_buf_release(&ignored);
 }
 END_TEST
