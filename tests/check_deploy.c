@@ -1320,6 +1320,12 @@ START_TEST(dp_vllm_mla)
     d.concurrency = 16;
     dp8 = fit_ok(m, &d);
     ck_assert_uint_eq(dp8.kv_bytes_required, 2ull * 16384 * 70272);
+    {   /* the roofline: the 16 requests' KV over 8 ranks of tp 1, the active experts over dp x tp (a lower bound) */
+        struct kvp_roofline r;
+        ck_assert_kvp_ok(kvp_roofline(m, &d, 16, 4.8e12, 1979e12, &r, &err), err);
+        ck_assert_uint_eq(r.weight_bytes, kvp_cdiv(w.active_bytes, 8));
+        ck_assert_uint_eq(r.kv_bytes, kvp_cdiv(16ull * 16384 * 70272, 8));
+    }
     kvp_model_free(m);
 }
 END_TEST
