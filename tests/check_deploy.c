@@ -1308,9 +1308,10 @@ START_TEST(dp_vllm_mla)
     ck_assert_uint_eq(dp8.kv_bytes_per_token_per_gpu, 70272);
     ck_assert_uint_eq(dp8.kv_budget_bytes, (uint64_t)(0.9 * H200_BYTES) - dp8.weights_bytes);
     ck_assert_uint_eq(dp8.num_blocks, dp8.kv_budget_bytes / (64 * 70272));
-    /* 135,098,951,270 - 84,143,822,764 = 50,955,128,506 -> 11,329 blocks; - 100,840,717,664 = 34,258,233,606 -> 7,617 */
+    /* 135,098,951,270 - 84,143,822,764 = 50,955,128,506 -> 11,329 blocks;
+     * 135,098,951,270 - 100,840,717,664 = 34,258,233,606 -> 7,617 */
     ck_assert_uint_eq(tp8.weights_bytes, 84143822764ull);
-    ck_assert_uint_eq(dp8.weights_bytes, 100840717664ull); /* 17.77 GiB not experts, replicated; 609 GiB of experts / 8 */
+    ck_assert_uint_eq(dp8.weights_bytes, 100840717664ull); /* 17.77 GiB not experts replicated, 609 GiB / 8 */
     ck_assert_uint_eq(tp8.kv_tokens, 725056);
     ck_assert_uint_eq(dp8.kv_tokens, 487488);
     /* in all: 8 x 487,488 = 3,899,904 tokens, 5.38x TP 8's 725,056 */
@@ -1369,7 +1370,8 @@ START_TEST(dp_vllm_51454_ratio)
     /* 181,927,359,283 - 84,143,822,764 -> 10,871 blocks of 256 x 35,136 B; - 100,840,717,664 -> 9,014 */
     ck_assert_uint_eq(tp8.kv_tokens, 2782976);
     ck_assert_uint_eq(dp8.kv_tokens, 2307584);
-    ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 8.0 * dp8.kv_budget_bytes / tp8.kv_budget_bytes, 0.001);
+    ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 8.0 * dp8.kv_budget_bytes / tp8.kv_budget_bytes,
+                            0.001);
     ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 6.633, 0.001);
     kvp_model_free(m);
 }
@@ -1509,7 +1511,8 @@ static const struct dp_case {
     {KVP_ENGINE_VLLM, 2, 2, 4, true, "'dp_attention' is SGLang's --enable-dp-attention (the engine is vllm)"},
     {KVP_ENGINE_SGLANG, 8, 3, 8, true, "SGLang's DP attention needs 1 < dp <= tp with dp dividing tp (got dp 3, tp 8)"},
     {KVP_ENGINE_SGLANG, 8, 8, 64, true, "DP attention runs inside tp: tp x pp = 8 x 1 uses 8 GPUs (got 64)"},
-    {KVP_ENGINE_LLAMACPP, 1, 2, 2, false, "data parallelism is not modelled for llamacpp: size one replica (drop 'dp')"},
+    {KVP_ENGINE_LLAMACPP, 1, 2, 2, false,
+     "data parallelism is not modelled for llamacpp: size one replica (drop 'dp')"},
     {KVP_ENGINE_TRTLLM, 1, 2, 2, false, "data parallelism is not modelled for trtllm: size one replica (drop 'dp')"},
 };
 

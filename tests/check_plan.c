@@ -665,8 +665,10 @@ START_TEST(every_setting_is_a_plan_key)
                  "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: llama-3.1-8b\n%s%s    %s: \"%s\"\n"
                  "    assert: {fits: true}\n",
                  k->type != KVP_SET_GPU ? "    gpu: h100\n" : "",
-                 llama ? "    engine: llamacpp\n" : sglang_dp ? "    engine: sglang\n    tp: 2\n    dp: 2\n" : "", k->key,
-                 k->example);
+                 llama       ? "    engine: llamacpp\n"
+                 : sglang_dp ? "    engine: sglang\n    tp: 2\n    dp: 2\n"
+                             : "",
+                 k->key, k->example);
         ck_assert_msg(kvp_plan_load(&p, put("row.yaml", text), models, gpus, &err) == KVP_OK, "%s: %s", k->key,
                       err.msg);
         for (uint32_t i = 0; i < kvp_settings_count(); i++)

@@ -31,7 +31,8 @@ static const char *const unmodelled[] = {
 
 /* Flags without a value (the ones kvplan reads among them, and common ones it ignores). */
 static const char *const switches[] = {
-    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-prefix-caching", "no-enable-prefix-caching", "disable-radix-cache",
+    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-prefix-caching", "no-enable-prefix-caching",
+    "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
     "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", NULL,
 };

@@ -46,8 +46,9 @@ static enum kvp_status check_dp(const struct kvp_deploy *d, struct kvp_error *er
                         kvp_engine_info(d->engine)->name);
     if (d->dp_attention && (d->dp < 2 || d->tp % d->dp != 0))
         /* server_args.py ServerArgs.__post_init__ (data parallelism attention): dp_size > 1, tp_size % dp_size == 0 */
-        return kvp_fail(err, KVP_ERR_USAGE, "SGLang's DP attention needs 1 < dp <= tp with dp dividing tp (got dp %u, tp %u)",
-                        d->dp, d->tp);
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "SGLang's DP attention needs 1 < dp <= tp with dp dividing tp (got dp %u, tp %u)", d->dp,
+                        d->tp);
     if (d->dp > 1 && (d->engine == KVP_ENGINE_LLAMACPP || d->engine == KVP_ENGINE_TRTLLM))
         return kvp_fail(err, KVP_ERR_USAGE, "data parallelism is not modelled for %s: size one replica (drop 'dp')",
                         kvp_engine_info(d->engine)->name);

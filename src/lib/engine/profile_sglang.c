@@ -34,7 +34,7 @@ static double default_fraction(const struct kvp_deploy *d)
         reserved = (12 + p / 2) * 1024;
     else
         reserved = 32 * 1024;
-    if (d->dp_attention) /* server_args.py ServerArgs.__post_init__: "if self.enable_dp_attention: reserved_mem += 4 * 1024" */
+    if (d->dp_attention) /* server_args.py ServerArgs.__post_init__: "reserved_mem += 4 * 1024" under DP attention */
         reserved += 4 * 1024;
     return round((mib - reserved) / mib * 1000.0) / 1000.0;
 }

@@ -24,8 +24,9 @@ static const struct kvp_setting table[] = {
     {"dp", KVP_SET_U32, "N",
      "data-parallel ranks, each its own KV pool and scheduler (vLLM --data-parallel-size, SGLang --dp-size; default 1)",
      "2", OFF(dp)},
-    {"dp_attention", KVP_SET_FLAG, NULL, "SGLang --enable-dp-attention: the dp ranks share the tp GPUs, attention split "
-     "by tp / dp", "true", OFF(dp_attention)},
+    {"dp_attention", KVP_SET_FLAG, NULL,
+     "SGLang --enable-dp-attention: the dp ranks share the tp GPUs, attention split by tp / dp", "true",
+     OFF(dp_attention)},
     {"gpus", KVP_SET_U32, "N", "GPUs in all (default dp x tp x pp, tp x pp under SGLang DP attention, which must use "
      "them all; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
     {"util", KVP_SET_FRACTION, "F",
