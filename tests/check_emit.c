@@ -90,6 +90,17 @@ static const struct emit_case {
     {"qwen2.5-32b", "engine=llamacpp gpu=rtx-4090 gpus=2 context=32768 kv_dtype=q8_0 split=41,23 weight_dtype=q4_0",
      "llama-server -m qwen2.5-32b.gguf -c 32768 -np 1 -ngl 999 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 -ub 512 -ts 41,23",
      "gpu=rtx-4090 gpus=2 weight_dtype=q4_0"},
+    /* data parallelism (docs/engines.md, "Data parallelism"): vLLM's ranks, SGLang's DP attention inside tp */
+    {"deepseek-v3", "gpu=h200 dp=8 context=32k concurrency=64",
+     "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 --data-parallel-size 8 "
+     "--max-model-len 32768 --gpu-memory-utilization 0.9 --kv-cache-dtype auto --block-size 64 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192",
+     "gpu=h200 concurrency=64"},
+    {"deepseek-v3", "engine=sglang gpu=h200 tp=8 dp=8 dp_attention=true context=32k",
+     "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 1 --dp-size 8 "
+     "--enable-dp-attention --context-length 32768 --mem-fraction-static 0.857 --kv-cache-dtype auto --page-size 1 "
+     "--max-running-requests 4096",
+     "gpu=h200"},
     {"llama-3.1-8b", "engine=trtllm gpu=h100 context=8k",
      "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 1 --pp_size 1 --max_seq_len 8192 --max_batch_size 2048 "
      "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9",
@@ -142,7 +153,7 @@ START_TEST(commands_refused_and_ignored)
     } bad[] = {
         {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
-        {"python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8", "--enable-dp-attention: it changes"},
+        {"vllm serve m --enable-expert-parallel", "--enable-expert-parallel: it changes"},
         {"llama-server -m f.gguf -ngl 20", "-ngl 20: layers kept on the host are not modelled yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
         {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
@@ -173,6 +184,19 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_str_eq(s.value[kvp_setting_find("tp")], "2");
     ck_assert_str_eq(s.value[kvp_setting_find("kv_dtype")], "bf16");
     ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
+    /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
+    snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
+    ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), KVP_OK); /* EP is not modelled */
+    snprintf(line, sizeof line, "vllm serve m --data-parallel-size 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8 --tp 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    ck_assert_str_eq(s.value[kvp_setting_find("dp_attention")], "true");
     kvp_buf_release(&ignored);
 }
 END_TEST

@@ -647,18 +647,28 @@ START_TEST(every_setting_is_a_plan_key)
          * (elsewhere it needs tp x pp to match), under llama.cpp */
         bool llama = strncmp(k->key, "n_", 2) == 0 || strcmp(k->key, "gpus") == 0 ||
                      strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype", k->key) != NULL;
+        /* SGLang's DP attention needs its engine and 1 < dp dividing tp */
+        bool sglang_dp = strcmp(k->key, "dp_attention") == 0;
         kvp_settings_clear(&st);
         if (k->type != KVP_SET_GPU)
             ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", "h100", &err), err);
         if (llama)
             ck_assert_kvp_ok(kvp_settings_put(&st, "engine", "llamacpp", &err), err);
+        if (sglang_dp) {
+            ck_assert_kvp_ok(kvp_settings_put(&st, "engine", "sglang", &err), err);
+            ck_assert_kvp_ok(kvp_settings_put(&st, "tp", "2", &err), err);
+            ck_assert_kvp_ok(kvp_settings_put(&st, "dp", "2", &err), err);
+        }
         ck_assert_kvp_ok(kvp_settings_put(&st, k->key, k->example, &err), err);
         ck_assert_kvp_ok(kvp_settings_apply(&st, m, gpus, &a, &ga, &bad, &err), err);
         snprintf(text, sizeof text,
                  "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: llama-3.1-8b\n%s%s    %s: \"%s\"\n"
                  "    assert: {fits: true}\n",
-                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "", llama ? "    engine: llamacpp\n" : "", k->key,
-                 k->example);
+                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "",
+                 llama       ? "    engine: llamacpp\n"
+                 : sglang_dp ? "    engine: sglang\n    tp: 2\n    dp: 2\n"
+                             : "",
+                 k->key, k->example);
         ck_assert_msg(kvp_plan_load(&p, put("row.yaml", text), models, gpus, &err) == KVP_OK, "%s: %s", k->key,
                       err.msg);
         for (uint32_t i = 0; i < kvp_settings_count(); i++)

@@ -193,6 +193,8 @@ struct kvp_weights {
     uint64_t tower_bytes;      /* of bytes: the tower's (not in active_bytes) */
     uint64_t bytes;            /* stored bytes of all parameters */
     uint64_t active_bytes;     /* stored bytes one decode step reads */
+    uint64_t class_bytes[KVP_WC_COUNT]; /* computed stored bytes by enum kvp_wclass (from a checkpoint's own
+                                         * table: the computed split, which may not sum to bytes) */
     uint32_t n_parts;
     struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, most bytes first */
     char source[96];           /* "GGUF tensor table, file type Q4_K_M", "quantization_config (fp8)", "" = computed */

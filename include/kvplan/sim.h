@@ -206,7 +206,8 @@ struct kvp_sim_config {
  * computed for it (num_blocks, block size, groups, max_num_batched_tokens and
  * max_num_seqs as the release defaults them), and the step model's roofline
  * parts when bandwidth and peak are given (else zeros). Errors: an engine not
- * simulated (KVP_ERR_UNSUPPORTED), a deployment that does not start. */
+ * simulated (KVP_ERR_UNSUPPORTED), data-parallel ranks (d->dp > 1: not simulated
+ * yet, KVP_ERR_UNSUPPORTED), a deployment that does not start. */
 KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                                         double bandwidth, double peak_flops, struct kvp_sim_config *c,
                                         struct kvp_error *err);

@@ -284,7 +284,7 @@ static bool set_gpus(struct tui_state *s, uint32_t count)
         return put_u32(s, &n, "gpus", count) && try_settings(s, &n);
     if (count <= 1)
         return split_gpus(s, true);
-    if (count == s->d.n_gpus && count == s->d.tp * s->d.pp)
+    if (count == s->d.n_gpus && count == kvp_deploy_gpus(&s->d))
         return true; /* as it is: nothing to ask */
     split_for(s, count, true, &tp[0], &pp[0]);
     split_for(s, count, false, &tp[1], &pp[1]);

@@ -29,7 +29,7 @@
 /* Flags that size memory and that kvplan does not model yet: refused. */
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
-    "data-parallel-size", "dp", "dp-size", "enable-dp-attention", "enable-expert-parallel", "ep-size", "ep_size",
+    "enable-expert-parallel", "ep-size", "ep_size",
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "n-cpu-moe", "cpu-moe", "ot",
     "override-tensor", "no-kv-offload", "nkvo", "limit-mm-per-prompt", "max-total-tokens", "dtype",
     "tensor-split-mode", "sm", "split-mode", "extra_llm_api_options", NULL,
@@ -37,7 +37,8 @@ static const char *const unmodelled[] = {
 
 /* Flags without a value (the ones kvplan reads among them, and common ones it ignores). */
 static const char *const switches[] = {
-    "kv-unified", "kvu", "swa-full", "enable-prefix-caching", "no-enable-prefix-caching", "disable-radix-cache",
+    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-prefix-caching", "no-enable-prefix-caching",
+    "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
     "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", NULL,
 };

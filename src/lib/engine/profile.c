@@ -218,10 +218,31 @@ enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, st
     return KVP_OK;
 }
 
+/* How many GPUs share weight class c under data parallelism
+ * (docs/engines.md, "Data parallelism"): vLLM splits the routed experts
+ * over dp x tp, with or without --enable-expert-parallel
+ * (model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make:
+ * flatten_tp_across_dp_and_pcp), the rest of each DP rank over its tp;
+ * SGLang's DP attention splits attention over tp / dp and keeps the token
+ * embedding whole (models/deepseek_v2.py: VocabParallelEmbedding(...,
+ * enable_tp=not is_dp_attention_enabled())), the rest over tp. */
+static uint64_t dp_share(const struct kvp_deploy *d, enum kvp_wclass c)
+{
+    uint64_t tp = d->tp;
+    if (d->engine == KVP_ENGINE_VLLM && c == KVP_WC_EXPERTS)
+        tp *= d->dp;
+    else if (d->engine == KVP_ENGINE_SGLANG && d->dp_attention && c == KVP_WC_ATTN)
+        tp /= d->dp;
+    else if (d->engine == KVP_ENGINE_SGLANG && d->dp_attention && c == KVP_WC_EMBED)
+        tp = 1;
+    return tp * d->pp;
+}
+
 enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
                                 struct kvp_error *err)
 {
     struct kvp_weights w;
+    uint64_t sum = 0;
     enum kvp_status st;
     if (d->weights_memory) {
         *out = d->weights_memory;
@@ -230,6 +251,20 @@ enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_
     if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
         return st;
     *out = kvp_cdiv(w.bytes, (uint64_t)d->tp * d->pp);
+    if (d->dp <= 1 || (d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG))
+        return KVP_OK; /* replicas: each holds 1 / (tp x pp) */
+    for (uint32_t c = 0; c < KVP_WC_COUNT; c++)
+        sum += w.class_bytes[c]; /* the parts of a sum that did not overflow */
+    if (sum == 0)
+        return KVP_OK;
+    *out = 0;
+    for (uint32_t c = 0; c < KVP_WC_COUNT; c++) {
+        /* a checkpoint's own table: its bytes in the computed classes' proportions (at most w.bytes) */
+        uint64_t part = sum == w.bytes ? w.class_bytes[c]
+                                       : (uint64_t)((long double)w.class_bytes[c] * (long double)w.bytes / sum);
+        if (!kvp_add(*out, kvp_cdiv(part, dp_share(d, (enum kvp_wclass)c)), out))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights per GPU overflow 64 bits");
+    }
     return KVP_OK;
 }
 

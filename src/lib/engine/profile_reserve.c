@@ -326,8 +326,11 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
             act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
             nt = NON_TORCH_V0;
         }
-        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin */
-        nt += d->tp > 1 ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
+        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin. vLLM's DP ranks of a MoE
+         * model share one expert group over dp x tp (fused_moe/config.py): its communicators, as at tp > 1
+         * (an estimate: not measured under DP); the ranks of a dense model are independent engines */
+        nt += d->tp > 1 || (d->dp > 1 && m->n_experts)
+                  ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
         break;
     case KVP_ENGINE_SGLANG: /* activations and graphs live in 1 - mem_fraction_static */
         /* NCCL is taken in init_torch_distributed, before SGLang measures

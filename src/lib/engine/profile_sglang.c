@@ -34,6 +34,8 @@ static double default_fraction(const struct kvp_deploy *d)
         reserved = (12 + p / 2) * 1024;
     else
         reserved = 32 * 1024;
+    if (d->dp_attention) /* server_args.py ServerArgs.__post_init__: "reserved_mem += 4 * 1024" under DP attention */
+        reserved += 4 * 1024;
     return round((mib - reserved) / mib * 1000.0) / 1000.0;
 }
 
@@ -146,11 +148,14 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     uint64_t want = d->concurrency ? d->concurrency : 1, deficit = 0, cell, tokens, conv = 0, ssm = 0, per_req;
     uint32_t page = d->block_size ? d->block_size : 1, n_mamba;
     struct sg_cells c;
+    struct kvp_deploy attn = *d; /* the attention's split: tp / dp under DP attention (heads and states per GPU) */
     double start_gib, avail_gib, rest_gib, conc;
     enum kvp_status st;
 
+    if (d->dp_attention)
+        attn.tp = d->tp / d->dp; /* dp divides tp (check_deploy); the MLA latent is one head either way */
     if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)) ||
-        (st = mamba_state(m, d, &conv, &ssm, &n_mamba, err)) || (st = stage_cells(m, d, &cell, &c, err)))
+        (st = mamba_state(m, &attn, &conv, &ssm, &n_mamba, err)) || (st = stage_cells(m, &attn, &cell, &c, err)))
         return st;
     f->util = d->util ? d->util : default_fraction(d);
     f->block_size = page;

@@ -56,12 +56,12 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
             experts += w.parts[i].bytes;
     if (!experts)
         return KVP_OK;
-    ip = m->expert_intermediate / d->tp;
+    ip = m->expert_intermediate / ((uint64_t)d->tp * d->dp); /* fused_moe/config.py: experts over dp x tp */
     ia = d->compute_capability / 10 == 10 ? 256 : 128;
     ha = 256;
     if (ip == 0)
         return KVP_OK;
-    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->pp);
+    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->dp * d->pp);
     *out = (uint64_t)((long double)experts * (kvp_cdiv(ip, ia) * ia) * (kvp_cdiv(h, ha) * ha) / ((long double)ip * h) -
                       (long double)experts + 0.5L);
     return KVP_OK;

@@ -1038,6 +1038,8 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
                        f->fits ? "left (headroom)" : "short");
         break;
     case KVP_CHECK_MIN_CONCURRENCY:
+        if (res->dep->d.dp > 1)
+            kvp_buf_printf(&b, "%u DP ranks x ", res->dep->d.dp);
         kvp_buf_printf(&b, "max concurrency = %.4f requests of %s tokens (one request %s, KV budget %s per GPU)\n",
                        f->max_concurrency, kvp_count_text(res->context, x[0], sizeof x[0]),
                        kvp_bytes_text(f->request_bytes, false, x[1], sizeof x[1]),
@@ -1151,7 +1153,9 @@ static enum kvp_status evaluate_one(const struct kvp_plan *p, const struct kvp_p
         return st;
     switch (c->kind) {
     case KVP_CHECK_FITS: res->measured = f.fits ? 1.0 : 0.0; break;
-    case KVP_CHECK_MIN_CONCURRENCY: res->measured = f.max_concurrency; break;
+    case KVP_CHECK_MIN_CONCURRENCY: /* the deployment's: each DP rank its own pool */
+        res->measured = f.max_concurrency * (d.dp ? d.dp : 1);
+        break;
     case KVP_CHECK_MIN_CONTEXT: res->measured = (double)f.max_context; break;
     case KVP_CHECK_MAX_KV_SHARE: res->measured = (double)f.kv_bytes_required / (double)d.gpu_memory; break;
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: res->measured = (double)f.kv_bytes_per_token_per_gpu; break;
@@ -1414,10 +1418,12 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
         char lab[128], m[48], l[48], note[96], w[64];
         if (dep != last) {
             const struct kvp_deploy *d = &dep->d;
-            char k[64], v[64];
-            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, K %s, V %s, weights %s\n",
+            char k[64], v[64], dp[48] = "";
+            if (d->dp > 1)
+                snprintf(dp, sizeof dp, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention)" : "");
+            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, %stp %u, pp %u, K %s, V %s, weights %s\n",
                            last ? "\n" : "", dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
-                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, d->tp, d->pp,
+                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, dp, d->tp, d->pp,
                            kvp_format_name(&d->k, k, sizeof k), kvp_format_name(&d->v, v, sizeof v),
                            kvp_wstore_name(&d->w, w, sizeof w));
             for (uint32_t x = 0; x < dep->model->n_warnings; x++)

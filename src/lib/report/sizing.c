@@ -194,7 +194,7 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
 {
     struct kvp_deploy d;
     const struct kvp_gpu *gpu;
-    char mem[32];
+    char mem[32], dp[48] = "";
     enum kvp_status st;
     if (!s->deploy) {
         snprintf(buf, n, "ideal engine");
@@ -202,8 +202,10 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
     }
     if ((st = kvp_sizing_deploy(s, mi, gi, &d, &gpu, err)) != KVP_OK)
         return st;
-    snprintf(buf, n, "%u x %s (%s each), tp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
-             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
+    if (d.dp > 1) /* the figures are one rank's */
+        snprintf(dp, sizeof dp, "dp %u%s (per rank), ", d.dp, d.dp_attention ? " with DP attention" : "");
+    snprintf(buf, n, "%u x %s (%s each), %stp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
+             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), dp, d.tp, d.pp, kvp_engine_info(d.engine)->name,
              kvp_deploy_release(&d)->version);
     return KVP_OK;
 }

@@ -121,6 +121,9 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
     memset(c, 0, sizeof *c);
     if (f->refused[0])
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the engine would not start: %s", f->refused);
+    if (d->dp > 1) /* one engine's scheduler; the ranks' router (and how it balances) is not modelled */
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: data-parallel ranks (dp %u) are not simulated yet: "
+                        "simulate one rank (drop 'dp') with its share of the traffic", d->dp);
     if (d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0)) {
         c->engine = KVP_SIM_VLLM;
         c->num_blocks = f->num_blocks;
