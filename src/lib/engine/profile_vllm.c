@@ -392,7 +392,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9) && block % 64 != 0)
         block = 64;
     f->block_size = block;
-    f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
+    f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
         (!v0 && (st = mxfp4_padding(m, d, &f->weights_padding, err)) != KVP_OK) ||
         (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
