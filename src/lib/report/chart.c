@@ -119,6 +119,12 @@ enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m
     s->weights = f.weights_bytes;
     s->max_context = f.max_context;
     s->max_concurrency = f.max_concurrency;
+    if (!c->usable && f.util > 0 && f.util < 1 && f.kv_budget_bytes) { /* where the engine's budget ends */
+        uint64_t reserve = kvp_sat_add(kvp_sat_add(f.reserve.activation, f.reserve.non_torch), f.reserve.cuda_graph);
+        c->usable = kvp_sat_add(kvp_sat_add(f.weights_bytes, reserve),
+                                kvp_sat_add(f.kv_budget_bytes, kvp_sat_add(f.state_conv_bytes, f.state_ssm_bytes)));
+        c->util = f.util;
+    }
     for (uint32_t i = 0; i < s->n_points; i++) {
         uint64_t reserve;
         at.context = c->x[i];
@@ -126,6 +132,7 @@ enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m
             return st;
         reserve = kvp_sat_add(kvp_sat_add(f.reserve.activation, f.reserve.non_torch), f.reserve.cuda_graph);
         s->kv[i] = kvp_sat_add(reserve, f.kv_bytes_required);
+        s->reserve[i] = reserve;
     }
     c->n_series++;
     return KVP_OK;
@@ -165,10 +172,16 @@ struct frame {
 /* What kvp_chart_svg draws, decided before it draws: the scales, whether the
  * weights are a band (one model), the legend's entries and columns, the
  * canvas height. */
+enum entry { ENTRY_SERIES, ENTRY_WEIGHTS, ENTRY_RESERVE, ENTRY_CAPACITY, ENTRY_USABLE };
+
 struct layout {
     struct frame f;
-    bool band;
+    bool band;    /* one model: the weights (and its reserve) as bands under the curves */
+    bool reserve; /* the band's series has a start-up reserve (kvp_chart_add_fit), drawn as its own band */
+    bool usable;  /* the engine may use less than the capacity: a line at c->usable, the rest a band */
+    bool per_gpu; /* some series is a deployment's, per GPU with its reserve */
     uint32_t n_legend, cols;
+    enum entry legend[KVP_CHART_MAX_SERIES + 4];
     double h;
 };
 
@@ -239,6 +252,8 @@ static void y_scale(const struct kvp_chart *c, struct frame *f)
     }
     if (c->capacity)
         widen(log2((double)c->capacity), &lo, &hi);
+    if (c->usable)
+        widen(log2((double)c->usable), &lo, &hi);
     f->linear = hi - lo < 5;
     if (f->linear) {
         double top = exp2(hi) * 1.08;
@@ -255,36 +270,60 @@ static void y_scale(const struct kvp_chart *c, struct frame *f)
 }
 
 /* Legend entry e's label into lab: the series, then the weights (a band or
- * dotted lines), then the capacity. */
-static void legend_label(const struct kvp_chart *c, uint32_t e, bool band, char *lab, size_t size)
+ * dotted lines), the reserve, the capacity and the part the engine uses. */
+static void legend_label(const struct kvp_chart *c, const struct layout *lay, uint32_t e, char *lab, size_t size)
 {
     char mem[32];
 
-    if (e < c->n_series)
-        snprintf(lab, size, "%s", c->series[e].label);
-    else if (e > c->n_series)
-        snprintf(lab, size, "GPU memory: %s (%s)", c->capacity_label,
-                 kvp_bytes_text(c->capacity, false, mem, sizeof mem));
-    else if (band)
-        snprintf(lab, size, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
-    else
-        snprintf(lab, size, "weights alone (dotted, in the model's colour)");
+    switch (lay->legend[e]) {
+        case ENTRY_SERIES: snprintf(lab, size, "%s", c->series[e].label); break;
+        case ENTRY_WEIGHTS:
+            if (lay->band)
+                snprintf(lab, size, "weights (%s)", kvp_bytes_text(c->series[0].weights, false, mem, sizeof mem));
+            else
+                snprintf(lab, size, "weights alone (dotted, in the model's colour)");
+            break;
+        case ENTRY_RESERVE: snprintf(lab, size, "reserve: activations, non-torch, CUDA graphs"); break;
+        case ENTRY_CAPACITY:
+            snprintf(lab, size, "GPU memory: %s (%s)", c->capacity_label,
+                     kvp_bytes_text(c->capacity, false, mem, sizeof mem));
+            break;
+        case ENTRY_USABLE:
+            snprintf(lab, size, "usable: %s, fraction %.2f; rest shaded",
+                     kvp_bytes_text(c->usable, false, mem, sizeof mem), c->util);
+            break;
+    }
 }
 
 /* The scales and the legend: entries series, weights (band or lines),
- * capacity, in two columns unless a label is wider than its column. */
+ * reserve, capacity, usable, in two columns unless a label is wider than
+ * its column. */
 static void chart_layout(const struct kvp_chart *c, struct layout *lay)
 {
     char lab[256];
 
     memset(lay, 0, sizeof *lay);
     lay->band = one_group(c);
+    for (uint32_t s = 0; s < c->n_series; s++)
+        for (uint32_t i = 0; i < c->series[s].n_points; i++)
+            lay->per_gpu = lay->per_gpu || c->series[s].reserve[i] > 0;
+    for (uint32_t i = 0; i < c->series[0].n_points && lay->band; i++)
+        lay->reserve = lay->reserve || c->series[0].reserve[i] > 0;
+    lay->usable = c->capacity && c->usable && c->usable < c->capacity;
     y_scale(c, &lay->f);
     axis(log2((double)c->x[0]), log2((double)c->x[c->n_x - 1]), &lay->f.x0, &lay->f.x1, &lay->f.xstep);
-    lay->n_legend = c->n_series + 1 + (c->capacity ? 1 : 0);
+    for (lay->n_legend = 0; lay->n_legend < c->n_series; lay->n_legend++)
+        lay->legend[lay->n_legend] = ENTRY_SERIES;
+    lay->legend[lay->n_legend++] = ENTRY_WEIGHTS;
+    if (lay->reserve)
+        lay->legend[lay->n_legend++] = ENTRY_RESERVE;
+    if (c->capacity)
+        lay->legend[lay->n_legend++] = ENTRY_CAPACITY;
+    if (lay->usable)
+        lay->legend[lay->n_legend++] = ENTRY_USABLE;
     lay->cols = 2;
     for (uint32_t e = 0; e < lay->n_legend; e++) {
-        legend_label(c, e, lay->band, lab, sizeof lab);
+        legend_label(c, lay, e, lab, sizeof lab);
         if (36 + LEGEND_CHAR * (double)strlen(lab) > LEGEND_COL)
             lay->cols = 1;
     }
@@ -293,8 +332,9 @@ static void chart_layout(const struct kvp_chart *c, struct layout *lay)
 
 /* ---- rendering the layout ---- */
 
-static void draw_axes(struct kvp_buf *b, const struct frame *f)
+static void draw_axes(struct kvp_buf *b, const struct layout *lay)
 {
+    const struct frame *f = &lay->f;
     char lab[32];
     double right = W - PLOT_R, bottom = PLOT_T + PLOT_H;
 
@@ -318,8 +358,9 @@ static void draw_axes(struct kvp_buf *b, const struct frame *f)
                    "<text x=\"%.1f\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" "
                    "transform=\"rotate(-90 %.1f %.1f)\">",
                    22.0, PLOT_T + PLOT_H / 2, 22.0, PLOT_T + PLOT_H / 2);
-    kvp_buf_xml(b, f->linear ? "memory: weights + KV cache (bytes, IEC)"
-                             : "memory: weights + KV cache (bytes, IEC; log scale)");
+    kvp_buf_printf(b, "%s%s",
+                   lay->per_gpu ? "memory per GPU: weights + reserve + KV cache" : "memory: weights + KV cache",
+                   f->linear ? " (bytes, IEC)" : " (bytes, IEC; log scale)");
     kvp_buf_printf(b, "</text>\n");
 }
 
@@ -346,6 +387,14 @@ static void draw_weights(struct kvp_buf *b, const struct kvp_chart *c, const str
                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\" "
                            "stroke-dasharray=\"2 4\"/>\n",
                            PLOT_L, y, right, y, palette[s % N_COLORS]);
+    }
+    if (lay->reserve) { /* the start-up reserve stacked on the weights, its own band */
+        const struct kvp_chart_series *se = &c->series[0];
+        kvp_buf_printf(b, "<polygon fill=\"#9e9e9e\" fill-opacity=\"0.6\" stroke=\"none\" points=\"");
+        for (uint32_t i = 0; i < se->n_points; i++)
+            kvp_buf_printf(b, "%.1f,%.1f ", px(f, c->x[i]), py(f, sat_add(se->weights, se->reserve[i])));
+        kvp_buf_printf(b, "%.1f,%.1f %.1f,%.1f\"/>\n", px(f, c->x[se->n_points - 1]), py(f, se->weights),
+                       px(f, c->x[0]), py(f, se->weights));
     }
     for (uint32_t s = 0; s < c->n_series && lay->band; s++) {
         const struct kvp_chart_series *se = &c->series[s];
@@ -375,12 +424,40 @@ static void polyline(struct kvp_buf *b, const struct kvp_chart *c, const struct 
                        py(f, sat_add(s->weights, s->kv[i])), color);
 }
 
+/* The capacity as the line the curves stop at, labelled on the right. */
+static void draw_capacity(struct kvp_buf *b, const struct kvp_chart *c, const struct frame *f)
+{
+    char mem[32];
+    double y = py(f, c->capacity);
+
+    kvp_svg_line(b, PLOT_L, y, W - PLOT_R, y, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
+    kvp_svg_text(b, W - PLOT_R + 6, y - 2, "class=\"cap\"", c->capacity_label);
+    kvp_svg_text(b, W - PLOT_R + 6, y + 13, "class=\"cap\"", kvp_bytes_text(c->capacity, false, mem, sizeof mem));
+}
+
+/* The part of the capacity the engine may use (vLLM: util x GPU memory) as
+ * the dashed line the curves stop at, the rest of the GPU a shaded band
+ * above it under a thin line at the capacity; the capacity is labelled
+ * above its line, the usable bytes under theirs. */
+static void draw_usable(struct kvp_buf *b, const struct kvp_chart *c, const struct frame *f)
+{
+    char mem[32], lab[48];
+    double top = py(f, c->capacity), y = py(f, c->usable);
+
+    kvp_svg_rect(b, PLOT_L, top, W - PLOT_R - PLOT_L, y - top, "fill=\"#b00\" fill-opacity=\"0.08\"");
+    kvp_svg_line(b, PLOT_L, top, W - PLOT_R, top, "stroke=\"#b00\" stroke-width=\"1\"");
+    kvp_svg_line(b, PLOT_L, y, W - PLOT_R, y, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
+    kvp_svg_text(b, W - PLOT_R + 6, top - 16, "class=\"cap\"", c->capacity_label);
+    kvp_svg_text(b, W - PLOT_R + 6, top - 2, "class=\"cap\"", kvp_bytes_text(c->capacity, false, mem, sizeof mem));
+    snprintf(lab, sizeof lab, "usable: %s", kvp_bytes_text(c->usable, false, mem, sizeof mem));
+    kvp_svg_text(b, W - PLOT_R + 6, y + 13, "class=\"cap\"", lab);
+}
+
 /* The series, each fit's longest context where it falls on the x axis (a
- * thin line in the series' colour), and the capacity line. */
+ * thin line in the series' colour), and the capacity line (or the usable part). */
 static void draw_series(struct kvp_buf *b, const struct kvp_chart *c, const struct layout *lay)
 {
     const struct frame *f = &lay->f;
-    char mem[32];
 
     for (uint32_t s = 0; s < c->n_series; s++)
         polyline(b, c, f, s, palette[s % N_COLORS], dashes[(s / N_COLORS) % 3]);
@@ -392,11 +469,43 @@ static void draw_series(struct kvp_buf *b, const struct kvp_chart *c, const stru
                            "stroke-dasharray=\"3 3\"/>\n",
                            px(f, t), PLOT_T, px(f, t), PLOT_T + PLOT_H, palette[s % N_COLORS]);
     }
-    if (c->capacity) {
-        double y = py(f, c->capacity);
-        kvp_svg_line(b, PLOT_L, y, W - PLOT_R, y, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
-        kvp_svg_text(b, W - PLOT_R + 6, y - 2, "class=\"cap\"", c->capacity_label);
-        kvp_svg_text(b, W - PLOT_R + 6, y + 13, "class=\"cap\"", kvp_bytes_text(c->capacity, false, mem, sizeof mem));
+    if (lay->usable) /* the engine's part of the GPU: the line the curves stop at, the rest shaded */
+        draw_usable(b, c, f);
+    else if (c->capacity)
+        draw_capacity(b, c, f);
+}
+
+/* Legend entry e's swatch, its baseline at y. */
+static void swatch(struct kvp_buf *b, const struct layout *lay, uint32_t e, double x, double y)
+{
+    const char *dash = dashes[(e / N_COLORS) % 3];
+
+    switch (lay->legend[e]) {
+        case ENTRY_SERIES:
+            kvp_buf_printf(
+                b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
+                x, y - 4, x + 28, y - 4, palette[e % N_COLORS], *dash ? " stroke-dasharray=\"" : "", dash,
+                *dash ? "\"" : "");
+            break;
+        case ENTRY_WEIGHTS:
+            if (lay->band)
+                kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x,
+                               y - 10);
+            else
+                kvp_svg_line(b, x, y - 4, x + 28, y - 4,
+                             "stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"2 4\"");
+            break;
+        case ENTRY_RESERVE:
+            kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#9e9e9e\"/>\n", x, y - 10);
+            break;
+        case ENTRY_CAPACITY:
+            kvp_svg_line(b, x, y - 4, x + 28, y - 4,
+                         lay->usable ? "stroke=\"#b00\" stroke-width=\"1\""
+                                     : "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
+            break;
+        case ENTRY_USABLE:
+            kvp_svg_line(b, x, y - 4, x + 28, y - 4, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
+            break;
     }
 }
 
@@ -407,20 +516,8 @@ static void draw_legend(struct kvp_buf *b, const struct kvp_chart *c, const stru
 
     for (uint32_t e = 0; e < lay->n_legend; e++) {
         double x = PLOT_L + (e % lay->cols) * LEGEND_COL, y = PLOT_T + PLOT_H + 64 + (e / lay->cols) * LEGEND_ROW;
-        if (e < c->n_series) {
-            const char *dash = dashes[(e / N_COLORS) % 3];
-            kvp_buf_printf(
-                b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2.5\"%s%s%s/>\n",
-                x, y - 4, x + 28, y - 4, palette[e % N_COLORS], *dash ? " stroke-dasharray=\"" : "", dash,
-                *dash ? "\"" : "");
-        } else if (e == c->n_series && lay->band) {
-            kvp_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"12\" fill=\"#d9d9d9\"/>\n", x, y - 10);
-        } else if (e == c->n_series) {
-            kvp_svg_line(b, x, y - 4, x + 28, y - 4, "stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"2 4\"");
-        } else {
-            kvp_svg_line(b, x, y - 4, x + 28, y - 4, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
-        }
-        legend_label(c, e, lay->band, lab, sizeof lab);
+        swatch(b, lay, e, x, y);
+        legend_label(c, lay, e, lab, sizeof lab);
         kvp_svg_text(b, x + 36, y, "class=\"legend\"", lab);
     }
 }
@@ -438,7 +535,7 @@ enum kvp_status kvp_chart_svg(const struct kvp_chart *c, struct kvp_buf *b, stru
                   ".cap { font-size: 12px; fill: #b00; }\n");
     kvp_svg_text(b, PLOT_L, 28, "class=\"title\"", c->title);
     kvp_svg_text(b, PLOT_L, 50, "class=\"sub\"", c->subtitle);
-    draw_axes(b, &lay.f);
+    draw_axes(b, &lay);
     draw_weights(b, c, &lay);
     draw_series(b, c, &lay);
     draw_legend(b, c, &lay);
