@@ -103,6 +103,12 @@ enum kvp_status kvp_chart_add(struct kvp_chart *c, const struct kvp_model *m, co
     return KVP_OK;
 }
 
+/* The start-up reserve of fit f: activations + non-torch + CUDA graphs. */
+static uint64_t fit_reserve(const struct kvp_fit *f)
+{
+    return kvp_sat_add(kvp_sat_add(f->reserve.activation, f->reserve.non_torch), f->reserve.cuda_graph);
+}
+
 enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m, const struct kvp_deploy *d,
                                   const char *label, struct kvp_error *err)
 {
@@ -120,19 +126,16 @@ enum kvp_status kvp_chart_add_fit(struct kvp_chart *c, const struct kvp_model *m
     s->max_context = f.max_context;
     s->max_concurrency = f.max_concurrency;
     if (!c->usable && f.util > 0 && f.util < 1 && f.kv_budget_bytes) { /* where the engine's budget ends */
-        uint64_t reserve = kvp_sat_add(kvp_sat_add(f.reserve.activation, f.reserve.non_torch), f.reserve.cuda_graph);
-        c->usable = kvp_sat_add(kvp_sat_add(f.weights_bytes, reserve),
+        c->usable = kvp_sat_add(kvp_sat_add(f.weights_bytes, fit_reserve(&f)),
                                 kvp_sat_add(f.kv_budget_bytes, kvp_sat_add(f.state_conv_bytes, f.state_ssm_bytes)));
         c->util = f.util;
     }
     for (uint32_t i = 0; i < s->n_points; i++) {
-        uint64_t reserve;
         at.context = c->x[i];
         if ((st = kvp_fit_compute(m, &at, &f, err)) != KVP_OK)
             return st;
-        reserve = kvp_sat_add(kvp_sat_add(f.reserve.activation, f.reserve.non_torch), f.reserve.cuda_graph);
-        s->kv[i] = kvp_sat_add(reserve, f.kv_bytes_required);
-        s->reserve[i] = reserve;
+        s->reserve[i] = fit_reserve(&f);
+        s->kv[i] = kvp_sat_add(s->reserve[i], f.kv_bytes_required);
     }
     c->n_series++;
     return KVP_OK;

@@ -21,13 +21,47 @@
 
 static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
 
+/* Stacked layer `layer` of ng kinds (ng: the cached blocks) as one polygon:
+ * its top along the columns, then its bottom back, each column the highest
+ * stack of its bucket of steps. layer_of: each group's layer. */
+static void stacked(struct kvp_buf *b, const struct kvp_sim_config *c, const struct kvp_sim_result *r,
+                    const uint8_t *layer_of, uint32_t layer, uint32_t ng)
+{
+    double x1 = r->duration_s > 0 ? r->duration_s : 1, y1 = (double)r->pool_blocks, pw = W - L - R, ph = H - T - B;
+    uint32_t cols = r->steps < COLS ? (uint32_t)r->steps : COLS;
+
+    kvp_buf_printf(b, "<polygon fill=\"%s\" fill-opacity=\"%s\" stroke=\"none\" points=\"",
+                   layer < ng ? palette[layer % 6] : "#bbbbbb", layer < ng ? "0.55" : "0.45");
+    for (int side = 0; side < 2; side++)
+        for (uint32_t k = 0; k < cols; k++) {
+            uint32_t col = side ? cols - 1 - k : k;
+            uint64_t lo = col * r->steps / cols, hi = (col + 1) * r->steps / cols;
+            double top = 0, bottom = 0, x;
+            for (uint64_t i = lo; i < hi; i++) {
+                const struct kvp_sim_step *s = &r->series[i];
+                double below = 0, here = layer < ng ? 0 : (double)s->cached;
+                for (uint32_t g = 0; g < c->n_groups; g++) {
+                    below += layer_of[g] < layer ? (double)s->used[g] : 0;
+                    here += layer_of[g] == layer ? (double)s->used[g] : 0;
+                }
+                if (below + here > top) {
+                    top = below + here;
+                    bottom = below;
+                }
+            }
+            x = L + pw * r->series[hi - 1].time_s / x1;
+            kvp_buf_printf(b, "%.1f,%.1f ", x, T + ph - ph * (side ? bottom : top) / y1);
+        }
+    kvp_buf_printf(b, "\"/>\n");
+}
+
 enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim_result *r, const char *title,
                             struct kvp_buf *b, struct kvp_error *err)
 {
     double x1 = r->duration_s > 0 ? r->duration_s : 1, y1 = (double)r->pool_blocks, xs, ys;
     double pw = W - L - R, ph = H - T - B;
     const struct kvp_svg_area area = {L, T, pw, ph};
-    uint32_t ng = 0, cols, n_of[KVP_SIM_MAX_GROUPS] = {0};
+    uint32_t ng = 0, n_of[KVP_SIM_MAX_GROUPS] = {0};
     enum kvp_layer_kind kinds[KVP_SIM_MAX_GROUPS];
     uint8_t layer_of[KVP_SIM_MAX_GROUPS]; /* each group's stacked layer: one per kind */
     char lab[160];
@@ -44,7 +78,6 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
 
     if (r->steps == 0 || !r->series)
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the chart needs the time series");
-    cols = r->steps < COLS ? (uint32_t)r->steps : COLS;
     xs = kvp_svg_tick_step(x1);
     ys = kvp_svg_tick_step(y1);
     kvp_svg_begin(b, W, H, ".title { font-size: 16px; font-weight: bold; fill: #111; }\n"
@@ -64,33 +97,8 @@ enum kvp_status kvp_sim_svg(const struct kvp_sim_config *c, const struct kvp_sim
         kvp_svg_grid(b, &area, true, y, 8, y + 4, "class=\"tick\"", lab);
     }
     kvp_svg_text(b, L + pw / 2 - 30, T + ph + 38, "class=\"axis\"", "time (s)");
-    /* one polygon per stacked layer: groups, then the cached blocks on top */
-    for (uint32_t layer = 0; layer <= ng; layer++) {
-        const char *color = layer < ng ? palette[layer % 6] : "#bbbbbb";
-        kvp_buf_printf(b, "<polygon fill=\"%s\" fill-opacity=\"%s\" stroke=\"none\" points=\"", color,
-                       layer < ng ? "0.55" : "0.45");
-        for (int side = 0; side < 2; side++)
-            for (uint32_t k = 0; k < cols; k++) {
-                uint32_t col = side ? cols - 1 - k : k;
-                uint64_t lo = col * r->steps / cols, hi = (col + 1) * r->steps / cols;
-                double top = 0, bottom = 0, x;
-                for (uint64_t i = lo; i < hi; i++) {
-                    const struct kvp_sim_step *s = &r->series[i];
-                    double below = 0, here = layer < ng ? 0 : (double)s->cached;
-                    for (uint32_t g = 0; g < c->n_groups; g++) {
-                        below += layer_of[g] < layer ? (double)s->used[g] : 0;
-                        here += layer_of[g] == layer ? (double)s->used[g] : 0;
-                    }
-                    if (below + here > top) {
-                        top = below + here;
-                        bottom = below;
-                    }
-                }
-                x = L + pw * r->series[hi - 1].time_s / x1;
-                kvp_buf_printf(b, "%.1f,%.1f ", x, T + ph - ph * (side ? bottom : top) / y1);
-            }
-        kvp_buf_printf(b, "\"/>\n");
-    }
+    for (uint32_t layer = 0; layer <= ng; layer++) /* the groups' kinds, then the cached blocks on top */
+        stacked(b, c, r, layer_of, layer, ng);
     kvp_svg_line(b, L, T, L + pw, T, "stroke=\"#b00\" stroke-width=\"2\" stroke-dasharray=\"8 4\"");
     kvp_svg_frame(b, &area);
     for (uint32_t e = 0; e <= ng + 1; e++) {
