@@ -195,9 +195,10 @@ check-%: $(BUILD)/tests/check_% $(BIN)
 # The decoder (src/ref) is the engine's independent witness: its objects may
 # call the engine only for the token-holding rule (kvp_cache_tokens, which
 # tests/check_engine.c checks against a step-by-step simulation), the paged
-# refusal, errors, names and model building -- never a byte price
+# refusal, errors, names, format parsing (the fidelity grid's cells) and model
+# building -- never a byte price
 # (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
-REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
+REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_parse kvp_format_plain \
                  kvp_layer_kind_name kvp_model_add_layers kvp_model_init
 REF_OBJ := $(filter $(BUILD)/src/ref/%,$(LIB_OBJ))
 .PHONY: check-ref-independent
@@ -336,7 +337,7 @@ oracle: deps $(BIN)
 # `make valgrind` runs every test binary and a few CLI commands under memcheck.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES   := yaml hf gguf num plan hub
+FUZZ_NAMES   := yaml hf gguf num plan hub log
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) \
@@ -371,6 +372,7 @@ fuzz-corpus: $(FUZZ_DIR)/gguf_seeds
 	@cp tests/data/hf/*.json tests/data/bad/hf-*.json $(FUZZ_DIR)/corpus/hf/
 	@$(FUZZ_DIR)/gguf_seeds $(FUZZ_DIR)/corpus/gguf
 	@cp $$(ls tests/data/bad/plan-*.yaml docs/examples/*.yaml 2>/dev/null | grep -v '\.err$$') $(FUZZ_DIR)/corpus/plan/ 2>/dev/null || true
+	@cp tests/data/engine-logs/raw/*.log tests/data/bad/log-*.log $(FUZZ_DIR)/corpus/log/
 	@i=0; for s in 0 4096 32k 128K 1M 16G 18446744073709551615 80GiB '79.19 GiB' 80GB 0.5TB 512MiB \
 	    f16 fp8 q4_0 q8_0 iq4_nl int8 int4:group=64 int2:group=32:axis=channel:residual=128 \
 	    int4:scale=bf16:zp=no:outliers=0.01 mxfp4 nvfp4; do \

@@ -85,7 +85,7 @@ static void check_sizing(const struct kvp_model *m, const struct kvp_settings *s
                            .n_batches = 1, .formats = &d->k, .n_formats = 1, .deploy = st, .gpus = gpus};
     struct kvp_sizing_cell c;
     struct kvp_error err = {0};
-    enum kvp_status got = kvp_sizing_cell(&s, 0, 0, 0, 0, &c, &err);
+    enum kvp_status got = kvp_sizing_cell(&s, 0, 0, 0, 0, 0, &c, &err);
     if (ref == KVP_ERR_UNSUPPORTED) { /* refused: the table marks the cell */
         ck_assert_kvp_ok(got, err);
         ck_assert_msg(c.unsupported, "%s: the table sized what the engine refuses", m->name);

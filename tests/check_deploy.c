@@ -18,6 +18,7 @@
 #include "kvplan/model.h"
 #include "kvplan/plan.h"
 #include "kvplan/render.h"
+#include "kvplan/settings.h"
 #include "testutil.h"
 
 #define KiB (1ull << 10)
@@ -2285,6 +2286,98 @@ START_TEST(llamacpp_concurrency_in_plan)
 }
 END_TEST
 
+/* ---- weight_dtype auto ---------------------------------------------------- */
+
+/* The rung picked is the first that fits the target and every rung before
+ * it does not; the ladder falls strictly in bytes. Llama-3.1-70B at 131,072
+ * tokens on one H100 (79.19 GiB): llama.cpp's f16 cache needs 40 GiB, so of
+ * stored 131.4 GiB, q8_0 69.8, q6_k 53.9, q5_k_m 46.5, q4_k_m 39.6 and
+ * q3_k_m 31.9 GiB only q3_k_m leaves room for it; vLLM's int4 (37.8 GiB)
+ * does not fit 0.9 x 79.19 GiB with the cache, its smallest rung, so all
+ * three rungs are rejected and int4 is kept to say by how much. On a
+ * 100 GiB card, 4 x 8,192 tokens (10 GiB of bf16 cache): stored 131.4 GiB
+ * cannot load, fp8 67.7 GiB leaves a 20.2 GiB budget: fp8. */
+static const struct auto_case {
+    const char *engine;
+    uint64_t gpu_memory, context, concurrency;
+    const char *want;
+    uint32_t rejected;
+} auto_cases[] = {
+    {"llamacpp", H100, 131072, 1, "q3_k_m", 5},
+    {"vllm", H100, 131072, 1, "int4:group=128", 3},
+    {"vllm", H100, 32768, 1, "int4:group=128", 2},
+    {"vllm", 100 * GiB, 8192, 4, "fp8_e4m3", 1},
+};
+
+START_TEST(weight_dtype_auto)
+{
+    const struct auto_case *c = &auto_cases[_i];
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    struct kvp_wstore rung[KVP_WLADDER_MAX];
+    struct kvp_weights w;
+    struct kvp_deploy d;
+    uint32_t n;
+    uint64_t last = UINT64_MAX;
+    char name[64];
+
+    ck_assert_kvp_ok(kvp_model_load("models/llama-3.1-70b.yaml", &m, &err), err);
+    deploy_at(&d, c->engine, m);
+    d.gpu_memory = c->gpu_memory;
+    d.context = c->context;
+    d.concurrency = c->concurrency;
+    ck_assert_kvp_ok(kvp_weights_ladder(m, &d, rung, &n, &err), err);
+    ck_assert_uint_eq(n, strcmp(c->engine, "llamacpp") == 0 ? 7 : 3);
+    for (uint32_t i = 0; i < n; i++) {
+        ck_assert_kvp_ok(kvp_weights_compute(m, &rung[i], &w, &err), err);
+        ck_assert_uint_lt(w.bytes, last);
+        last = w.bytes;
+    }
+    ck_assert_kvp_ok(kvp_deploy_pick_weights(m, &d, &err), err);
+    ck_assert(d.w_auto);
+    ck_assert_str_eq(kvp_wstore_name(&d.w, name, sizeof name), c->want);
+    ck_assert_uint_eq(d.w_auto_rejected, c->rejected);
+    for (uint32_t i = 0; i <= d.w_auto_rejected && i < n; i++) {
+        struct kvp_deploy t = d;
+        struct kvp_fit f;
+        t.w = rung[i];
+        f = fit_ok(m, &t);
+        ck_assert_msg((f.fits && f.max_concurrency >= (double)c->concurrency) == (i == c->rejected), "rung %u", i);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* A checkpoint already near 4 bits has no fp8 rung (it is larger), and a
+ * setting of "auto" is kept as such when printed, so a saved plan asks again. */
+START_TEST(weight_dtype_auto_rungs_shrink)
+{
+    struct kvp_model *m = NULL;
+    struct kvp_error err = {0};
+    struct kvp_settings st;
+    struct kvp_deploy d;
+    const struct kvp_gpu *g = NULL;
+    struct kvp_wstore rung[KVP_WLADDER_MAX];
+    uint32_t n;
+    int bad;
+    char text[KVP_SETTING_VALUE_MAX];
+
+    ck_assert_kvp_ok(kvp_model_load("models/gpt-oss-20b.yaml", &m, &err), err);
+    deploy_at(&d, "vllm", m);
+    ck_assert_kvp_ok(kvp_weights_ladder(m, &d, rung, &n, &err), err);
+    ck_assert_uint_eq(n, 2); /* MXFP4 experts 13.76 GB; fp8 22.08 GB is left out; int4:group=128 12.84 GB */
+    ck_assert_str_eq(kvp_wstore_name(&rung[1], text, sizeof text), "int4:group=128");
+    kvp_settings_clear(&st);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "gpu_memory", "16GiB", &err), err);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "weight_dtype", "auto", &err), err);
+    ck_assert_kvp_ok(kvp_settings_put(&st, "context", "4096", &err), err);
+    ck_assert_kvp_ok(kvp_settings_apply(&st, m, NULL, &d, &g, &bad, &err), err);
+    ck_assert(d.w_auto);
+    ck_assert_str_eq(kvp_setting_text((uint32_t)kvp_setting_find("weight_dtype"), &d, g, text, sizeof text), "auto");
+    kvp_model_free(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("deploy");
@@ -2328,6 +2421,8 @@ static Suite *suite(void)
     tcase_add_test(core, hf_dynamic);
     tcase_add_loop_test(core, hf_quantized, 0, (int)N_ELEMS(quant_cases));
     tcase_add_test(core, ideal_concurrency);
+    tcase_add_loop_test(core, weight_dtype_auto, 0, (int)N_ELEMS(auto_cases));
+    tcase_add_test(core, weight_dtype_auto_rungs_shrink);
     tcase_add_test(core, inverse_min_gpus);
     tcase_add_test(core, inverse_min_util);
     tcase_add_test(core, roofline_decode);

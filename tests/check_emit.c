@@ -177,6 +177,61 @@ START_TEST(commands_refused_and_ignored)
 }
 END_TEST
 
+/* vLLM's and SGLang's --config FILE: the file's flags as if written on the
+ * command line, the command line's own winning (its model too); a flag the
+ * file holds that kvplan refuses is an error at the file's place. */
+START_TEST(config_file_read_first)
+{
+    static const struct {
+        const char *with_file, *flat;
+    } same[] = {
+        {"vllm serve --config tests/data/engine-args/vllm.yaml",
+         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --max-model-len 16384 "
+         "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8"},
+        {"vllm serve --config tests/data/engine-args/vllm.yaml --max-model-len 8192 --tensor-parallel-size 1",
+         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --max-model-len 8192 "
+         "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8"},
+        {"vllm serve Qwen/Qwen3-8B --config=tests/data/engine-args/vllm.yaml",
+         "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --max-model-len 16384 --gpu-memory-utilization 0.85 "
+         "--kv-cache-dtype fp8"},
+        {"python3 -m sglang.launch_server --config tests/data/engine-args/sglang.yaml",
+         "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --context-length 32768 "
+         "--mem-fraction-static 0.8"},
+    };
+    struct kvp_settings a, b;
+    struct kvp_buf ignored = {0};
+    struct kvp_error err = {0};
+    char line[512], ma[128], mb[128], *argv[32];
+    for (size_t i = 0; i < N_ELEMS(same); i++) {
+        snprintf(line, sizeof line, "%s", same[i].with_file);
+        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                                   sizeof ma, &ignored, &err), err);
+        snprintf(line, sizeof line, "%s", same[i].flat);
+        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &b, mb,
+                                                   sizeof mb, &ignored, &err), err);
+        ck_assert_str_eq(ma, mb);
+        ck_assert_uint_eq(a.given, b.given);
+        for (uint32_t r = 0; r < kvp_settings_count(); r++)
+            ck_assert_msg(strcmp(a.value[r], b.value[r]) == 0, "%s: %s", same[i].with_file,
+                          kvp_setting_at(r)->key);
+    }
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/vllm.yaml");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                               sizeof ma, &ignored, &err), err);
+    ck_assert_str_eq(ignored.data, "--enable-prefix-caching, --port"); /* enforce-eager: false is no flag */
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/lora.yaml");
+    ck_assert_int_eq(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                               sizeof ma, &ignored, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.file, "tests/data/engine-args/lora.yaml");
+    ck_assert_uint_eq(err.line, 3);
+    ck_assert_uint_eq(err.col, 1);
+    ck_assert_str_eq(err.msg, "--enable-lora: it changes the memory, and kvplan does not model it yet");
+    kvp_buf_release(&ignored);
+}
+END_TEST
+
 /* Engines without a launch command, and caches an engine's flag cannot take. */
 START_TEST(emit_refusals)
 {
@@ -216,6 +271,7 @@ static Suite *suite(void)
     tcase_set_timeout(core, 60);
     tcase_add_loop_test(core, emit_and_read_back, 0, (int)N_ELEMS(cases));
     tcase_add_test(core, commands_refused_and_ignored);
+    tcase_add_test(core, config_file_read_first);
     tcase_add_test(core, emit_refusals);
     suite_add_tcase(s, core);
     return s;

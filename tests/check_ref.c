@@ -319,7 +319,7 @@ static double ulps(double got, double want)
 /* The softmax's exponential (decoder.c exp_row, its own: Cephes' expf in
  * float) is within 1 ulp of e^x: 0.99 at worst over every float of [-104,
  * 89] with a normal result (checked once with a copy of the loop), here
- * every 4093rd of [-87, 0] through kvp_ref_softmax of [0, v], whose second
+ * every 4093rd of [-87, 0] through ref_softmax of [0, v], whose second
  * value over its first is e^v within half an ulp (the first is 1 / sum
  * exactly, the second e^v / sum rounded once), so 2 ulp in all; a row of
  * 37 (16 at a time, the last 5 through a vector of 16) the same way; -inf
@@ -331,7 +331,7 @@ START_TEST(softmax_exponential)
         float v, y[2] = {0.0f, 0.0f};
         memcpy(&v, &b, sizeof v);
         y[1] = v;
-        kvp_ref_softmax(y, 2);
+        ref_softmax(y, 2);
         double u = ulps((double)y[1] / y[0], exp((double)v));
         if (!(u <= worst)) /* a NaN too */
             worst = u, at = v;
@@ -340,14 +340,14 @@ START_TEST(softmax_exponential)
     float row[37], in[37];
     for (uint32_t i = 0; i < 37; i++)
         in[i] = row[i] = i ? -0.37f * (float)(i * i % 41) - 0.01f * (float)i : 0.0f;
-    kvp_ref_softmax(row, 37);
+    ref_softmax(row, 37);
     for (uint32_t i = 1; i < 37; i++)
         ck_assert_msg(ulps((double)row[i] / row[0], exp((double)in[i])) <= 2.0, "value %u: e^%a", i, (double)in[i]);
     float edge[4] = {0.0f, -INFINITY, -104.5f, -1e30f};
-    kvp_ref_softmax(edge, 4);
+    ref_softmax(edge, 4);
     ck_assert(edge[0] == 1.0f && edge[1] == 0.0f && edge[2] == 0.0f && edge[3] == 0.0f);
     float nan[2] = {0.0f, NAN};
-    kvp_ref_softmax(nan, 2);
+    ref_softmax(nan, 2);
     ck_assert(nan[0] != nan[0] && nan[1] != nan[1]);
 }
 END_TEST

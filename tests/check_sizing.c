@@ -11,6 +11,7 @@
 #include "kvplan/chart.h"
 #include "kvplan/num.h"
 #include "kvplan/render.h"
+#include "kvplan/gpu.h"
 #include "kvplan/sizing.h"
 #include "testutil.h"
 
@@ -117,7 +118,7 @@ START_TEST(test_seed_cells)
     struct kvp_sizing_cell c;
     struct kvp_error err = {0};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, t[i].ci, t[i].bi, t[i].fi, &c, &err), err);
+        ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, t[i].ci, t[i].bi, t[i].fi, &c, &err), err);
         ck_assert_uint_eq(c.kv_bytes, t[i].kv);
         ck_assert_uint_eq(c.state_bytes, 0);
     }
@@ -144,32 +145,99 @@ START_TEST(test_fit_cells)
     int bad;
     kvp_settings_clear(&st);
     ck_assert_kvp_ok(kvp_settings_put(&st, "gpu_memory", "85028896768B", &err), err);
-    ck_assert_kvp_ok(kvp_sizing_deploy(&s, 0, &d, &gpu, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_deploy(&s, 0, 0, &d, &gpu, &err), err);
     ck_assert_int_eq(d.engine, KVP_ENGINE_VLLM);
     /* what fit computes for the same settings, by hand */
     ck_assert_kvp_ok(kvp_settings_apply(&st, m, NULL, &d, &gpu, &bad, &err), err);
     d.context = 4096;
     d.concurrency = 64;
     ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
-    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 1, 0, &c, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 1, 0, &c, &err), err);
     ck_assert(c.max_concurrency == f.max_concurrency && c.fits == f.fits);
     ck_assert_uint_eq(c.kv_bytes, f.kv_bytes_required);
     ck_assert_uint_eq(c.weight_bytes, f.weights_bytes);
     ck_assert(c.max_concurrency > 1 && c.max_concurrency < 64 && !c.fits);
-    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 0, &c, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 0, 0, &c, &err), err);
     ck_assert(c.fits);
     /* past the model's 4K and a format vLLM does not take: marked, not sized */
-    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 1, 0, 0, &c, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 1, 0, 0, &c, &err), err);
     ck_assert(c.beyond && !c.fits);
     ck_assert_str_eq(c.why, "past llama-2-7b's max context of 4096 tokens");
-    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 1, &c, &err), err);
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 0, 1, &c, &err), err);
     ck_assert(c.unsupported && !c.fits && c.why[0]);
     /* a deployment without GPU memory is refused */
     kvp_settings_clear(&st);
     ck_assert_kvp_ok(kvp_settings_put(&st, "tp", "2", &err), err);
-    ck_assert_int_eq(kvp_sizing_cell(&s, 0, 0, 0, 0, &c, &err), KVP_ERR_USAGE);
+    ck_assert_int_eq(kvp_sizing_cell(&s, 0, 0, 0, 0, 0, &c, &err), KVP_ERR_USAGE);
     ck_assert_str_eq(err.msg, "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
     kvp_model_free(m);
+}
+END_TEST
+
+/* Several GPUs and one combined table: every cell is the cell of the same
+ * model on that GPU alone (the GPU axis only sets the "gpu" row), and the
+ * combined table lays them out with models as rows (golden). */
+START_TEST(test_combined_gpus)
+{
+    struct kvp_model *m = test_load("llama-2-7b"), *j = test_load("jamba-v0.1");
+    const struct kvp_model *ms[] = {m, j};
+    const char *ids[] = {"h100", "l40s"};
+    uint64_t ctx[] = {4096}, batch[] = {1};
+    struct kvp_format fmt[2];
+    struct kvp_gpu_catalog *gc = NULL;
+    struct kvp_settings st, one;
+    struct kvp_sizing s = {.models = ms, .n_models = 2, .contexts = ctx, .n_contexts = 1, .batches = batch,
+                           .n_batches = 1, .formats = fmt, .n_formats = 2, .deploy = &st, .gpu_ids = ids,
+                           .n_gpu_ids = 2, .combined = true};
+    struct kvp_sizing alone = s;
+    struct kvp_sizing_cell c, c1;
+    struct kvp_buf b = {0};
+    struct kvp_error err = {0};
+    uint32_t n;
+
+    ck_assert_kvp_ok(kvp_parse_format_list("bf16,fp8", fmt, 2, &n, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gc, &err), err);
+    s.gpus = alone.gpus = gc;
+    kvp_settings_clear(&st);
+    one = st;
+    ck_assert_kvp_ok(kvp_settings_put(&one, "gpu", "l40s", &err), err);
+    alone.deploy = &one;
+    alone.n_gpu_ids = 0;
+    for (uint32_t mi = 0; mi < 2; mi++)
+        for (uint32_t fi = 0; fi < 2; fi++) {
+            ck_assert_kvp_ok(kvp_sizing_cell(&s, mi, 1, 0, 0, fi, &c, &err), err);
+            ck_assert_kvp_ok(kvp_sizing_cell(&alone, mi, 0, 0, 0, fi, &c1, &err), err);
+            ck_assert(c.max_concurrency == c1.max_concurrency && c.fits == c1.fits);
+            ck_assert_uint_eq(c.kv_bytes, c1.kv_bytes);
+        }
+    ck_assert_kvp_ok(kvp_sizing_cell(&s, 0, 0, 0, 0, 0, &c, &err), err);
+    ck_assert(c.max_concurrency > c1.max_concurrency); /* an H100 holds more than an L40S */
+    ck_assert_kvp_ok(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), err);
+    golden("combined.txt", &b);
+    kvp_buf_release(&b);
+    ck_assert_kvp_ok(kvp_sizing_render(&s, KVP_OUT_JSON, &b, &err), err);
+    ck_assert_ptr_nonnull(strstr(b.data, "\"gpu\": \"l40s\""));
+    kvp_buf_release(&b);
+    /* refused: a GPU axis without a deployment, too many GPUs, too many columns */
+    s.deploy = NULL;
+    ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), KVP_ERR_USAGE);
+    s.deploy = &st;
+    s.n_gpu_ids = KVP_SIZING_MAX_GPUS + 1;
+    ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), KVP_ERR_USAGE);
+    s.n_gpu_ids = 2;
+    {
+        uint64_t many[33];
+        for (uint32_t i = 0; i < 33; i++)
+            many[i] = 1024 * (i + 1);
+        s.contexts = many;
+        s.n_contexts = 33; /* 2 x 33 x 1 x 2 = 132 columns */
+        ck_assert_int_eq(kvp_sizing_render(&s, KVP_OUT_TEXT, &b, &err), KVP_ERR_USAGE);
+        ck_assert_ptr_nonnull(strstr(err.msg, "at most 64 columns"));
+    }
+    kvp_buf_release(&b);
+    kvp_gpu_catalog_free(gc);
+    kvp_model_free(m);
+    kvp_model_free(j);
 }
 END_TEST
 
@@ -391,6 +459,7 @@ static Suite *suite(void)
     tcase_add_test(core, test_lists);
     tcase_add_test(core, test_seed_cells);
     tcase_add_test(core, test_fit_cells);
+    tcase_add_test(core, test_combined_gpus);
     tcase_add_test(core, test_golden_text);
     tcase_add_test(core, test_golden_md);
     tcase_add_test(core, test_golden_csv);

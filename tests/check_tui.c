@@ -22,6 +22,7 @@
 #include "kvplan/settings.h"
 #include "kvplan/sim.h"
 #include "../src/tui/state.h"
+#include "kvplan/emit.h"
 #include "testutil.h"
 
 
@@ -522,6 +523,16 @@ START_TEST(explain_switches)
     ck_assert_str_ne(a.data, b.data);
     kvp_buf_release(&a);
     kvp_buf_release(&b);
+    /* e: the launch command, as `kvplan fit --emit` prints it for the same setup */
+    ck_assert_int_eq(tui_handle(s, 'e'), TUI_REDRAW);
+    tui_explain_text(s, &a);
+    ck_assert_kvp_ok(kvp_emit_command(s->model, &s->d, &s->fit, &b, &s->err), s->err);
+    ck_assert_str_eq(a.data, b.data);
+    ck_assert_ptr_nonnull(strstr(a.data, "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1"));
+    ck_assert_int_eq(tui_handle(s, 'x'), TUI_REDRAW); /* x cycles back to the capacity derivation */
+    ck_assert_int_eq(s->explain, TUI_EXPLAIN_FIT);
+    kvp_buf_release(&a);
+    kvp_buf_release(&b);
     tui_free(s);
     free_catalogs();
 }
@@ -940,6 +951,27 @@ START_TEST(weights_as_stored)
 }
 END_TEST
 
+/* weight_dtype auto shows what it chose and chooses again when the target
+ * changes (kvp_deploy_pick_weights; check_deploy weight_dtype_auto): 70B on
+ * one H100 under llama.cpp at 131,072 tokens takes q3_k_m, at 8,192 q8_0
+ * (69.8 GiB + 2.5 GiB of cache on 79.19 GiB). A plan saved says auto. */
+START_TEST(weights_auto)
+{
+    struct tui_state *s;
+    char v[64];
+    load_catalogs();
+    s = start("llama-3.1-70b");
+    script(s, "@engine =llamacpp @weight_dtype =auto");
+    ck_assert_msg(s->ok, "%s", s->err.msg);
+    ck_assert_str_eq(tui_field_value(s, (uint32_t)tui_field_find("weight_dtype"), v, sizeof v), "auto -> q3_k_m");
+    script(s, "@context =8k");
+    ck_assert_str_eq(tui_field_value(s, (uint32_t)tui_field_find("weight_dtype"), v, sizeof v), "auto -> q8_0");
+    assert_plan_round_trip(s, "llamacpp, weights auto");
+    tui_free(s);
+    free_catalogs();
+}
+END_TEST
+
 /* ---- the simulate view ---------------------------------------------------- */
 
 /* kvp_sim_run of workload syn on `kvplan fit MODEL --KEY VALUE ...`'s
@@ -1353,6 +1385,7 @@ static Suite *suite(void)
     tcase_add_test(core, command_line_settings);
     tcase_add_test(core, engine_change_keeps_settings);
     tcase_add_test(core, weights_as_stored);
+    tcase_add_test(core, weights_auto);
     tcase_add_test(core, plan_without_gpu);
     tcase_add_loop_test(core, sim_view_is_the_library, 0, (int)N_ELEMS(sim_cases));
     tcase_add_test(core, sim_runs_on_change_only);

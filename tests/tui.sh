@@ -130,6 +130,14 @@ expect "kvplan tui help" "help overlay"
 t send-keys -t k x
 expect_gone "kvplan tui help" "any key closes help"
 
+# 4b. e: the launch command in the panel, as `kvplan fit --emit` prints it; x cycles back
+t send-keys -t k e
+expect "Launch command  x: switch" "e shows the launch command"
+expect "vllm serve" "the launch command"
+expect "--max-num-batched-tokens 8192" "its last flag, wrapped in the panel"
+t send-keys -t k x
+expect "Derivation: capacity" "x cycles back to the capacity derivation"
+
 # 5. save a plan; kvplan check accepts it and it asserts the same setup
 t send-keys -t k s
 expect "save plan to:" "save prompt"

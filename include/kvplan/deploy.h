@@ -104,6 +104,8 @@ struct kvp_deploy {
     double util;                /* 0 = the engine's default (SGLang: from its rule) */
     struct kvp_format k, v;     /* cache formats */
     struct kvp_wstore w;        /* weights as stored (zero), a format, or a llama.cpp file type */
+    bool w_auto;                /* weight_dtype auto: w is the first rung of kvp_weights_ladder that fits */
+    uint8_t w_auto_rejected;    /* auto: how many rungs do not fit (all of them: w is the last) */
     uint64_t weights_memory;    /* per GPU; 0 = computed: weights / (tp * pp) */
     uint64_t activation_memory; /* per GPU: activation peak, CUDA graphs, compute buffers */
     uint64_t non_torch_memory;  /* per GPU: NCCL, cuBLAS workspace, context */
@@ -230,6 +232,23 @@ KVP_API enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp
  * fit->refused set to the engine's message and fits false. */
 KVP_API enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *fit,
                                 struct kvp_error *err);
+
+/* weight_dtype auto: the stored forms d's engine serves, least lossy first,
+ * each rung fewer bytes than the one before for m (a rung that is not is
+ * left out: an int4 checkpoint has no fp8 rung). llama.cpp (or a GGUF
+ * model): as stored, then the file types q8_0, q6_k, q5_k_m, q4_k_m, q3_k_m,
+ * q2_k; the other engines: as stored, fp8, int4:group=128 (AWQ/GPTQ W4A16).
+ * Writes *n <= KVP_WLADDER_MAX rungs. Errors: kvp_weights_compute's. */
+#define KVP_WLADDER_MAX 8
+KVP_API enum kvp_status kvp_weights_ladder(const struct kvp_model *m, const struct kvp_deploy *d,
+                                           struct kvp_wstore *out, uint32_t *n, struct kvp_error *err);
+
+/* d->w = the first rung of the ladder with which d's target (concurrency
+ * requests of context tokens) fits under kvp_fit_compute, else the last
+ * rung; sets w_auto and w_auto_rejected (the rungs that do not fit). A rung the
+ * engine refuses (an unsupported format) counts as not fitting. */
+KVP_API enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struct kvp_deploy *d,
+                                                struct kvp_error *err);
 
 /* The inverse questions, for a target concurrency at d->context: the fewest
  * GPUs (tp grown by powers of two, up to max_gpus), and the lowest memory

@@ -65,6 +65,7 @@ struct kvp_unit {
 KVP_API struct kvp_unit kvp_unit_for(uint64_t max_bytes, bool si);
 
 #define KVP_SIZING_MAX_AXIS 64 /* contexts, batches, formats each */
+#define KVP_SIZING_MAX_GPUS 8  /* the GPU axis */
 #define KVP_SIZING_WHY 200
 
 struct kvp_sizing {
@@ -82,6 +83,14 @@ struct kvp_sizing {
      * memory (gpu, gpu_memory or kv_cache_memory). */
     const struct kvp_settings *deploy;
     const struct kvp_gpu_catalog *gpus; /* for deploy's "gpu" row (NULL when it has none) */
+    /* with deploy, optional: a GPU axis, catalog names each taken in turn as
+     * deploy's "gpu" (n_gpu_ids 0: deploy's own GPU, one column group) */
+    const char *const *gpu_ids;
+    uint32_t n_gpu_ids;
+    /* one table for all models (rows = models, columns = every GPU x context
+     * x batch x format; the axes of one value named in the caption): max
+     * concurrency with a deployment, KV bytes without */
+    bool combined;
 };
 
 /* One cell of the grid, computed. */
@@ -96,20 +105,23 @@ struct kvp_sizing_cell {
     char why[KVP_SIZING_WHY]; /* beyond or unsupported: the reason, in the engine's words where it has them */
 };
 
-/* The deployment s gives model mi, as kvp_settings_apply gives it (before a
- * cell's context, concurrency and formats): for headers and for callers
- * checking the settings once. *gpu is the named GPU or NULL. Errors: as
+/* The deployment s gives model mi on GPU gi of the GPU axis (0 without
+ * one), as kvp_settings_apply gives it (before a cell's context,
+ * concurrency and formats): for headers and for callers checking the
+ * settings once. *gpu is the named GPU or NULL. Errors: as
  * kvp_settings_apply, and KVP_ERR_USAGE when no GPU memory is given. */
-KVP_API enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
-                                  const struct kvp_gpu **gpu, struct kvp_error *err);
+KVP_API enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, struct kvp_deploy *d,
+                                          const struct kvp_gpu **gpu, struct kvp_error *err);
 
-/* Compute one cell: model mi, context ci, batch bi, format fi. Errors: a
- * format a head dim does not take, settings the engine rejects, overflow. */
-KVP_API enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
-                                struct kvp_sizing_cell *out, struct kvp_error *err);
+/* Compute one cell: model mi, GPU gi (0 without a GPU axis), context ci,
+ * batch bi, format fi. Errors: a format a head dim does not take, settings
+ * the engine rejects, overflow. */
+KVP_API enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, uint32_t ci, uint32_t bi,
+                                        uint32_t fi, struct kvp_sizing_cell *out, struct kvp_error *err);
 
 /* Render the whole grid in fmt, appending to b. Errors as kvp_sizing_cell,
- * plus an empty axis or one longer than KVP_SIZING_MAX_AXIS (KVP_ERR_USAGE),
+ * plus an empty axis or one longer than KVP_SIZING_MAX_AXIS (KVP_ERR_USAGE;
+ * a GPU axis without a deployment, or of more than KVP_SIZING_MAX_GPUS),
  * and KVP_ERR_NOMEM when b ran out of memory. */
 KVP_API enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, struct kvp_buf *b,
                                   struct kvp_error *err);

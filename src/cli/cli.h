@@ -61,6 +61,9 @@ void cli_models_dir(char *buf, size_t n);
  * catalog handed out stays valid until cli_gpus_release (at exit). */
 int cli_gpus(const struct kvp_gpu_catalog **out);
 int cli_gpus_for(const char *name, const struct kvp_gpu_catalog **out);
+/* A comma-separated list (option --opt) into at most max items; an empty or
+ * over-long item, or more than max, is a usage error naming the option. */
+int cli_split(const char *opt, const char *list, char (*items)[KVP_SETTING_VALUE_MAX], uint32_t max, uint32_t *n);
 void cli_gpus_release(void);
 
 /* Resolve and load MODEL (name, HF id or path, Hub reference); prints its warnings. */
@@ -120,6 +123,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_export_gguf(int argc, char **argv);
+int cmd_explain_log(int argc, char **argv);
 int cmd_tui(int argc, char **argv); /* src/tui/tui.c */
 
 #endif

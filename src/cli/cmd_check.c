@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kvplan/emit.h"
 #include "kvplan/plan.h"
 
 #define MAX_PLANS 256
@@ -23,6 +24,8 @@ static struct cli_opt opts[] = {
     {"write-baseline", "FILE", "record this run's JSON report as the baseline (unless an assertion fails)", NULL},
     {"tolerance", "PCT", "how far a result may get worse than the baseline, in percent (default 5%)", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
+    {"emit", NULL, "print each deployment's launch command instead (as `kvplan fit --emit`; no assertion is run)",
+     NULL},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -58,6 +61,30 @@ static int read_tolerance(double *out)
     return CLI_OK;
 }
 
+/* --emit: each deployment's launch command under a `#` line naming it; a
+ * deployment whose engine has none says why there, and the rest go on. */
+static int emit(const struct kvp_plan *plan)
+{
+    struct kvp_buf b = {0};
+    int rc = CLI_OK;
+    for (uint32_t i = 0; i < plan->n && rc == CLI_OK; i++) {
+        const struct kvp_plan_deployment *dep = &plan->deps[i];
+        struct kvp_fit f;
+        struct kvp_error err = {0};
+        kvp_buf_printf(&b, "%s# %s (%s:%u:%u)\n", i ? "\n" : "", dep->name, dep->file, dep->line, dep->col);
+        if (kvp_fit_compute(dep->model, &dep->d, &f, &err) != KVP_OK)
+            rc = cli_error(&err);
+        else if (kvp_emit_command(dep->model, &dep->d, &f, &b, &err) != KVP_OK)
+            kvp_buf_printf(&b, "# no launch command: %s\n", err.msg);
+        else if (!f.fits)
+            kvp_buf_printf(&b, "# warning: this deployment does not fit (kvplan check without --emit says why)\n");
+    }
+    if (rc == CLI_OK)
+        rc = cli_write(&b);
+    kvp_buf_release(&b);
+    return rc;
+}
+
 static int run(const char **plans, int nplans, enum kvp_out fmt, double tolerance, bool si)
 {
     const struct kvp_catalog *models = NULL;
@@ -81,6 +108,10 @@ static int run(const char **plans, int nplans, enum kvp_out fmt, double toleranc
         const struct kvp_model *m = plan.deps[i].model;
         for (uint32_t w = 0; w < m->n_warnings; w++)
             fprintf(stderr, "kvplan: warning: %s: %s\n", m->file[0] ? m->file : m->name, m->warnings[w]);
+    }
+    if (cli_opt(&cmd, "emit")) {
+        rc = emit(&plan);
+        goto done;
     }
     if (kvp_plan_evaluate(&plan, &rep, &err) != KVP_OK ||
         (base && kvp_plan_baseline_apply(&rep, base, tolerance, &err) != KVP_OK)) {

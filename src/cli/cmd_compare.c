@@ -133,25 +133,6 @@ static void heads_text(const struct kvp_model *m, char *buf, uint32_t n)
     snprintf(buf, n, "-");
 }
 
-/* A comma-separated list into items (at most MAX_LIST of size each). */
-static int split(const char *opt, const char *list, char (*items)[KVP_SETTING_VALUE_MAX], uint32_t *n)
-{
-    *n = 0;
-    for (const char *p = list;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == 0 || len >= KVP_SETTING_VALUE_MAX)
-            return cli_usage_error("--%s: bad list '%s'", opt, list);
-        if (*n == MAX_LIST)
-            return cli_usage_error("--%s: at most %d values (got '%s')", opt, MAX_LIST, list);
-        memcpy(items[*n], p, len);
-        items[(*n)++][len] = '\0';
-        if (!end)
-            return CLI_OK;
-        p = end + 1;
-    }
-}
-
 /* The deployment options given, each a list of values ("split" is one value: its commas are its own). */
 struct axis {
     const char *opt; /* "engine" */
@@ -440,7 +421,7 @@ int cmd_compare(int argc, char **argv)
     if (npos != 1)
         return cli_usage_error("compare: which model? (usage: kvplan compare MODEL [--attention LIST])");
     list = cli_opt(&cmd, "attention");
-    if ((rc = split("attention", list ? list : "mha,gqa:8,mqa,mla:512+64", variants, &nv)) != CLI_OK ||
+    if ((rc = cli_split("attention", list ? list : "mha,gqa:8,mqa,mla:512+64", variants, MAX_LIST, &nv)) != CLI_OK ||
         (rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
         return rc;
     if (!(ax = calloc(KVP_SETTINGS_MAX, sizeof *ax)))
@@ -454,7 +435,7 @@ int cmd_compare(int argc, char **argv)
         if (strcmp(o->name, "split") == 0 || !kvp_setting_at((uint32_t)row)->arg) { /* one value: a split or a flag */
             snprintf(ax[nax].v[0], sizeof ax[nax].v[0], "%s", kvp_setting_at((uint32_t)row)->arg ? o->value : "true");
             ax[nax].n = 1;
-        } else if ((rc = split(o->name, o->value, ax[nax].v, &ax[nax].n)) != CLI_OK) {
+        } else if ((rc = cli_split(o->name, o->value, ax[nax].v, MAX_LIST, &ax[nax].n)) != CLI_OK) {
             goto out;
         }
         j.varied |= ax[nax].n > 1;

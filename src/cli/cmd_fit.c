@@ -12,6 +12,8 @@
 
 /* the deployment options (settings.h) come first, then these */
 static const struct cli_opt fit_opts[] = {
+    {"engine-args", "FILE", "the engine's own flags from a YAML file, as vLLM's and SGLang's --config read it "
+                            "(--engine picks which; the file's model unless MODEL is given)", NULL},
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
     {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)", NULL},
@@ -62,6 +64,8 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
         if (kvp_settings_from_command((const char *const *)engine_argv, engine_argc, &from, named, sizeof named,
                                       &ignored, &err) != KVP_OK) {
             kvp_buf_release(&ignored);
+            if (err.file[0]) /* in a --config file: its place */
+                return cli_error(&err);
             return cli_usage_error("fit -- %s: %s", engine_argv[0], err.msg);
         }
         if (ignored.len)
@@ -121,6 +125,26 @@ static void json_log(struct kvp_json *j, const struct fitted *x)
     kvp_buf_release(&log);
 }
 
+/* weight_dtype auto: the rungs that do not fit (kvp_deploy_pick_weights), ", "-separated; *all: every rung */
+static const char *auto_rejected(const struct fitted *x, char *buf, size_t n, bool *all)
+{
+    struct kvp_wstore rung[KVP_WLADDER_MAX];
+    struct kvp_error err = {0};
+    uint32_t count = 0;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    *all = false;
+    if (kvp_weights_ladder(x->m, &x->d, rung, &count, &err) != KVP_OK) /* it succeeded in the pick */
+        return buf;
+    *all = x->d.w_auto_rejected >= count;
+    for (uint32_t i = 0; i < x->d.w_auto_rejected && i < count && len + 2 < n; i++) {
+        char w[64];
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", kvp_wstore_name(&rung[i], w, sizeof w));
+    }
+    return buf;
+}
+
 static void render_json(const struct fitted *x, struct kvp_buf *b)
 {
     const struct kvp_deploy *d = &x->d;
@@ -144,6 +168,11 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
     kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
     kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
+    if (d->w_auto) {
+        char tried[256];
+        bool all;
+        kvp_json_str(&j, "weight_dtype_auto_rejected", auto_rejected(x, tried, sizeof tried, &all));
+    }
     if (kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK) /* it succeeded in the fit already */
         kvp_json_weights(&j, x->m, &wt);
     kvp_json_model_warnings(&j, x->m);
@@ -269,6 +298,16 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                    kvp_count_text(d->context, g[2], sizeof g[2]));
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+    if (d->w_auto) {
+        char tried[256];
+        bool all;
+        auto_rejected(x, tried, sizeof tried, &all);
+        if (all)
+            kvp_buf_printf(b, "weight dtype auto: none fits; the smallest, %s, is shown\n", w);
+        else
+            kvp_buf_printf(b, "weight dtype auto: %s, the least lossy that fits%s%s%s\n", w, tried[0] ? " (" : "",
+                           tried, tried[0] ? " do not)" : "");
+    }
     kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     if (f->weights_padding)
@@ -361,6 +400,27 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     }
 }
 
+/* --engine-args FILE: the engine's command that reads it, `vllm serve --config FILE` or SGLang's. */
+static int engine_args(int given, char **args, char ***argv, int *argc)
+{
+    const char *engine = cli_opt(&cmd, "engine"), *file = cli_opt(&cmd, "engine-args");
+    int n = 0;
+    if (given)
+        return cli_usage_error("fit: --engine-args FILE or -- ENGINE COMMAND, not both");
+    if (!engine || strncmp(engine, "vllm", 4) == 0) {
+        args[n++] = "vllm", args[n++] = "serve";
+    } else if (strncmp(engine, "sglang", 6) == 0) {
+        args[n++] = "python3", args[n++] = "-m", args[n++] = "sglang.launch_server";
+    } else {
+        return cli_usage_error("--engine-args: a --config file of vLLM or SGLang (got --engine %s)", engine);
+    }
+    args[n++] = "--config";
+    args[n++] = (char *)file;
+    *argv = args;
+    *argc = n;
+    return CLI_OK;
+}
+
 int cmd_fit(int argc, char **argv)
 {
     const char *pos[1];
@@ -370,7 +430,8 @@ int cmd_fit(int argc, char **argv)
     struct kvp_buf b = {0};
     bool si;
 
-    int engine_at = argc;
+    int engine_at = argc, eargc;
+    char **eargv, *args[6];
     memset(&x, 0, sizeof x);
     if (!opts[0].name)
         cli_deploy_opts(opts, sizeof opts / sizeof opts[0], fit_opts);
@@ -381,7 +442,11 @@ int cmd_fit(int argc, char **argv)
         }
     if ((rc = cli_parse(&cmd, engine_at, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
-    if (npos != 1 && !(npos == 0 && engine_at + 1 < argc))
+    eargv = argv + engine_at + 1;
+    eargc = argc - engine_at - (engine_at < argc);
+    if (cli_opt(&cmd, "engine-args") && (rc = engine_args(eargc, args, &eargv, &eargc)) != CLI_OK)
+        return rc;
+    if (npos != 1 && !(npos == 0 && eargc > 0))
         return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options], or kvplan fit "
                                "--gpu NAME -- ENGINE COMMAND)");
     if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
@@ -389,7 +454,7 @@ int cmd_fit(int argc, char **argv)
     if (fmt == KVP_OUT_CSV)
         return cli_usage_error("fit: --format csv is not available (text, json or md)");
     si = cli_opt(&cmd, "si") != NULL;
-    if ((rc = setup(&x, npos ? pos[0] : NULL, argv + engine_at + 1, argc - engine_at - (engine_at < argc))) != CLI_OK ||
+    if ((rc = setup(&x, npos ? pos[0] : NULL, eargv, eargc)) != CLI_OK ||
         (rc = compute(&x)) != CLI_OK) {
         kvp_model_free(x.m);
         return rc;

@@ -15,6 +15,8 @@ static const struct cli_opt table_opts[] = {
     {"batches", "LIST", "requests, comma-separated (default 1; --concurrency C: one)", NULL},
     {"kv-dtypes", "LIST", "cache formats for K and V, comma-separated (default bf16,fp8,q4_0; with a GPU the "
                           "engine's default and its 8-bit cache, fp8 or q8_0; --kv-dtype T: one)", NULL},
+    {"combined", NULL, "one table for all models: rows = models, columns = GPUs x contexts x batches x formats "
+                       "(max concurrency with a GPU, KV bytes without)", NULL},
     {"format", "F", "text (default), md, csv, json or html", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
@@ -22,13 +24,14 @@ static const struct cli_opt table_opts[] = {
 static struct cli_opt opts[KVP_SETTINGS_MAX + 8];
 
 static const struct cli_cmd cmd = {
-    "table", "MODEL... [--gpu NAME [options]]",
+    "table", "MODEL... [--gpu NAME[,NAME...] [options]] [--combined]",
     "A sizing table per model: KV-cache bytes for every context, batch and cache format.\n"
     "Without a GPU: the ideal engine, whole model, recurrent state included. With --gpu (and\n"
     "any of `kvplan fit`'s deployment options, the same defaults: vLLM's default release) each\n"
     "cell is what `kvplan fit` gives: the KV per GPU the requests need, the max concurrency,\n"
-    "and '*' on cells that do not fit. CSV and JSON give exact bytes, one row per model x\n"
-    "context x batch x format.",
+    "and '*' on cells that do not fit; several GPUs (--gpu h100,l40s) each get their tables.\n"
+    "--combined: one table, models as rows (for a wiki page). CSV and JSON give exact bytes,\n"
+    "one row per model x GPU x context x batch x format.",
     opts,
 };
 
@@ -80,10 +83,20 @@ static int default_formats(const struct kvp_settings *st, const struct kvp_model
     return CLI_OK;
 }
 
+/* --gpu h100,l40s: the GPU axis (one GPU: no axis, as `kvplan fit` takes it). */
+static int gpu_axis(char (*list)[KVP_SETTING_VALUE_MAX], uint32_t *n)
+{
+    const char *v = cli_opt(&cmd, "gpu");
+    *n = 0;
+    return v && strchr(v, ',') ? cli_split("gpu", v, list, KVP_SIZING_MAX_GPUS, n) : CLI_OK;
+}
+
 int cmd_table(int argc, char **argv)
 {
     static const char *const axes[] = {"context", "concurrency", "kv_dtype", NULL};
     const char *pos[MAX_MODELS];
+    char gpu_list[KVP_SIZING_MAX_GPUS][KVP_SETTING_VALUE_MAX];
+    const char *gpu_ids[KVP_SIZING_MAX_GPUS];
     struct kvp_model *models[MAX_MODELS] = {0};
     uint64_t ctx[KVP_SIZING_MAX_AXIS], batch[KVP_SIZING_MAX_AXIS];
     struct kvp_format fmts[KVP_SIZING_MAX_AXIS];
@@ -110,15 +123,19 @@ int cmd_table(int argc, char **argv)
         (rc = count_axis("batches", "concurrency", "1", batch, &s.n_batches)) != CLI_OK ||
         (rc = axis("kv-dtypes", "kv-dtype", NULL, &kd)) != CLI_OK)
         return rc;
-    if ((rc = cli_deploy_front(&cmd, axes, &st, &deployed)) != CLI_OK)
+    if ((rc = gpu_axis(gpu_list, &s.n_gpu_ids)) != CLI_OK ||
+        (rc = cli_deploy_front(&cmd, axes, &st, &deployed)) != CLI_OK)
         return rc;
-    for (int i = 0; i < npos; i++) { /* each model's deployment checked here, so errors name the option */
-        struct kvp_deploy d;
-        const struct kvp_gpu *gpu;
-        if ((rc = cli_model(pos[i], &models[i])) != CLI_OK ||
-            (deployed && (rc = cli_deploy_apply(&st, models[i], &d, &gpu)) != CLI_OK))
-            goto out;
-    }
+    for (int i = 0; i < npos; i++) /* each model's deployment checked here, so errors name the option */
+        for (uint32_t g = 0; g < (s.n_gpu_ids ? s.n_gpu_ids : 1); g++) {
+            struct kvp_deploy d;
+            const struct kvp_gpu *gpu;
+            if (s.n_gpu_ids)
+                snprintf(st.value[kvp_setting_find("gpu")], KVP_SETTING_VALUE_MAX, "%s", gpu_list[g]);
+            if ((!models[i] && (rc = cli_model(pos[i], &models[i])) != CLI_OK) ||
+                (deployed && (rc = cli_deploy_apply(&st, models[i], &d, &gpu)) != CLI_OK))
+                goto out;
+        }
     if (kd && kvp_parse_format_list(kd, fmts, KVP_SIZING_MAX_AXIS, &s.n_formats, &err) != KVP_OK) {
         rc = cli_usage_error("--kv-dtypes: %s", err.msg);
         goto out;
@@ -128,7 +145,8 @@ int cmd_table(int argc, char **argv)
     if (deployed) {
         s.deploy = &st;
         int gpu_row = kvp_setting_find("gpu"); /* s.gpus serves only this row (kvp_settings_apply) */
-        if (st.given >> gpu_row & 1u && (rc = cli_gpus_for(st.value[gpu_row], &s.gpus)) != CLI_OK)
+        if (s.n_gpu_ids ? (rc = cli_gpus(&s.gpus)) != CLI_OK /* the axis: the whole catalog */
+                        : st.given >> gpu_row & 1u && (rc = cli_gpus_for(st.value[gpu_row], &s.gpus)) != CLI_OK)
             goto out;
     }
     s.models = (const struct kvp_model *const *)models;
@@ -137,6 +155,10 @@ int cmd_table(int argc, char **argv)
     s.batches = batch;
     s.formats = fmts;
     s.si = cli_opt(&cmd, "si") != NULL;
+    s.combined = cli_opt(&cmd, "combined") != NULL;
+    for (uint32_t g = 0; g < s.n_gpu_ids; g++)
+        gpu_ids[g] = gpu_list[g];
+    s.gpu_ids = gpu_ids;
     if (kvp_sizing_render(&s, fmt, &b, &err) != KVP_OK)
         rc = cli_error(&err);
     else

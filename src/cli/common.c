@@ -294,6 +294,24 @@ int cli_model(const char *s, struct kvp_model **out)
 
 /* ---- option values ---- */
 
+int cli_split(const char *opt, const char *list, char (*items)[KVP_SETTING_VALUE_MAX], uint32_t max, uint32_t *n)
+{
+    *n = 0;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0 || len >= KVP_SETTING_VALUE_MAX)
+            return cli_usage_error("--%s: bad list '%s'", opt, list);
+        if (*n == max)
+            return cli_usage_error("--%s: at most %u values (got '%s')", opt, max, list);
+        memcpy(items[*n], p, len);
+        items[(*n)++][len] = '\0';
+        if (!end)
+            return CLI_OK;
+        p = end + 1;
+    }
+}
+
 int cli_count(const struct cli_cmd *cmd, const char *name, uint64_t min, uint64_t *out)
 {
     const char *v = cli_opt(cmd, name);

@@ -19,11 +19,12 @@
 #include <strings.h>
 #include <time.h>
 
+#include "kvplan/emit.h"
 #include "kvplan/explain.h"
 #include "kvplan/num.h"
 
 /* Choices the arrows step through; typing accepts any format string. */
-static const char *const weight_choices[] = {"stored", "bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4",
+static const char *const weight_choices[] = {"stored", "auto", "bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4",
                                               "q8_0", "q4_k_m", "f32"};
 static const char *const kv_choices[] = {"bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q8_0", "q4_0", "f32"};
 static const char *const switch_choices[] = {"auto", "on", "off"};
@@ -605,7 +606,7 @@ const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, ui
     if (kvp_setting_at((uint32_t)row)->type == KVP_SET_GPU && s->gpu &&
         s->d.gpu_memory != s->gpu->memory_bytes) /* gpu_memory stands in for the GPU's own */
         snprintf(v + strlen(v), sizeof v - strlen(v), " (memory given)");
-    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w.kind == KVP_WSTORE_CHECKPOINT) {
+    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w.kind == KVP_WSTORE_CHECKPOINT && !s->d.w_auto) {
         /* as stored: the stored forms' types, most bytes first ("stored mxfp4+bf16") */
         struct kvp_weights w;
         struct kvp_error e = {0};
@@ -615,6 +616,10 @@ const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, ui
                 int len = strncmp(p, "fp8_", 4) == 0 ? 3 : (int)strcspn(p, ":");
                 snprintf(v + strlen(v), sizeof v - strlen(v), "%s%.*s", i ? "+" : " ", len, p);
             }
+    }
+    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w_auto) { /* auto: what it chose */
+        char w[KVP_SETTING_VALUE_MAX];
+        snprintf(v + strlen(v), sizeof v - strlen(v), " -> %s", kvp_wstore_name(&s->d.w, w, sizeof w));
     }
     snprintf(buf, n, "%s", v);
     return buf;
@@ -654,6 +659,12 @@ void tui_explain_text(const struct tui_state *s, struct kvp_buf *b)
     }
     if (s->explain == TUI_EXPLAIN_FIT) {
         kvp_explain_fit(s->model, &s->d, &s->fit, false, b);
+    } else if (s->explain == TUI_EXPLAIN_LAUNCH) {
+        struct kvp_error e = {0};
+        if (kvp_emit_command(s->model, &s->d, &s->fit, b, &e) != KVP_OK)
+            kvp_buf_printf(b, "no launch command: %s\n", e.msg);
+        else if (!s->fit.fits)
+            kvp_buf_printf(b, "# this deployment does not fit\n");
     } else {
         q = (struct kvp_kv_query){.context = s->d.context, .batch = tui_batch(s), .k = s->d.k, .v = s->d.v};
         kvp_explain_kv(s->model, &q, &s->kv, false, b);
@@ -1096,6 +1107,10 @@ static enum tui_result handle_main(struct tui_state *s, int key)
         return TUI_REDRAW;
     case 'x':
         s->explain = (enum tui_explain)((s->explain + 1) % TUI_EXPLAIN_COUNT);
+        s->explain_scroll = 0;
+        return TUI_REDRAW;
+    case 'e':
+        s->explain = TUI_EXPLAIN_LAUNCH;
         s->explain_scroll = 0;
         return TUI_REDRAW;
     case TUI_KEY_PGDN:

@@ -85,8 +85,8 @@ enum tui_mode {
     TUI_MODE_ASK_LIMIT,  /* saving a run that preempted: the max_preemptions to assert (0 unless typed) */
 };
 
-/* Which derivation the explain panel shows. */
-enum tui_explain { TUI_EXPLAIN_FIT, TUI_EXPLAIN_KV, TUI_EXPLAIN_COUNT };
+/* What the explain panel shows: a derivation, or the launch command (kvp_emit_command, as `kvplan fit --emit`). */
+enum tui_explain { TUI_EXPLAIN_FIT, TUI_EXPLAIN_KV, TUI_EXPLAIN_LAUNCH, TUI_EXPLAIN_COUNT };
 
 #define TUI_INPUT_MAX 256
 #define TUI_PICK_MAX 512

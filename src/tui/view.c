@@ -572,8 +572,9 @@ static void draw_explain(const struct ctx *c, int y, int x, int w, int h)
     uint32_t line = 0;
     int r = 1;
 
-    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "Derivation: %s  x: switch  [ ]: scroll",
-        s->explain == TUI_EXPLAIN_FIT ? "capacity" : "KV size");
+    static const char *const title[TUI_EXPLAIN_COUNT] = {"Derivation: capacity", "Derivation: KV size",
+                                                         "Launch command"};
+    put(c, y, x, w, A_BOLD | color(c, P_HEAD), "%s  x: switch  [ ]: scroll", title[s->explain]);
     tui_explain_text(s, &b);
     if (b.nomem) {
         put(c, y + 1, x, w, color(c, P_ERROR), "out of memory");
@@ -667,7 +668,7 @@ static void draw_help(const struct ctx *c)
         "t / p            more GPUs: tensor or pipeline parallel",
         "m, g             pick a model / a GPU (type to filter; Enter",
         "                 on the model field too)",
-        "x                derivation: capacity <-> KV size",
+        "x, e             panel: capacity, KV size, launch command (e)",
         "[ ] PgUp PgDn    scroll the derivation",
         "s                save the setup as a plan for `kvplan check`",
         "w                simulate a workload on it (w, Esc: back);",

@@ -3,7 +3,7 @@
 #
 #     sh tests/fuzz/run.sh BUILD_DIR SECONDS NAME...
 #
-# For each NAME (yaml, hf, gguf, num): replay every input under
+# For each NAME (yaml, hf, gguf, num, plan, hub, log): replay every input under
 # tests/data/fuzz-regressions/NAME/, then fuzz for SECONDS from the corpus
 # BUILD_DIR/corpus/NAME (seeded by the Makefile) with a 1 s per-input
 # timeout (issue #20: no input costs more than a second, even under the

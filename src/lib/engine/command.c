@@ -9,7 +9,9 @@
  * engine spells it otherwise (`auto`, `bfloat16`, a byte count without a
  * unit). A flag that would change the memory but that kvplan does not model
  * is refused, naming it; any other unknown flag is ignored with a note.
- * What kvp_emit_command writes, this reads back (tests/check_emit.c).
+ * vLLM's and SGLang's `--config FILE` (a YAML mapping of the same flags) is
+ * read first and the command line's own flags win over it, as the engines
+ * do. What kvp_emit_command writes, this reads back (tests/check_emit.c).
  */
 #include "kvplan/settings.h"
 
@@ -17,8 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/io.h"
+#include "base/ydoc.h"
 #include "kvplan/deploy.h"
 #include "kvplan/render.h"
+
+#define CONFIG_FILE_MAX (1u << 20) /* bytes; an engine's --config holds a few dozen flags */
 
 /* Flags that size memory and that kvplan does not model yet: refused. */
 static const char *const unmodelled[] = {
@@ -105,11 +111,99 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     return put(s, name, v, flag, err);
 }
 
+/* The model flags of every engine: the value names the model, not a setting. */
+static bool model_flag(const char *name)
+{
+    static const char *const names[] = {"model", "model-path", "m", "hf", "hf-repo", NULL};
+    return among(names, name);
+}
+
+/* A --config file's value as a flag's: a scalar as it is, a sequence of
+ * scalars comma-separated (`tensor-split: [41, 23]`); NULL for a switch set
+ * true; "" (skip) for a switch set false. */
+static enum kvp_status config_value(struct ydoc *d, yaml_node_t *n, const char *name, char *buf, size_t size,
+                                    const char **out, struct kvp_error *err)
+{
+    const char *v = kvp_ydoc_scalar(n);
+    size_t len = 0;
+    if (v) {
+        bool yes = strcmp(v, "true") == 0 || strcmp(v, "True") == 0, no = strcmp(v, "false") == 0 ||
+                                                                              strcmp(v, "False") == 0;
+        *out = among(switches, name) && (yes || no) ? (yes ? NULL : "") : v;
+        return KVP_OK;
+    }
+    if (n->type != YAML_SEQUENCE_NODE)
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE, "'%s': a flag's value is a scalar or a list", name);
+    buf[0] = '\0';
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        const char *item = kvp_ydoc_scalar(kvp_ydoc_node(d, *it));
+        if (!item || len + strlen(item) + 2 > size)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE, "'%s': a list of short scalars is expected", name);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? "," : "", item);
+    }
+    *out = buf;
+    return KVP_OK;
+}
+
+/* vLLM's and SGLang's --config FILE into s (and the model), each key a flag
+ * taken as on the command line; errors at the key's place. */
+static enum kvp_status read_config(const char *path, struct kvp_settings *s, enum kvp_engine_id e, char *model,
+                                   size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
+{
+    struct ydoc d = {0};
+    char *text = NULL;
+    uint64_t len;
+    yaml_node_t *root;
+    enum kvp_status st;
+
+    if ((st = kvp_read_file(path, CONFIG_FILE_MAX, &text, &len, NULL, err)) != KVP_OK ||
+        (st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
+        goto out;
+    root = kvp_ydoc_root(&d);
+    if (!root || kvp_ydoc_is_null(root)) /* an empty file: no flags */
+        goto out;
+    if ((st = kvp_ydoc_want_map(&d, root, "an engine config file", err)) != KVP_OK)
+        goto out;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top && !st; p++) {
+        const char *key = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key)), *v;
+        yaml_node_t *n = kvp_ydoc_node(&d, p->value);
+        char flag[80], buf[KVP_SETTING_VALUE_MAX];
+        snprintf(flag, sizeof flag, "--%.70s", key);
+        if ((st = config_value(&d, n, key, buf, sizeof buf, &v, err)) != KVP_OK)
+            break;
+        if (v && !v[0])
+            continue;
+        if (model_flag(key)) {
+            snprintf(model, nmodel, "%s", v ? v : "");
+            continue;
+        }
+        if ((st = take(s, e, flag, key, v, ignored, err)) != KVP_OK)
+            st = kvp_ydoc_fail(&d, kvp_ydoc_node(&d, p->key), err, st, "%s", err->msg);
+    }
+out:
+    kvp_ydoc_release(&d);
+    free(text);
+    return st;
+}
+
+/* The argument of --config (`--config F` or `--config=F`) in argv from i, or NULL. */
+static const char *config_arg(const char *const *argv, int argc, int i)
+{
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            return argv[i] + 9;
+    }
+    return NULL;
+}
+
 enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
                                           size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
 {
     enum kvp_engine_id e;
     const char *prog = argc > 0 ? strrchr(argv[0], '/') : NULL, *engine;
+    bool model_given;
     int i = 1;
     enum kvp_status st;
 
@@ -140,16 +234,21 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, str
     engine = kvp_engine_info(e)->name;
     if ((st = put(s, "engine", engine, prog, err)) != KVP_OK)
         return st;
-    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-')
+    /* first the --config file: the command line's own flags (its model too) win over the file's */
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && config_arg(argv, argc, i) &&
+        (st = read_config(config_arg(argv, argc, i), s, e, model, nmodel, ignored, err)) != KVP_OK)
+        return st;
+    if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-'))
         snprintf(model, nmodel, "%s", argv[i++]);
     for (; i < argc; i++) {
         const char *a = argv[i], *flag = argv[i], *eq, *v = NULL;
         char name[64];
         size_t n;
         if (a[0] != '-') {
-            if (model[0])
+            if (model_given)
                 return kvp_fail(err, KVP_ERR_USAGE, "'%.60s': a second model in the command", a);
             snprintf(model, nmodel, "%s", a);
+            model_given = true;
             continue;
         }
         a += a[1] == '-' ? 2 : 1;
@@ -165,8 +264,9 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, str
                                                              strspn(argv[i + 1] + 1, "0123456789.") ==
                                                                  strlen(argv[i + 1] + 1)))
             v = argv[++i];
-        if (strcmp(name, "model") == 0 || strcmp(name, "model-path") == 0 || strcmp(name, "m") == 0 ||
-            strcmp(name, "hf") == 0 || strcmp(name, "hf-repo") == 0) {
+        if (strcmp(name, "config") == 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG))
+            continue; /* read before the loop */
+        if (model_flag(name)) {
             if (!v)
                 return kvp_fail(err, KVP_ERR_USAGE, "%s needs the model", flag);
             snprintf(model, nmodel, "%s", v);

@@ -139,6 +139,61 @@ static bool fits_target(const struct kvp_fit *f, const struct kvp_deploy *d)
     return f->fits && f->max_concurrency + 1e-9 >= (double)(d->concurrency ? d->concurrency : 1);
 }
 
+/* ---- weight_dtype auto ---- */
+
+enum kvp_status kvp_weights_ladder(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_wstore *out,
+                                   uint32_t *n, struct kvp_error *err)
+{
+    static const char *const gguf[] = {"stored", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m", "q2_k"};
+    static const char *const gpu[] = {"stored", "fp8", "int4:group=128"};
+    bool is_gguf = d->engine == KVP_ENGINE_LLAMACPP || m->arch[0];
+    const char *const *names = is_gguf ? gguf : gpu;
+    uint32_t count = is_gguf ? sizeof gguf / sizeof gguf[0] : sizeof gpu / sizeof gpu[0];
+    uint64_t last = UINT64_MAX;
+    enum kvp_status st;
+
+    *n = 0;
+    for (uint32_t i = 0; i < count && *n < KVP_WLADDER_MAX; i++) {
+        struct kvp_wstore ws;
+        struct kvp_weights w;
+        if ((st = kvp_wstore_parse(names[i], is_gguf, &ws, err)) != KVP_OK ||
+            (st = kvp_weights_compute(m, &ws, &w, err)) != KVP_OK)
+            return st;
+        if (w.bytes >= last)
+            continue;
+        last = w.bytes;
+        out[(*n)++] = ws;
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struct kvp_deploy *d, struct kvp_error *err)
+{
+    struct kvp_wstore rung[KVP_WLADDER_MAX];
+    uint32_t n, i;
+    enum kvp_status st;
+
+    if ((st = kvp_weights_ladder(m, d, rung, &n, err)) != KVP_OK)
+        return st;
+    d->w_auto = true;
+    for (i = 0; i < n; i++) {
+        struct kvp_deploy t = *d;
+        struct kvp_fit f;
+        struct kvp_error e = {0};
+        t.w = rung[i];
+        st = kvp_fit_compute(m, &t, &f, &e);
+        if (st != KVP_OK && st != KVP_ERR_UNSUPPORTED) {
+            *err = e;
+            return st;
+        }
+        if (st == KVP_OK && fits_target(&f, d))
+            break;
+    }
+    d->w = rung[i < n ? i : n - 1]; /* none fits: the smallest, to say by how much */
+    d->w_auto_rejected = (uint8_t)i;
+    return KVP_OK;
+}
+
 enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
                                  uint32_t *tp_out, struct kvp_error *err)
 {

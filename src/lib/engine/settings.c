@@ -33,7 +33,7 @@ static const struct kvp_setting table[] = {
     {"v_dtype", KVP_SET_FORMAT, "T", "V cache format (llama.cpp -ctv)", "q4_0", 0},
     {"weight_dtype", KVP_SET_WEIGHTS, "T",
      "weights as: stored (default: the checkpoint's storage), a format for every projection (int4:group=128, fp8), "
-     "or a llama.cpp file type (q4_k_m)", "int4:group=128", 0},
+     "a llama.cpp file type (q4_k_m), or auto: the least lossy that fits the target", "int4:group=128", 0},
     {"gpu_memory", KVP_SET_BYTES, "SIZE", "memory per GPU as the device reports it (overrides the GPU's), e.g. 23.58GiB",
      "80GiB", OFF(gpu_memory)},
     {"weights_memory", KVP_SET_BYTES, "SIZE", "weights per GPU as the engine logged them (default: computed / (tp x pp))",
@@ -228,7 +228,7 @@ static enum kvp_status check_value(const struct kvp_setting *row, const char *v,
     case KVP_SET_COUNT: return count_value(v, 1, UINT64_MAX, &u, err);
     case KVP_SET_BYTES: return kvp_parse_bytes(v, &u, err);
     case KVP_SET_FORMAT: return kvp_format_parse(v, &d.k, err);
-    case KVP_SET_WEIGHTS: return kvp_wstore_parse(v, false, &d.w, err);
+    case KVP_SET_WEIGHTS: return strcmp(v, "auto") == 0 ? KVP_OK : kvp_wstore_parse(v, false, &d.w, err);
     case KVP_SET_FRACTION: return fraction_value(v, &d.util, err);
     case KVP_SET_FLAG: return flag_value(v, &d.swa_full, err);
     case KVP_SET_SWITCH: return switch_value(v, &d.flash_attn, err);
@@ -292,7 +292,9 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
         if (strcmp(row->key, "v_dtype") != 0 && (st = kvp_format_parse(v, &d->k, err)) != KVP_OK)
             return st;
         return strcmp(row->key, "k_dtype") != 0 ? kvp_format_parse(v, &d->v, err) : KVP_OK;
-    case KVP_SET_WEIGHTS:
+    case KVP_SET_WEIGHTS: /* auto: chosen when every other setting is in (kvp_settings_apply) */
+        if ((d->w_auto = strcmp(v, "auto") == 0))
+            return KVP_OK;
         return kvp_wstore_parse(v, d->engine == KVP_ENGINE_LLAMACPP || m->arch[0], &d->w, err);
     case KVP_SET_FRACTION:
         return fraction_value(v, &d->util, err);
@@ -329,7 +331,7 @@ enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kv
             return st;
     }
     *bad_row = -1;
-    return KVP_OK;
+    return d->w_auto ? kvp_deploy_pick_weights(m, d, err) : KVP_OK;
 }
 
 enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct kvp_model *m,
@@ -344,8 +346,11 @@ enum kvp_status kvp_setting_apply(uint32_t row, const char *value, const struct 
         return kvp_fail(err, KVP_ERR_USAGE, "no setting %u", row);
     if ((st = check_value(&table[row], value, err)) != KVP_OK)
         return st;
-    if (table[row].type != KVP_SET_ENGINE)
-        return apply_row(&table[row], value, m, gpus, d, gpu, err);
+    if (table[row].type != KVP_SET_ENGINE) {
+        if ((st = apply_row(&table[row], value, m, gpus, d, gpu, err)) != KVP_OK)
+            return st;
+        return d->w_auto ? kvp_deploy_pick_weights(m, d, err) : KVP_OK; /* auto answers for the new value */
+    }
     /* a new engine: its defaults, then what the deployment says of every other row */
     kvp_settings_clear(&s);
     snprintf(s.value[0], sizeof s.value[0], "%s", value);
@@ -417,8 +422,11 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
                 buf[0] = '\0';
         }
         break;
-    case KVP_SET_WEIGHTS:
-        kvp_wstore_name(&d->w, buf, n);
+    case KVP_SET_WEIGHTS: /* auto stays auto: what it chose is d->w */
+        if (d->w_auto)
+            snprintf(buf, n, "auto");
+        else
+            kvp_wstore_name(&d->w, buf, n);
         break;
     case KVP_SET_FRACTION:
         if (d->util > 0)

@@ -97,12 +97,20 @@ enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uin
     return split_list(s, max, n, err, out, format_item);
 }
 
-enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struct kvp_deploy *d,
+enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, struct kvp_deploy *d,
                                   const struct kvp_gpu **gpu, struct kvp_error *err)
 {
+    struct kvp_settings on;
+    const struct kvp_settings *set = s->deploy;
     enum kvp_status st;
     int bad;
-    if ((st = kvp_settings_apply(s->deploy, s->models[mi], s->gpus, d, gpu, &bad, err)) != KVP_OK) {
+    if (s->n_gpu_ids) { /* the GPU axis: this column group's GPU in deploy's "gpu" row */
+        on = *s->deploy;
+        if ((st = kvp_settings_put(&on, "gpu", s->gpu_ids[gi], err)) != KVP_OK)
+            return st;
+        set = &on;
+    }
+    if ((st = kvp_settings_apply(set, s->models[mi], s->gpus, d, gpu, &bad, err)) != KVP_OK) {
         if (bad >= 0) { /* name the setting, as a plan or the CLI would */
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -115,8 +123,8 @@ enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, struc
     return KVP_OK;
 }
 
-enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint32_t bi, uint32_t fi,
-                                struct kvp_sizing_cell *out, struct kvp_error *err)
+enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, uint32_t ci, uint32_t bi,
+                                uint32_t fi, struct kvp_sizing_cell *out, struct kvp_error *err)
 {
     const struct kvp_model *m = s->models[mi];
     struct kvp_kv_query q = {.context = s->contexts[ci], .batch = s->batches[bi],
@@ -138,7 +146,7 @@ enum kvp_status kvp_sizing_cell(const struct kvp_sizing *s, uint32_t mi, uint32_
         out->weight_bytes = w.bytes;
         return KVP_OK;
     }
-    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+    if ((st = kvp_sizing_deploy(s, mi, gi, &d, &gpu, err)) != KVP_OK)
         return st;
     if (m->max_context && q.context > m->max_context) {
         snprintf(out->why, sizeof out->why, "past %s's max context of %llu tokens", m->name,
@@ -179,9 +187,9 @@ static const char *in_unit(uint64_t bytes, struct kvp_unit u, char *buf, uint32_
     return buf;
 }
 
-/* The deployment of model mi in words: "2 x h100-sxm (79.19 GiB each), tp 2,
- * pp 1, vllm 0.11.0"; "ideal engine" without one. */
-static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, char *buf, uint32_t n,
+/* The deployment of model mi on GPU gi in words: "2 x h100-sxm (79.19 GiB
+ * each), tp 2, pp 1, vllm 0.11.0"; "ideal engine" without one. */
+static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, char *buf, uint32_t n,
                                      struct kvp_error *err)
 {
     struct kvp_deploy d;
@@ -192,7 +200,7 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ch
         snprintf(buf, n, "ideal engine");
         return KVP_OK;
     }
-    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+    if ((st = kvp_sizing_deploy(s, mi, gi, &d, &gpu, err)) != KVP_OK)
         return st;
     snprintf(buf, n, "%u x %s (%s each), tp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
              kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
@@ -213,8 +221,8 @@ static struct kvp_sizing_cell *at(struct grid *g, uint32_t ci, uint32_t fi)
     return &g->cell[ci * g->nf + fi];
 }
 
-/* Cells of model mi at batch bi; per-token bytes once per model. */
-static enum kvp_status fill(const struct kvp_sizing *s, uint32_t mi, uint32_t bi, struct grid *g,
+/* Cells of model mi on GPU gi at batch bi; per-token bytes once per model. */
+static enum kvp_status fill(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, uint32_t bi, struct grid *g,
                             struct kvp_error *err)
 {
     enum kvp_status st;
@@ -227,7 +235,7 @@ static enum kvp_status fill(const struct kvp_sizing *s, uint32_t mi, uint32_t bi
             return st;
         g->per_token[fi] = plan.kv_bytes_per_token;
         for (uint32_t ci = 0; ci < s->n_contexts; ci++)
-            if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, at(g, ci, fi), err)) != KVP_OK)
+            if ((st = kvp_sizing_cell(s, mi, gi, ci, bi, fi, at(g, ci, fi), err)) != KVP_OK)
                 return st;
     }
     return KVP_OK;
@@ -244,7 +252,7 @@ static uint64_t shown(const struct kvp_sizing_cell *c)
 /* ---- text, Markdown, HTML ---- */
 
 /* Cell text of one rendered table: rows x (context + formats). */
-#define CELL_CHARS 24
+#define CELL_CHARS 100 /* a model name in a combined table's first column */
 typedef char cell_text[CELL_CHARS];
 
 struct doc {
@@ -396,50 +404,61 @@ static void unsized_notes(struct doc *d, const struct grid *g)
     }
 }
 
-static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, const struct names *nm,
-                                    struct kvp_error *err)
+/* The ledger of model mi: layers, weights, what a token costs; g is left
+ * holding the cells of the first GPU at the first batch. */
+static enum kvp_status render_ledger(struct doc *d, uint32_t mi, struct grid *g, const struct names *nm,
+                                     struct kvp_error *err)
 {
     const struct kvp_sizing *s = d->s;
     const struct kvp_model *m = s->models[mi];
-    char line[1024], sum[160], tmp[64], tmp2[64], gp[192];
-    uint32_t nf = s->n_formats;
+    char line[1024], sum[160], tmp[64], tmp2[64], split[400], maxc[32];
+    struct kvp_weights w;
     enum kvp_status st;
+    size_t n;
 
     heading(d, 2, m->name);
-    if ((st = deploy_phrase(s, mi, gp, sizeof gp, err)) != KVP_OK)
+    if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
         return st;
-    /* the ledger: layers, weights, what a token costs */
-    {
-        struct kvp_weights w;
-        size_t n;
-        char split[400], maxc[32];
-        if ((st = kvp_weights_compute(m, NULL, &w, err)) != KVP_OK)
-            return st;
-        snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
-                 kvp_model_layer_summary(m, sum, sizeof sum), kvp_bytes_text(w.bytes, s->si, tmp, sizeof tmp),
-                 kvp_count_text(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
-                 kvp_count_text(m->max_context, maxc, sizeof maxc));
-        para(d, line);
-        if ((st = fill(s, mi, 0, g, err)) != KVP_OK)
-            return st;
-        n = (size_t)snprintf(line, sizeof line, "KV cache per token (ideal, while the context is within every window):");
-        for (uint32_t fi = 0; fi < nf && n < sizeof line; fi++)
-            n += (size_t)snprintf(line + n, sizeof line - n, "%s %s %s", fi ? "," : "", nm->f[fi],
-                                  kvp_bytes_text(g->per_token[fi], s->si, tmp, sizeof tmp));
-        if (n < sizeof line)
-            snprintf(line + n, sizeof line - n, ".");
-        para(d, line);
-    }
+    snprintf(line, sizeof line, "%s; weights %s (%s params, stored as %s); max context %s tokens.",
+             kvp_model_layer_summary(m, sum, sizeof sum), kvp_bytes_text(w.bytes, s->si, tmp, sizeof tmp),
+             kvp_count_text(w.params, tmp2, sizeof tmp2), kvp_weights_split(&w, s->si, split, sizeof split),
+             kvp_count_text(m->max_context, maxc, sizeof maxc));
+    para(d, line);
+    if ((st = fill(s, mi, 0, 0, g, err)) != KVP_OK)
+        return st;
+    n = (size_t)snprintf(line, sizeof line, "KV cache per token (ideal, while the context is within every window):");
+    for (uint32_t fi = 0; fi < s->n_formats && n < sizeof line; fi++)
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s %s %s", fi ? "," : "", nm->f[fi],
+                              kvp_bytes_text(g->per_token[fi], s->si, tmp, sizeof tmp));
+    if (n < sizeof line)
+        snprintf(line + n, sizeof line - n, ".");
+    para(d, line);
+    return KVP_OK;
+}
+
+/* Model mi's tables on GPU gi: one per batch, then the max concurrency;
+ * `filled`: g holds this GPU's first batch already. */
+static enum kvp_status render_on_gpu(struct doc *d, uint32_t mi, uint32_t gi, bool filled, struct grid *g,
+                                     const struct names *nm, struct kvp_error *err)
+{
+    const struct kvp_sizing *s = d->s;
+    char line[1024], tmp2[64], gp[192], on[80] = "";
+    enum kvp_status st;
+
+    if ((st = deploy_phrase(s, mi, gi, gp, sizeof gp, err)) != KVP_OK)
+        return st;
+    if (s->n_gpu_ids > 1)
+        snprintf(on, sizeof on, " on %s", s->gpu_ids[gi]);
     for (uint32_t bi = 0; bi < s->n_batches; bi++) {
         uint64_t max = 0;
         struct kvp_unit u;
-        if (bi > 0 && (st = fill(s, mi, bi, g, err)) != KVP_OK)
+        if ((bi > 0 || !filled) && (st = fill(s, mi, gi, bi, g, err)) != KVP_OK)
             return st;
         for (uint32_t i = 0; i < g->nc * g->nf; i++)
             if (shown(&g->cell[i]) > max)
                 max = shown(&g->cell[i]);
         u = kvp_unit_for(max, s->si);
-        snprintf(line, sizeof line, "KV cache at batch %llu, in %s", (unsigned long long)s->batches[bi], u.name);
+        snprintf(line, sizeof line, "KV cache at batch %llu%s, in %s", (unsigned long long)s->batches[bi], on, u.name);
         heading(d, 3, line);
         if (s->deploy)
             snprintf(line, sizeof line, "In %s per GPU, as `kvplan fit` sizes it on %s: the KV the requests need "
@@ -460,7 +479,7 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
     }
     if (s->deploy) {
         /* concurrency does not depend on the batch: sized at the first */
-        if (s->n_batches > 1 && (st = fill(s, mi, 0, g, err)) != KVP_OK)
+        if (s->n_batches > 1 && (st = fill(s, mi, gi, 0, g, err)) != KVP_OK)
             return st;
         snprintf(line, sizeof line, "Max concurrency on %s", gp);
         heading(d, 3, line);
@@ -472,6 +491,23 @@ static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, 
     return KVP_OK;
 }
 
+static uint32_t gpu_count(const struct kvp_sizing *s)
+{
+    return s->n_gpu_ids ? s->n_gpu_ids : 1;
+}
+
+static enum kvp_status render_model(struct doc *d, uint32_t mi, struct grid *g, const struct names *nm,
+                                    struct kvp_error *err)
+{
+    enum kvp_status st;
+    if ((st = render_ledger(d, mi, g, nm, err)) != KVP_OK)
+        return st;
+    for (uint32_t gi = 0; gi < gpu_count(d->s); gi++)
+        if ((st = render_on_gpu(d, mi, gi, gi == 0, g, nm, err)) != KVP_OK)
+            return st;
+    return KVP_OK;
+}
+
 /* ---- CSV and JSON: one row per model x context x batch x format ---- */
 
 /* What a CSV or JSON row says of the deployment: engine, release, GPUs. */
@@ -480,7 +516,8 @@ struct row_deploy {
     uint32_t gpus, tp, pp;
 };
 
-static enum kvp_status row_deploy(const struct kvp_sizing *s, uint32_t mi, struct row_deploy *r, struct kvp_error *err)
+static enum kvp_status row_deploy(const struct kvp_sizing *s, uint32_t mi, uint32_t gi, struct row_deploy *r,
+                                  struct kvp_error *err)
 {
     struct kvp_deploy d;
     const struct kvp_gpu *gpu;
@@ -489,7 +526,7 @@ static enum kvp_status row_deploy(const struct kvp_sizing *s, uint32_t mi, struc
         *r = (struct row_deploy){kvp_engine_info(KVP_ENGINE_IDEAL)->name, "", "", 0, 0, 0};
         return KVP_OK;
     }
-    if ((st = kvp_sizing_deploy(s, mi, &d, &gpu, err)) != KVP_OK)
+    if ((st = kvp_sizing_deploy(s, mi, gi, &d, &gpu, err)) != KVP_OK)
         return st;
     *r = (struct row_deploy){kvp_engine_info(d.engine)->name, kvp_deploy_release(&d)->version, gpu ? gpu->id : "",
                              d.n_gpus, d.tp, d.pp};
@@ -525,6 +562,8 @@ static void json_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint3
     if (s->deploy) {
         kvp_json_str(j, "engine", r->engine);
         kvp_json_str(j, "engine_version", r->version);
+        if (s->n_gpu_ids)
+            kvp_json_str(j, "gpu", r->gpu);
     }
     kvp_json_u64(j, "context", s->contexts[ci]);
     kvp_json_u64(j, "batch", s->batches[bi]);
@@ -543,6 +582,140 @@ static void json_row(const struct kvp_sizing *s, uint32_t mi, uint32_t ci, uint3
     kvp_json_end(j, '}');
 }
 
+/* ---- one table for all models: rows = models ---- */
+
+#define KVP_SIZING_COMBINED_COLS 64
+
+static uint64_t combined_cols(const struct kvp_sizing *s)
+{
+    return (uint64_t)gpu_count(s) * s->n_contexts * s->n_batches * s->n_formats;
+}
+
+/* Column k of the combined table: its GPU, context, batch and format, the
+ * format varying fastest. */
+static void combined_col(const struct kvp_sizing *s, uint32_t k, uint32_t *gi, uint32_t *ci, uint32_t *bi,
+                         uint32_t *fi)
+{
+    *fi = k % s->n_formats;
+    k /= s->n_formats;
+    *bi = k % s->n_batches;
+    k /= s->n_batches;
+    *ci = k % s->n_contexts;
+    *gi = k / s->n_contexts;
+}
+
+/* A column's head: the values of its axes that have more than one. */
+static void combined_head(const struct kvp_sizing *s, const struct names *nm, uint32_t k, char *buf, uint32_t n)
+{
+    uint32_t gi, ci, bi, fi, len = 0;
+    char t[32];
+    combined_col(s, k, &gi, &ci, &bi, &fi);
+    buf[0] = '\0';
+    if (s->n_gpu_ids > 1)
+        len += (uint32_t)snprintf(buf + len, n - len, "%s ", s->gpu_ids[gi]);
+    if (s->n_contexts > 1 && len < n)
+        len += (uint32_t)snprintf(buf + len, n - len, "%s ", kvp_tokens_label(s->contexts[ci], t, sizeof t));
+    if (s->n_batches > 1 && len < n)
+        len += (uint32_t)snprintf(buf + len, n - len, "x%llu ", (unsigned long long)s->batches[bi]);
+    if ((s->n_formats > 1 || len == 0) && len < n)
+        len += (uint32_t)snprintf(buf + len, n - len, "%s ", nm->f[fi]);
+    if (len > 0 && len <= n)
+        buf[len - 1] = '\0';
+}
+
+/* The caption: what the cells are, and the axes of one value. */
+static enum kvp_status combined_caption(struct doc *d, const struct names *nm, struct kvp_unit u, bool state,
+                                        struct kvp_error *err)
+{
+    const struct kvp_sizing *s = d->s;
+    char line[1024], gp[192], t[32];
+    size_t n;
+    enum kvp_status st;
+    if (s->deploy) {
+        struct kvp_deploy dep;
+        const struct kvp_gpu *gpu;
+        if ((st = kvp_sizing_deploy(s, 0, 0, &dep, &gpu, err)) != KVP_OK)
+            return st;
+        if (s->n_gpu_ids > 1)
+            snprintf(gp, sizeof gp, "%u of each GPU, tp %u, pp %u, %s %s", dep.n_gpus, dep.tp, dep.pp,
+                     kvp_engine_info(dep.engine)->name, kvp_deploy_release(&dep)->version);
+        else if ((st = deploy_phrase(s, 0, 0, gp, sizeof gp, err)) != KVP_OK)
+            return st;
+        n = (size_t)snprintf(line, sizeof line, "Max concurrency: requests of the context the KV cache holds at "
+                             "once, as `kvplan fit` gives it on %s; * the batch does not fit; - not sized", gp);
+    } else {
+        n = (size_t)snprintf(line, sizeof line, "KV cache in %s, whole model, ideal engine%s", u.name,
+                             state ? ", recurrent state included" : "");
+    }
+    if (s->n_contexts == 1 && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, "; context %s",
+                              kvp_tokens_label(s->contexts[0], t, sizeof t));
+    if (s->n_batches == 1 && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, "; batch %llu", (unsigned long long)s->batches[0]);
+    if (s->n_formats == 1 && n < sizeof line)
+        n += (size_t)snprintf(line + n, sizeof line - n, "; K and V %s", nm->f[0]);
+    if (n < sizeof line)
+        snprintf(line + n, sizeof line - n, ".");
+    para(d, line);
+    return KVP_OK;
+}
+
+static enum kvp_status render_combined(struct doc *d, const struct names *nm, struct kvp_error *err)
+{
+    const struct kvp_sizing *s = d->s;
+    uint32_t ncols = (uint32_t)combined_cols(s);
+    struct kvp_sizing_cell *cell = calloc((size_t)s->n_models * ncols, sizeof *cell);
+    char head_text[KVP_TABLE_MAX_COLS][64];
+    const char *head[KVP_TABLE_MAX_COLS];
+    uint64_t max = 0;
+    struct kvp_unit u;
+    bool state = false;
+    enum kvp_status st = KVP_OK;
+
+    if (!cell)
+        return kvp_fail(err, KVP_ERR_NOMEM, "out of memory for a combined sizing table");
+    for (uint32_t mi = 0; mi < s->n_models && st == KVP_OK; mi++)
+        for (uint32_t k = 0; k < ncols && st == KVP_OK; k++) {
+            uint32_t gi, ci, bi, fi;
+            combined_col(s, k, &gi, &ci, &bi, &fi);
+            st = kvp_sizing_cell(s, mi, gi, ci, bi, fi, &cell[mi * ncols + k], err);
+            if (st == KVP_OK && shown(&cell[mi * ncols + k]) > max)
+                max = shown(&cell[mi * ncols + k]);
+            state |= st == KVP_OK && cell[mi * ncols + k].state_bytes;
+        }
+    u = kvp_unit_for(max, s->si);
+    heading(d, 2, s->deploy ? "Max concurrency by model" : "KV cache by model");
+    if (st == KVP_OK)
+        st = combined_caption(d, nm, u, state, err);
+    for (uint32_t k0 = 0; k0 < ncols && st == KVP_OK; k0 += KVP_TABLE_MAX_COLS - 1) {
+        uint32_t kn = ncols - k0 < KVP_TABLE_MAX_COLS - 1 ? ncols - k0 : KVP_TABLE_MAX_COLS - 1, nc = kn + 1;
+        head[0] = "model";
+        for (uint32_t k = 0; k < kn; k++) {
+            combined_head(s, nm, k0 + k, head_text[k], sizeof head_text[k]);
+            head[k + 1] = head_text[k];
+        }
+        for (uint32_t mi = 0; mi < s->n_models; mi++) {
+            snprintf(d->cells[mi * nc], CELL_CHARS, "%s", s->models[mi]->name);
+            for (uint32_t k = 0; k < kn; k++) {
+                const struct kvp_sizing_cell *c = &cell[mi * ncols + k0 + k];
+                char *p = d->cells[mi * nc + k + 1];
+                if (!sized(c)) {
+                    snprintf(p, CELL_CHARS, "-");
+                } else if (s->deploy) {
+                    concurrency_text(s, c, u, p);
+                    if (!c->fits)
+                        strcat(p, " *");
+                } else {
+                    bytes_text(s, c, u, p);
+                }
+            }
+        }
+        grid_table(d, nc, head, d->cells, s->n_models);
+    }
+    free(cell);
+    return st;
+}
+
 static enum kvp_status check_axes(const struct kvp_sizing *s, struct kvp_error *err)
 {
     const uint32_t n[] = {s->n_models, s->n_contexts, s->n_batches, s->n_formats};
@@ -554,6 +727,17 @@ static enum kvp_status check_axes(const struct kvp_sizing *s, struct kvp_error *
             return kvp_fail(err, KVP_ERR_USAGE, "too many %s for one table (got %u, at most %u)", what[i], n[i],
                             KVP_SIZING_MAX_AXIS);
     }
+    if (s->n_gpu_ids && !s->deploy)
+        return kvp_fail(err, KVP_ERR_USAGE, "a GPU axis needs a deployment (the settings each GPU is sized under)");
+    if (s->n_gpu_ids > KVP_SIZING_MAX_GPUS)
+        return kvp_fail(err, KVP_ERR_USAGE, "too many GPUs for one table (got %u, at most %u)", s->n_gpu_ids,
+                        KVP_SIZING_MAX_GPUS);
+    if (s->combined && s->n_models > KVP_SIZING_MAX_AXIS)
+        return kvp_fail(err, KVP_ERR_USAGE, "a combined table has at most %u models (got %u)", KVP_SIZING_MAX_AXIS,
+                        s->n_models);
+    if (s->combined && combined_cols(s) > KVP_SIZING_COMBINED_COLS)
+        return kvp_fail(err, KVP_ERR_USAGE, "a combined table has at most %u columns (GPUs x contexts x batches x "
+                        "formats; got %llu)", KVP_SIZING_COMBINED_COLS, (unsigned long long)combined_cols(s));
     return KVP_OK;
 }
 
@@ -591,12 +775,15 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, 
         } else {
             kvp_json_init(&j, b);
             kvp_json_begin(&j, NULL, '{');
-            if ((st = row_deploy(s, 0, &r, err)) != KVP_OK)
+            if ((st = row_deploy(s, 0, 0, &r, err)) != KVP_OK)
                 goto out;
             kvp_json_str(&j, "engine", r.engine);
             if (s->deploy) {
                 kvp_json_str(&j, "engine_version", r.version);
-                kvp_json_str(&j, "gpu", r.gpu);
+                if (s->n_gpu_ids > 1) /* several: each cell names its own */
+                    kvp_json_null(&j, "gpu");
+                else
+                    kvp_json_str(&j, "gpu", r.gpu);
                 kvp_json_u64(&j, "gpus", r.gpus);
                 kvp_json_u64(&j, "tp", r.tp);
                 kvp_json_u64(&j, "pp", r.pp);
@@ -606,21 +793,22 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, 
             kvp_json_str(&j, "kv_bytes_scope", s->deploy ? "per GPU, engine rules" : "whole model, ideal");
             kvp_json_begin(&j, "cells", '[');
         }
-        for (uint32_t mi = 0; mi < s->n_models; mi++) {
-            if ((st = row_deploy(s, mi, &r, err)) != KVP_OK)
-                goto out;
-            for (uint32_t ci = 0; ci < s->n_contexts; ci++)
-                for (uint32_t bi = 0; bi < s->n_batches; bi++)
-                    for (uint32_t fi = 0; fi < s->n_formats; fi++) {
-                        struct kvp_sizing_cell c;
-                        if ((st = kvp_sizing_cell(s, mi, ci, bi, fi, &c, err)) != KVP_OK)
-                            goto out;
-                        if (fmt == KVP_OUT_CSV)
-                            csv_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, b);
-                        else
-                            json_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, &j);
-                    }
-        }
+        for (uint32_t mi = 0; mi < s->n_models; mi++)
+            for (uint32_t gi = 0; gi < gpu_count(s); gi++) {
+                if ((st = row_deploy(s, mi, gi, &r, err)) != KVP_OK)
+                    goto out;
+                for (uint32_t ci = 0; ci < s->n_contexts; ci++)
+                    for (uint32_t bi = 0; bi < s->n_batches; bi++)
+                        for (uint32_t fi = 0; fi < s->n_formats; fi++) {
+                            struct kvp_sizing_cell c;
+                            if ((st = kvp_sizing_cell(s, mi, gi, ci, bi, fi, &c, err)) != KVP_OK)
+                                goto out;
+                            if (fmt == KVP_OUT_CSV)
+                                csv_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, b);
+                            else
+                                json_row(s, mi, ci, bi, w->nm.f[fi], &r, &c, &j);
+                        }
+            }
         if (fmt == KVP_OUT_JSON) {
             kvp_json_end(&j, ']');
             kvp_json_end(&j, '}');
@@ -629,9 +817,13 @@ enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_out fmt, 
         struct doc d = {s, fmt, b, w->cells};
         if (fmt == KVP_OUT_HTML)
             kvp_buf_put(b, html_head, sizeof html_head - 1);
-        for (uint32_t mi = 0; mi < s->n_models; mi++)
+        if (s->combined)
+            st = render_combined(&d, &w->nm, err);
+        for (uint32_t mi = 0; mi < s->n_models && !s->combined; mi++)
             if ((st = render_model(&d, mi, &w->g, &w->nm, err)) != KVP_OK)
-                goto out;
+                break;
+        if (st != KVP_OK)
+            goto out;
         if (fmt == KVP_OUT_HTML)
             kvp_buf_printf(b, "</body>\n</html>\n");
     }
