@@ -358,9 +358,9 @@ $(FUZZ_DIR)/libkvplan.a: $(FUZZ_LIB_OBJ)
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_DIR)/libkvplan.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_DIR)/libkvplan.a $(YAML_LIBS) $(LDLIBS) -o $@
 
-$(FUZZ_DIR)/gguf_seeds: tests/fuzz/gguf_seeds.c
+$(FUZZ_DIR)/gguf_seeds: tests/fuzz/gguf_seeds.c src/lib/model/gguf_types.h
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
+	$(CC) -std=c11 -O1 -Wall -Wextra -Isrc/lib $< -o $@
 
 fuzz-build: $(FUZZ_BIN) $(FUZZ_DIR)/gguf_seeds
 

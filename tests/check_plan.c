@@ -680,6 +680,105 @@ START_TEST(every_setting_is_a_plan_key)
 }
 END_TEST
 
+/* ---- the keys written out by hand, against the settings table ---- */
+
+/* The whole of path (relative to the repository), NUL-terminated; the caller frees it. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text;
+    long n;
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    ck_assert_int_ge(n = ftell(f), 0);
+    rewind(f);
+    ck_assert_ptr_nonnull(text = malloc((size_t)n + 1));
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The next `{key: 'K'` of the page's KEYS after *p and before end: K into key, *p past it; false when none. */
+static bool page_key(const char **p, const char *end, char *key, size_t n)
+{
+    const char *k = strstr(*p, "{key: '"), *q;
+    if (!k || k >= end)
+        return false;
+    k += strlen("{key: '");
+    ck_assert_ptr_nonnull(q = strchr(k, '\''));
+    snprintf(key, n, "%.*s", (int)(q - k), k);
+    *p = q;
+    return true;
+}
+
+/* web/page.js's KEYS (the URL's keys and the flags it gives kvplan) are the
+ * plan's model and then the settings table, in its order, each with the
+ * option the table makes of it ('-' for '_') and `bool` for the flags. */
+START_TEST(page_keys_are_the_settings_table)
+{
+    char *js = slurp("web/page.js"), key[64], want[80];
+    const char *p = strstr(js, "const KEYS = ["), *end;
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(end = strstr(p, "];"));
+    ck_assert(page_key(&p, end, key, sizeof key));
+    ck_assert_str_eq(key, "model");
+    for (uint32_t row = 0; row < kvp_settings_count(); row++) {
+        const struct kvp_setting *k = kvp_setting_at(row);
+        const char *close;
+        ck_assert_msg(page_key(&p, end, key, sizeof key), "web/page.js's KEYS ends before '%s'", k->key);
+        ck_assert_msg(strcmp(key, k->key) == 0, "web/page.js's KEYS has '%s' where the settings table has '%s'", key,
+                      k->key);
+        ck_assert_ptr_nonnull(close = strchr(p, '}'));
+        snprintf(want, sizeof want, "flag: '--%s'", k->key);
+        for (char *c = want + strlen("flag: '--"); *c; c++)
+            *c = *c == '_' ? '-' : *c;
+        ck_assert_msg(strstr(p, want) && strstr(p, want) < close, "web/page.js: '%s' wants %s", k->key, want);
+        ck_assert_msg((k->type == KVP_SET_FLAG) == (strstr(p, "bool: true") && strstr(p, "bool: true") < close),
+                      "web/page.js: '%s' is %sa flag in the settings table", k->key,
+                      k->type == KVP_SET_FLAG ? "" : "not ");
+    }
+    ck_assert_msg(!page_key(&p, end, key, sizeof key), "web/page.js's KEYS has '%s', which the settings table has not",
+                  key);
+    free(js);
+}
+END_TEST
+
+/* docs/plan-format.md's row "every setting of include/kvplan/settings.h"
+ * names the table's keys, in its order: the `quoted` words outside
+ * parentheses between its colon and "; `kvplan fit --help`". */
+START_TEST(plan_format_keys_are_the_settings_table)
+{
+    char *md = slurp("docs/plan-format.md");
+    const char *p = strstr(md, "| every setting of"), *stop;
+    uint32_t row = 0;
+    int depth = 0;
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(p = strstr(p, "`-`:"));
+    ck_assert_ptr_nonnull(stop = strstr(p, "; `kvplan fit --help`"));
+    for (p += strlen("`-`:"); p < stop; p++) {
+        const char *q;
+        depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+        if (*p != '`')
+            continue;
+        ck_assert_ptr_nonnull(q = strchr(p + 1, '`'));
+        if (depth == 0) {
+            ck_assert_msg(row < kvp_settings_count(), "docs/plan-format.md names '%.*s' past the settings table",
+                          (int)(q - p - 1), p + 1);
+            ck_assert_msg(strlen(kvp_setting_at(row)->key) == (size_t)(q - p - 1) &&
+                              strncmp(p + 1, kvp_setting_at(row)->key, (size_t)(q - p - 1)) == 0,
+                          "docs/plan-format.md names '%.*s' where the settings table has '%s'", (int)(q - p - 1), p + 1,
+                          kvp_setting_at(row)->key);
+            row++;
+        }
+        p = q;
+    }
+    ck_assert_msg(row == kvp_settings_count(), "docs/plan-format.md ends its keys before '%s'",
+                  row < kvp_settings_count() ? kvp_setting_at(row)->key : "");
+    free(md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("plan");
@@ -692,6 +791,8 @@ static Suite *suite(void)
     tcase_set_timeout(limits, 60);
     tcase_add_test(core, each_kind_passes_and_fails);
     tcase_add_test(core, every_setting_is_a_plan_key);
+    tcase_add_test(core, page_keys_are_the_settings_table);
+    tcase_add_test(core, plan_format_keys_are_the_settings_table);
     tcase_add_test(core, fits_and_headroom_figures);
     tcase_add_test(core, modifiers_change_the_question);
     tcase_add_test(core, includes_defaults_and_relative_paths);

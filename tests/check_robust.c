@@ -24,6 +24,7 @@
 
 #include "fuzz/fuzz_common.h"
 #include "base/io.h"
+#include "model/gguf_types.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"
@@ -491,7 +492,7 @@ static void g_str(struct gbuf *b, const char *s)
 static void g_u32(struct gbuf *b, const char *key, uint32_t v)
 {
     g_str(b, key);
-    g_le(b, 4, 4);
+    g_le(b, GGUF_UINT32, 4);
     g_le(b, v, 4);
     b->n_kv++;
 }
@@ -499,8 +500,8 @@ static void g_u32(struct gbuf *b, const char *key, uint32_t v)
 static void g_i32_array(struct gbuf *b, const char *key, const int32_t *v, uint32_t n)
 {
     g_str(b, key);
-    g_le(b, 9, 4);
-    g_le(b, 5, 4);
+    g_le(b, GGUF_ARRAY, 4);
+    g_le(b, GGUF_INT32, 4);
     g_le(b, n, 8);
     for (uint32_t i = 0; i < n; i++)
         g_le(b, (uint32_t)v[i], 4);
@@ -516,7 +517,7 @@ static void g_llama(struct gbuf *b, uint32_t layers)
     g_le(b, 0, 8);
     g_le(b, 0, 8); /* n_kv, patched by g_end */
     g_str(b, "general.architecture");
-    g_le(b, 8, 4);
+    g_le(b, GGUF_STRING, 4);
     g_str(b, "llama");
     b->n_kv++;
     g_u32(b, "llama.block_count", layers);

@@ -56,8 +56,6 @@ struct kvp_engine_info {
     const char *version; /* the default release (the newest whose source was read) */
     const char *summary; /* one line */
     uint32_t block_size; /* default tokens per block/page (1 = no paging) */
-    double util;         /* default memory fraction (vLLM utilization, SGLang
-                          * mem_fraction_static, TRT-LLM free fraction); 1 = none */
 };
 
 /* Rule switches that differ between the releases of one engine. */
@@ -78,7 +76,8 @@ struct kvp_release {
     enum kvp_engine_id engine;
     const char *version; /* "0.11.0", "b6182" */
     const char *source;  /* the source it was read from, one line */
-    double util;         /* default memory fraction (0: the engine's rule) */
+    double util;         /* default memory fraction (vLLM utilization, TRT-LLM free
+                          * fraction; 0: the engine's rule, as SGLang's; 1: none) */
     uint32_t rules;      /* KVP_REL_* */
 };
 

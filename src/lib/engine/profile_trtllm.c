@@ -21,7 +21,7 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)))
         return st;
     f->block_size = tpb;
-    f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_TRTLLM)->util;
+    f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     /* the busiest pipeline stage */
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;

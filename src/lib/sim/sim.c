@@ -21,62 +21,30 @@
 
 /* ---- the deployment: groups as kvplan fit grouped them ---- */
 
-/* One spec type of vLLM's grouping (profile_vllm.c same_type): a kind, a window, a page. */
-struct stype {
-    enum kvp_layer_kind kind;
-    uint32_t window, layers;
-    uint64_t row, state;
-};
-
-/* The groups vLLM makes of rank view r (kv_cache_utils.py
- * _get_kv_cache_groups_uniform_page_size: one type -> one group; one kind
- * -> one group; else groups of group_size layers per type). Checked against
- * fit->n_groups, which the profile computed: the simulator takes the count
- * from the fit and only names each group's kind here. */
+/* The groups vLLM makes of rank view r (kvp_profile_vllm_groups), each named
+ * by its kind. Checked against fit->n_groups, which the profile computed. */
 static enum kvp_status vllm_groups(const struct prank *r, const struct kvp_fit *f, struct kvp_sim_config *c,
                                    struct kvp_error *err)
 {
-    struct stype t[KVP_MAX_SPECS];
-    uint32_t n = 0, min_n = UINT32_MAX, max_n = 0, gs;
-    bool one_kind = true;
+    struct kvp_vllm_groups g;
+    enum kvp_status st;
 
-    for (uint32_t i = 0; i < r->n; i++) {
-        const struct rspec *s = &r->spec[i];
-        uint32_t j;
-        if (s->k_row + s->v_row == 0 && s->state == 0)
-            continue;
-        for (j = 0; j < n; j++)
-            if (t[j].kind == s->s->kind && t[j].window == s->s->window && t[j].row == s->k_row + s->v_row &&
-                t[j].state == s->state)
-                break;
-        if (j == n)
-            t[n++] = (struct stype){s->s->kind, s->s->window, 0, s->k_row + s->v_row, s->state};
-        t[j].layers += s->layers;
-    }
-    for (uint32_t j = 0; j < n; j++) {
-        min_n = t[j].layers < min_n ? t[j].layers : min_n;
-        max_n = t[j].layers > max_n ? t[j].layers : max_n;
-        one_kind = one_kind && t[j].kind == t[0].kind && t[j].window == t[0].window;
-    }
-    for (uint32_t j = 1; j < n && !one_kind; j++)
+    if ((st = kvp_profile_vllm_groups(r, true, &g, err)) != KVP_OK)
+        return st;
+    for (uint32_t j = 1; j < g.n && g.rule == KVP_VLLM_EQUAL_PAGES; j++)
         for (uint32_t k = 0; k < j; k++)
-            if (t[j].state == 0 && t[k].state == 0 && t[j].row != t[k].row)
+            if (g.type[j]->state == 0 && g.type[k]->state == 0 &&
+                g.type[j]->k_row + g.type[j]->v_row != g.type[k]->k_row + g.type[k]->v_row)
                 return kvp_fail(err, KVP_ERR_UNSUPPORTED,
                                 "simulate: a hybrid model whose attention pages differ (blocks of several sizes) is "
                                 "not simulated yet");
     c->n_groups = 0;
-    if (n == 1 || one_kind) {
-        c->group[c->n_groups++] = (struct kvp_sim_group){t[0].kind, t[0].window};
-    } else {
-        gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
-        for (uint32_t j = 0; j < n; j++)
-            for (uint64_t k = kvp_cdiv(t[j].layers, gs); k > 0; k--) {
-                if (c->n_groups == KVP_SIM_MAX_GROUPS)
-                    return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: more than %u KV-cache groups",
-                                    KVP_SIM_MAX_GROUPS);
-                c->group[c->n_groups++] = (struct kvp_sim_group){t[j].kind, t[j].window};
-            }
-    }
+    for (uint32_t j = 0; j < g.n; j++)
+        for (uint64_t k = g.rule == KVP_VLLM_EQUAL_PAGES ? kvp_cdiv(g.layers[j], g.group_size) : j == 0; k > 0; k--) {
+            if (c->n_groups == KVP_SIM_MAX_GROUPS)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: more than %u KV-cache groups", KVP_SIM_MAX_GROUPS);
+            c->group[c->n_groups++] = (struct kvp_sim_group){g.type[j]->s->kind, g.type[j]->s->window};
+        }
     if (c->n_groups != f->n_groups)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %u KV-cache groups here, %u in the fit (pipeline "
                         "stages grouped differently are not simulated yet)", c->n_groups, f->n_groups);
