@@ -17,6 +17,8 @@ const KEYS = [
   {key: 'gpu', flag: '--gpu'},
   {key: 'tp', flag: '--tp'},
   {key: 'pp', flag: '--pp'},
+  {key: 'dp', flag: '--dp'},
+  {key: 'dp_attention', flag: '--dp-attention', bool: true},
   {key: 'gpus', flag: '--gpus'},
   {key: 'util', flag: '--util'},
   {key: 'context', flag: '--context', noplot: true},
