@@ -680,6 +680,65 @@ START_TEST(measured_equals_predicted)
 }
 END_TEST
 
+/* kvp_ref_validate (kvplan validate's run) on the zoo, 2 sequences of 9
+ * tokens under each policy, decoded and filled: the engine's claim holds,
+ * every allocated byte written (paged: the held tokens' at least); a claim
+ * one byte off, in K or in the peak, does not. */
+START_TEST(validate_judges_claims)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    zoo(&m, KVP_DTYPE_BF16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &(struct kvp_ref_opts){.seed = 3}, &rm, &err), err);
+    for (size_t i = 0; i < N_ELEMS(pol); i++)
+        for (int compute = 0; compute < 2; compute++) {
+            struct kvp_kv_query q = query_of(pol[i], "q8_0", "int4:group=8", 9);
+            struct kvp_ref_cache_opts co = {.policy = pol[i], .context = 9, .batch = 2, .block = 4, .k = q.k, .v = q.v};
+            struct kvp_kv_plan plan, held;
+            struct kvp_ref_check chk;
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+            q.block = 0;
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &held, &err), err);
+            struct kvp_ref_claim cl = {.k = plan.k_bytes, .v = plan.v_bytes, .state = plan.state_bytes,
+                                       .total = plan.total_bytes, .peak = predicted_peak(&m, &q, pol[i], &plan),
+                                       .held = {held.k_bytes, held.v_bytes, held.state_bytes}};
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert_msg(chk.match, "%s compute %d: the claim does not hold", kvp_ref_policy_name(pol[i]), compute);
+            ck_assert_uint_eq(chk.a.cur_total, plan.total_bytes);
+            ck_assert_uint_eq(chk.rss_expected, 2 * plan.total_bytes); /* the cache and its twin */
+            cl.k++;
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert(!chk.match);
+            cl.k--, cl.peak++;
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert(!chk.match);
+        }
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
+/* --sweep's contexts on the zoo (window 5, chunk 4) with blocks of 4, to
+ * 20: 1, the boundaries -1/0/+1, powers of two, 20, each once in order; at
+ * most max of them, taken in that order before sorting. */
+START_TEST(sweep_points_in_order)
+{
+    static const uint64_t want[] = {1, 2, 3, 4, 5, 6, 8, 16, 20}, first3[] = {1, 4, 5};
+    struct kvp_model m;
+    uint64_t pts[64];
+    zoo(&m, KVP_DTYPE_BF16);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 4, 20, pts, 64), N_ELEMS(want));
+    for (size_t i = 0; i < N_ELEMS(want); i++)
+        ck_assert_uint_eq(pts[i], want[i]);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 4, 20, pts, 3), 3);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_uint_eq(pts[i], first3[i]);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 0, 1, pts, 64), 1);
+    ck_assert_uint_eq(pts[0], 1);
+}
+END_TEST
+
 /* The dynamic policy's measured peak == kvp_kv_dynamic_peak at every T from 1
  * to 60, batch 2, on the zoo (windows 5 and 4, narrower than a residual),
  * the wide zoo (40 and 24: groups leave the window one by one) and a 1 x 6
@@ -1492,6 +1551,8 @@ static Suite *suite(void)
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);
+    tcase_add_test(core, validate_judges_claims);
+    tcase_add_test(limits, sweep_points_in_order);
     tcase_add_test(core, dynamic_peak_every_step);
     tcase_add_test(core, paged_free_list);
     tcase_add_test(grid, fidelity_ordering);

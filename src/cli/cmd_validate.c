@@ -1,7 +1,6 @@
 /* cmd_validate.c -- `kvplan validate MODEL`: run the reference decoder and
  * compare the bytes it allocates with the engine's prediction. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -381,24 +380,19 @@ static void kvquant_text(struct kvp_buf *b, const struct kvp_ref_fidelity_grid *
 
 static int fidelity(enum kvp_out fmt, uint64_t seed, uint64_t prompt, uint64_t steps)
 {
-    struct kvp_ref_fidelity_grid *g = malloc(sizeof *g);
+    struct kvp_ref_fidelity_grid g; /* 52 cells, ~10 KiB */
     struct kvp_error err = {0};
     struct kvp_buf b = {0};
     int rc;
-    if (!g)
-        return cli_usage_error("validate: out of memory");
-    if (kvp_ref_fidelity_grid(seed, prompt, steps, g, &err) != KVP_OK) {
-        free(g);
+    if (kvp_ref_fidelity_grid(seed, prompt, steps, &g, &err) != KVP_OK)
         return cli_error(&err);
-    }
     if (fmt == KVP_OUT_JSON) {
-        fidelity_json(&b, g, seed, prompt, steps);
+        fidelity_json(&b, &g, seed, prompt, steps);
     } else {
-        kivi_text(&b, g, seed, prompt, steps);
-        kivi_claims_text(&b, g);
-        kvquant_text(&b, g);
+        kivi_text(&b, &g, seed, prompt, steps);
+        kivi_claims_text(&b, &g);
+        kvquant_text(&b, &g);
     }
-    free(g);
     rc = cli_write(&b);
     kvp_buf_release(&b);
     return rc;
