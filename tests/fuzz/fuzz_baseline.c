@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kvp_plan_render(rep, (enum kvp_out)o, o == KVP_OUT_TEXT, &b);
         kvp_buf_release(&b);
     }
-    FUZZ_ASSERT(rep->passed + rep->failed + rep->regressed == rep->n, "%u passed + %u failed + %u regressed != %u results",
-                rep->passed, rep->failed, rep->regressed, rep->n);
+    FUZZ_ASSERT(rep->passed + rep->failed + rep->regressed == rep->n,
+                "%u passed + %u failed + %u regressed != %u results", rep->passed, rep->failed, rep->regressed, rep->n);
     return 0;
 }

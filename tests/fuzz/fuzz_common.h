@@ -80,7 +80,8 @@ static inline void fuzz_catalogs(struct kvp_catalog **models, struct kvp_gpu_cat
     static struct kvp_gpu_catalog *g;
     struct kvp_error err = {0};
 
-    if (!m && (kvp_catalog_load("models", &m, &err) != KVP_OK || kvp_gpu_catalog_load("models/gpus.yaml", &g, &err) != KVP_OK)) {
+    if (!m && (kvp_catalog_load("models", &m, &err) != KVP_OK ||
+               kvp_gpu_catalog_load("models/gpus.yaml", &g, &err) != KVP_OK)) {
         fprintf(stderr, "fuzz: run from the repository root: %s\n", err.msg);
         abort();
     }
