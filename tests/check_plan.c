@@ -513,6 +513,12 @@ START_TEST(workload_errors)
          "plan.yaml:3:16: 'rate': must be a number of requests/s >= 0 (got '-1')"},
         {"kvplan_plan: 1\nworkloads:\n  chat: {requests: 0}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:20: 'requests': must be 1 to 10000000 requests (got '0')"},
+        /* the simulator's budget, at the requests key, before anything is drawn (issue #37) */
+        {"kvplan_plan: 1\nworkloads:\n  chat: {requests: 10000000}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:20: workload 'chat': 10,000,000 requests of up to 1,024 + 256 tokens cost 13,440,000,000 "
+         "token-steps, more than the simulator's budget KVP_SIM_BUDGET of 100,000,000"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 4000000000}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:9: workload 'chat': 1,000 requests of up to 4,000,000,000 + 256 tokens cost"},
         {"kvplan_plan: 1\nworkloads:\n  chat: {prefix: 16, prefix_share: 2}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:36: 'prefix_share': must be a fraction from 0 to 1 (got '2')"},
         {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv, max_queue: soon}\n" WL_DEP "      - fits: true\n",

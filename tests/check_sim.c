@@ -528,6 +528,35 @@ START_TEST(rate_too_low)
 }
 END_TEST
 
+/* A synthetic workload costs at most KVP_SIM_BUDGET token-steps: requests x
+ * (longest prompt + longest answer + 64); one more request past it is refused
+ * before anything is drawn, and a product past 2^64 too (issue #37). */
+START_TEST(synth_within_budget)
+{
+    struct kvp_synth sy = KVP_SYNTH_DEFAULTS;
+    struct kvp_workload w;
+    struct kvp_error err = {0};
+    uint64_t cost = 0;
+
+    sy.prompt = (struct kvp_range){100, 936};
+    sy.output = (struct kvp_range){1, 1000}; /* 2,000 a request */
+    sy.requests = 50000;
+    ck_assert_kvp_ok(kvp_synth_cost(&sy, &cost, &err), err);
+    ck_assert_uint_eq(cost, KVP_SIM_BUDGET);
+    sy.requests++;
+    ck_assert_int_eq(kvp_synth_cost(&sy, &cost, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "50,001 requests of up to 936 + 1,000 tokens cost 100,002,000 token-steps, more than "
+                              "the simulator's budget KVP_SIM_BUDGET of 100,000,000 (requests x (prompt + output + "
+                              "64)): fewer or shorter requests");
+    ck_assert_int_eq(kvp_workload_synth(&sy, &w, &err), KVP_ERR_USAGE);
+    ck_assert_ptr_null(w.req);
+    sy.requests = UINT32_MAX;
+    sy.prompt = sy.output = (struct kvp_range){1, UINT32_MAX};
+    ck_assert_int_eq(kvp_synth_cost(&sy, &cost, &err), KVP_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "cost more than 18,446,744,073,709,551,615 token-steps"), "%s", err.msg);
+}
+END_TEST
+
 /* The documented maximum is a trace's to have: a CSV header and exactly
  * KVP_SIM_MAX_REQUESTS rows, each ending in a newline, parse (they were
  * refused as "more than 10000000 requests": the last newline counted as a
@@ -1227,6 +1256,7 @@ static Suite *suite(void)
     tcase_add_test(limits, trace_errors);
     tcase_add_test(limits, synth_key_errors);
     tcase_add_test(limits, rate_too_low);
+    tcase_add_test(limits, synth_within_budget);
     tcase_add_test(limits, run_errors);
     tcase_add_test(limits, max_rate_brackets);
     suite_add_tcase(s, limits);

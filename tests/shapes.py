@@ -237,6 +237,10 @@ def shapes():
         s.append(("trace-4mib-" + eng, {"t.csv": trace},
                   ["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", eng, "--context", "4k", "--trace", "FILE"],
                   ""))
+    # a workload past the simulator's budget (KVP_SIM_BUDGET), refused before a request is drawn: a plan's
+    # 200 bytes of 'requests: 10000000' took 4.8 s and 2.9 GB at load (issue #37)
+    s.append(("plan-workload-budget", {"p.yaml": "kvplan_plan: 1\nworkloads:\n  w: {requests: 10000000}\n"
+                                                 "deployments:\n" + dep % 0}, ["check", "FILE"], "KVP_SIM_BUDGET"))
     # GGUF headers (the 64 MiB read cap)
     s.append(("gguf-many-keys", {"m.gguf": gguf_many_keys(64 * MIB)}, ["size", "FILE"], ""))
     s.append(("gguf-token-array", {"m.gguf": gguf_token_array(64 * MIB)}, ["size", "FILE"], ""))

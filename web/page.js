@@ -97,16 +97,30 @@ function queryOf(settings) {
     (hubEndpoint !== DEFAULT_HUB ? '&hub=' + word(hubEndpoint) : '');
 }
 
-/* "#file=NAME:BASE64URL" -> {name, bytes} or null */
+/* "#file=NAME:BASE64URL" -> {name, bytes}; null without a #file= fragment; {error} for one that is
+ * malformed or carries more than FRAGMENT_MAX bytes (checked on its length, before it is decoded) */
 function parseFragment(hash) {
+  if (!hash.startsWith('#file='))
+    return null;
+  const bad = why => ({error: `the link's #file= fragment is malformed (${why}): it must be #file=NAME:BASE64URL, ` +
+                              'as the page writes it; drop the file again'});
   const m = /^#file=([^:]+):([A-Za-z0-9_-]*)$/.exec(hash);
   if (!m)
-    return null;
-  const bin = atob(m[2].replace(/-/g, '+').replace(/_/g, '/'));
+    return bad('not NAME:BASE64URL');
+  if (Math.floor(m[2].length * 3 / 4) > FRAGMENT_MAX)
+    return {error: `the link's file is larger than ${FRAGMENT_MAX / 1024} KiB (${m[2].length} characters of base64): ` +
+                   'a link carries at most that; drop the file instead'};
+  let name, bin;
+  try {
+    name = decodeURIComponent(m[1]);
+    bin = atob(m[2].replace(/-/g, '+').replace(/_/g, '/'));
+  } catch (e) {
+    return bad(name === undefined ? 'its name is not percent-encoded UTF-8' : 'its data is not base64');
+  }
   const bytes = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++)
     bytes[i] = bin.charCodeAt(i);
-  return {name: decodeURIComponent(m[1]), bytes};
+  return {name, bytes};
 }
 
 function fragmentOf(file) {
@@ -535,8 +549,11 @@ function start() {
   return loadCatalogs().then(() => {
     const state = parseQuery(location.search || '?' + DEFAULT_QUERY);
     hubEndpoint = state.hub;
-    dropped = parseFragment(location.hash);
+    const carried = parseFragment(location.hash);
+    dropped = carried && !carried.error ? carried : null;
     fillForm(state);
+    if (carried && carried.error)
+      return refuse(carried.error);
     return answer(state, fileFor(state));
   }).then(() => {
     $('status').title = `${Math.round(performance.now() - t0)} ms from load`;

@@ -759,6 +759,10 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
         }
         w->is_trace = true;
     } else {
+        uint64_t cost;
+        yaml_node_t *r = kvp_ydoc_get(d, m, "requests");
+        if ((st = kvp_synth_cost(&w->synth, &cost, err)) != KVP_OK) /* before drawing what would cost too much */
+            return kvp_ydoc_fail(d, r ? r : m, err, st, "workload '%s': %s", w->name, err->msg);
         /* drawn once here for its errors (a prefix longer than the prompts) */
         if ((st = kvp_workload_synth(&w->synth, &drawn, err)) != KVP_OK)
             return kvp_ydoc_fail(d, m, err, st, "workload '%s': %s", w->name, err->msg);

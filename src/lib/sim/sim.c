@@ -195,7 +195,8 @@ static void remove_skipped(struct sim *s, struct req *r, uint32_t g)
         first_useful = r->computed / gr->window * gr->window / s->c->block_size;
     else
         return;
-    for (uint64_t i = first_useful < r->len[g] ? first_useful : r->len[g]; i-- > 0;) {
+    for (uint64_t k = first_useful < r->len[g] ? first_useful : r->len[g]; k > 0; k--) {
+        uint64_t i = k - 1;
         if (t[i] == NULL_BLOCK)
             break;
         pool_release(&s->pool, t[i]);
@@ -253,7 +254,8 @@ static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
         for (uint32_t g = 0; g < c->n_groups; g++)
             window = c->group[g].kind == KVP_LAYER_SLIDING ? c->group[g].window : window;
         need = kvp_cdiv(window - 1, c->block_size);
-        for (uint64_t i = full; i-- > 0;) {
+        for (uint64_t k = full; k > 0; k--) {
+            uint64_t i = k - 1;
             if (hit_all(s, r, uid, (uint32_t)i, true, b)) {
                 for (uint32_t g = 0; g < c->n_groups; g++)
                     if (c->group[g].kind == KVP_LAYER_SLIDING)
@@ -345,8 +347,10 @@ static void free_request(struct sim *s, struct req *r)
     r->pend = NONE;
     for (uint32_t g = 0; g < s->c->n_groups; g++) {
         uint32_t *t = table(r, g);
-        for (uint32_t i = r->len[g]; i-- > 0;)
+        for (uint32_t k = r->len[g]; k > 0; k--) {
+            uint32_t i = k - 1;
             pool_release(&s->pool, t[i]);
+        }
         r->len[g] = r->cached[g] = 0;
     }
     r->live = 0;
@@ -364,8 +368,8 @@ static uint64_t offload_hit(struct sim *s, const struct req *r, uint32_t uid, ui
     uint64_t i, most = (r->tokens - 1) / bs;
     if (!t->n)
         return 0;
-    for (i = r->tokens / bs; i-- > 0;)
-        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+    for (uint64_t k = r->tokens / bs; k > 0; k--)
+        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)(k - 1), bs), (uint32_t)(k - 1))) != NONE)
             kvp_sim_tier_touch(t, e);
     for (i = hit / bs; i < most; i++)
         if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) == NONE || t->ref[e] < 0)
@@ -418,8 +422,8 @@ static void offload_store(struct sim *s)
             }
             r->next_stored = (uint32_t)end;
             s->out->offload_stored_blocks += nstore;
-            for (uint64_t i = nstore ? end : 0; i-- > 0;)
-                if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+            for (uint64_t b = nstore ? end : 0; b > 0; b--) /* block b - 1, last first */
+                if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)(b - 1), bs), (uint32_t)(b - 1))) != NONE)
                     kvp_sim_tier_touch(t, e);
         }
     for (uint32_t k = 0; k < s->nsched; k++) {
