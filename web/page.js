@@ -378,7 +378,8 @@ function answer(state, file) {
   const argv = fitArgv(state.settings, ['--format', 'json']);
   $('kvplan-argv').textContent = 'kvplan ' + argv.map(shellWord).join(' ');
   return Promise.all([runHub(argv, file), runHub(fitArgv(state.settings, ['--explain']), file),
-                      runHub(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
+                      runHub(plotArgv(state.settings), file),
+                      runHub(fitArgv(state.settings, ['--emit']), file)]).then(([fit, explain, plot, launch]) => {
     if (mine !== serial)
       return;
     showHub(state, fit);
@@ -390,6 +391,9 @@ function answer(state, file) {
     $('explain').textContent = explain.out; /* its stderr is fit's, shown above */
     $('log').textContent = j.refused ? `${j.engine} would not start:\n  ${j.refused}` :
       j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
+    /* the engine's own command for it, or why there is none (an engine without one: ideal, hf-*) */
+    $('launch').textContent = launch.rc === 2 ? launch.err.replace(/^kvplan: /, '') : launch.out;
+    $('copy-launch').hidden = launch.rc === 2;
     if (plot.svg)
       $('chart').innerHTML = plot.svg;
     else
@@ -521,6 +525,7 @@ function buildForm() {
       dropFile(e.dataTransfer.files[0]);
   });
   $('f-file').addEventListener('change', e => { if (e.target.files.length) dropFile(e.target.files[0]); });
+  $('copy-launch').addEventListener('click', copyLaunch);
 }
 
 /* the pickers' contents come from the CLI too: kvplan models, gpus, engines */
@@ -541,6 +546,14 @@ function loadCatalogs() {
     for (const e of engines)
       option($('f-engine'), e.engine, e.engine);
   });
+}
+
+/* the launch command's first line onto the clipboard (the second, a # note, is for the reader) */
+function copyLaunch() {
+  const line = $('launch').textContent.split('\n')[0];
+  navigator.clipboard.writeText(line).then(() => { $('copy-launch').textContent = 'copied'; },
+                                           () => { $('copy-launch').textContent = 'select it and copy'; });
+  setTimeout(() => { $('copy-launch').textContent = 'copy'; }, 2000);
 }
 
 function start() {

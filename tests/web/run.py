@@ -269,6 +269,7 @@ def check_row(browser, row, base, hub):
     page_log = text(browser, session, "log") or ""
     page_summary = text(browser, session, "summary") or ""
     page_argv = text(browser, session, "kvplan-argv") or ""
+    page_launch = text(browser, session, "launch") or ""
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     pinned_url = browser.eval(session, "location.href")
     browser.close_tab(target)
@@ -298,6 +299,11 @@ def check_row(browser, row, base, hub):
         explain = native(argv[:-2] + ["--explain"], folder, on)
         if page_explain != explain.stdout:
             fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
+        emit = native(argv[:-2] + ["--emit"], folder, on)  # the launch command, or why there is none
+        want = emit.stderr.strip().removeprefix("kvplan: ") if emit.returncode == 2 else emit.stdout
+        if page_launch.strip() != want.strip():
+            fails.append("the launch command differs from kvplan %s:\n--- page\n%s\n--- native\n%s"
+                         % (shlex.join(argv[:-2] + ["--emit"]), page_launch, want))
         if chart != "<svg>":  # kvplan plot's chart of the same deployment
             fails.append(f"no chart: {chart!r}")
         if on_hub and not fails:
