@@ -26,9 +26,13 @@
 
 #define CONFIG_FILE_MAX (1u << 20) /* bytes; an engine's --config holds a few dozen flags */
 
-/* Flags that size memory and that kvplan does not model yet: refused. */
+/* Flags that size memory and that kvplan does not model yet: refused. A draft
+ * model is one more model's weights and cache: vLLM 0.7's --speculative-model,
+ * SGLang's --speculative-draft-model-path (srt/server_args.py), llama.cpp's
+ * -md/--model-draft and -hfd/-hfrd/--hf-repo-draft (common/arg.cpp). */
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
+    "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
     "data-parallel-size", "dp", "dp-size", "enable-dp-attention", "enable-expert-parallel", "ep-size", "ep_size",
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "n-cpu-moe", "cpu-moe", "ot",
     "override-tensor", "no-kv-offload", "nkvo", "limit-mm-per-prompt", "max-total-tokens", "dtype",
@@ -74,6 +78,15 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     char buf[KVP_SETTING_VALUE_MAX];
     if (row < 0)
         row = kvp_setting_engine_flag(name, &engine);
+    if (row < 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strncmp(flag, "--", 2) == 0) {
+        /* argparse reads a unique prefix of a long flag as the flag (vllm#6211 `--max-seq-len` for
+         * --max-seq-len-to-capture; `--gpu-memory-util=0.96` in intel/llm-scaler#129) */
+        const char *full;
+        if ((row = kvp_setting_engine_flag_abbrev(name, e == KVP_ENGINE_VLLM ? "vLLM" : "SGLang", &full)) < 0 && full)
+            return kvp_fail(err, KVP_ERR_USAGE, "%s: an abbreviation of more than one flag (--%s, ...)", flag, full);
+        if (row >= 0)
+            name = full;
+    }
     if (strcmp(name, "ngl") == 0 || strcmp(name, "n-gpu-layers") == 0 || strcmp(name, "gpu-layers") == 0) {
         char *end;
         unsigned long long n = v ? strtoull(v, &end, 10) : 0;
@@ -82,6 +95,19 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
                             "sizes every layer on the GPUs; -ngl 999 is what it plans)", flag, v ? v : "");
         return KVP_OK;
     }
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strcmp(name, "dtype") == 0) {
+        /* the weights' and activations' type (vLLM engine/arg_utils.py and SGLang srt/server_args.py: auto, half,
+         * float16, bfloat16, float, float32): in 16 bits, as kvplan sizes them (auto: the checkpoint's bf16 or
+         * fp16; fp16 for a float32 checkpoint), the KV cache's auto the same 2 bytes */
+        if (v && (strcmp(v, "auto") == 0 || strcmp(v, "half") == 0 || strcmp(v, "float16") == 0 ||
+                  strcmp(v, "bfloat16") == 0))
+            return KVP_OK;
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: weights in 32 bits are not modelled (auto, half, float16 "
+                        "and bfloat16 are)", flag, v ? v : "");
+    }
+    if (e == KVP_ENGINE_LLAMACPP && row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "context") == 0 && v &&
+        strcmp(v, "0") == 0)
+        return KVP_OK; /* -c 0: "0 = loaded from model" (common/arg.cpp), the trained context: kvplan's default */
     if (strcmp(name, "quantization") == 0 || strcmp(name, "q") == 0) {
         if (v && strcmp(v, "fp8") == 0)
             return put(s, "weight_dtype", "fp8", flag, err);

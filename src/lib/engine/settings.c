@@ -109,6 +109,8 @@ static const struct {
     {"cache_type_k", "k_dtype", "llama.cpp"},    {"ctk", "k_dtype", "llama.cpp"},
     {"cache_type_v", "v_dtype", "llama.cpp"},    {"ctv", "v_dtype", "llama.cpp"},
     {"quantization", "weight_dtype", "vLLM"},    {"kv_cache_memory_bytes", "kv_cache_memory", "vLLM"},
+    {"max_num_seqs", "max_num_seqs", "vLLM"},    {"max_num_batched_tokens", "max_num_batched_tokens", "vLLM"},
+    {"block_size", "block_size", "vLLM"}, /* kvplan's names too: listed for kvp_setting_engine_flag_abbrev */
     {"max_running_requests", "max_num_seqs", "SGLang"},
     {"page_size", "block_size", "SGLang"},       {"batch_size", "n_batch", "llama.cpp"},
     {"b", "n_batch", "llama.cpp"},               {"ubatch_size", "n_ubatch", "llama.cpp"},
@@ -127,6 +129,28 @@ int kvp_setting_engine_flag(const char *flag, const char **engine)
             return kvp_setting_find(engine_flags[i].key);
         }
     return -1;
+}
+
+int kvp_setting_engine_flag_abbrev(const char *flag, const char *engine, const char **full)
+{
+    size_t n = strlen(flag);
+    int row = -1;
+    *full = NULL;
+    for (size_t i = 0; i < sizeof engine_flags / sizeof engine_flags[0]; i++) {
+        const char *f = engine_flags[i].flag;
+        size_t j = 0;
+        if (!strstr(engine_flags[i].engine, engine) || strlen(f) <= n)
+            continue;
+        while (j < n && (f[j] == flag[j] || (f[j] == '_' && flag[j] == '-')))
+            j++;
+        if (j < n)
+            continue;
+        if (*full)
+            return -1; /* argparse: "ambiguous option" */
+        *full = f;
+        row = kvp_setting_find(engine_flags[i].key);
+    }
+    return row;
 }
 
 void kvp_settings_clear(struct kvp_settings *s)
