@@ -69,6 +69,18 @@ static enum kvp_status put(struct kvp_settings *s, const char *key, const char *
     return kvp_fail(err, st, "%s %s: %s", flag, value, why);
 }
 
+/* The engine as kvp_setting_engine_flag names it. */
+static const char *engine_label(enum kvp_engine_id e)
+{
+    switch (e) {
+    case KVP_ENGINE_VLLM: return "vLLM";
+    case KVP_ENGINE_SGLANG: return "SGLang";
+    case KVP_ENGINE_LLAMACPP: return "llama.cpp";
+    case KVP_ENGINE_TRTLLM: return "TRT-LLM";
+    default: return "?";
+    }
+}
+
 /* One engine flag with its value (NULL for a switch) into s. */
 static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
                             const char *v, struct kvp_buf *notes, struct kvp_error *err)
@@ -76,14 +88,19 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     const char *engine;
     int row = kvp_setting_find(name);
     char buf[KVP_SETTING_VALUE_MAX];
-    if (row < 0)
-        row = kvp_setting_engine_flag(name, &engine);
+    if (row < 0 && (row = kvp_setting_engine_flag(name, &engine)) >= 0 && !strstr(engine, engine_label(e)))
+        row = -1; /* another engine's flag: vLLM takes `--max-seq-len` for --max-seq-len-to-capture, not TRT-LLM's */
     if (row < 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strncmp(flag, "--", 2) == 0) {
-        /* argparse reads a unique prefix of a long flag as the flag (vllm#6211 `--max-seq-len` for
-         * --max-seq-len-to-capture; `--gpu-memory-util=0.96` in intel/llm-scaler#129) */
+        /* argparse takes a unique prefix of a long flag for the flag (allow_abbrev): vLLM read vllm#6211's
+         * `--max-seq-len` as --max-seq-len-to-capture, intel/llm-scaler#129's `--gpu-memory-util=0.96` as
+         * --gpu-memory-utilization; a prefix of several is its "ambiguous option" */
         const char *full;
-        if ((row = kvp_setting_engine_flag_abbrev(name, e == KVP_ENGINE_VLLM ? "vLLM" : "SGLang", &full)) < 0 && full)
-            return kvp_fail(err, KVP_ERR_USAGE, "%s: an abbreviation of more than one flag (--%s, ...)", flag, full);
+        if ((row = kvp_setting_engine_flag_abbrev(name, engine_label(e), &full)) < 0 && full) {
+            snprintf(buf, sizeof buf, "%s", full);
+            for (char *p = buf; *p; p++)
+                *p = *p == '_' ? '-' : *p;
+            return kvp_fail(err, KVP_ERR_USAGE, "%s: an abbreviation of more than one flag (--%s, ...)", flag, buf);
+        }
         if (row >= 0)
             name = full;
     }

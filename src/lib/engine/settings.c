@@ -92,7 +92,8 @@ int kvp_setting_find(const char *key)
 
 /* The engines' flags for the settings above, as their argument parsers
  * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs), SGLang
- * 0.5 python/sglang/srt/server_args.py (ServerArgs), llama.cpp
+ * 0.5 python/sglang/srt/server_args.py (ServerArgs: "--tensor-parallel-size",
+ * "--tp-size"; "--pipeline-parallel-size", "--pp-size"), llama.cpp
  * common/arg.cpp (long and short names), TRT-LLM 1.0
  * tensorrt_llm/commands/serve.py (trtllm-serve's options). A flag whose meaning differs from
  * the setting (llama.cpp --tensor-split takes proportions, vLLM
@@ -100,8 +101,8 @@ int kvp_setting_find(const char *key)
 static const struct {
     const char *flag, *key, *engine;
 } engine_flags[] = {
-    {"tensor_parallel_size", "tp", "vLLM"},      {"tp_size", "tp", "SGLang"},
-    {"pipeline_parallel_size", "pp", "vLLM"},    {"pp_size", "pp", "SGLang"},
+    {"tensor_parallel_size", "tp", "vLLM and SGLang"}, {"tp_size", "tp", "SGLang and TRT-LLM"},
+    {"pipeline_parallel_size", "pp", "vLLM and SGLang"}, {"pp_size", "pp", "SGLang and TRT-LLM"},
     {"max_model_len", "context", "vLLM"},        {"context_length", "context", "SGLang"},
     {"ctx_size", "context", "llama.cpp"},        {"c", "context", "llama.cpp"},
     {"gpu_memory_utilization", "util", "vLLM"},  {"mem_fraction_static", "util", "SGLang"},
