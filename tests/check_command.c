@@ -170,7 +170,7 @@ static const struct real_case {
      "sglang", "/path/to/bagel_mixtral_AWQ",
      "tp=2 context=-", /* "Rank 0: ... context_len=32768", "Rank 1: ...": two ranks, the model's context */
      "", "--port", NULL},
-    {"https://github.com/sgl-project/sglang/pull/210#with-context",
+    {"https://github.com/sgl-project/sglang/pull/210", /* the PR's second command */
      "python -m sglang.launch_server --model-path /path/to/bagel_mixtral_AWQ --port 30000 --tp 2 --context-length 8192",
      "sglang", "/path/to/bagel_mixtral_AWQ",
      "tp=2 context=8192", /* "Rank 0: max_total_num_token=135505, max_prefill_num_token=22584, context_len=8192" */
@@ -189,7 +189,8 @@ static const struct real_case {
      "--ctx-size 0 --cache-type-k q5_0 --slot-save-path \"saved_slots.kvc\" --threads 94 --threads-http 12 "
      "--parallel 6 --mirostat 2 --mirostat-ent 5.7 --mirostat-lr 0.14",
      "llamacpp", "models/deepseek-v3-q2_k_xs-00001-of-00005.gguf",
-     /* "--ctx-size 0 --parallel 6 ... divides the total ctx by 6": the model's 163840 cells over 6 sequences */
+     /* the report with its log: "run with `--ctx-size 0 --parallel 6` ... it divides the total ctx by 6", the
+      * model's 163840 cells over 6 sequences; the K cache's type is not in the stored excerpt */
      "context=- n_seq=6", "k_dtype=q5_0",
      "--alias, --host, --port, --slot-save-path, --threads, --threads-http, --mirostat, --mirostat-ent, "
      "--mirostat-lr",
