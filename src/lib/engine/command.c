@@ -4,14 +4,17 @@
  * `vllm serve M ...`, `python3 -m vllm.entrypoints.openai.api_server
  * --model M ...`, `python3 -m sglang.launch_server --model-path M ...`,
  * `llama-server -m F ...` / `llama-cli`, `trtllm-serve M ...`: the program
- * names the engine, each flag is taken by its engine name
- * (kvp_setting_engine_flag) or kvplan's own, its value translated where the
- * engine spells it otherwise (`auto`, `bfloat16`, a byte count without a
- * unit). A flag that would change the memory but that kvplan does not model
- * is refused, naming it; any other unknown flag is ignored with a note.
- * vLLM's and SGLang's `--config FILE` (a YAML mapping of the same flags) is
- * read first and the command line's own flags win over it, as the engines
- * do. What kvp_emit_command writes, this reads back (tests/check_emit.c).
+ * names the engine, each flag is taken by that engine's name for it
+ * (kvp_setting_engine_flag; under vLLM and SGLang also a unique prefix of
+ * one, as their argparse reads it) or kvplan's own, its value translated
+ * where the engine spells it otherwise (`auto`, `bfloat16`, a byte count
+ * without a unit, llama.cpp's `-c 0`). A flag that would change the memory
+ * but that kvplan does not model is refused, naming it; any other unknown
+ * flag is ignored with a note. vLLM's and SGLang's `--config FILE` (a YAML
+ * mapping of the same flags) is read first and the command line's own flags
+ * win over it, as the engines do. What kvp_emit_command writes, this reads
+ * back (tests/check_emit.c); real commands from issue threads, with what
+ * their logs show the engines took, are tests/check_command.c.
  */
 #include "kvplan/settings.h"
 
