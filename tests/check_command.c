@@ -183,6 +183,12 @@ static const struct real_case {
      "", /* "[TP5] Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens)" */
      "tp=8 util=0.9 context=163840",
      "--host, --port, --trust-remote-code, --chunked-prefill-size, --served-model-name", NULL},
+    {"https://github.com/sgl-project/sglang/issues/4895",
+     "python3 -m sglang.launch_server --model-path  /llm/model/google/gemma-3-27b-it-int4-awq/ --host 0.0.0.0 "
+     "--port 30000 --trust-remote-code --context-length 4096",
+     "sglang", "/llm/model/google/gemma-3-27b-it-int4-awq/",
+     /* context_length=4096, kv_cache_dtype='auto', mem_fraction_static=0.88 (SGLang's own), page_size=1, tp_size=1 */
+     "context=4096 kv_dtype=- util=- block_size=- tp=-", "", "--host, --port, --trust-remote-code", NULL},
     /* ---- llama.cpp ---- */
     {"https://github.com/ggml-org/llama.cpp/issues/11681",
      "./llama-server --model models/deepseek-v3-q2_k_xs-00001-of-00005.gguf --alias full --host 0.0.0.0 --port 55055 "
