@@ -4,14 +4,17 @@
  * `vllm serve M ...`, `python3 -m vllm.entrypoints.openai.api_server
  * --model M ...`, `python3 -m sglang.launch_server --model-path M ...`,
  * `llama-server -m F ...` / `llama-cli`, `trtllm-serve M ...`: the program
- * names the engine, each flag is taken by its engine name
- * (kvp_setting_engine_flag) or kvplan's own, its value translated where the
- * engine spells it otherwise (`auto`, `bfloat16`, a byte count without a
- * unit). A flag that would change the memory but that kvplan does not model
- * is refused, naming it; any other unknown flag is ignored with a note.
- * vLLM's and SGLang's `--config FILE` (a YAML mapping of the same flags) is
- * read first and the command line's own flags win over it, as the engines
- * do. What kvp_emit_command writes, this reads back (tests/check_emit.c).
+ * names the engine, each flag is taken by that engine's name for it
+ * (kvp_setting_engine_flag; under vLLM and SGLang also a unique prefix of
+ * one, as their argparse reads it) or kvplan's own, its value translated
+ * where the engine spells it otherwise (`auto`, `bfloat16`, a byte count
+ * without a unit, llama.cpp's `-c 0`). A flag that would change the memory
+ * but that kvplan does not model is refused, naming it; any other unknown
+ * flag is ignored with a note. vLLM's and SGLang's `--config FILE` (a YAML
+ * mapping of the same flags) is read first and the command line's own flags
+ * win over it, as the engines do. What kvp_emit_command writes, this reads
+ * back (tests/check_emit.c); real commands from issue threads, with what
+ * their logs show the engines took, are tests/check_command.c.
  */
 #include "kvplan/settings.h"
 
@@ -26,9 +29,13 @@
 
 #define CONFIG_FILE_MAX (1u << 20) /* bytes; an engine's --config holds a few dozen flags */
 
-/* Flags that size memory and that kvplan does not model yet: refused. */
+/* Flags that size memory and that kvplan does not model yet: refused. A draft
+ * model is one more model's weights and cache: vLLM 0.7's --speculative-model,
+ * SGLang's --speculative-draft-model-path (srt/server_args.py), llama.cpp's
+ * -md/--model-draft and -hfd/-hfrd/--hf-repo-draft (common/arg.cpp). */
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
+    "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
     "enable-expert-parallel", "ep-size", "ep_size",
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "n-cpu-moe", "cpu-moe", "ot",
     "override-tensor", "no-kv-offload", "nkvo", "limit-mm-per-prompt", "max-total-tokens", "dtype",
@@ -66,6 +73,18 @@ static enum kvp_status put(struct kvp_settings *s, const char *key, const char *
     return kvp_fail(err, st, "%s %s: %s", flag, value, why);
 }
 
+/* The engine as kvp_setting_engine_flag names it. */
+static const char *engine_label(enum kvp_engine_id e)
+{
+    switch (e) {
+    case KVP_ENGINE_VLLM: return "vLLM";
+    case KVP_ENGINE_SGLANG: return "SGLang";
+    case KVP_ENGINE_LLAMACPP: return "llama.cpp";
+    case KVP_ENGINE_TRTLLM: return "TRT-LLM";
+    default: return "?";
+    }
+}
+
 /* One engine flag with its value (NULL for a switch) into s. */
 static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
                             const char *v, struct kvp_buf *notes, struct kvp_error *err)
@@ -73,8 +92,22 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     const char *engine;
     int row = kvp_setting_find(name);
     char buf[KVP_SETTING_VALUE_MAX];
-    if (row < 0)
-        row = kvp_setting_engine_flag(name, &engine);
+    if (row < 0 && (row = kvp_setting_engine_flag(name, &engine)) >= 0 && !strstr(engine, engine_label(e)))
+        row = -1; /* another engine's flag: vLLM takes `--max-seq-len` for --max-seq-len-to-capture, not TRT-LLM's */
+    if (row < 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strncmp(flag, "--", 2) == 0) {
+        /* argparse takes a unique prefix of a long flag for the flag (allow_abbrev): vLLM read vllm#6211's
+         * `--max-seq-len` as --max-seq-len-to-capture, intel/llm-scaler#129's `--gpu-memory-util=0.96` as
+         * --gpu-memory-utilization; a prefix of several is its "ambiguous option" */
+        const char *full;
+        if ((row = kvp_setting_engine_flag_abbrev(name, engine_label(e), &full)) < 0 && full) {
+            snprintf(buf, sizeof buf, "%s", full);
+            for (char *p = buf; *p; p++)
+                *p = *p == '_' ? '-' : *p;
+            return kvp_fail(err, KVP_ERR_USAGE, "%s: an abbreviation of more than one flag (--%s, ...)", flag, buf);
+        }
+        if (row >= 0)
+            name = full;
+    }
     if (strcmp(name, "ngl") == 0 || strcmp(name, "n-gpu-layers") == 0 || strcmp(name, "gpu-layers") == 0) {
         char *end;
         unsigned long long n = v ? strtoull(v, &end, 10) : 0;
@@ -83,6 +116,19 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
                             "sizes every layer on the GPUs; -ngl 999 is what it plans)", flag, v ? v : "");
         return KVP_OK;
     }
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strcmp(name, "dtype") == 0) {
+        /* the weights' and activations' type (vLLM engine/arg_utils.py and SGLang srt/server_args.py: auto, half,
+         * float16, bfloat16, float, float32): in 16 bits, as kvplan sizes them (auto: the checkpoint's bf16 or
+         * fp16; fp16 for a float32 checkpoint), the KV cache's auto the same 2 bytes */
+        if (v && (strcmp(v, "auto") == 0 || strcmp(v, "half") == 0 || strcmp(v, "float16") == 0 ||
+                  strcmp(v, "bfloat16") == 0))
+            return KVP_OK;
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: weights in 32 bits are not modelled (auto, half, float16 "
+                        "and bfloat16 are)", flag, v ? v : "");
+    }
+    if (e == KVP_ENGINE_LLAMACPP && row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "context") == 0 && v &&
+        strcmp(v, "0") == 0)
+        return KVP_OK; /* -c 0: "0 = loaded from model" (common/arg.cpp), the trained context: kvplan's default */
     if (strcmp(name, "quantization") == 0 || strcmp(name, "q") == 0) {
         if (v && strcmp(v, "fp8") == 0)
             return put(s, "weight_dtype", "fp8", flag, err);

@@ -99,7 +99,8 @@ int kvp_setting_find(const char *key)
 
 /* The engines' flags for the settings above, as their argument parsers
  * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs; -dp is --data-parallel-size), SGLang
- * 0.5 python/sglang/srt/server_args.py (ServerArgs), llama.cpp
+ * 0.5 python/sglang/srt/server_args.py (ServerArgs: "--tensor-parallel-size",
+ * "--tp-size"; "--pipeline-parallel-size", "--pp-size"), llama.cpp
  * common/arg.cpp (long and short names), TRT-LLM 1.0
  * tensorrt_llm/commands/serve.py (trtllm-serve's options). A flag whose meaning differs from
  * the setting (llama.cpp --tensor-split takes proportions, vLLM
@@ -107,10 +108,10 @@ int kvp_setting_find(const char *key)
 static const struct {
     const char *flag, *key, *engine;
 } engine_flags[] = {
-    {"tensor_parallel_size", "tp", "vLLM"},      {"tp_size", "tp", "SGLang"},
+    {"tensor_parallel_size", "tp", "vLLM and SGLang"}, {"tp_size", "tp", "SGLang and TRT-LLM"},
+    {"pipeline_parallel_size", "pp", "vLLM and SGLang"}, {"pp_size", "pp", "SGLang and TRT-LLM"},
     {"data_parallel_size", "dp", "vLLM and SGLang"}, {"dp_size", "dp", "SGLang"},
     {"enable_dp_attention", "dp_attention", "SGLang"},
-    {"pipeline_parallel_size", "pp", "vLLM"},    {"pp_size", "pp", "SGLang"},
     {"max_model_len", "context", "vLLM"},        {"context_length", "context", "SGLang"},
     {"ctx_size", "context", "llama.cpp"},        {"c", "context", "llama.cpp"},
     {"gpu_memory_utilization", "util", "vLLM"},  {"mem_fraction_static", "util", "SGLang"},
@@ -118,6 +119,8 @@ static const struct {
     {"cache_type_k", "k_dtype", "llama.cpp"},    {"ctk", "k_dtype", "llama.cpp"},
     {"cache_type_v", "v_dtype", "llama.cpp"},    {"ctv", "v_dtype", "llama.cpp"},
     {"quantization", "weight_dtype", "vLLM"},    {"kv_cache_memory_bytes", "kv_cache_memory", "vLLM"},
+    {"max_num_seqs", "max_num_seqs", "vLLM"},    {"max_num_batched_tokens", "max_num_batched_tokens", "vLLM"},
+    {"block_size", "block_size", "vLLM"}, /* kvplan's names too: listed for kvp_setting_engine_flag_abbrev */
     {"max_running_requests", "max_num_seqs", "SGLang"},
     {"page_size", "block_size", "SGLang"},       {"batch_size", "n_batch", "llama.cpp"},
     {"b", "n_batch", "llama.cpp"},               {"ubatch_size", "n_ubatch", "llama.cpp"},
@@ -136,6 +139,28 @@ int kvp_setting_engine_flag(const char *flag, const char **engine)
             return kvp_setting_find(engine_flags[i].key);
         }
     return -1;
+}
+
+int kvp_setting_engine_flag_abbrev(const char *flag, const char *engine, const char **full)
+{
+    size_t n = strlen(flag);
+    int row = -1;
+    *full = NULL;
+    for (size_t i = 0; i < sizeof engine_flags / sizeof engine_flags[0]; i++) {
+        const char *f = engine_flags[i].flag;
+        size_t j = 0;
+        if (!strstr(engine_flags[i].engine, engine) || strlen(f) <= n)
+            continue;
+        while (j < n && (f[j] == flag[j] || (f[j] == '_' && flag[j] == '-')))
+            j++;
+        if (j < n)
+            continue;
+        if (*full)
+            return -1; /* argparse: "ambiguous option" */
+        *full = f;
+        row = kvp_setting_find(engine_flags[i].key);
+    }
+    return row;
 }
 
 void kvp_settings_clear(struct kvp_settings *s)
