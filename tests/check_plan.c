@@ -76,8 +76,10 @@ static const struct {
     {"      - fits: true\n", "      - fits: true\n        concurrency: 100\n", KVP_CHECK_FITS, -1, 0},
     {"      - min_concurrency: 86\n", "      - min_concurrency: 87\n", KVP_CHECK_MIN_CONCURRENCY, 86.9648, 1e-4},
     {"      - min_context: 11120\n", "      - min_context: 11121\n", KVP_CHECK_MIN_CONTEXT, 11120, 1e-9},
-    {"      - max_kv_share: 0.51\n", "      - max_kv_share: 0.5\n", KVP_CHECK_MAX_KV_SHARE, 42949672960.0 / 85028896768.0, 1e-9},
-    {"      - max_kv_bytes_per_token: 80KiB\n", "      - max_kv_bytes_per_token: 81919\n", KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, 81920, 1e-9},
+    {"      - max_kv_share: 0.51\n", "      - max_kv_share: 0.5\n", KVP_CHECK_MAX_KV_SHARE,
+     42949672960.0 / 85028896768.0, 1e-9},
+    {"      - max_kv_bytes_per_token: 80KiB\n", "      - max_kv_bytes_per_token: 81919\n",
+     KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, 81920, 1e-9},
     {"      - max_tpot_ms: 18.3\n", "      - max_tpot_ms: 18.2\n", KVP_CHECK_MAX_TPOT, 18.24, 0.01},
     {"      - min_headroom: 14GiB\n", "      - min_headroom: 15GiB\n", KVP_CHECK_MIN_HEADROOM, -1, 0},
 };
@@ -220,8 +222,10 @@ START_TEST(includes_stay_in_the_plan_folder)
         struct kvp_error err = {0};
         char text[512];
         enum kvp_status st;
-        snprintf(text, sizeof text, "kvplan_plan: 1\ninclude: [%s]\ndeployments:\n"
-                 "  - {name: d, model: llama-3.1-8b, context: 1k, assert: {fits: true}}\n", i < 3 ? out[i] : "inside.yaml");
+        snprintf(text, sizeof text,
+                 "kvplan_plan: 1\ninclude: [%s]\ndeployments:\n"
+                 "  - {name: d, model: llama-3.1-8b, context: 1k, assert: {fits: true}}\n",
+                 i < 3 ? out[i] : "inside.yaml");
         st = kvp_plan_load(&p, put("plans/top.yaml", text), models, gpus, &err);
         if (i == 3) {
             ck_assert_kvp_ok(st, err);
@@ -498,7 +502,8 @@ START_TEST(workload_errors)
          "plan.yaml:10:19: unknown workload 'chats' (did you mean 'chat'?)"},
         {WL_CHAT WL_DEP "      - max_preemptions: 0\n",
          "plan.yaml:9:9: 'max_preemptions' needs a 'workload' (a name from the file's 'workloads')"},
-        {WL_CHAT WL_DEP "      - fits: true\n        workload: chat\n", "plan.yaml:10:19: 'workload' does not apply to 'fits'"},
+        {WL_CHAT WL_DEP "      - fits: true\n        workload: chat\n",
+         "plan.yaml:10:19: 'workload' does not apply to 'fits'"},
         {WL_CHAT WL_DEP "      - max_preemptions: -1\n        workload: chat\n", "plan.yaml:9:26: 'max_preemptions': "},
         {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 100, prefix: 200}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:9: workload 'chat': the shared prefix (200 tokens) is longer than the shortest prompt (100)"},
@@ -523,7 +528,8 @@ START_TEST(workload_errors)
          "plan.yaml:3:36: 'prefix_share': must be a fraction from 0 to 1 (got '2')"},
         {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv, max_queue: soon}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:32: 'max_queue': must be a number of seconds >= 0 (got 'soon')"},
-        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP "      - min_sustained_rate: 1\n        workload: t\n",
+        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP
+         "      - min_sustained_rate: 1\n        workload: t\n",
          "plan.yaml:10:19: 'min_sustained_rate' varies a synthetic workload's rate; 't' is a trace"},
         {WL_CHAT "deployments:\n  - name: l8\n    model: llama-3.1-8b\n    gpu_memory: 80GiB\n    assert:\n"
                  "      - max_preemptions: 0\n        workload: chat\n",

@@ -323,7 +323,8 @@ START_TEST(config_from_fit)
         d.gpu_memory = h100->memory_bytes;
         d.context = 8192;
         ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
-        ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err), err);
+        ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err),
+                         err);
         ck_assert_uint_eq(c.num_blocks, f.num_blocks);
         ck_assert_uint_eq(c.block_size, f.block_size);
         ck_assert_uint_eq(c.n_groups, cases[i].groups);
@@ -478,7 +479,8 @@ START_TEST(trace_errors)
     } cases[] = {
         {"arrival_s,prompt,output_tokens\n", "t:1:11: unknown column (expected "
                                              "arrival_s,prompt_tokens,output_tokens[,prefix_id,prefix_tokens])"},
-        {"arrival_s,prompt_tokens,output_tokens\n0,10\n", "t:2:5: a row needs a cell for every column ('output_tokens' is missing)"},
+        {"arrival_s,prompt_tokens,output_tokens\n0,10\n",
+         "t:2:5: a row needs a cell for every column ('output_tokens' is missing)"},
         {"arrival_s,prompt_tokens,output_tokens\n0,10,x\n", "t:2:6: expected a number for 'output_tokens'"},
         {"arrival_s,prompt_tokens,output_tokens\n0,10.5,3\n", "t:2:3: 'prompt_tokens' must be an integer below 2^32"},
         {"arrival_s,prompt_tokens,output_tokens\n1,10,3\n0.5,10,3\n",
@@ -488,7 +490,7 @@ START_TEST(trace_errors)
          "t:2:1: 'prefix_tokens' is longer than the prompt"},
         {"{\"arrival_s\": 0, \"prompt_tokens\": 3}\n", "t:1:1: missing 'output_tokens'"},
         {"{\"arrival_s\": 0, \"prompt\": 3}\n", "t:1:19: unknown key (expected arrival_s, prompt_tokens, "
-                                               "output_tokens, prefix_id, prefix_tokens)"},
+                                                "output_tokens, prefix_id, prefix_tokens)"},
         {"{\"arrival_s\": -1, \"prompt_tokens\": 3, \"output_tokens\": 1}\n",
          "t:1:15: 'arrival_s' must be a non-negative number"},
         {"{\"arrival_s\": 0 \"prompt_tokens\": 3}\n", "t:1:17: expected ',' or '}'"},

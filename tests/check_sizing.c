@@ -314,7 +314,8 @@ START_TEST(test_golden_svg)
     /* a label wider than its legend column: one column, none at the second's x */
     kvp_chart_init(c, "llama-3.1-8b", "one model, a long label");
     ck_assert_kvp_ok(kvp_chart_set_x(c, ctx, 3, &err), err);
-    ck_assert_kvp_ok(kvp_chart_add(c, m, &f, "weights + reserve + KV in bf16; longest context 262144 at concurrency 4", &err), err);
+    ck_assert_kvp_ok(
+        kvp_chart_add(c, m, &f, "weights + reserve + KV in bf16; longest context 262144 at concurrency 4", &err), err);
     ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
     ck_assert_ptr_null(strstr(b.data, "<text x=\"512.0\""));
     ck_assert_ptr_nonnull(strstr(b.data, "<text x=\"132.0\" y=\"538.0\" class=\"legend\">weights ("));

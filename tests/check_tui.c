@@ -102,8 +102,8 @@ static void script(struct tui_state *s, const char *words)
             static const struct {
                 const char *name;
                 int key;
-            } named[] = {{"RT", RT}, {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN}, {"ESC", ESC}, {"BS", BS}, {"+", '+'},
-                           {"-", '-'}};
+            } named[] = {{"RT", RT},   {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN},
+                         {"ESC", ESC}, {"BS", BS}, {"+", '+'}, {"-", '-'}};
             size_t i = 0;
             while (i < N_ELEMS(named) && strcmp(named[i].name, w) != 0)
                 i++;
@@ -601,8 +601,9 @@ START_TEST(command_line_settings)
     ck_assert_int_ne(tui_init(&s, cat, gpus, "qwen3-8b", &set, &bad, &err), KVP_OK);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(bad, kvp_setting_find("gpu"));
-    ck_assert_str_eq(err.msg, "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
-                              "rtx-4090, rtx-3090, mi300x, mi325x)");
+    ck_assert_str_eq(err.msg,
+                     "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
+                     "rtx-4090, rtx-3090, mi300x, mi325x)");
     free_catalogs();
 }
 END_TEST
@@ -735,7 +736,8 @@ static const struct bad_edit {
     {"concurrency", "99999999999999999999", "concurrency: ..."},
     {"util", "1.5", "util: must be a fraction in (0, 1] (got '1.5')"},
     {"util", "x", "util: must be a fraction in (0, 1] (got 'x')"},
-    {"engine", "vllx", "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
+    {"engine", "vllx",
+     "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
     {"k_dtype", "int3", "k_dtype: ..."},
     {"gpus", "5000000", "gpus: must be 1..1048576 (got 5000000)"},
     {"block_size", "65537x", "block_size: ..."},
@@ -890,7 +892,8 @@ START_TEST(bad_plan_files)
         {"kvplan_plan: 1\n", ":1:1: the plan has no deployments"},
         {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    util: 2\n    assert: {fits: true}\n",
          ":5:11: 'util': must be a fraction in (0, 1] (got '2')"},
-        {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    gpu: h300\n    assert: {fits: true}\n",
+        {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    gpu: h300\n    assert: {fits: "
+         "true}\n",
          ":5:10: 'gpu': unknown GPU 'h300' (h100-sxm, ..."},
     };
     char dir[] = "/tmp/kvplan-tui-plan-XXXXXX", path[256];

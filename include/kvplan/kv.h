@@ -133,8 +133,8 @@ KVP_API enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const str
  * with window W (0 = none), in its quantized and residual regions (the
  * rules above); capacity: the most each region holds at any t <= T (what a
  * preallocated buffer needs). Plain formats: quant = held, resid = 0. */
-KVP_API void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity, uint64_t *quant,
-                      uint64_t *resid);
+KVP_API void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity,
+                              uint64_t *quant, uint64_t *resid);
 
 /* Bytes of one sequence in one layer's K (or V) cache with n_kv heads of dim
  * d in format f, after T tokens with window W (0 = none): the regions of

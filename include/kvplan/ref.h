@@ -200,7 +200,8 @@ KVP_API enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, con
  * twice. c borrows twin: free c (or stop appending to it) before twin.
  * Errors: twin is c, of another model or options, or not empty; either
  * already mirrors. */
-KVP_API enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
+KVP_API enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin,
+                                             struct kvp_error *err);
 /* kvp_ref_cache_new for c (allocator a) and for its twin (allocator a2),
  * then kvp_ref_cache_mirror: the two built at once, on two of the model's
  * threads where it has two (static: the two preallocations and their

@@ -173,7 +173,8 @@ KVP_API const char *kvp_sim_scheduler(enum kvp_sim_engine e);
 
 /* One vLLM KV-cache group: the layers of one spec type that share block tables. */
 struct kvp_sim_group {
-    enum kvp_layer_kind kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */
+    enum kvp_layer_kind
+        kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */
     uint32_t window;          /* tokens (SLIDING, CHUNKED) */
 };
 
@@ -221,9 +222,9 @@ struct kvp_sim_config {
  * parts when bandwidth and peak are given (else zeros). Errors: an engine not
  * simulated (KVP_ERR_UNSUPPORTED), data-parallel ranks (d->dp > 1: not simulated
  * yet, KVP_ERR_UNSUPPORTED), a deployment that does not start. */
-KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
-                                        double bandwidth, double peak_flops, struct kvp_sim_config *c,
-                                        struct kvp_error *err);
+KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d,
+                                                const struct kvp_fit *f, double bandwidth, double peak_flops,
+                                                struct kvp_sim_config *c, struct kvp_error *err);
 
 /* One step of the time series. */
 struct kvp_sim_step {

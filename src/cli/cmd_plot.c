@@ -174,7 +174,8 @@ int cmd_plot(int argc, char **argv)
                  "request%s; KV in %s", engine, (unsigned long long)batch, batch == 1 ? "" : "s",
                  nf ? names : "the engine's default");
     else
-        snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
+        snprintf(sub, sizeof sub,
+                 "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
                  (unsigned long long)batch, batch == 1 ? "" : "s", nf ? names : "the model's dtype");
     snprintf(c->subtitle, sizeof c->subtitle, "%s", sub);
     if (kvp_chart_svg(c, &b, &err) != KVP_OK) {

@@ -19,12 +19,17 @@ static struct cli_opt opts[] = {
     {"policy", "P", "static (default), dynamic or paged", NULL},
     {"block-size", "N", "tokens per block for --policy paged (default 16)", NULL},
     {"sweep", NULL, "also validate at 1, at each window and block boundary -1/0/+1, and powers of two", NULL},
-    {"scale", "S", "auto (default: hidden 64, MLP 128, vocab 256, 2 query heads per KV head), none, "
-                   "or HIDDEN,MLP,VOCAB,QPERKV", NULL},
+    {"scale", "S",
+     "auto (default: hidden 64, MLP 128, vocab 256, 2 query heads per KV head), none, "
+     "or HIDDEN,MLP,VOCAB,QPERKV",
+     NULL},
     {"threads", "N", "decoder threads (default: the online CPUs, at most 64; 1 = the calling thread only)", NULL},
     {"alloc-only", NULL, "fill the cache with synthetic entries through the same path instead of decoding", NULL},
     {"compute", NULL, "decode (the default; kept for scripts that ask for it)", NULL},
-    {"fidelity", NULL, "quantization fidelity grid (KIVI) on a synthesized model: K/V axis x bits x residual; KVQuant: pre-RoPE keys, outliers", NULL},
+    {"fidelity", NULL,
+     "quantization fidelity grid (KIVI) on a synthesized model: K/V axis x bits x residual; KVQuant: pre-RoPE keys, "
+     "outliers",
+     NULL},
     {"seed", "N", "--fidelity: seed of the synthesized model and prompt (default 1)", NULL},
     {"prompt", "N", "--fidelity: random prompt tokens (default 128)", NULL},
     {"steps", "N", "--fidelity: greedy steps measured (default 128)", NULL},

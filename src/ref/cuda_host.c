@@ -155,7 +155,8 @@ void kvp_cuda_model_as_run(const struct kvp_model *m, const struct kvp_ref_opts 
 {
     *out = *m;
     out->hidden = o->hidden ? o->hidden : m->hidden;
-    out->intermediate = o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
+    out->intermediate =
+        o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
     out->vocab = o->vocab ? o->vocab : m->vocab;
     for (uint32_t i = 0; i < out->n_specs; i++) {
         struct kvp_layer_spec *s = &out->specs[i];

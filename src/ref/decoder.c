@@ -317,10 +317,10 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
      * angles are written before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, pend + kmax + vmax, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
-        !kvp_add(nf, rows, &nf) || !kvp_add(nf, recur_group(rm), &nf) ||
-        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
-        !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
-        !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
+        !kvp_add(nf, rows, &nf) || !kvp_add(nf, recur_group(rm), &nf) || !kvp_mul(nf, sizeof(float), &bytes) ||
+        !kvp_mul3(4, n * L, sizeof(float *), &ptrs) || !kvp_add(bytes, ptrs, &bytes) ||
+        !kvp_mul3(blk, parts, sizeof(float), &total) || !kvp_add(bytes, total, &total) ||
+        !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
         !kvp_mul3(pend + kmax + vmax, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
     void *mem = ref_cache_scratch(c, total);
@@ -459,7 +459,8 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
     const struct ref_layer *w = jb->w;
     const struct scratch *s = jb->s;
     const struct kvp_layer_spec *ss = kvp_model_layer(&jb->rm->m, jb->l);
-    uint32_t g = w->hq / w->hkv, ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb, nh = hb - ha;
+    uint32_t g = w->hq / w->hkv, ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb,
+             nh = hb - ha;
     uint64_t nv = s->n * nh, T = s->T; /* query v: token v / nh, head ha + v mod nh */
     for (uint64_t v0 = 0; v0 < nv; v0 += DOTS_NT) {
         uint64_t m = nv - v0 < DOTS_NT ? nv - v0 : DOTS_NT;
@@ -533,7 +534,8 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
             for (uint32_t kh = k0; kh < k1 && many && j0 < je; kh++)
                 score_block(jb, kh, qa, qb, blk + (uint64_t)(kh - k0) * w->dk, wk, j0, je, scale);
             for (uint64_t t = 0; t < s->n; t++) {
-                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
+                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo,
+                         b = j1 < pos + 1 ? j1 : pos + 1;
                 uint64_t own = b > pos ? pos : b; /* the rows before it are in blk */
                 float *att = s->att + t * s->heads * T;
                 if (many && a < own) /* score_block scored them */
@@ -649,7 +651,8 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
     }
     for (uint64_t t = 0; t < s->n; t++) {
         ref_softmax_rows(s->att + t * s->heads * T + (uint64_t)h0 * T, T, h1 - h0, s->pos0 + t + 1);
-        memset(s->ql + t * wide + (uint64_t)h0 * R, 0, (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
+        memset(s->ql + t * wide + (uint64_t)h0 * R, 0,
+               (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0)
@@ -680,7 +683,8 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
 static void att_part(void *arg, uint32_t part, uint32_t parts)
 {
     const struct att_job *jb = arg;
-    uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts), h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
+    uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts),
+             h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
     float *row = jb->s->row + 2 * jb->wide * part;
     if (!jb->mla && jb->w->hkv >= parts) { /* whole KV heads: each group's rows are read by one part */
         uint32_t g = hq / jb->w->hkv;
@@ -985,7 +989,8 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     uint64_t H = rm->hidden, L = rm->m.n_layers, kmax = 1, smax = 1, wide = H;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
-        uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
+        uint64_t a =
+            (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
         kmax = a > kmax ? a : kmax;
         smax = w->S > smax ? w->S : smax;
         wide = a > wide ? a : wide;

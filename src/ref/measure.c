@@ -188,7 +188,8 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     uint64_t nk = (uint64_t)sp->n_kv_heads * sp->head_dim_k, nv = (uint64_t)sp->n_kv_heads * sp->head_dim_v;
     la = malloc(V * sizeof *la);
     lb = malloc(V * sizeof *lb);
-    buf = malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 3 * n + 2 * sp->head_dim_v) * sizeof *buf);
+    buf =
+        malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 3 * n + 2 * sp->head_dim_v) * sizeof *buf);
     if (!la || !lb || !buf) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
         goto out;

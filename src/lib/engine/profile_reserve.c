@@ -194,7 +194,8 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
 static void trtllm_reserve(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt, struct kvp_reserve *r,
                            uint64_t *non_torch)
 {
-    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = kvp_profile_max_seqs(d), fwd, held;
+    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = kvp_profile_max_seqs(d), fwd,
+             held;
     len = len < r->profile_tokens ? len : r->profile_tokens;
     r->profile_seqs = kvp_cdiv(r->profile_tokens, len ? len : 1);
     r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), logit_bytes);

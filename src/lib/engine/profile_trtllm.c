@@ -45,8 +45,8 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     if (d->kv_memory)
         avail = d->kv_memory;
     else
-        avail = kvp_profile_fraction(kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)),
-                                             &deficit), f->util);
+        avail = kvp_profile_fraction(
+            kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)), &deficit), f->util);
     f->kv_budget_bytes = avail;
     /* one pool, every layer at max_seq_len: without kv_cache_config.max_attention_window
      * sliding-window layers are sized like the others (the window list is the user's) */

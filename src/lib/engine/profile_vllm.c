@@ -280,9 +280,9 @@ static enum kvp_status check_settings(const struct kvp_model *m, const struct kv
         const struct kvp_layer_spec *s = &m->specs[i];
         uint32_t h = s->n_heads, kv = s->n_kv_heads;
         if (h && h % d->tp != 0)
-            return kvp_fail(err, KVP_ERR_USAGE,
-                            "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).",
-                            h, d->tp);
+            return kvp_fail(
+                err, KVP_ERR_USAGE,
+                "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).", h, d->tp);
         /* model_executor/layers/linear.py QKVParallelLinear.__init__: the KV heads split over tp
          * (divide(kv, tp)), or replicated when tp >= kv (divide(tp, kv)); distributed/utils.py
          * ensure_divisibility asserts either at load. MLA's latent is not a QKV projection. */
@@ -425,8 +425,8 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
-    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, !v0, &g, err)) ||
-        (st = group(&g, err)))
+    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) ||
+        (st = build_types(&whole, d, block, !v0, &g, err)) || (st = group(&g, err)))
         return st;
     hybrid = g.n > 1 && !g.uniform_sum;
     for (uint32_t s = 0; s < d->pp; s++) {
@@ -460,7 +460,9 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
             f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
-        if ((st = kvp_profile_max_context(request_cost, &p, want, kvp_sat_mul(min_blocks, block_bytes(&p)), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
+        if ((st = kvp_profile_max_context(request_cost, &p, want, kvp_sat_mul(min_blocks, block_bytes(&p)),
+                                          d->context > m->max_context ? d->context : m->max_context, &ctx, err)) !=
+                KVP_OK ||
             (st = kvp_profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
             return st;
         if (one < one_request_len)

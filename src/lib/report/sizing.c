@@ -119,7 +119,8 @@ enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, uint3
         return st;
     }
     if (!d->gpu_memory && !d->kv_memory)
-        return kvp_fail(err, KVP_ERR_USAGE, "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
     return KVP_OK;
 }
 
@@ -473,8 +474,10 @@ static enum kvp_status render_on_gpu(struct doc *d, uint32_t mi, uint32_t gi, bo
                      g->cell[0].state_bytes ? ", recurrent state included" : "");
         para(d, line);
         if (grid_tables(d, g, nm, bytes_text, u)) {
-            snprintf(line, sizeof line, "* does not fit: weights, the start-up reserve and %llu sequence%s of KV "
-                     "exceed the memory on %s.", (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gp);
+            snprintf(line, sizeof line,
+                     "* does not fit: weights, the start-up reserve and %llu sequence%s of KV "
+                     "exceed the memory on %s.",
+                     (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gp);
             para(d, line);
         }
         unsized_notes(d, g);

@@ -67,9 +67,11 @@ static enum kvp_status offload_config(const struct kvp_deploy *d, const struct k
                                                      : "llama.cpp keeps no KV tier in host memory");
     if (c->engine == KVP_SIM_VLLM && (c->n_groups != 1 || (c->group[0].kind != KVP_LAYER_FULL &&
                                                            c->group[0].kind != KVP_LAYER_MLA)))
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: --cpu-offload with vLLM takes one KV-cache group of "
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                        "simulate: --cpu-offload with vLLM takes one KV-cache group of "
                         "full attention (the OffloadingConnector of 0.11.0 loads into block group 0 only); this "
-                        "model has %u group%s", c->n_groups, c->n_groups == 1 ? " of windowed or recurrent layers" : "s");
+                        "model has %u group%s",
+                        c->n_groups, c->n_groups == 1 ? " of windowed or recurrent layers" : "s");
     if (page == 0 || d->cpu_offload / page == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: --cpu-offload %llu bytes hold no block of %llu bytes",
                         (unsigned long long)d->cpu_offload, (unsigned long long)page);
@@ -113,7 +115,8 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
             window = gr->kind == KVP_LAYER_SLIDING ? gr->window : window;
         }
         if (c->num_blocks < 2)
-            return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks", (unsigned long long)c->num_blocks);
+            return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks",
+                            (unsigned long long)c->num_blocks);
     } else if (d->engine == KVP_ENGINE_LLAMACPP) {
         c->engine = KVP_SIM_LLAMACPP;
         c->n_groups = 1;
@@ -747,7 +750,8 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     for (uint32_t i = 0; i < w->n; i++) {
         const struct kvp_sim_request *q = &w->req[i];
         struct req *r = &s->r[i];
-        uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
+        uint64_t len = (uint64_t)q->prompt + q->output,
+                 pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
         r->q = q;
         r->tokens = q->prompt;
         r->pend = NONE;
@@ -789,7 +793,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
     if (!(c->step.fixed_s + c->step.per_token_s > 0) && !(c->step.bandwidth > 0 && c->step.peak_flops > 0))
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the step time needs a roofline (a GPU) or a step-time model");
     if (c->offload_blocks && ((c->engine != KVP_SIM_VLLM && c->engine != KVP_SIM_TRTLLM) || c->n_groups != 1))
-        return kvp_fail(err, KVP_ERR_USAGE, "simulate: a CPU tier needs vLLM V1 or TensorRT-LLM with one KV-cache group");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "simulate: a CPU tier needs vLLM V1 or TensorRT-LLM with one KV-cache group");
     s.out = out;
     if ((st = sim_init(&s, c, w, err)) != KVP_OK)
         goto out;
