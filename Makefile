@@ -78,7 +78,8 @@ help:
 	@echo "make docs           regenerate docs/tables and docs/charts; docs-check: fail when they are stale"
 	@echo "make oracle         the real llama.cpp (npm) against kvplan, byte for byte (downloads once)"
 	@echo "make valgrind       the suites and the CLI under valgrind, less the cases tagged release or float; valgrind-full: all"
-	@echo "make fuzz           libFuzzer harnesses (clang); fuzz-smoke: a short run of each, as CI does"
+	@echo "make fuzz           libFuzzer harnesses (clang); fuzz-smoke: a short run of each, as CI does;"
+	@echo "                    fuzz-long: each to FUZZ_RUNS (10^7) executions, FUZZ_NAMES a subset (build/fuzz/long.txt)"
 	@echo "make bench          benchmarks into docs/performance.md; tui-bench: the TUI's redraw"
 	@echo "make cuda-build     the reference decoder's CUDA backend (nvcc)"
 	@echo "make web            the page: the CLI in WebAssembly (emscripten) in build/web/index.html; check-web: in chromium"
@@ -159,6 +160,18 @@ $(BUILD)/tests/%: tests/%.c $(LIB_INTERNAL) $(TUI_STATE_OBJ) tests/testutil.h
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Itests -Isrc/cli $< $(TUI_STATE_OBJ) $(LIB_INTERNAL) $(LDFLAGS) $(CHECK_LIBS) \
 	    $(YAML_LIBS) $(LDLIBS) -o $@
 
+# The harnesses whose finds tests/data/fuzz-regressions/NAME/ keeps and `make check` replays
+# through the harness itself (tests/fuzz/replay.c; yaml, hf, gguf and num go through check_robust).
+FUZZ_REPLAY := $(patsubst tests/data/fuzz-regressions/%/,%,$(filter-out \
+    $(addprefix tests/data/fuzz-regressions/,yaml/ hf/ gguf/ num/),$(wildcard tests/data/fuzz-regressions/*/)))
+REPLAY_BIN := $(FUZZ_REPLAY:%=$(BUILD)/tests/replay_%)
+$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz_common.h $(LIB_INTERNAL)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) tests/fuzz/replay.c $< $(LIB_INTERNAL) $(LDFLAGS) $(YAML_LIBS) $(LDLIBS) -o $@
+.PHONY: check-fuzz-regressions
+check-fuzz-regressions: $(REPLAY_BIN)
+	@for n in $(FUZZ_REPLAY); do $(BUILD)/tests/replay_$$n tests/data/fuzz-regressions/$$n/* || exit 1; done
+
 run: deps $(BIN) kvplan
 	./$(BIN) fit llama-3.1-8b --gpu h100 --context 32k --concurrency 8 --explain
 
@@ -172,9 +185,10 @@ CLI_RUN   = KVPLAN_BIN=$(BIN) $(if $(SANITIZE),KVPLAN_CLI_SANITIZED=1)
 export HF_HUB_OFFLINE := 1
 export HF_HUB_CACHE := $(CURDIR)/build/no-cache/hf
 export KVPLAN_CACHE := $(CURDIR)/build/no-cache/kvplan
-check: deps $(BIN) $(HUB_BIN) kvplan $(TEST_BIN)
+check: deps $(BIN) $(HUB_BIN) kvplan $(TEST_BIN) $(REPLAY_BIN)
 	@failed=0; timed() { s=$$(date +%s%N); "$$@" || failed=1; echo "time: $$* $$(( ($$(date +%s%N) - s) / 1000000 )) ms"; }; \
 	for t in $(TEST_BIN); do timed env $(SUITE_RUN) ./$$t; done; \
+	for n in $(FUZZ_REPLAY); do timed $(BUILD)/tests/replay_$$n tests/data/fuzz-regressions/$$n/*; done; \
 	timed env $(CLI_RUN) sh tests/cli.sh; \
 	timed env KVPLAN_BIN=$(BIN) sh tests/hub.sh; \
 	timed env KVPLAN_BIN=$(BIN) python3 tests/plan_cli.py; \
@@ -195,9 +209,10 @@ check-%: $(BUILD)/tests/check_% $(BIN)
 # The decoder (src/ref) is the engine's independent witness: its objects may
 # call the engine only for the token-holding rule (kvp_cache_tokens, which
 # tests/check_engine.c checks against a step-by-step simulation), the paged
-# refusal, errors, names and model building -- never a byte price
+# refusal, errors, names, format parsing (the fidelity grid's cells) and model
+# building -- never a byte price
 # (kvp_cache_bytes, kvp_kv_compute, kvp_format_row_bytes, kvp_dtype_info ...).
-REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_plain \
+REF_ENGINE_OK := kvp_cache_tokens kvp_fail kvp_format_check_paged kvp_format_name kvp_format_parse kvp_format_plain \
                  kvp_layer_kind_name kvp_model_add_layers kvp_model_init
 REF_OBJ := $(filter $(BUILD)/src/ref/%,$(LIB_OBJ))
 .PHONY: check-ref-independent
@@ -216,10 +231,10 @@ check-includes: $(LIB_OBJ) $(CLI_OBJ)
 	python3 tests/cycles.py $(LIB_OBJ) $(CLI_OBJ)
 
 # docs/architecture.md walks the whole tree: every tracked file outside
-# tests/data/, docs/tables/ and docs/charts/ is named on it.
+# tests/data/, tests/fuzz/corpus/ (seeds, data), docs/tables/ and docs/charts/ is named on it.
 .PHONY: check-architecture
 check-architecture:
-	@missing=$$(git ls-files | grep -v '^tests/data/\|^docs/tables/\|^docs/charts/\|^models/[^/]*\.yaml$$' | \
+	@missing=$$(git ls-files | grep -v '^tests/data/\|^tests/fuzz/corpus/\|^docs/tables/\|^docs/charts/\|^models/[^/]*\.yaml$$' | \
 	    while read -r f; do grep -qF -- "$$(basename "$$f")" docs/architecture.md || echo "$$f"; done); \
 	if [ -n "$$missing" ]; then echo "check-architecture: docs/architecture.md does not name:" $$missing; exit 1; fi; \
 	echo "check-architecture: docs/architecture.md names every tracked file"
@@ -336,7 +351,9 @@ oracle: deps $(BIN)
 # `make valgrind` runs every test binary and a few CLI commands under memcheck.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES   := yaml hf gguf num plan hub
+FUZZ_ALL     := yaml hf gguf num plan hub log safetensors trace baseline include
+FUZZ_NAMES   ?= $(FUZZ_ALL)
+FUZZ_RUNS    ?= 10000000
 FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) \
@@ -345,7 +362,7 @@ FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointe
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 
-.PHONY: fuzz fuzz-smoke fuzz-build fuzz-corpus valgrind
+.PHONY: fuzz fuzz-smoke fuzz-long fuzz-build fuzz-corpus valgrind
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
@@ -357,20 +374,23 @@ $(FUZZ_DIR)/libkvplan.a: $(FUZZ_LIB_OBJ)
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_DIR)/libkvplan.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_DIR)/libkvplan.a $(YAML_LIBS) $(LDLIBS) -o $@
 
-$(FUZZ_DIR)/gguf_seeds: tests/fuzz/gguf_seeds.c
+$(FUZZ_DIR)/gguf_seeds: tests/fuzz/gguf_seeds.c src/lib/model/gguf_types.h
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O1 -Wall -Wextra $< -o $@
+	$(CC) -std=c11 -O1 -Wall -Wextra -Isrc/lib $< -o $@
 
 fuzz-build: $(FUZZ_BIN) $(FUZZ_DIR)/gguf_seeds
 
 # Seed corpora from the shipped and test inputs (libFuzzer adds what it finds).
+# The seeds kept in the tree: tests/fuzz/corpus/NAME/ (safetensors, trace, baseline, include).
 fuzz-corpus: $(FUZZ_DIR)/gguf_seeds
-	@mkdir -p $(FUZZ_NAMES:%=$(FUZZ_DIR)/corpus/%)
+	@mkdir -p $(FUZZ_ALL:%=$(FUZZ_DIR)/corpus/%)
+	@for d in tests/fuzz/corpus/*/; do cp $$d* $(FUZZ_DIR)/corpus/$$(basename $$d)/; done
 	@cp models/*.yaml tests/data/*.yaml tests/data/bad/model-*.yaml $(FUZZ_DIR)/corpus/yaml/
 	@rm -f $(FUZZ_DIR)/corpus/yaml/gpus.yaml
 	@cp tests/data/hf/*.json tests/data/bad/hf-*.json $(FUZZ_DIR)/corpus/hf/
 	@$(FUZZ_DIR)/gguf_seeds $(FUZZ_DIR)/corpus/gguf
 	@cp $$(ls tests/data/bad/plan-*.yaml docs/examples/*.yaml 2>/dev/null | grep -v '\.err$$') $(FUZZ_DIR)/corpus/plan/ 2>/dev/null || true
+	@cp tests/data/engine-logs/raw/*.log tests/data/bad/log-*.log $(FUZZ_DIR)/corpus/log/
 	@i=0; for s in 0 4096 32k 128K 1M 16G 18446744073709551615 80GiB '79.19 GiB' 80GB 0.5TB 512MiB \
 	    f16 fp8 q4_0 q8_0 iq4_nl int8 int4:group=64 int2:group=32:axis=channel:residual=128 \
 	    int4:scale=bf16:zp=no:outliers=0.01 mxfp4 nvfp4; do \
@@ -387,6 +407,12 @@ fuzz: fuzz-build fuzz-corpus
 
 fuzz-smoke: fuzz-build fuzz-corpus
 	@sh tests/fuzz/run.sh $(FUZZ_DIR) 10 $(FUZZ_NAMES)
+
+# `make fuzz-long`: each harness of FUZZ_NAMES (all unless given) to FUZZ_RUNS
+# executions (10^7; no time limit), one after the other at nice 19; the
+# figures (runs, seconds, exec/s, corpus, finds) in build/fuzz/long.txt.
+fuzz-long: fuzz-build fuzz-corpus
+	@FUZZ_RUNS=$(FUZZ_RUNS) nice -n 19 sh tests/fuzz/run.sh $(FUZZ_DIR) 0 $(FUZZ_NAMES) | tee $(FUZZ_DIR)/long.txt
 
 # `make robust-time`: the worst inputs under the size caps (tests/shapes.py: deep
 # nesting, long lists, many keys, long scalars, aliases, plans, GPU catalogs, GGUF

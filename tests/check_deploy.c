@@ -16,6 +16,7 @@
 #include "kvplan/explain.h"
 #include "kvplan/format.h"
 #include "kvplan/model.h"
+#include "kvplan/num.h"
 #include "kvplan/plan.h"
 #include "kvplan/render.h"
 #include "kvplan/settings.h"
@@ -1344,13 +1345,295 @@ END_TEST
  *   tp 1: int(24 GiB x 0.9) - 15 GiB = 7086696038 B // 2 MiB = 3379 blocks: 6.6 requests
  *   tp 2: weights 7.5 GiB, 4 heads a GPU (1 MiB a block):
  *         15139759718 // 1 MiB = 14438 blocks: 28.2 requests -> tp 2 */
+/* ---- data parallelism (docs/engines.md, "Data parallelism") ---- */
+
+#define H200_BYTES 150109945856ull /* 139.80 GiB as the catalog gives the H200 */
+
+/* Weights per GPU with the routed experts over `experts` GPUs, attention
+ * over `attn`, the token embedding over `embed` and the rest over `rest`. */
+static uint64_t split_weights(const struct kvp_model *m, uint64_t experts, uint64_t attn, uint64_t embed,
+                              uint64_t rest)
+{
+    struct kvp_weights w;
+    struct kvp_error err = {0};
+    uint64_t sum = 0;
+    ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+    for (uint32_t c = 0; c < KVP_WC_COUNT; c++)
+        sum += kvp_cdiv(w.class_bytes[c], c == KVP_WC_EXPERTS ? experts : c == KVP_WC_ATTN ? attn
+                                          : c == KVP_WC_EMBED  ? embed : rest);
+    return sum;
+}
+
+/* vLLM --data-parallel-size 8 against --tensor-parallel-size 8 for an MLA MoE
+ * model (DeepSeek-V3 on 8 x H200, util 0.9, reserve given as 0). vLLM (read at
+ * main @002d6073, model_executor/layers/fused_moe/config.py
+ * FusedMoEParallelConfig.make): the routed experts are sharded over the
+ * flattened dp x tp group with or without --enable-expert-parallel
+ * (flatten_tp_across_dp_and_pcp), the rest of each DP rank over its own tp;
+ * every DP rank is an engine with its own pool. The MLA latent is one head
+ * per layer on every TP rank: 61 x (512 + 64) x 2 B = 70,272 B a token either way.
+ *   TP 8: weights = cdiv(all, 8); DP 8 x TP 1: weights = rest + cdiv(experts, 8);
+ *   budget = int(0.9 x 150,109,945,856) - weights; blocks = budget / (64 x 70,272);
+ *   the deployment holds 8 x one rank's tokens. */
+START_TEST(dp_vllm_mla)
+{
+    struct kvp_model *m = test_load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit tp8, dp8;
+    struct kvp_weights w;
+    struct kvp_error err = {0};
+
+    ck_assert_kvp_ok(kvp_weights_compute(m, NULL, &w, &err), err);
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = H200_BYTES;
+    d.util = 0.9;
+    reserve_given(&d);
+    d.tp = d.n_gpus = 8;
+    tp8 = fit_ok(m, &d);
+    ck_assert_uint_eq(tp8.weights_bytes, kvp_cdiv(w.bytes, 8));
+    d.tp = 1;
+    d.dp = 8;
+    ck_assert_uint_eq(kvp_deploy_gpus(&d), 8);
+    dp8 = fit_ok(m, &d);
+    ck_assert_uint_eq(dp8.weights_bytes, split_weights(m, 8, 1, 1, 1));
+    ck_assert_uint_eq(tp8.kv_bytes_per_token_per_gpu, 70272);
+    ck_assert_uint_eq(dp8.kv_bytes_per_token_per_gpu, 70272);
+    ck_assert_uint_eq(dp8.kv_budget_bytes, (uint64_t)(0.9 * H200_BYTES) - dp8.weights_bytes);
+    ck_assert_uint_eq(dp8.num_blocks, dp8.kv_budget_bytes / (64 * 70272));
+    /* 135,098,951,270 - 84,143,822,764 = 50,955,128,506 -> 11,329 blocks;
+     * 135,098,951,270 - 100,840,717,664 = 34,258,233,606 -> 7,617 */
+    ck_assert_uint_eq(tp8.weights_bytes, 84143822764ull);
+    ck_assert_uint_eq(dp8.weights_bytes, 100840717664ull); /* 17.77 GiB not experts replicated, 609 GiB / 8 */
+    ck_assert_uint_eq(tp8.kv_tokens, 725056);
+    ck_assert_uint_eq(dp8.kv_tokens, 487488);
+    /* in all: 8 x 487,488 = 3,899,904 tokens, 5.38x TP 8's 725,056 */
+    ck_assert_uint_eq(dp8.kv_tokens * d.dp, 3899904);
+    /* the deployment's 16 requests of 16k: 2 a rank */
+    d.context = 16384;
+    d.concurrency = 16;
+    dp8 = fit_ok(m, &d);
+    ck_assert_uint_eq(dp8.kv_bytes_required, 2ull * 16384 * 70272);
+    {   /* the roofline: the 16 requests' KV over 8 ranks of tp 1, the active experts over dp x tp (a lower bound) */
+        struct kvp_roofline r;
+        ck_assert_kvp_ok(kvp_roofline(m, &d, 16, 4.8e12, 1979e12, &r, &err), err);
+        ck_assert_uint_eq(r.weight_bytes, kvp_cdiv(w.active_bytes, 8));
+        ck_assert_uint_eq(r.kv_bytes, kvp_cdiv(16ull * 16384 * 70272, 8));
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* vLLM #51454 (DeepSeek-V4-Flash-0731, 8 x B200, v0.25.0): DP 8 held 7.7x the
+ * KV of TP 8, both with --enable-expert-parallel. The model is not in
+ * kvplan's catalog and the issue's excerpt here gives no "Available KV cache
+ * memory" lines, so its figures are not reproduced; what it measures is the
+ * rule pinned here: an MLA rank's tokens depend on its budget alone (the
+ * latent is the same on every TP rank), so DP 8 / TP 8 = 8 x budget(DP) /
+ * budget(TP) -- exactly 8 on equal budgets, 7.7 when replicating the
+ * non-expert weights costs 3.75% of the budget. DeepSeek-V3 with the log's
+ * flags (util 0.95, fp8 cache, block 256) on B200 (178.35 GiB), reserve 0:
+ * 8 x 2,307,584 / 2,782,976 = 6.63x (more of V3 is attention and dense layers). */
+START_TEST(dp_vllm_51454_ratio)
+{
+    struct kvp_model *m = test_load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit tp8, dp8;
+    struct kvp_error err = {0};
+
+    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+    d.gpu_memory = 191502483456ull;
+    d.util = 0.95;
+    d.block_size = 256;
+    ck_assert_kvp_ok(kvp_format_parse("fp8", &d.k, &err), err);
+    d.v = d.k;
+    reserve_given(&d);
+    d.kv_memory = 40 * GiB; /* the same budget: exactly 8x */
+    d.tp = d.n_gpus = 8;
+    tp8 = fit_ok(m, &d);
+    d.tp = 1;
+    d.dp = 8;
+    dp8 = fit_ok(m, &d);
+    ck_assert_uint_eq(dp8.kv_tokens, tp8.kv_tokens);
+    d.kv_memory = 0; /* the budget from the memory */
+    dp8 = fit_ok(m, &d);
+    d.tp = 8;
+    d.dp = 1;
+    tp8 = fit_ok(m, &d);
+    /* 181,927,359,283 - 84,143,822,764 -> 10,871 blocks of 256 x 35,136 B; - 100,840,717,664 -> 9,014 */
+    ck_assert_uint_eq(tp8.kv_tokens, 2782976);
+    ck_assert_uint_eq(dp8.kv_tokens, 2307584);
+    ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 8.0 * dp8.kv_budget_bytes / tp8.kv_budget_bytes,
+                            0.001);
+    ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 6.633, 0.001);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* SGLang --tp 8 --dp 8 --enable-dp-attention on DeepSeek-V3, 8 x H200, reserve
+ * given as 0 (read at the server_args.py of the 0.5 series kvplan's sglang@0.5.2
+ * follows, ServerArgs.__post_init__, and models/deepseek_v2.py):
+ *   the GPUs are tp's 8 (dp divides tp: "assert self.tp_size % self.dp_size == 0");
+ *   mem_fraction_static: reserved (12 + tp x pp / 2) GiB + 4 GiB "if self.enable_dp_attention"
+ *     = 20 GiB: round((143,155 - 20,480) / 143,155, 3) = 0.857 (0.886 without);
+ *   weights: attention over tp / dp = 1 (replicated), the token embedding whole
+ *     (VocabParallelEmbedding(..., enable_tp=not is_dp_attention_enabled())), the rest over tp 8;
+ *   the MLA latent is not split: 70,272 B a token on each GPU, each DP rank its own pool. */
+START_TEST(dp_sglang_attention)
+{
+    struct kvp_model *m = test_load("deepseek-v3");
+    struct kvp_deploy d;
+    struct kvp_fit f, tp8;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.gpu_memory = H200_BYTES;
+    reserve_given(&d);
+    d.tp = d.n_gpus = 8;
+    tp8 = fit_ok(m, &d);
+    ck_assert_double_eq_tol(tp8.util, 0.886, 1e-9);
+    d.dp = 8;
+    d.dp_attention = true;
+    ck_assert_uint_eq(kvp_deploy_gpus(&d), 8);
+    f = fit_ok(m, &d);
+    ck_assert_double_eq_tol(f.util, 0.857, 1e-9);
+    ck_assert_uint_eq(f.weights_bytes, split_weights(m, 8, 1, 1, 8));
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, 70272);
+    /* rest = 139.80 GiB x 0.857 - weights, in GiB as floats; tokens = rest / 70,272 */
+    ck_assert_uint_eq(f.kv_tokens, (uint64_t)(((double)H200_BYTES * 0.857 - (double)f.weights_bytes)) / 70272);
+    /* 150,109,945,856 x 0.857 - 95,754,699,552 = 32,889,524,046 / 70,272 = 468,031 a rank, 3,744,248 in all;
+     * tp 8 alone: x 0.886 - 84,143,822,764 = 48,853,589,264 / 70,272 = 695,207 in all (5.39x less) */
+    ck_assert_uint_eq(f.weights_bytes, 95754699552ull);
+    ck_assert_uint_eq(f.kv_tokens, 468031);
+    ck_assert_uint_eq(tp8.kv_tokens, 695207);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* SGLang's DP attention on a GQA model: the KV heads split over tp / dp, not
+ * tp. Llama-3.1-70B (8 KV heads, 80 layers, head 128, bf16) at tp 8, dp 4:
+ * attention tp 2, 4 heads a GPU: 80 x 2 x 4 x 128 x 2 B = 163,840 B a token
+ * (tp 8 alone: 1 head, 40,960 B). */
+START_TEST(dp_sglang_gqa_heads)
+{
+    struct kvp_model *m = test_load("llama-3.1-70b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+
+    kvp_deploy_init(&d, KVP_ENGINE_SGLANG, m);
+    d.gpu_memory = H200_BYTES;
+    reserve_given(&d);
+    d.tp = d.n_gpus = 8;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, 40960);
+    d.dp = 4;
+    d.dp_attention = true;
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_bytes_per_token_per_gpu, 163840);
+    ck_assert_uint_eq(f.weights_bytes, split_weights(m, 8, 2, 1, 8));
+    kvp_model_free(m);
+}
+END_TEST
+
+/* A dense model's DP ranks are replicas (vLLM: no expert layer to shard over
+ * dp x tp; SGLang without DP attention: the data-parallel controller's dp
+ * schedulers of tp GPUs each; the reference engine and the Transformers caches
+ * likewise): one rank is sized alone, the GPUs are dp x tp x pp, and the
+ * deployment's requests are shared (20 of 8k over 2 ranks: 10 a rank). */
+START_TEST(dp_replicas)
+{
+    static const enum kvp_engine_id engines[] = {KVP_ENGINE_VLLM, KVP_ENGINE_SGLANG, KVP_ENGINE_IDEAL,
+                                                 KVP_ENGINE_HF_STATIC};
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    for (size_t i = 0; i < N_ELEMS(engines); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit one, two;
+        kvp_deploy_init(&d, engines[i], m);
+        d.gpu_memory = 80 * GiB;
+        reserve_given(&d);
+        d.context = 8192;
+        d.concurrency = 10;
+        one = fit_ok(m, &d);
+        d.dp = d.n_gpus = 2;
+        d.concurrency = 20;
+        ck_assert_uint_eq(kvp_deploy_gpus(&d), 2);
+        two = fit_ok(m, &d);
+        ck_assert_uint_eq(two.weights_bytes, one.weights_bytes);
+        ck_assert_uint_eq(two.kv_tokens, one.kv_tokens);
+        ck_assert_uint_eq(two.kv_bytes_required, one.kv_bytes_required);
+        ck_assert(two.fits == one.fits);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* The fewest GPUs for 16 requests of DeepSeek-V3's 163,840 tokens on H200s:
+ * TP 8 holds 4 (the latent replicated on each rank), DP 8 holds 8 x 2 = 16 under
+ * vLLM; SGLang's DP attention over tp 8 likewise. */
+START_TEST(dp_min_gpus_mla)
+{
+    static const enum kvp_engine_id engines[] = {KVP_ENGINE_VLLM, KVP_ENGINE_SGLANG};
+    struct kvp_model *m = test_load("deepseek-v3");
+    for (size_t i = 0; i < N_ELEMS(engines); i++) {
+        struct kvp_deploy d;
+        struct kvp_error err = {0};
+        uint32_t tp, dp;
+        kvp_deploy_init(&d, engines[i], m);
+        d.gpu_memory = H200_BYTES;
+        d.util = 0.9;
+        reserve_given(&d);
+        d.concurrency = 16;
+        ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 64, &tp, &dp, &err), err);
+        ck_assert_uint_eq(dp, 8);
+        ck_assert_uint_eq(tp, engines[i] == KVP_ENGINE_SGLANG ? 8 : 1);
+        d.concurrency = 1; /* both fit on 8: DP, which holds more, first */
+        ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 64, &tp, &dp, &err), err);
+        ck_assert_uint_eq(dp, 8);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* Settings data parallelism refuses, in the engines' terms. */
+static const struct dp_case {
+    enum kvp_engine_id engine;
+    uint32_t tp, dp, gpus;
+    bool dp_attention;
+    const char *msg;
+} dp_cases[] = {
+    {KVP_ENGINE_VLLM, 1, 2, 1, false, "dp x tp x pp = 2 x 1 x 1 uses 2 GPUs (got 1)"},
+    {KVP_ENGINE_VLLM, 2, 2, 4, true, "'dp_attention' is SGLang's --enable-dp-attention (the engine is vllm)"},
+    {KVP_ENGINE_SGLANG, 8, 3, 8, true, "SGLang's DP attention needs 1 < dp <= tp with dp dividing tp (got dp 3, tp 8)"},
+    {KVP_ENGINE_SGLANG, 8, 8, 64, true, "DP attention runs inside tp: tp x pp = 8 x 1 uses 8 GPUs (got 64)"},
+    {KVP_ENGINE_LLAMACPP, 1, 2, 2, false,
+     "data parallelism is not modelled for llamacpp: size one replica (drop 'dp')"},
+    {KVP_ENGINE_TRTLLM, 1, 2, 2, false, "data parallelism is not modelled for trtllm: size one replica (drop 'dp')"},
+};
+
+START_TEST(dp_refused)
+{
+    const struct dp_case *c = &dp_cases[_i];
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    kvp_deploy_init(&d, c->engine, m);
+    d.gpu_memory = 80 * GiB;
+    d.tp = c->tp;
+    d.dp = c->dp;
+    d.n_gpus = c->gpus;
+    d.dp_attention = c->dp_attention;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, c->msg);
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(inverse_min_gpus)
 {
     struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_deploy d;
     struct kvp_fit f;
     struct kvp_error err = {0};
-    uint32_t tp = 99;
+    uint32_t tp = 99, dp = 99;
 
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.gpu_memory = 24 * GiB;
@@ -1362,8 +1645,9 @@ START_TEST(inverse_min_gpus)
     f = fit_ok(m, &d);
     ck_assert_uint_eq(f.num_blocks, 3379);
     ck_assert(!f.fits);
-    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 8, &tp, &err), err);
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 8, &tp, &dp, &err), err);
     ck_assert_uint_eq(tp, 2);
+    ck_assert_uint_eq(dp, 1); /* not MLA: pure TP */
     /* the same by hand at tp 2 */
     d.tp = d.n_gpus = 2;
     d.weights_memory = 15 * GiB / 2;
@@ -1373,7 +1657,7 @@ START_TEST(inverse_min_gpus)
     /* no more than one GPU allowed: none fits */
     d.tp = d.n_gpus = 1;
     d.weights_memory = 15 * GiB;
-    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 1, &tp, &err), err);
+    ck_assert_kvp_ok(kvp_fit_min_gpus(m, &d, 1, &tp, &dp, &err), err);
     ck_assert_uint_eq(tp, 0);
     kvp_model_free(m);
 }
@@ -1919,7 +2203,7 @@ static const struct usage_case {
     /* GPUs the split leaves idle: asked, not assumed (llama.cpp splits layers over --gpus itself) */
     {KVP_ENGINE_SGLANG, 1, 1, 2, 0.9, 24 * GiB, 8192,
      "2 GPUs, but tp x pp = 1 x 1 uses 1 of them: set 'tp' (or 'pp') so that tp x pp = 2 to split the model "
-     "over them (data-parallel replicas are not modelled yet: size one)"},
+     "over them, or 'dp' for data-parallel ranks of tp x pp each"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 1.5, 24 * GiB, 8192, "the memory fraction must be 0..1 (got 1.5)"},
     {KVP_ENGINE_SGLANG, 1, 1, 1, -0.1, 24 * GiB, 8192, "the memory fraction must be 0..1 (got -0.1)"},
     {KVP_ENGINE_VLLM, 1, 1, 1, 0.9, 0, 8192, "vllm needs the GPU memory (a GPU, or its memory in bytes)"},
@@ -2516,6 +2800,13 @@ static Suite *suite(void)
     tcase_add_loop_test(core, weight_dtype_auto, 0, (int)N_ELEMS(auto_cases));
     tcase_add_test(core, weight_dtype_auto_rungs_shrink);
     tcase_add_test(core, inverse_min_gpus);
+    tcase_add_test(core, dp_vllm_mla);
+    tcase_add_test(core, dp_vllm_51454_ratio);
+    tcase_add_test(core, dp_sglang_attention);
+    tcase_add_test(core, dp_sglang_gqa_heads);
+    tcase_add_test(core, dp_replicas);
+    tcase_add_test(core, dp_min_gpus_mla);
+    tcase_add_loop_test(core, dp_refused, 0, (int)N_ELEMS(dp_cases));
     tcase_add_test(core, inverse_min_util);
     tcase_add_test(core, roofline_decode);
     tcase_add_test(core, sglang_mamba_pool);

@@ -98,6 +98,17 @@ static const struct emit_case {
      "llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 -ngl 999 --n-cpu-moe 12 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 "
      "-ub 512",
      "gpu=rtx-4090 weight_dtype=q4_k_m"},
+    /* data parallelism (docs/engines.md, "Data parallelism"): vLLM's ranks, SGLang's DP attention inside tp */
+    {"deepseek-v3", "gpu=h200 dp=8 context=32k concurrency=64",
+     "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 --data-parallel-size 8 "
+     "--max-model-len 32768 --gpu-memory-utilization 0.9 --kv-cache-dtype auto --block-size 64 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192",
+     "gpu=h200 concurrency=64"},
+    {"deepseek-v3", "engine=sglang gpu=h200 tp=8 dp=8 dp_attention=true context=32k",
+     "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 1 --dp-size 8 "
+     "--enable-dp-attention --context-length 32768 --mem-fraction-static 0.857 --kv-cache-dtype auto --page-size 1 "
+     "--max-running-requests 4096",
+     "gpu=h200"},
     {"llama-3.1-8b", "engine=trtllm gpu=h100 context=8k",
      "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 1 --pp_size 1 --max_seq_len 8192 --max_batch_size 2048 "
      "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9",
@@ -150,7 +161,7 @@ START_TEST(commands_refused_and_ignored)
     } bad[] = {
         {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
-        {"python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8", "--enable-dp-attention: it changes"},
+        {"vllm serve m --enable-expert-parallel", "--enable-expert-parallel: it changes"},
         {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},
         {"llama-server -m f.gguf -ot exps=CPU", "-ot: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
@@ -182,6 +193,74 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_str_eq(s.value[kvp_setting_find("tp")], "2");
     ck_assert_str_eq(s.value[kvp_setting_find("kv_dtype")], "bf16");
     ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
+    /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
+    snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
+    ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), KVP_OK); /* EP is not modelled */
+    snprintf(line, sizeof line, "vllm serve m --data-parallel-size 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8 --tp 8");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                               sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
+    ck_assert_str_eq(s.value[kvp_setting_find("dp_attention")], "true");
+    kvp_buf_release(&ignored);
+}
+END_TEST
+
+/* vLLM's and SGLang's --config FILE: the file's flags as if written on the
+ * command line, the command line's own winning (its model too); a flag the
+ * file holds that kvplan refuses is an error at the file's place. */
+START_TEST(config_file_read_first)
+{
+    static const struct {
+        const char *with_file, *flat;
+    } same[] = {
+        {"vllm serve --config tests/data/engine-args/vllm.yaml",
+         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --max-model-len 16384 "
+         "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8"},
+        {"vllm serve --config tests/data/engine-args/vllm.yaml --max-model-len 8192 --tensor-parallel-size 1",
+         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --max-model-len 8192 "
+         "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8"},
+        {"vllm serve Qwen/Qwen3-8B --config=tests/data/engine-args/vllm.yaml",
+         "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --max-model-len 16384 --gpu-memory-utilization 0.85 "
+         "--kv-cache-dtype fp8"},
+        {"python3 -m sglang.launch_server --config tests/data/engine-args/sglang.yaml",
+         "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --context-length 32768 "
+         "--mem-fraction-static 0.8"},
+    };
+    struct kvp_settings a, b;
+    struct kvp_buf ignored = {0};
+    struct kvp_error err = {0};
+    char line[512], ma[128], mb[128], *argv[32];
+    for (size_t i = 0; i < N_ELEMS(same); i++) {
+        snprintf(line, sizeof line, "%s", same[i].with_file);
+        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                                   sizeof ma, &ignored, &err), err);
+        snprintf(line, sizeof line, "%s", same[i].flat);
+        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &b, mb,
+                                                   sizeof mb, &ignored, &err), err);
+        ck_assert_str_eq(ma, mb);
+        ck_assert_uint_eq(a.given, b.given);
+        for (uint32_t r = 0; r < kvp_settings_count(); r++)
+            ck_assert_msg(strcmp(a.value[r], b.value[r]) == 0, "%s: %s", same[i].with_file,
+                          kvp_setting_at(r)->key);
+    }
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/vllm.yaml");
+    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                               sizeof ma, &ignored, &err), err);
+    ck_assert_str_eq(ignored.data, "--enable-prefix-caching, --port"); /* enforce-eager: false is no flag */
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/lora.yaml");
+    ck_assert_int_eq(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                               sizeof ma, &ignored, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_str_eq(err.file, "tests/data/engine-args/lora.yaml");
+    ck_assert_uint_eq(err.line, 3);
+    ck_assert_uint_eq(err.col, 1);
+    ck_assert_str_eq(err.msg, "--enable-lora: it changes the memory, and kvplan does not model it yet");
     kvp_buf_release(&ignored);
 }
 END_TEST
@@ -225,6 +304,7 @@ static Suite *suite(void)
     tcase_set_timeout(core, 60);
     tcase_add_loop_test(core, emit_and_read_back, 0, (int)N_ELEMS(cases));
     tcase_add_test(core, commands_refused_and_ignored);
+    tcase_add_test(core, config_file_read_first);
     tcase_add_test(core, emit_refusals);
     suite_add_tcase(s, core);
     return s;

@@ -363,7 +363,10 @@ START_TEST(parse_settings)
 }
 END_TEST
 
-#define ALL_TYPES "(f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, nvfp4, q8_1, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, iq2_xxs, iq2_xs, iq3_xxs, iq1_s, iq3_s, iq2_s, iq4_xs, iq1_m, tq1_0, tq2_0, i8, i16, i32, i64, f64)"
+#define ALL_TYPES                                                                                                      \
+    "(f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, int2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, nvfp4, "      \
+    "q8_1, q2_K, q3_K, q4_K, q5_K, q6_K, q8_K, iq2_xxs, iq2_xs, iq3_xxs, iq1_s, iq3_s, iq2_s, iq4_xs, iq1_m, tq1_0, "  \
+    "tq2_0, i8, i16, i32, i64, f64)"
 
 static const struct {
     const char *in, *msg;

@@ -5,12 +5,11 @@
 
 #include "kvplan/model.h"
 #include "kvplan/num.h"
+#include "model/gguf_types.h" /* the value-type codes, as the reader numbers them */
 #include "testutil.h"
 
 
 /* ---- a tiny GGUF writer ------------------------------------------------- */
-
-enum { T_UINT32 = 4, T_INT32 = 5, T_STRING = 8, T_ARRAY = 9, T_UINT64 = 10 };
 
 /* A GGUF file being built: v3 preamble at 0, n_kv and n_tensors patched as they grow. */
 struct gbuf {
@@ -69,20 +68,20 @@ static void g_key(struct gbuf *b, const char *key, uint32_t type)
 
 static void kv_u32(struct gbuf *b, const char *key, uint32_t v)
 {
-    g_key(b, key, T_UINT32);
+    g_key(b, key, GGUF_UINT32);
     put_u32(b, v);
 }
 
 static void kv_str(struct gbuf *b, const char *key, const char *s)
 {
-    g_key(b, key, T_STRING);
+    g_key(b, key, GGUF_STRING);
     put_str(b, s);
 }
 
 static void kv_arr_u32(struct gbuf *b, const char *key, const uint32_t *v, uint64_t n)
 {
-    g_key(b, key, T_ARRAY);
-    put_u32(b, T_UINT32);
+    g_key(b, key, GGUF_ARRAY);
+    put_u32(b, GGUF_UINT32);
     put_u64(b, n);
     for (uint64_t i = 0; i < n; i++)
         put_u32(b, v[i]);
@@ -91,8 +90,8 @@ static void kv_arr_u32(struct gbuf *b, const char *key, const uint32_t *v, uint6
 /* A token list of n one-letter strings. */
 static void kv_tokens(struct gbuf *b, uint64_t n)
 {
-    g_key(b, "tokenizer.ggml.tokens", T_ARRAY);
-    put_u32(b, T_STRING);
+    g_key(b, "tokenizer.ggml.tokens", GGUF_ARRAY);
+    put_u32(b, GGUF_STRING);
     put_u64(b, n);
     for (uint64_t i = 0; i < n; i++)
         put_str(b, "t");
@@ -553,8 +552,8 @@ static void hostile_header(struct gbuf *b, int i)
         break;
     case 1: /* array count 2^60 */
         g_begin(b, 3);
-        g_key(b, "llama.attention.head_count_kv", T_ARRAY);
-        put_u32(b, T_UINT32);
+        g_key(b, "llama.attention.head_count_kv", GGUF_ARRAY);
+        put_u32(b, GGUF_UINT32);
         put_u64(b, UINT64_C(1) << 60);
         put_u32(b, 8);
         break;
@@ -586,10 +585,10 @@ static void hostile_header(struct gbuf *b, int i)
         break;
     case 7: /* an array of arrays */
         g_begin(b, 3);
-        g_key(b, "x.nested", T_ARRAY);
-        put_u32(b, T_ARRAY);
+        g_key(b, "x.nested", GGUF_ARRAY);
+        put_u32(b, GGUF_ARRAY);
         put_u64(b, 1);
-        put_u32(b, T_UINT32);
+        put_u32(b, GGUF_UINT32);
         put_u64(b, 1);
         put_u32(b, 1);
         break;
@@ -612,8 +611,8 @@ static void hostile_header(struct gbuf *b, int i)
         break;
     case 12: /* a string array whose count cannot fit */
         g_begin(b, 3);
-        g_key(b, "tokenizer.ggml.tokens", T_ARRAY);
-        put_u32(b, T_STRING);
+        g_key(b, "tokenizer.ggml.tokens", GGUF_ARRAY);
+        put_u32(b, GGUF_STRING);
         put_u64(b, UINT64_C(1) << 40);
         put_str(b, "a");
         break;

@@ -1004,11 +1004,12 @@ END_TEST
 /* Patterns a config names that kvplan cannot apply are said, not guessed. */
 START_TEST(quantized_patterns_warn)
 {
-    static const char json[] = "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
-                               "\"hidden_size\": 64, \"intermediate_size\": 128, \"vocab_size\": 100, "
-                               "\"max_position_embeddings\": 64, \"torch_dtype\": \"bfloat16\", \"quantization_config\": "
-                               "{\"quant_method\": \"awq\", \"modules_to_not_convert\": [\"model.layers.0.mlp\", "
-                               "\"frobnicator\", \"visual.blocks\"]}}";
+    static const char json[] =
+        "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+        "\"hidden_size\": 64, \"intermediate_size\": 128, \"vocab_size\": 100, "
+        "\"max_position_embeddings\": 64, \"torch_dtype\": \"bfloat16\", \"quantization_config\": "
+        "{\"quant_method\": \"awq\", \"modules_to_not_convert\": [\"model.layers.0.mlp\", "
+        "\"frobnicator\", \"visual.blocks\"]}}";
     struct kvp_model *m = parse_ok(json, "q.json");
     ck_assert_uint_eq(m->n_warnings, 2);
     ck_assert_str_eq(m->warnings[0], "quantization_config: 'model.layers.0.mlp' leaves some layers unquantized: "

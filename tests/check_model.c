@@ -406,7 +406,8 @@ START_TEST(repeat_expansion)
         {"  - {spec: a}\n  - repeat: 2\n    layers:\n      - {spec: a, count: 2}\n"
          "      - repeat: 3\n        layers: [{spec: b}]\n  - {spec: a}\n",
          "aaabbbaabbba"},
-        {"  - repeat: 2\n    layers: [{repeat: 2, layers: [{repeat: 2, layers: [{repeat: 2, layers: [{spec: b}]}]}]}]\n",
+        {"  - repeat: 2\n    layers: [{repeat: 2, layers: [{repeat: 2, layers: [{repeat: 2, layers: [{spec: "
+         "b}]}]}]}]\n",
          "bbbbbbbbbbbbbbbb"},
         {"  - {repeat: 1, layers: [{spec: a}, {spec: b}]}\n", "ab"},
     };
@@ -431,7 +432,8 @@ START_TEST(repeat_limits)
     static const char *const ok[] = {
         "  - {spec: a, count: 1024}\n",
         "  - {repeat: 1024, layers: [{spec: a}]}\n",
-        "  - {repeat: 4, layers: [{repeat: 4, layers: [{repeat: 4, layers: [{repeat: 4, layers: [{spec: b, count: 4}]}]}]}]}\n",
+        "  - {repeat: 4, layers: [{repeat: 4, layers: [{repeat: 4, layers: [{repeat: 4, layers: [{spec: b, count: "
+        "4}]}]}]}]}\n",
         "  - {spec: a, count: 1000}\n  - {repeat: 2, layers: [{spec: b, count: 12}]}\n",
     };
     for (size_t i = 0; i < N_ELEMS(ok); i++) {

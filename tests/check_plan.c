@@ -76,8 +76,10 @@ static const struct {
     {"      - fits: true\n", "      - fits: true\n        concurrency: 100\n", KVP_CHECK_FITS, -1, 0},
     {"      - min_concurrency: 86\n", "      - min_concurrency: 87\n", KVP_CHECK_MIN_CONCURRENCY, 86.9648, 1e-4},
     {"      - min_context: 11120\n", "      - min_context: 11121\n", KVP_CHECK_MIN_CONTEXT, 11120, 1e-9},
-    {"      - max_kv_share: 0.51\n", "      - max_kv_share: 0.5\n", KVP_CHECK_MAX_KV_SHARE, 42949672960.0 / 85028896768.0, 1e-9},
-    {"      - max_kv_bytes_per_token: 80KiB\n", "      - max_kv_bytes_per_token: 81919\n", KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, 81920, 1e-9},
+    {"      - max_kv_share: 0.51\n", "      - max_kv_share: 0.5\n", KVP_CHECK_MAX_KV_SHARE,
+     42949672960.0 / 85028896768.0, 1e-9},
+    {"      - max_kv_bytes_per_token: 80KiB\n", "      - max_kv_bytes_per_token: 81919\n",
+     KVP_CHECK_MAX_KV_BYTES_PER_TOKEN, 81920, 1e-9},
     {"      - max_tpot_ms: 18.3\n", "      - max_tpot_ms: 18.2\n", KVP_CHECK_MAX_TPOT, 18.24, 0.01},
     {"      - min_headroom: 14GiB\n", "      - min_headroom: 15GiB\n", KVP_CHECK_MIN_HEADROOM, -1, 0},
 };
@@ -220,8 +222,10 @@ START_TEST(includes_stay_in_the_plan_folder)
         struct kvp_error err = {0};
         char text[512];
         enum kvp_status st;
-        snprintf(text, sizeof text, "kvplan_plan: 1\ninclude: [%s]\ndeployments:\n"
-                 "  - {name: d, model: llama-3.1-8b, context: 1k, assert: {fits: true}}\n", i < 3 ? out[i] : "inside.yaml");
+        snprintf(text, sizeof text,
+                 "kvplan_plan: 1\ninclude: [%s]\ndeployments:\n"
+                 "  - {name: d, model: llama-3.1-8b, context: 1k, assert: {fits: true}}\n",
+                 i < 3 ? out[i] : "inside.yaml");
         st = kvp_plan_load(&p, put("plans/top.yaml", text), models, gpus, &err);
         if (i == 3) {
             ck_assert_kvp_ok(st, err);
@@ -498,7 +502,8 @@ START_TEST(workload_errors)
          "plan.yaml:10:19: unknown workload 'chats' (did you mean 'chat'?)"},
         {WL_CHAT WL_DEP "      - max_preemptions: 0\n",
          "plan.yaml:9:9: 'max_preemptions' needs a 'workload' (a name from the file's 'workloads')"},
-        {WL_CHAT WL_DEP "      - fits: true\n        workload: chat\n", "plan.yaml:10:19: 'workload' does not apply to 'fits'"},
+        {WL_CHAT WL_DEP "      - fits: true\n        workload: chat\n",
+         "plan.yaml:10:19: 'workload' does not apply to 'fits'"},
         {WL_CHAT WL_DEP "      - max_preemptions: -1\n        workload: chat\n", "plan.yaml:9:26: 'max_preemptions': "},
         {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 100, prefix: 200}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:9: workload 'chat': the shared prefix (200 tokens) is longer than the shortest prompt (100)"},
@@ -513,11 +518,18 @@ START_TEST(workload_errors)
          "plan.yaml:3:16: 'rate': must be a number of requests/s >= 0 (got '-1')"},
         {"kvplan_plan: 1\nworkloads:\n  chat: {requests: 0}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:20: 'requests': must be 1 to 10000000 requests (got '0')"},
+        /* the simulator's budget, at the requests key, before anything is drawn (issue #37) */
+        {"kvplan_plan: 1\nworkloads:\n  chat: {requests: 10000000}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:20: workload 'chat': 10,000,000 requests of up to 1,024 + 256 tokens cost 13,440,000,000 "
+         "token-steps, more than the simulator's budget KVP_SIM_BUDGET of 100,000,000"},
+        {"kvplan_plan: 1\nworkloads:\n  chat: {prompt: 4000000000}\n" WL_DEP "      - fits: true\n",
+         "plan.yaml:3:9: workload 'chat': 1,000 requests of up to 4,000,000,000 + 256 tokens cost"},
         {"kvplan_plan: 1\nworkloads:\n  chat: {prefix: 16, prefix_share: 2}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:36: 'prefix_share': must be a fraction from 0 to 1 (got '2')"},
         {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv, max_queue: soon}\n" WL_DEP "      - fits: true\n",
          "plan.yaml:3:32: 'max_queue': must be a number of seconds >= 0 (got 'soon')"},
-        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP "      - min_sustained_rate: 1\n        workload: t\n",
+        {"kvplan_plan: 1\nworkloads:\n  t: {trace: t.csv}\n" WL_DEP
+         "      - min_sustained_rate: 1\n        workload: t\n",
          "plan.yaml:10:19: 'min_sustained_rate' varies a synthetic workload's rate; 't' is a trace"},
         {WL_CHAT "deployments:\n  - name: l8\n    model: llama-3.1-8b\n    gpu_memory: 80GiB\n    assert:\n"
                  "      - max_preemptions: 0\n        workload: chat\n",
@@ -647,18 +659,28 @@ START_TEST(every_setting_is_a_plan_key)
          * (elsewhere it needs tp x pp to match), under llama.cpp */
         bool llama = strncmp(k->key, "n_", 2) == 0 || strcmp(k->key, "gpus") == 0 ||
                      strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype", k->key) != NULL;
+        /* SGLang's DP attention needs its engine and 1 < dp dividing tp */
+        bool sglang_dp = strcmp(k->key, "dp_attention") == 0;
         kvp_settings_clear(&st);
         if (k->type != KVP_SET_GPU)
             ck_assert_kvp_ok(kvp_settings_put(&st, "gpu", "h100", &err), err);
         if (llama)
             ck_assert_kvp_ok(kvp_settings_put(&st, "engine", "llamacpp", &err), err);
+        if (sglang_dp) {
+            ck_assert_kvp_ok(kvp_settings_put(&st, "engine", "sglang", &err), err);
+            ck_assert_kvp_ok(kvp_settings_put(&st, "tp", "2", &err), err);
+            ck_assert_kvp_ok(kvp_settings_put(&st, "dp", "2", &err), err);
+        }
         ck_assert_kvp_ok(kvp_settings_put(&st, k->key, k->example, &err), err);
         ck_assert_kvp_ok(kvp_settings_apply(&st, m, gpus, &a, &ga, &bad, &err), err);
         snprintf(text, sizeof text,
                  "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: llama-3.1-8b\n%s%s    %s: \"%s\"\n"
                  "    assert: {fits: true}\n",
-                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "", llama ? "    engine: llamacpp\n" : "", k->key,
-                 k->example);
+                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "",
+                 llama       ? "    engine: llamacpp\n"
+                 : sglang_dp ? "    engine: sglang\n    tp: 2\n    dp: 2\n"
+                             : "",
+                 k->key, k->example);
         ck_assert_msg(kvp_plan_load(&p, put("row.yaml", text), models, gpus, &err) == KVP_OK, "%s: %s", k->key,
                       err.msg);
         for (uint32_t i = 0; i < kvp_settings_count(); i++)
@@ -667,6 +689,105 @@ START_TEST(every_setting_is_a_plan_key)
                           "%s: %s is '%s' from the table, '%s' from a plan", k->key, kvp_setting_at(i)->key, x, y);
         kvp_plan_release(&p);
     }
+}
+END_TEST
+
+/* ---- the keys written out by hand, against the settings table ---- */
+
+/* The whole of path (relative to the repository), NUL-terminated; the caller frees it. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text;
+    long n;
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    ck_assert_int_ge(n = ftell(f), 0);
+    rewind(f);
+    ck_assert_ptr_nonnull(text = malloc((size_t)n + 1));
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The next `{key: 'K'` of the page's KEYS after *p and before end: K into key, *p past it; false when none. */
+static bool page_key(const char **p, const char *end, char *key, size_t n)
+{
+    const char *k = strstr(*p, "{key: '"), *q;
+    if (!k || k >= end)
+        return false;
+    k += strlen("{key: '");
+    ck_assert_ptr_nonnull(q = strchr(k, '\''));
+    snprintf(key, n, "%.*s", (int)(q - k), k);
+    *p = q;
+    return true;
+}
+
+/* web/page.js's KEYS (the URL's keys and the flags it gives kvplan) are the
+ * plan's model and then the settings table, in its order, each with the
+ * option the table makes of it ('-' for '_') and `bool` for the flags. */
+START_TEST(page_keys_are_the_settings_table)
+{
+    char *js = slurp("web/page.js"), key[64], want[80];
+    const char *p = strstr(js, "const KEYS = ["), *end;
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(end = strstr(p, "];"));
+    ck_assert(page_key(&p, end, key, sizeof key));
+    ck_assert_str_eq(key, "model");
+    for (uint32_t row = 0; row < kvp_settings_count(); row++) {
+        const struct kvp_setting *k = kvp_setting_at(row);
+        const char *close;
+        ck_assert_msg(page_key(&p, end, key, sizeof key), "web/page.js's KEYS ends before '%s'", k->key);
+        ck_assert_msg(strcmp(key, k->key) == 0, "web/page.js's KEYS has '%s' where the settings table has '%s'", key,
+                      k->key);
+        ck_assert_ptr_nonnull(close = strchr(p, '}'));
+        snprintf(want, sizeof want, "flag: '--%s'", k->key);
+        for (char *c = want + strlen("flag: '--"); *c; c++)
+            *c = *c == '_' ? '-' : *c;
+        ck_assert_msg(strstr(p, want) && strstr(p, want) < close, "web/page.js: '%s' wants %s", k->key, want);
+        ck_assert_msg((k->type == KVP_SET_FLAG) == (strstr(p, "bool: true") && strstr(p, "bool: true") < close),
+                      "web/page.js: '%s' is %sa flag in the settings table", k->key,
+                      k->type == KVP_SET_FLAG ? "" : "not ");
+    }
+    ck_assert_msg(!page_key(&p, end, key, sizeof key), "web/page.js's KEYS has '%s', which the settings table has not",
+                  key);
+    free(js);
+}
+END_TEST
+
+/* docs/plan-format.md's row "every setting of include/kvplan/settings.h"
+ * names the table's keys, in its order: the `quoted` words outside
+ * parentheses between its colon and "; `kvplan fit --help`". */
+START_TEST(plan_format_keys_are_the_settings_table)
+{
+    char *md = slurp("docs/plan-format.md");
+    const char *p = strstr(md, "| every setting of"), *stop;
+    uint32_t row = 0;
+    int depth = 0;
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(p = strstr(p, "`-`:"));
+    ck_assert_ptr_nonnull(stop = strstr(p, "; `kvplan fit --help`"));
+    for (p += strlen("`-`:"); p < stop; p++) {
+        const char *q;
+        depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+        if (*p != '`')
+            continue;
+        ck_assert_ptr_nonnull(q = strchr(p + 1, '`'));
+        if (depth == 0) {
+            ck_assert_msg(row < kvp_settings_count(), "docs/plan-format.md names '%.*s' past the settings table",
+                          (int)(q - p - 1), p + 1);
+            ck_assert_msg(strlen(kvp_setting_at(row)->key) == (size_t)(q - p - 1) &&
+                              strncmp(p + 1, kvp_setting_at(row)->key, (size_t)(q - p - 1)) == 0,
+                          "docs/plan-format.md names '%.*s' where the settings table has '%s'", (int)(q - p - 1), p + 1,
+                          kvp_setting_at(row)->key);
+            row++;
+        }
+        p = q;
+    }
+    ck_assert_msg(row == kvp_settings_count(), "docs/plan-format.md ends its keys before '%s'",
+                  row < kvp_settings_count() ? kvp_setting_at(row)->key : "");
+    free(md);
 }
 END_TEST
 
@@ -682,6 +803,8 @@ static Suite *suite(void)
     tcase_set_timeout(limits, 60);
     tcase_add_test(core, each_kind_passes_and_fails);
     tcase_add_test(core, every_setting_is_a_plan_key);
+    tcase_add_test(core, page_keys_are_the_settings_table);
+    tcase_add_test(core, plan_format_keys_are_the_settings_table);
     tcase_add_test(core, fits_and_headroom_figures);
     tcase_add_test(core, modifiers_change_the_question);
     tcase_add_test(core, includes_defaults_and_relative_paths);

@@ -21,7 +21,8 @@
 static void zoo_of(struct kvp_model *m, enum kvp_dtype state, bool shared_layer)
 {
     struct kvp_error err = {0};
-    struct kvp_layer_spec full = {.kind = KVP_LAYER_FULL, .n_heads = 4, .n_kv_heads = 2, .head_dim_k = 32, .head_dim_v = 32};
+    struct kvp_layer_spec full = {
+        .kind = KVP_LAYER_FULL, .n_heads = 4, .n_kv_heads = 2, .head_dim_k = 32, .head_dim_v = 32};
     struct kvp_layer_spec slide = full, chunk = full, mqa = full, shared = full, mla = {0}, rec = {0};
     kvp_model_init(m);
     strcpy(m->name, "zoo");
@@ -146,7 +147,9 @@ static void measure(const struct kvp_model *m, const struct kvp_ref_model *rm, e
         }
     ck_assert_kvp_ok(kvp_ref_cache_written(c, c2, r->wrote, &err), err);
     for (int i = 0; i < KVP_REF_TAG_COUNT; i++)
-        r->least[i] = p == KVP_REF_PAGED ? (i == KVP_REF_K ? held.k_bytes : i == KVP_REF_V ? held.v_bytes : held.state_bytes)
+        r->least[i] = p == KVP_REF_PAGED ? (i == KVP_REF_K   ? held.k_bytes
+                                            : i == KVP_REF_V ? held.v_bytes
+                                                             : held.state_bytes)
                                          : r->al.cur[i];
     struct kvp_ref_alloc live = r->al;
     kvp_ref_cache_free(c);
@@ -295,7 +298,8 @@ START_TEST(half_conversions)
         ck_assert_int_eq(memcmp(f, f1, N * sizeof *f), 0);
     }
     for (uint32_t i = 0; i < N; i++) {
-        uint32_t x = i % 97 ? (uint32_t)((uint64_t)i * 65521) : 0x7f800001u | i << 8 | (i & 1u) << 31; /* NaNs among them */
+        uint32_t x =
+            i % 97 ? (uint32_t)((uint64_t)i * 65521) : 0x7f800001u | i << 8 | (i & 1u) << 31; /* NaNs among them */
         memcpy(&f[i], &x, 4);
         ref_codec_put_plain(KVP_DTYPE_F16, &f[i], 1, (uint8_t *)&h1[i]);
     }
@@ -319,7 +323,7 @@ static double ulps(double got, double want)
 /* The softmax's exponential (decoder.c exp_row, its own: Cephes' expf in
  * float) is within 1 ulp of e^x: 0.99 at worst over every float of [-104,
  * 89] with a normal result (checked once with a copy of the loop), here
- * every 4093rd of [-87, 0] through kvp_ref_softmax of [0, v], whose second
+ * every 4093rd of [-87, 0] through ref_softmax of [0, v], whose second
  * value over its first is e^v within half an ulp (the first is 1 / sum
  * exactly, the second e^v / sum rounded once), so 2 ulp in all; a row of
  * 37 (16 at a time, the last 5 through a vector of 16) the same way; -inf
@@ -331,7 +335,7 @@ START_TEST(softmax_exponential)
         float v, y[2] = {0.0f, 0.0f};
         memcpy(&v, &b, sizeof v);
         y[1] = v;
-        kvp_ref_softmax(y, 2);
+        ref_softmax(y, 2);
         double u = ulps((double)y[1] / y[0], exp((double)v));
         if (!(u <= worst)) /* a NaN too */
             worst = u, at = v;
@@ -340,14 +344,14 @@ START_TEST(softmax_exponential)
     float row[37], in[37];
     for (uint32_t i = 0; i < 37; i++)
         in[i] = row[i] = i ? -0.37f * (float)(i * i % 41) - 0.01f * (float)i : 0.0f;
-    kvp_ref_softmax(row, 37);
+    ref_softmax(row, 37);
     for (uint32_t i = 1; i < 37; i++)
         ck_assert_msg(ulps((double)row[i] / row[0], exp((double)in[i])) <= 2.0, "value %u: e^%a", i, (double)in[i]);
     float edge[4] = {0.0f, -INFINITY, -104.5f, -1e30f};
-    kvp_ref_softmax(edge, 4);
+    ref_softmax(edge, 4);
     ck_assert(edge[0] == 1.0f && edge[1] == 0.0f && edge[2] == 0.0f && edge[3] == 0.0f);
     float nan[2] = {0.0f, NAN};
-    kvp_ref_softmax(nan, 2);
+    ref_softmax(nan, 2);
     ck_assert(nan[0] != nan[0] && nan[1] != nan[1]);
 }
 END_TEST
@@ -403,8 +407,9 @@ START_TEST(prefill_equals_steps)
                 for (uint32_t i = 0; i < 3; i++) {
                     ck_assert_kvp_ok(kvp_ref_step(rm, ca, i % 2, tok[i], a, &err), err);
                     ck_assert_kvp_ok(kvp_ref_step(rm, cb, i % 2, tok[i], b, &err), err);
-                    ck_assert_msg(memcmp(a, b, V * sizeof *a) == 0, "%s %s/%s pre %d: step %u after the prefill differs",
-                                  kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, i);
+                    ck_assert_msg(memcmp(a, b, V * sizeof *a) == 0,
+                                  "%s %s/%s pre %d: step %u after the prefill differs", kvp_ref_policy_name(pol[p]),
+                                  fmts[f][0], fmts[f][1], pre, i);
                 }
                 ck_assert_uint_eq(al.cur_total, bl.cur_total);
                 ck_assert_uint_eq(al.peak_total, bl.peak_total);
@@ -462,8 +467,9 @@ START_TEST(threads_equal_one)
                     for (uint32_t i = 0; i < 4; i++)
                         ck_assert_kvp_ok(kvp_ref_step(rm[t], c[t], i % 2, tok[i], l + (2 + i) * V, &err), err);
                     if (t)
-                        ck_assert_msg(memcmp(a, b, 6 * V * sizeof *a) == 0, "%s %s/%s pre %d: %u threads' logits differ",
-                                      kvp_ref_policy_name(pol[p]), fmts[f][0], fmts[f][1], pre, t + 1);
+                        ck_assert_msg(memcmp(a, b, 6 * V * sizeof *a) == 0,
+                                      "%s %s/%s pre %d: %u threads' logits differ", kvp_ref_policy_name(pol[p]),
+                                      fmts[f][0], fmts[f][1], pre, t + 1);
                 }
                 for (uint32_t t = 1; t < 3; t++) {
                     uint64_t d[KVP_REF_TAG_COUNT];
@@ -551,7 +557,8 @@ START_TEST(twin_equals_second_run)
     {
         struct kvp_ref_alloc a = {0}, b = {0};
         struct kvp_ref_cache *ca, *cb;
-        struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+        struct kvp_ref_cache_opts co = {
+            .policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
         ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &a, &ca, &err), err);
         co.context = 9;
         ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &b, &cb, &err), err);
@@ -629,7 +636,8 @@ START_TEST(recompute_detects_a_lost_cache)
     float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
     struct kvp_ref_alloc al = {0};
     struct kvp_ref_cache *c;
-    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f32"), .v = fmt("f32")};
+    struct kvp_ref_cache_opts co = {
+        .policy = KVP_REF_STATIC, .context = 8, .batch = 1, .k = fmt("f32"), .v = fmt("f32")};
     ck_assert_kvp_ok(kvp_ref_cache_new(rm, &co, &al, &c, &err), err);
     for (int t = 0; t < 5; t++)
         ck_assert_kvp_ok(kvp_ref_step(rm, c, 0, tok[t], NULL, &err), err);
@@ -680,6 +688,65 @@ START_TEST(measured_equals_predicted)
 }
 END_TEST
 
+/* kvp_ref_validate (kvplan validate's run) on the zoo, 2 sequences of 9
+ * tokens under each policy, decoded and filled: the engine's claim holds,
+ * every allocated byte written (paged: the held tokens' at least); a claim
+ * one byte off, in K or in the peak, does not. */
+START_TEST(validate_judges_claims)
+{
+    static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_DYNAMIC, KVP_REF_PAGED};
+    struct kvp_model m;
+    struct kvp_error err = {0};
+    struct kvp_ref_model *rm;
+    zoo(&m, KVP_DTYPE_BF16);
+    ck_assert_kvp_ok(kvp_ref_model_new(&m, &(struct kvp_ref_opts){.seed = 3}, &rm, &err), err);
+    for (size_t i = 0; i < N_ELEMS(pol); i++)
+        for (int compute = 0; compute < 2; compute++) {
+            struct kvp_kv_query q = query_of(pol[i], "q8_0", "int4:group=8", 9);
+            struct kvp_ref_cache_opts co = {.policy = pol[i], .context = 9, .batch = 2, .block = 4, .k = q.k, .v = q.v};
+            struct kvp_kv_plan plan, held;
+            struct kvp_ref_check chk;
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &plan, &err), err);
+            q.block = 0;
+            ck_assert_kvp_ok(kvp_kv_compute(&m, &q, &held, &err), err);
+            struct kvp_ref_claim cl = {.k = plan.k_bytes, .v = plan.v_bytes, .state = plan.state_bytes,
+                                       .total = plan.total_bytes, .peak = predicted_peak(&m, &q, pol[i], &plan),
+                                       .held = {held.k_bytes, held.v_bytes, held.state_bytes}};
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert_msg(chk.match, "%s compute %d: the claim does not hold", kvp_ref_policy_name(pol[i]), compute);
+            ck_assert_uint_eq(chk.a.cur_total, plan.total_bytes);
+            ck_assert_uint_eq(chk.rss_expected, 2 * plan.total_bytes); /* the cache and its twin */
+            cl.k++;
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert(!chk.match);
+            cl.k--, cl.peak++;
+            ck_assert_kvp_ok(kvp_ref_validate(rm, &co, compute, &cl, &chk, &err), err);
+            ck_assert(!chk.match);
+        }
+    kvp_ref_model_free(rm);
+}
+END_TEST
+
+/* --sweep's contexts on the zoo (window 5, chunk 4) with blocks of 4, to
+ * 20: 1, the boundaries -1/0/+1, powers of two, 20, each once in order; at
+ * most max of them, taken in that order before sorting. */
+START_TEST(sweep_points_in_order)
+{
+    static const uint64_t want[] = {1, 2, 3, 4, 5, 6, 8, 16, 20}, first3[] = {1, 4, 5};
+    struct kvp_model m;
+    uint64_t pts[64];
+    zoo(&m, KVP_DTYPE_BF16);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 4, 20, pts, 64), N_ELEMS(want));
+    for (size_t i = 0; i < N_ELEMS(want); i++)
+        ck_assert_uint_eq(pts[i], want[i]);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 4, 20, pts, 3), 3);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_uint_eq(pts[i], first3[i]);
+    ck_assert_uint_eq(kvp_ref_sweep_points(&m, 0, 1, pts, 64), 1);
+    ck_assert_uint_eq(pts[0], 1);
+}
+END_TEST
+
 /* The dynamic policy's measured peak == kvp_kv_dynamic_peak at every T from 1
  * to 60, batch 2, on the zoo (windows 5 and 4, narrower than a residual),
  * the wide zoo (40 and 24: groups leave the window one by one) and a 1 x 6
@@ -697,7 +764,8 @@ START_TEST(dynamic_peak_every_step)
     struct kvp_error err = {0};
     struct kvp_ref_model *rm[3];
     struct kvp_ref_opts o = {.seed = 5};
-    struct kvp_layer_spec tiny = {.kind = KVP_LAYER_FULL, .n_heads = 1, .n_kv_heads = 1, .head_dim_k = 6, .head_dim_v = 6};
+    struct kvp_layer_spec tiny = {
+        .kind = KVP_LAYER_FULL, .n_heads = 1, .n_kv_heads = 1, .head_dim_k = 6, .head_dim_v = 6};
     zoo(&m[0], KVP_DTYPE_F32);
     zoo_wide(&m[1], KVP_DTYPE_F32);
     kvp_model_init(&m[2]);
@@ -1201,7 +1269,8 @@ END_TEST
 START_TEST(blocks_measured_equals_predicted)
 {
     static const char *const kv[][2] = {
-        {"q4_1", "q5_0"}, {"q5_1", "iq4_nl"}, {"mxfp4", "nvfp4"}, {"nvfp4", "q4_1"}, {"iq4_nl", "q5_1"}, {"q5_0", "mxfp4"},
+        {"q4_1", "q5_0"},  {"q5_1", "iq4_nl"}, {"mxfp4", "nvfp4"},
+        {"nvfp4", "q4_1"}, {"iq4_nl", "q5_1"}, {"q5_0", "mxfp4"},
     };
     static const enum kvp_ref_policy pol[] = {KVP_REF_STATIC, KVP_REF_PAGED};
     static const uint64_t ctx[] = {31, 32, 33};
@@ -1239,8 +1308,10 @@ START_TEST(outliers_measured_equals_predicted)
         {KVP_REF_STATIC, "int4:group=16:residual=3:outliers=0.05", "int2:outliers=0.01:zp=no"},
         {KVP_REF_DYNAMIC, "int2:group=8:outliers=0.05", "int4:group=8:residual=4:outliers=0.01"},
         {KVP_REF_PAGED, "int4:outliers=0.01", "int2:group=16:outliers=0.05"},
-        {KVP_REF_STATIC, "int2:group=4:axis=channel:outliers=0.05", "int4:group=8:axis=channel:residual=16:outliers=0.01"},
-        {KVP_REF_DYNAMIC, "int4:group=8:axis=channel:outliers=0.01", "int2:group=4:axis=channel:residual=8:outliers=0.05"},
+        {KVP_REF_STATIC, "int2:group=4:axis=channel:outliers=0.05",
+         "int4:group=8:axis=channel:residual=16:outliers=0.01"},
+        {KVP_REF_DYNAMIC, "int4:group=8:axis=channel:outliers=0.01",
+         "int2:group=4:axis=channel:residual=8:outliers=0.05"},
     };
     static const uint64_t ctx[] = {1, 3, 4, 5, 6, 8, 9, 16, 17, 31, 32, 33};
     struct kvp_model m;
@@ -1439,7 +1510,8 @@ START_TEST(written_sees_unwritten)
     struct kvp_ref_opts o = {.seed = 4};
     struct kvp_ref_alloc a1 = {.canary = 0xA5}, a2 = {.canary = 0x5A}, a3 = {.canary = 0xA5};
     struct kvp_ref_cache *c1, *c2, *c3;
-    struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = 10, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
+    struct kvp_ref_cache_opts co = {
+        .policy = KVP_REF_STATIC, .context = 10, .batch = 1, .k = fmt("f16"), .v = fmt("f16")};
     uint64_t w[KVP_REF_TAG_COUNT], half[KVP_REF_TAG_COUNT];
     zoo(&m, KVP_DTYPE_F32);
     ck_assert_kvp_ok(kvp_ref_model_new(&m, &o, &rm, &err), err);
@@ -1492,6 +1564,8 @@ static Suite *suite(void)
     tcase_add_test(core, cached_equals_recompute);
     tcase_add_test(core, recompute_detects_a_lost_cache);
     tcase_add_test(core, measured_equals_predicted);
+    tcase_add_test(core, validate_judges_claims);
+    tcase_add_test(limits, sweep_points_in_order);
     tcase_add_test(core, dynamic_peak_every_step);
     tcase_add_test(core, paged_free_list);
     tcase_add_test(grid, fidelity_ordering);

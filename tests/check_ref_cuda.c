@@ -70,7 +70,9 @@ START_TEST(weights_match_cpu_decoder)
         {4, {.seed = 7, .q_per_kv = 1}, 12},
         {8, {.seed = 3, .hidden = 32, .intermediate = 40, .vocab = 30, .q_per_kv = 3}, 7},
         {4, {.seed = 2, .key_outliers = 3, .outlier_gain = 5.0f}, 6},
-        {4, {.seed = 5, .key_outliers = 2, .heavy_tokens = 3, .heavy_gain = 4.5f, .loud_tokens = 6, .value_gain = 5.0f}, 10},
+        {4,
+         {.seed = 5, .key_outliers = 2, .heavy_tokens = 3, .heavy_gain = 4.5f, .loud_tokens = 6, .value_gain = 5.0f},
+         10},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct kvp_model *m = malloc(sizeof *m);
@@ -121,7 +123,9 @@ END_TEST
 START_TEST(model_as_run_matches_cpu_shape)
 {
     static const struct kvp_ref_opts opts[] = {
-        {.seed = 1}, {.seed = 1, .q_per_kv = 1}, {.seed = 1, .hidden = 16, .intermediate = 24, .vocab = 20, .q_per_kv = 3}};
+        {.seed = 1},
+        {.seed = 1, .q_per_kv = 1},
+        {.seed = 1, .hidden = 16, .intermediate = 24, .vocab = 20, .q_per_kv = 3}};
     for (size_t c = 0; c < sizeof opts / sizeof *opts; c++) {
         struct kvp_model *m = malloc(sizeof *m), *run = malloc(sizeof *run);
         struct kvp_ref_model *rm;

@@ -24,6 +24,7 @@
 
 #include "fuzz/fuzz_common.h"
 #include "base/io.h"
+#include "model/gguf_types.h"
 #include "kvplan/model.h"
 #include "kvplan/num.h"
 #include "kvplan/plan.h"
@@ -222,7 +223,8 @@ static const struct text_row text_rows[] = {
      "t.yaml:9:9: layer 0 (full): head dims must be positive (got 0 and 0)", false},
     {"hf kv heads divide", T_HF, HF_BASE ", \"num_key_value_heads\": 3}",
      "t/config.json:1:199: 'num_key_value_heads' must divide 'num_attention_heads' (got 3 and 4)", false},
-    {"hf zero heads", T_HF, "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
+    {"hf zero heads", T_HF,
+     "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 64, "
      "\"vocab_size\": 100, \"max_position_embeddings\": 4096, \"num_attention_heads\": 0}",
      "t/config.json:1:120: 'num_attention_heads' must be positive (got 0)", false},
     /* was a GAP, fixed: upper bounds on dimensions, so that no product of three can wrap */
@@ -230,30 +232,38 @@ static const struct text_row text_rows[] = {
      "t.yaml:9:9: layer 0 (full): 'head_dim_k' must be at most 1048576 (got 1048577)", true},
     {"heads bound", T_YAML, YHEAD "specs:\n  a: {heads: 4294967295, kv_heads: 1, head_dim: 16}\nlayers: [{spec: a}]\n",
      "t.yaml:9:9: layer 0 (full): 'heads' must be at most 1048576 (got 4294967295)", true},
-    {"hidden bound", T_YAML, "kvplan: 1\nname: x\nmax_context: 8\nhidden: 4294967295\nintermediate: 8\nvocab: 8\n"
-     YSPEC "layers: [{spec: a}]\n",
+    {"hidden bound", T_YAML,
+     "kvplan: 1\nname: x\nmax_context: 8\nhidden: 4294967295\nintermediate: 8\nvocab: 8\n" YSPEC
+     "layers: [{spec: a}]\n",
      "t.yaml:9:9: 'hidden' must be at most 1048576 (got 4294967295)", true},
-    {"experts bound", T_YAML, YHEAD "moe: {experts: 4000000000, active: 1, intermediate: 8}\n"
-     "specs:\n  a: {heads: 4, head_dim: 16, mlp: moe}\nlayers: [{spec: a}]\n",
+    {"experts bound", T_YAML,
+     YHEAD "moe: {experts: 4000000000, active: 1, intermediate: 8}\n"
+           "specs:\n  a: {heads: 4, head_dim: 16, mlp: moe}\nlayers: [{spec: a}]\n",
      "t.yaml:10:9: 'experts' must be at most 65536 (got 4000000000)", true},
     {"hf experts bound", T_HF, HF_BASE ", \"num_local_experts\": 4000000000, \"num_experts_per_tok\": 2}",
      "t/config.json:1:199: 'num_local_experts' must be at most 65536 (got 4000000000)", true},
-    {"recurrent bound", T_YAML, YHEAD "specs:\n  r: {kind: recurrent, recurrent: {kind: mamba2, d_inner: 4294967295, "
-     "d_state: 4294967295, d_conv: 4, n_groups: 4294967295, n_heads: 4294967295, v_head_dim: 4294967295}}\n"
-     "layers: [{spec: r}]\n",
+    {"recurrent bound", T_YAML,
+     YHEAD "specs:\n  r: {kind: recurrent, recurrent: {kind: mamba2, d_inner: 4294967295, "
+           "d_state: 4294967295, d_conv: 4, n_groups: 4294967295, n_heads: 4294967295, v_head_dim: 4294967295}}\n"
+           "layers: [{spec: r}]\n",
      "t.yaml:9:9: layer 0 (recurrent mamba2): 'd_inner' must be at most 1048576 (got 4294967295)", true},
     /* was a GAP, fixed: this model used to load and `kvplan size` showed 24 MiB of recurrent state: the
      * state's 4194304 x 4194304 x 2097152 elements wrap to 0 in kvp_recurrent_state_elems */
-    {"recurrent state wrap", T_YAML, YHEAD "specs:\n  r: {kind: recurrent, recurrent: {kind: mamba2, d_inner: 8, "
-     "d_state: 2097152, d_conv: 4, n_groups: 1, n_heads: 4194304, v_head_dim: 4194304}}\nlayers: [{spec: r}]\n",
+    {"recurrent state wrap", T_YAML,
+     YHEAD "specs:\n  r: {kind: recurrent, recurrent: {kind: mamba2, d_inner: 8, "
+           "d_state: 2097152, d_conv: 4, n_groups: 1, n_heads: 4194304, v_head_dim: 4194304}}\nlayers: [{spec: r}]\n",
      "t.yaml:9:9: layer 0 (recurrent mamba2): 'd_state' must be at most 1048576 (got 2097152)", true},
     /* lengths */
-    {"long name", T_YAML, "kvplan: 1\nname: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+    {"long name", T_YAML,
+     "kvplan: 1\nname: "
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
      "t.yaml:2:7: 'name' is longer than 95 characters", false},
     {"too many layers", T_YAML, YHEAD YSPEC "layers: [{spec: a, count: 1025}]\n",
      "t.yaml:9:10: the stack has more than 1024 layers (1025 with this item)", false},
-    {"repeat too deep", T_YAML, YHEAD YSPEC "layers:\n- repeat: 1\n  layers:\n  - repeat: 1\n    layers:\n"
-     "    - repeat: 1\n      layers:\n      - repeat: 1\n        layers:\n        - repeat: 1\n          layers: [{spec: a}]\n",
+    {"repeat too deep", T_YAML,
+     YHEAD YSPEC "layers:\n- repeat: 1\n  layers:\n  - repeat: 1\n    layers:\n"
+                 "    - repeat: 1\n      layers:\n      - repeat: 1\n        layers:\n        - repeat: 1\n          "
+                 "layers: [{spec: a}]\n",
      "t.yaml:18:11: 'repeat' nested deeper than 4", false},
     {"repeat bound", T_YAML, YHEAD YSPEC "layers: [{repeat: 1025, layers: [{spec: a}]}]\n",
      "t.yaml:9:19: 'repeat' must be 1..1024 (got 1025)", false},
@@ -271,9 +281,11 @@ static const struct text_row text_rows[] = {
     {"nesting depth", T_HF, "{\"a\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}",
      "t/config.json:1:39: nesting deeper than 32 levels", false},
     {"non-scalar key", T_YAML, "? [a]\n: 1\n", "t.yaml:1:3: a key must be a scalar, not a sequence", false},
-    {"syntax", T_HF, "{\"a\": ", "t/config.json:2:1: did not find expected node content while parsing a flow node", false},
+    {"syntax", T_HF, "{\"a\": ", "t/config.json:2:1: did not find expected node content while parsing a flow node",
+     false},
     {"empty", T_YAML, "", "t.yaml:1:1: the file is empty", false},
-    {"alias bomb", T_YAML, "kvplan: 1\na: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+    {"alias bomb", T_YAML,
+     "kvplan: 1\na: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: [*d, *d, *d, *d, *d, *d, *d, *d]\n",
      "t.yaml:2:1: unknown key 'a'", false},
@@ -282,7 +294,8 @@ static const struct text_row text_rows[] = {
     {"not a model", T_YAML, "root:$6$salt$hash:19000:0:99999:7:::\n",
      "t.yaml:1:1: missing required key 'kvplan': not a kvplan model (nothing of it is shown)", false},
     /* issue #20: aliases are counted expanded, and may not contain themselves */
-    {"alias bomb over the node limit", T_YAML, "a: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+    {"alias bomb over the node limit", T_YAML,
+     "a: &a [1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e]\n",
      "t.yaml:6:25: alias 'e' expands the document to more than 262144 nodes", false},
@@ -491,7 +504,7 @@ static void g_str(struct gbuf *b, const char *s)
 static void g_u32(struct gbuf *b, const char *key, uint32_t v)
 {
     g_str(b, key);
-    g_le(b, 4, 4);
+    g_le(b, GGUF_UINT32, 4);
     g_le(b, v, 4);
     b->n_kv++;
 }
@@ -499,8 +512,8 @@ static void g_u32(struct gbuf *b, const char *key, uint32_t v)
 static void g_i32_array(struct gbuf *b, const char *key, const int32_t *v, uint32_t n)
 {
     g_str(b, key);
-    g_le(b, 9, 4);
-    g_le(b, 5, 4);
+    g_le(b, GGUF_ARRAY, 4);
+    g_le(b, GGUF_INT32, 4);
     g_le(b, n, 8);
     for (uint32_t i = 0; i < n; i++)
         g_le(b, (uint32_t)v[i], 4);
@@ -516,7 +529,7 @@ static void g_llama(struct gbuf *b, uint32_t layers)
     g_le(b, 0, 8);
     g_le(b, 0, 8); /* n_kv, patched by g_end */
     g_str(b, "general.architecture");
-    g_le(b, 8, 4);
+    g_le(b, GGUF_STRING, 4);
     g_str(b, "llama");
     b->n_kv++;
     g_u32(b, "llama.block_count", layers);
@@ -687,7 +700,8 @@ START_TEST(file_over_read_cap)
     write_file(path, "", "# %08u padding padding padding padding padding padding padding\n", (64u << 20) + 1, "");
     ck_assert_int_ne(kvp_model_load(path, &m, &err), KVP_OK);
     remove(path);
-    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-64mib.yaml: the file is larger than 64 MiB");
+    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got),
+                     "build/check_robust-64mib.yaml: the file is larger than 64 MiB");
 }
 END_TEST
 
@@ -700,11 +714,12 @@ START_TEST(text_file_cap)
     struct kvp_error err = {0};
     char got[KVP_ERROR_TEXT_MAX];
 
-    write_file(path, "{\"model_type\": \"llama\"\n", "# %08u padding padding padding padding padding padding\n", 5u << 20,
-               "}\n");
+    write_file(path, "{\"model_type\": \"llama\"\n", "# %08u padding padding padding padding padding padding\n",
+               5u << 20, "}\n");
     ck_assert_int_ne(kvp_model_load(path, &m, &err), KVP_OK);
     remove(path);
-    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), "build/check_robust-5mib.json: the file is larger than 4 MiB");
+    ck_assert_str_eq(kvp_error_text(&err, got, sizeof got),
+                     "build/check_robust-5mib.json: the file is larger than 4 MiB");
 }
 END_TEST
 

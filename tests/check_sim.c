@@ -323,7 +323,8 @@ START_TEST(config_from_fit)
         d.gpu_memory = h100->memory_bytes;
         d.context = 8192;
         ck_assert_kvp_ok(kvp_fit_compute(m, &d, &f, &err), err);
-        ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err), err);
+        ck_assert_kvp_ok(kvp_sim_config_from_fit(m, &d, &f, (double)h100->bandwidth_bytes_per_s, 989e12, &c, &err),
+                         err);
         ck_assert_uint_eq(c.num_blocks, f.num_blocks);
         ck_assert_uint_eq(c.block_size, f.block_size);
         ck_assert_uint_eq(c.n_groups, cases[i].groups);
@@ -478,7 +479,8 @@ START_TEST(trace_errors)
     } cases[] = {
         {"arrival_s,prompt,output_tokens\n", "t:1:11: unknown column (expected "
                                              "arrival_s,prompt_tokens,output_tokens[,prefix_id,prefix_tokens])"},
-        {"arrival_s,prompt_tokens,output_tokens\n0,10\n", "t:2:5: a row needs a cell for every column ('output_tokens' is missing)"},
+        {"arrival_s,prompt_tokens,output_tokens\n0,10\n",
+         "t:2:5: a row needs a cell for every column ('output_tokens' is missing)"},
         {"arrival_s,prompt_tokens,output_tokens\n0,10,x\n", "t:2:6: expected a number for 'output_tokens'"},
         {"arrival_s,prompt_tokens,output_tokens\n0,10.5,3\n", "t:2:3: 'prompt_tokens' must be an integer below 2^32"},
         {"arrival_s,prompt_tokens,output_tokens\n1,10,3\n0.5,10,3\n",
@@ -488,7 +490,7 @@ START_TEST(trace_errors)
          "t:2:1: 'prefix_tokens' is longer than the prompt"},
         {"{\"arrival_s\": 0, \"prompt_tokens\": 3}\n", "t:1:1: missing 'output_tokens'"},
         {"{\"arrival_s\": 0, \"prompt\": 3}\n", "t:1:19: unknown key (expected arrival_s, prompt_tokens, "
-                                               "output_tokens, prefix_id, prefix_tokens)"},
+                                                "output_tokens, prefix_id, prefix_tokens)"},
         {"{\"arrival_s\": -1, \"prompt_tokens\": 3, \"output_tokens\": 1}\n",
          "t:1:15: 'arrival_s' must be a non-negative number"},
         {"{\"arrival_s\": 0 \"prompt_tokens\": 3}\n", "t:1:17: expected ',' or '}'"},
@@ -525,6 +527,35 @@ START_TEST(rate_too_low)
     sy.rate = 1e-6; /* 3 requests in about 3 x 10^6 s: well inside */
     ck_assert_kvp_ok(kvp_workload_synth(&sy, &w, &err), err);
     kvp_workload_free(&w);
+}
+END_TEST
+
+/* A synthetic workload costs at most KVP_SIM_BUDGET token-steps: requests x
+ * (longest prompt + longest answer + 64); one more request past it is refused
+ * before anything is drawn, and a product past 2^64 too (issue #37). */
+START_TEST(synth_within_budget)
+{
+    struct kvp_synth sy = KVP_SYNTH_DEFAULTS;
+    struct kvp_workload w;
+    struct kvp_error err = {0};
+    uint64_t cost = 0;
+
+    sy.prompt = (struct kvp_range){100, 936};
+    sy.output = (struct kvp_range){1, 1000}; /* 2,000 a request */
+    sy.requests = 50000;
+    ck_assert_kvp_ok(kvp_synth_cost(&sy, &cost, &err), err);
+    ck_assert_uint_eq(cost, KVP_SIM_BUDGET);
+    sy.requests++;
+    ck_assert_int_eq(kvp_synth_cost(&sy, &cost, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "50,001 requests of up to 936 + 1,000 tokens cost 100,002,000 token-steps, more than "
+                              "the simulator's budget KVP_SIM_BUDGET of 100,000,000 (requests x (prompt + output + "
+                              "64)): fewer or shorter requests");
+    ck_assert_int_eq(kvp_workload_synth(&sy, &w, &err), KVP_ERR_USAGE);
+    ck_assert_ptr_null(w.req);
+    sy.requests = UINT32_MAX;
+    sy.prompt = sy.output = (struct kvp_range){1, UINT32_MAX};
+    ck_assert_int_eq(kvp_synth_cost(&sy, &cost, &err), KVP_ERR_USAGE);
+    ck_assert_msg(strstr(err.msg, "cost more than 18,446,744,073,709,551,615 token-steps"), "%s", err.msg);
 }
 END_TEST
 
@@ -1227,6 +1258,7 @@ static Suite *suite(void)
     tcase_add_test(limits, trace_errors);
     tcase_add_test(limits, synth_key_errors);
     tcase_add_test(limits, rate_too_low);
+    tcase_add_test(limits, synth_within_budget);
     tcase_add_test(limits, run_errors);
     tcase_add_test(limits, max_rate_brackets);
     suite_add_tcase(s, limits);

@@ -314,7 +314,8 @@ START_TEST(test_golden_svg)
     /* a label wider than its legend column: one column, none at the second's x */
     kvp_chart_init(c, "llama-3.1-8b", "one model, a long label");
     ck_assert_kvp_ok(kvp_chart_set_x(c, ctx, 3, &err), err);
-    ck_assert_kvp_ok(kvp_chart_add(c, m, &f, "weights + reserve + KV in bf16; longest context 262144 at concurrency 4", &err), err);
+    ck_assert_kvp_ok(
+        kvp_chart_add(c, m, &f, "weights + reserve + KV in bf16; longest context 262144 at concurrency 4", &err), err);
     ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
     ck_assert_ptr_null(strstr(b.data, "<text x=\"512.0\""));
     ck_assert_ptr_nonnull(strstr(b.data, "<text x=\"132.0\" y=\"538.0\" class=\"legend\">weights ("));
@@ -338,6 +339,13 @@ START_TEST(test_golden_svg)
         snprintf(c->capacity_label, sizeof c->capacity_label, "h100-sxm");
         ck_assert_kvp_ok(kvp_chart_svg(c, &b, &err), err);
         ck_assert_ptr_nonnull(strstr(b.data, "stroke-dasharray=\"3 3\""));
+        /* the line the curves stop at is vLLM's budget, util x GPU memory, not the whole card; the
+         * reserve is a band of its own, the y title says it is included (issue #36) */
+        ck_assert_uint_eq(c->usable, (uint64_t)((long double)dep.gpu_memory * 0.9L));
+        ck_assert_double_eq_tol(c->util, 0.9, 1e-12);
+        ck_assert_ptr_nonnull(strstr(b.data, ">usable: 71.27 GiB, fraction 0.90; rest shaded</text>"));
+        ck_assert_ptr_nonnull(strstr(b.data, ">reserve: activations, non-torch, CUDA graphs</text>"));
+        ck_assert_ptr_nonnull(strstr(b.data, ">memory per GPU: weights + reserve + KV cache (bytes, IEC"));
         golden("chart-fit.svg", &b);
         kvp_buf_release(&b);
     }

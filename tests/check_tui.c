@@ -102,8 +102,8 @@ static void script(struct tui_state *s, const char *words)
             static const struct {
                 const char *name;
                 int key;
-            } named[] = {{"RT", RT}, {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN}, {"ESC", ESC}, {"BS", BS}, {"+", '+'},
-                           {"-", '-'}};
+            } named[] = {{"RT", RT},   {"LT", LT}, {"UP", UP}, {"DN", DN}, {"EN", EN},
+                         {"ESC", ESC}, {"BS", BS}, {"+", '+'}, {"-", '-'}};
             size_t i = 0;
             while (i < N_ELEMS(named) && strcmp(named[i].name, w) != 0)
                 i++;
@@ -168,7 +168,8 @@ static bool same_wstore(const struct kvp_wstore *a, const struct kvp_wstore *b)
 static bool same_deploy(const struct kvp_deploy *a, const struct kvp_deploy *b)
 {
     return a->engine == b->engine && kvp_deploy_release(a) == kvp_deploy_release(b) && a->gpu_memory == b->gpu_memory &&
-           a->n_gpus == b->n_gpus && a->tp == b->tp && a->pp == b->pp && a->util == b->util &&
+           a->n_gpus == b->n_gpus && a->tp == b->tp && a->pp == b->pp && a->dp == b->dp &&
+           a->dp_attention == b->dp_attention && a->util == b->util &&
            same_format(&a->k, &b->k) && same_format(&a->v, &b->v) && same_wstore(&a->w, &b->w) &&
            a->weights_memory == b->weights_memory && a->activation_memory == b->activation_memory &&
            a->non_torch_memory == b->non_torch_memory && a->cuda_graph_memory == b->cuda_graph_memory &&
@@ -319,7 +320,10 @@ START_TEST(every_setting_is_a_field)
     const struct kvp_setting *k = kvp_setting_at((uint32_t)_i);
     bool llama = strncmp(k->key, "n_", 2) == 0 ||
                  strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype gpus", k->key) != NULL;
-    const char *want[3] = {llama ? "engine=llamacpp" : NULL, NULL, NULL};
+    bool sglang_dp = strcmp(k->key, "dp_attention") == 0; /* SGLang's, with 1 < dp dividing tp */
+    const char *want[5] = {llama ? "engine=llamacpp" : sglang_dp ? "engine=sglang" : NULL, "tp=2", "dp=2", NULL,
+                           NULL};
+    uint32_t at = llama ? 1 : sglang_dp ? 3 : 0;
     char kv[160], v[KVP_SETTING_VALUE_MAX];
     struct tui_state *s;
 
@@ -329,6 +333,8 @@ START_TEST(every_setting_is_a_field)
     ck_assert_str_eq(tui_field_label((uint32_t)tui_field_find(k->key)), k->key);
     if (llama)
         script(s, "@engine =llamacpp");
+    if (sglang_dp)
+        script(s, "@engine =sglang @tp =2 @dp =2");
     go_to(s, k->key);
     tui_handle(s, EN);
     type(s, k->example);
@@ -337,7 +343,8 @@ START_TEST(every_setting_is_a_field)
                   s->status);
     ck_assert(tui_field_given(s, s->field));
     snprintf(kv, sizeof kv, "%s=%s", k->key, k->example);
-    want[llama ? 1 : 0] = kv;
+    want[at] = kv;
+    want[at + 1] = NULL;
     assert_like_cli(s, want, k->key);
     /* shown as the table prints it */
     ck_assert_ptr_nonnull(strstr(tui_field_value(s, s->field, v, sizeof v),
@@ -594,8 +601,9 @@ START_TEST(command_line_settings)
     ck_assert_int_ne(tui_init(&s, cat, gpus, "qwen3-8b", &set, &bad, &err), KVP_OK);
     ck_assert_ptr_null(s);
     ck_assert_int_eq(bad, kvp_setting_find("gpu"));
-    ck_assert_str_eq(err.msg, "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
-                              "rtx-4090, rtx-3090, mi300x, mi325x)");
+    ck_assert_str_eq(err.msg,
+                     "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
+                     "rtx-4090, rtx-3090, mi300x, mi325x)");
     free_catalogs();
 }
 END_TEST
@@ -728,7 +736,8 @@ static const struct bad_edit {
     {"concurrency", "99999999999999999999", "concurrency: ..."},
     {"util", "1.5", "util: must be a fraction in (0, 1] (got '1.5')"},
     {"util", "x", "util: must be a fraction in (0, 1] (got 'x')"},
-    {"engine", "vllx", "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
+    {"engine", "vllx",
+     "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
     {"k_dtype", "int3", "k_dtype: ..."},
     {"gpus", "5000000", "gpus: must be 1..1048576 (got 5000000)"},
     {"block_size", "65537x", "block_size: ..."},
@@ -883,7 +892,8 @@ START_TEST(bad_plan_files)
         {"kvplan_plan: 1\n", ":1:1: the plan has no deployments"},
         {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    util: 2\n    assert: {fits: true}\n",
          ":5:11: 'util': must be a fraction in (0, 1] (got '2')"},
-        {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    gpu: h300\n    assert: {fits: true}\n",
+        {"kvplan_plan: 1\ndeployments:\n  - name: a\n    model: llama-3.1-8b\n    gpu: h300\n    assert: {fits: "
+         "true}\n",
          ":5:10: 'gpu': unknown GPU 'h300' (h100-sxm, ..."},
     };
     char dir[] = "/tmp/kvplan-tui-plan-XXXXXX", path[256];

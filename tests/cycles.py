@@ -40,9 +40,9 @@ HEADERS = {
     "api.h": "base", "error.h": "base", "num.h": "base", "render.h": "base",
     "model.h": "model", "format.h": "model", "wquant.h": "model", "gguf.h": "model", "hub.h": "model",
     "catalog.h": "model", "gpu.h": "model",
-    "kv.h": "engine", "deploy.h": "engine", "settings.h": "engine", "emit.h": "engine",
+    "kv.h": "engine", "deploy.h": "engine", "settings.h": "engine", "emit.h": "engine", "log.h": "engine",
     "sim.h": "sim",
-    "explain.h": "report", "sizing.h": "report", "chart.h": "report", "plan.h": "report",
+    "explain.h": "report", "sizing.h": "report", "chart.h": "report", "plan.h": "report", "explain_log.h": "report",
     "ref.h": "ref", "ref_serve.h": "ref", "ref_cuda.h": "ref",
 }
 

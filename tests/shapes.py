@@ -16,6 +16,7 @@ generous (each shape takes milliseconds; the bound is the issue's promise,
 "no input under the size cap costs more than a second").
 """
 import os
+import re
 import resource
 import struct
 import subprocess
@@ -54,13 +55,22 @@ def nested(open_, close, cap):
 
 
 # ---- GGUF -----------------------------------------------------------------
+def gguf_types():
+    """GGUF's value-type codes as src/lib/model/gguf_types.h numbers them (the one place that does)."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "src", "lib", "model", "gguf_types.h")) as f:
+        return {name: int(code) for name, code in re.findall(r"GGUF_(\w+) = (\d+)", f.read())}
+
+
+T = gguf_types()
+
+
 def g_str(s):
     b = s.encode()
     return struct.pack("<Q", len(b)) + b
 
 
 def g_u32(key, v):
-    return g_str(key) + struct.pack("<II", 4, v)
+    return g_str(key) + struct.pack("<II", T["UINT32"], v)
 
 
 def gguf(kvs, n_kv=None):
@@ -69,7 +79,7 @@ def gguf(kvs, n_kv=None):
 
 
 def gguf_llama():
-    return [g_str("general.architecture") + struct.pack("<I", 8) + g_str("llama"),
+    return [g_str("general.architecture") + struct.pack("<I", T["STRING"]) + g_str("llama"),
             g_u32("llama.block_count", 2), g_u32("llama.embedding_length", 64),
             g_u32("llama.feed_forward_length", 128), g_u32("llama.context_length", 4096),
             g_u32("llama.attention.head_count", 4)]
@@ -90,7 +100,7 @@ def gguf_many_keys(cap):
 def gguf_token_array(cap):
     """tokenizer.ggml.tokens: as many one-byte strings as fit."""
     n = (cap - 512) // 9
-    arr = g_str("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, n) + (struct.pack("<Q", 1) + b"a") * n
+    arr = g_str("tokenizer.ggml.tokens") + struct.pack("<IIQ", T["ARRAY"], T["STRING"], n) + (struct.pack("<Q", 1) + b"a") * n
     return gguf(gguf_llama() + [arr])
 
 
@@ -105,7 +115,7 @@ def gguf_many_tensors(cap):
 def gguf_int_array(cap):
     """a per-layer array far longer than the layers."""
     n = (cap - 512) // 4
-    arr = g_str("llama.attention.head_count_kv") + struct.pack("<IIQ", 9, 5, n) + b"\x01\x00\x00\x00" * n
+    arr = g_str("llama.attention.head_count_kv") + struct.pack("<IIQ", T["ARRAY"], T["INT32"], n) + b"\x01\x00\x00\x00" * n
     return gguf(gguf_llama() + [arr])
 
 
@@ -227,6 +237,10 @@ def shapes():
         s.append(("trace-4mib-" + eng, {"t.csv": trace},
                   ["simulate", "llama-3.1-8b", "--gpu", "h100", "--engine", eng, "--context", "4k", "--trace", "FILE"],
                   ""))
+    # a workload past the simulator's budget (KVP_SIM_BUDGET), refused before a request is drawn: a plan's
+    # 200 bytes of 'requests: 10000000' took 4.8 s and 2.9 GB at load (issue #37)
+    s.append(("plan-workload-budget", {"p.yaml": "kvplan_plan: 1\nworkloads:\n  w: {requests: 10000000}\n"
+                                                 "deployments:\n" + dep % 0}, ["check", "FILE"], "KVP_SIM_BUDGET"))
     # GGUF headers (the 64 MiB read cap)
     s.append(("gguf-many-keys", {"m.gguf": gguf_many_keys(64 * MIB)}, ["size", "FILE"], ""))
     s.append(("gguf-token-array", {"m.gguf": gguf_token_array(64 * MIB)}, ["size", "FILE"], ""))

@@ -87,8 +87,9 @@ screen | grep -q "█" && ok || bad "no UTF-8 bar in a UTF-8 locale"
 esc=$(printf '\033')
 t capture-pane -t k -p -e | grep -q "$esc\[3[0-7]m\|$esc\[38;5;\|$esc\[3[0-7];" && ok || bad "no colours without NO_COLOR"
 
-# 2. type context 8k and batch 32 (the fields: model, then settings.h's rows: engine gpu tp pp gpus util context concurrency ...)
-t send-keys -t k Down Down Down Down Down Down Down 8 k Enter Down 3 2 Enter
+# 2. type context 8k and batch 32 (the fields: model, then settings.h's rows: engine gpu tp pp dp dp_attention gpus util
+# context concurrency ...)
+t send-keys -t k Down Down Down Down Down Down Down Down Down 8 k Enter Down 3 2 Enter
 conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
 mctx=$(fit_value "max context" llama-3.1-8b --gpu h100 --context 8k --concurrency 32)
 expect "max concurrency $conc at 8,192 tokens" "kvplan fit --context 8k --concurrency 32"
@@ -97,7 +98,7 @@ expect "max context $mctx at batch 32" "kvplan fit: max context $mctx"
 # End and Home jump to the last and first field
 t send-keys -t k End
 expect "> split" "End selects the last field (the list scrolls)"
-expect "31/31 Up/Dn, Lt/Rt, Enter: edit" "the field's place in the list"
+expect "33/33 Up/Dn, Lt/Rt, Enter: edit" "the field's place in the list"
 t send-keys -t k Home
 expect "> model" "Home selects the first field"
 
@@ -151,7 +152,7 @@ KVPLAN_DATADIR=models "$bin" check "$tmp/p.yaml" >"$tmp/check.out" 2>&1 && ok ||
 ls "$tmp" | grep -q 'tmp' && bad "a temporary file was left beside the plan" || ok
 
 # 5b. more GPUs: the TUI asks TP or PP; p gives pipeline stages, as kvplan fit --pp 4 computes them
-t send-keys -t k Home Down Down Down Down Down 4 Enter
+t send-keys -t k Home Down Down Down Down Down Down Down 4 Enter
 expect "4 GPUs: t = TP (tp 4 x pp 1), p = PP (tp 1 x pp 4)? Enter: t, Esc: cancel" "TP or PP?"
 t send-keys -t k p
 conc=$(fit_value "max concurrency" llama-3.1-8b --gpu h100 --context 8k --concurrency 32 --pp 4)

@@ -17,6 +17,8 @@ const KEYS = [
   {key: 'gpu', flag: '--gpu'},
   {key: 'tp', flag: '--tp'},
   {key: 'pp', flag: '--pp'},
+  {key: 'dp', flag: '--dp'},
+  {key: 'dp_attention', flag: '--dp-attention', bool: true},
   {key: 'gpus', flag: '--gpus'},
   {key: 'util', flag: '--util'},
   {key: 'context', flag: '--context', noplot: true},
@@ -95,16 +97,30 @@ function queryOf(settings) {
     (hubEndpoint !== DEFAULT_HUB ? '&hub=' + word(hubEndpoint) : '');
 }
 
-/* "#file=NAME:BASE64URL" -> {name, bytes} or null */
+/* "#file=NAME:BASE64URL" -> {name, bytes}; null without a #file= fragment; {error} for one that is
+ * malformed or carries more than FRAGMENT_MAX bytes (checked on its length, before it is decoded) */
 function parseFragment(hash) {
+  if (!hash.startsWith('#file='))
+    return null;
+  const bad = why => ({error: `the link's #file= fragment is malformed (${why}): it must be #file=NAME:BASE64URL, ` +
+                              'as the page writes it; drop the file again'});
   const m = /^#file=([^:]+):([A-Za-z0-9_-]*)$/.exec(hash);
   if (!m)
-    return null;
-  const bin = atob(m[2].replace(/-/g, '+').replace(/_/g, '/'));
+    return bad('not NAME:BASE64URL');
+  if (Math.floor(m[2].length * 3 / 4) > FRAGMENT_MAX)
+    return {error: `the link's file is larger than ${FRAGMENT_MAX / 1024} KiB (${m[2].length} characters of base64): ` +
+                   'a link carries at most that; drop the file instead'};
+  let name, bin;
+  try {
+    name = decodeURIComponent(m[1]);
+    bin = atob(m[2].replace(/-/g, '+').replace(/_/g, '/'));
+  } catch (e) {
+    return bad(name === undefined ? 'its name is not percent-encoded UTF-8' : 'its data is not base64');
+  }
   const bytes = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++)
     bytes[i] = bin.charCodeAt(i);
-  return {name: decodeURIComponent(m[1]), bytes};
+  return {name, bytes};
 }
 
 function fragmentOf(file) {
@@ -362,7 +378,8 @@ function answer(state, file) {
   const argv = fitArgv(state.settings, ['--format', 'json']);
   $('kvplan-argv').textContent = 'kvplan ' + argv.map(shellWord).join(' ');
   return Promise.all([runHub(argv, file), runHub(fitArgv(state.settings, ['--explain']), file),
-                      runHub(plotArgv(state.settings), file)]).then(([fit, explain, plot]) => {
+                      runHub(plotArgv(state.settings), file),
+                      runHub(fitArgv(state.settings, ['--emit']), file)]).then(([fit, explain, plot, launch]) => {
     if (mine !== serial)
       return;
     showHub(state, fit);
@@ -374,6 +391,9 @@ function answer(state, file) {
     $('explain').textContent = explain.out; /* its stderr is fit's, shown above */
     $('log').textContent = j.refused ? `${j.engine} would not start:\n  ${j.refused}` :
       j.log.length ? j.log.join('\n') : '(this engine logs nothing about its KV cache)';
+    /* the engine's own command for it, or why there is none (an engine without one: ideal, hf-*) */
+    $('launch').textContent = launch.rc === 2 ? launch.err.replace(/^kvplan: /, '') : launch.out;
+    $('copy-launch').hidden = launch.rc === 2;
     if (plot.svg)
       $('chart').innerHTML = plot.svg;
     else
@@ -505,6 +525,7 @@ function buildForm() {
       dropFile(e.dataTransfer.files[0]);
   });
   $('f-file').addEventListener('change', e => { if (e.target.files.length) dropFile(e.target.files[0]); });
+  $('copy-launch').addEventListener('click', copyLaunch);
 }
 
 /* the pickers' contents come from the CLI too: kvplan models, gpus, engines */
@@ -527,14 +548,25 @@ function loadCatalogs() {
   });
 }
 
+/* the launch command's first line onto the clipboard (the second, a # note, is for the reader) */
+function copyLaunch() {
+  const line = $('launch').textContent.split('\n')[0];
+  navigator.clipboard.writeText(line).then(() => { $('copy-launch').textContent = 'copied'; },
+                                           () => { $('copy-launch').textContent = 'select it and copy'; });
+  setTimeout(() => { $('copy-launch').textContent = 'copy'; }, 2000);
+}
+
 function start() {
   const t0 = performance.now();
   buildForm();
   return loadCatalogs().then(() => {
     const state = parseQuery(location.search || '?' + DEFAULT_QUERY);
     hubEndpoint = state.hub;
-    dropped = parseFragment(location.hash);
+    const carried = parseFragment(location.hash);
+    dropped = carried && !carried.error ? carried : null;
     fillForm(state);
+    if (carried && carried.error)
+      return refuse(carried.error);
     return answer(state, fileFor(state));
   }).then(() => {
     $('status').title = `${Math.round(performance.now() - t0)} ms from load`;

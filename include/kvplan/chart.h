@@ -1,6 +1,7 @@
 /* chart.h -- SVG charts of memory against context: weights and KV cache
  * stacked, one line per series (a model in a cache format), the GPU's
- * capacity as a horizontal line. The library writes the SVG text itself into
+ * capacity as a horizontal line, and under it the part the engine may use
+ * (vLLM's util of it) where a deployment gives one. The library writes the SVG text itself into
  * a kvp_buf; no image library.
  *
  *     struct kvp_chart *c = calloc(1, sizeof *c);
@@ -46,6 +47,8 @@ struct kvp_chart_series {
     uint32_t n_points;                 /* the x up to the model's max context: drawn, the rest not */
     uint64_t kv[KVP_CHART_MAX_POINTS]; /* KV cache + recurrent state bytes at each x < n_points
                                         * (kvp_chart_add_fit: start-up reserve + KV required, per GPU) */
+    uint64_t reserve[KVP_CHART_MAX_POINTS]; /* kvp_chart_add_fit: the start-up reserve in kv[] (activations,
+                                             * non-torch, CUDA graphs); 0 otherwise */
     uint64_t max_context;              /* kvp_chart_add_fit: the longest context `kvplan fit` gives
                                         * for c->batch requests (0: none fits), drawn as a vertical
                                         * line where it falls on the x axis; 0 otherwise */
@@ -62,6 +65,12 @@ struct kvp_chart {
     uint64_t batch;                      /* sequences kvp_chart_add sizes the KV for; 0 = 1 */
     uint64_t capacity;                   /* bytes; 0 = no capacity line */
     char capacity_label[KVP_CHART_TEXT]; /* "1 x h100-sxm" */
+    uint64_t usable;                     /* bytes of the capacity the engine may use, drawn as the line the
+                                          * curves stop at, the rest a band above it; 0 = all of it.
+                                          * kvp_chart_add_fit sets it from the first deployment that has a
+                                          * memory fraction: weights + reserve + KV budget + state pool
+                                          * (vLLM: util x GPU memory) */
+    double util;                         /* that deployment's memory fraction, for the legend */
 };
 
 /* Zero c and set its title and subtitle. */

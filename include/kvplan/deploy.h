@@ -19,7 +19,9 @@
  *     // fit.num_blocks == 1952, fit.kv_tokens == 31232, fit.max_concurrency == 1.5616
  *
  * Every figure is per GPU (one tensor- and pipeline-parallel rank): engines
- * size each rank alone and take the minimum across ranks. d.release picks a
+ * size each rank alone and take the minimum across ranks. Under data
+ * parallelism (d.dp > 1) the figures are one DP rank's; the deployment holds
+ * dp times its tokens and requests. d.release picks a
  * named release (kvp_engine_parse("vllm@0.7.3", ...)); the start-up reserve
  * not given is estimated (kvp_reserve_estimate) and reported in fit.reserve.
  */
@@ -54,8 +56,6 @@ struct kvp_engine_info {
     const char *version; /* the default release (the newest whose source was read) */
     const char *summary; /* one line */
     uint32_t block_size; /* default tokens per block/page (1 = no paging) */
-    double util;         /* default memory fraction (vLLM utilization, SGLang
-                          * mem_fraction_static, TRT-LLM free fraction); 1 = none */
 };
 
 /* Rule switches that differ between the releases of one engine. */
@@ -76,7 +76,8 @@ struct kvp_release {
     enum kvp_engine_id engine;
     const char *version; /* "0.11.0", "b6182" */
     const char *source;  /* the source it was read from, one line */
-    double util;         /* default memory fraction (0: the engine's rule) */
+    double util;         /* default memory fraction (vLLM utilization, TRT-LLM free
+                          * fraction; 0: the engine's rule, as SGLang's; 1: none) */
     uint32_t rules;      /* KVP_REL_* */
 };
 
@@ -100,8 +101,11 @@ struct kvp_deploy {
     uint32_t release;           /* index into kvp_releases(); UINT32_MAX = the engine's default */
     uint64_t gpu_memory;        /* bytes per GPU as the device reports it */
     uint32_t compute_capability; /* the GPU's CUDA major * 10 + minor (kvp_gpu); 0 = not known */
-    uint32_t n_gpus;            /* GPUs in all; tp * pp unless layers are split (llama.cpp) */
-    uint32_t tp, pp;            /* tensor and pipeline parallel degrees */
+    uint32_t n_gpus;            /* GPUs in all: kvp_deploy_gpus unless layers are split (llama.cpp) */
+    uint32_t tp, pp;            /* tensor and pipeline parallel degrees (of one data-parallel rank) */
+    uint32_t dp;                /* data-parallel ranks, each its own KV pool and scheduler (1 = none);
+                                 * SGLang with dp_attention: attention DP inside the tp GPUs */
+    bool dp_attention;          /* SGLang --enable-dp-attention: dp divides tp, attention split by tp / dp */
     double util;                /* 0 = the engine's default (SGLang: from its rule) */
     struct kvp_format k, v;     /* cache formats */
     struct kvp_wstore w;        /* weights as stored (zero), a format, or a llama.cpp file type */
@@ -137,7 +141,12 @@ struct kvp_deploy {
     bool no_kv_offload;         /* llama.cpp --no-kv-offload: every layer's KV in host memory */
 };
 
-/* Defaults of engine e for model m: one GPU, tp = pp = 1, the model's dtype
+/* The GPUs deployment d uses: dp x tp x pp (vLLM, SGLang without DP
+ * attention, and the engines that run replicas), tp x pp under SGLang's DP
+ * attention (its DP ranks share the tp GPUs). */
+KVP_API uint64_t kvp_deploy_gpus(const struct kvp_deploy *d);
+
+/* Defaults of engine e for model m: one GPU, tp = pp = dp = 1, the model's dtype
  * for cache and weights, the engine's block size and memory fraction. */
 KVP_API void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m);
 
@@ -267,10 +276,15 @@ KVP_API enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struc
                                                 struct kvp_error *err);
 
 /* The inverse questions, for a target concurrency at d->context: the fewest
- * GPUs (tp grown by powers of two, up to max_gpus), and the lowest memory
- * fraction (to 0.001) that fit. 0 when none does. */
+ * GPUs (grown by powers of two, up to max_gpus), and the lowest memory
+ * fraction (to 0.001) that fit. 0 when none does. At each GPU count the
+ * fewest-GPUs search tries pure TP and, for an MLA model under vLLM (dp
+ * ranks of tp 1) or SGLang (DP attention, dp = tp), data parallelism, DP
+ * first, and keeps the one whose deployment holds the most requests in all;
+ * *tp_out and *dp_out get its degrees (dp 1: pure TP). The requests counted
+ * against the target are the whole deployment's (dp x one rank's). */
 KVP_API enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
-                                 uint32_t *tp_out, struct kvp_error *err);
+                                 uint32_t *tp_out, uint32_t *dp_out, struct kvp_error *err);
 KVP_API enum kvp_status kvp_fit_min_util(const struct kvp_model *m, const struct kvp_deploy *d, double *util_out,
                                  struct kvp_error *err);
 

@@ -37,7 +37,8 @@ KVP_API void kvp_json_model_warnings(struct kvp_json *j, const struct kvp_model 
 /* The lines the engine itself would log for this deployment (vLLM's
  * capacity lines, llama.cpp's KV buffer and cache lines), one per line;
  * nothing for engines kvplan has no log format of. */
-KVP_API void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b);
+KVP_API void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                         struct kvp_buf *b);
 
 /* The engine's formula for each figure of f, with the values substituted. */
 KVP_API void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,

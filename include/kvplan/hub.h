@@ -123,7 +123,7 @@ KVP_API enum kvp_status kvp_hub_plan(const struct kvp_hub_ref *r, char *const *f
 /* The error a user can act on for an HTTP answer of `status` with the
  * Hub's X-Error-Code `code` ("" if none) to a request for `what` (a file or
  * "the repo's file list") of r. */
-KVP_API enum kvp_status kvp_hub_http_error(const struct kvp_hub_ref *r, const char *endpoint, long status, const char *code,
-                                   const char *what, struct kvp_error *err);
+KVP_API enum kvp_status kvp_hub_http_error(const struct kvp_hub_ref *r, const char *endpoint, long status,
+                                           const char *code, const char *what, struct kvp_error *err);
 
 #endif

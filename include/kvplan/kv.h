@@ -133,8 +133,8 @@ KVP_API enum kvp_status kvp_kv_dynamic_peak(const struct kvp_model *m, const str
  * with window W (0 = none), in its quantized and residual regions (the
  * rules above); capacity: the most each region holds at any t <= T (what a
  * preallocated buffer needs). Plain formats: quant = held, resid = 0. */
-KVP_API void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity, uint64_t *quant,
-                      uint64_t *resid);
+KVP_API void kvp_cache_tokens(const struct kvp_format *f, uint64_t tokens, uint64_t window, bool capacity,
+                              uint64_t *quant, uint64_t *resid);
 
 /* Bytes of one sequence in one layer's K (or V) cache with n_kv heads of dim
  * d in format f, after T tokens with window W (0 = none): the regions of
@@ -193,6 +193,8 @@ struct kvp_weights {
     uint64_t tower_bytes;      /* of bytes: the tower's (not in active_bytes) */
     uint64_t bytes;            /* stored bytes of all parameters */
     uint64_t active_bytes;     /* stored bytes one decode step reads */
+    uint64_t class_bytes[KVP_WC_COUNT]; /* computed stored bytes by enum kvp_wclass (from a checkpoint's own
+                                         * table: the computed split, which may not sum to bytes) */
     uint32_t n_parts;
     struct kvp_wpart parts[KVP_MAX_WPARTS]; /* by stored form, most bytes first */
     char source[96];           /* "GGUF tensor table, file type Q4_K_M", "quantization_config (fp8)", "" = computed */

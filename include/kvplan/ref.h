@@ -200,7 +200,8 @@ KVP_API enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, con
  * twice. c borrows twin: free c (or stop appending to it) before twin.
  * Errors: twin is c, of another model or options, or not empty; either
  * already mirrors. */
-KVP_API enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin, struct kvp_error *err);
+KVP_API enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cache *twin,
+                                             struct kvp_error *err);
 /* kvp_ref_cache_new for c (allocator a) and for its twin (allocator a2),
  * then kvp_ref_cache_mirror: the two built at once, on two of the model's
  * threads where it has two (static: the two preallocations and their
@@ -266,6 +267,84 @@ KVP_API enum kvp_status kvp_ref_kivi_model(uint64_t seed, struct kvp_model *m, s
 KVP_API enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kvp_format *k,
                                  const struct kvp_format *v, uint64_t prompt, uint64_t steps, uint64_t seed,
                                  struct kvp_ref_fidelity *out, struct kvp_error *err);
+
+/* The grid of `kvplan validate --fidelity` on kvp_ref_kivi_model(seed):
+ * KIVI's experiment, keys and values int2/4/8, group 32, by K and V axis and
+ * residual, and KVQuant's two key techniques (keys per-channel or per-token
+ * at 2 and 4 bits, with and without 1% dense-and-sparse outliers, cached
+ * after or before RoPE; values per-token), each cell a kvp_ref_fidelity run
+ * of prompt then steps tokens, and what the grid says of the papers' claims,
+ * each comparison at equal other settings. */
+enum { KVP_REF_KIVI_AXES = 4, KVP_REF_KIVI_BITS = 3, KVP_REF_KIVI_RESID = 3 };
+enum { KVP_REF_KVQ_AXES = 2, KVP_REF_KVQ_BITS = 2, KVP_REF_KVQ_OUTL = 2, KVP_REF_KVQ_ROPE = 2 };
+
+struct kvp_ref_fidelity_cell {
+    char k[64], v[64];          /* its formats, as kvp_format_parse reads them */
+    struct kvp_ref_fidelity f;
+};
+
+struct kvp_ref_fidelity_grid {
+    struct kvp_ref_opts o;      /* the model's premises (kvp_ref_kivi_model) */
+    /* KIVI: (K/V axes, bits, residual); kivi_axes[a] = {K axis, V axis} */
+    const char *kivi_axes[KVP_REF_KIVI_AXES][2];
+    unsigned kivi_bits[KVP_REF_KIVI_BITS], kivi_resid[KVP_REF_KIVI_RESID];
+    struct kvp_ref_fidelity_cell kivi[KVP_REF_KIVI_AXES][KVP_REF_KIVI_BITS][KVP_REF_KIVI_RESID];
+    /* KVQuant: (K axis, bits, outliers 0 / 0.01, post- / pre-RoPE keys) */
+    const char *kvq_axes[KVP_REF_KVQ_AXES];
+    unsigned kvq_bits[KVP_REF_KVQ_BITS];
+    struct kvp_ref_fidelity_cell kvq[KVP_REF_KVQ_AXES][KVP_REF_KVQ_BITS][KVP_REF_KVQ_OUTL][KVP_REF_KVQ_ROPE];
+    /* the claims, at every bit width unless named */
+    bool keys_per_channel_best;  /* score error, V per-token */
+    bool values_per_token_best;  /* output error, K per-channel */
+    bool value_err_wrong_way;    /* at 2 bits, value error is lower per-channel (K per-channel vs per-token) */
+    bool residual_helps;         /* residual 128 lowers per-channel keys' score error */
+    bool pre_rope_helps;         /* pre-RoPE lowers per-channel keys' score error (KVQuant) */
+    bool outliers_help;          /* outliers=0.01 lowers key error on both axes, post-RoPE */
+};
+
+/* Fill g: the model built twice (post- and pre-RoPE keys, the same weights),
+ * every cell run. Errors: those of kvp_ref_fidelity, no memory. */
+KVP_API enum kvp_status kvp_ref_fidelity_grid(uint64_t seed, uint64_t prompt, uint64_t steps,
+                                              struct kvp_ref_fidelity_grid *g, struct kvp_error *err);
+
+/* ---- validation: the decoder's counts against the engine's claim ------ */
+
+/* What the engine predicts for one run, bytes: the caller asks the engine
+ * (kvp_kv_compute at the run's context and batch; static preallocated), so
+ * that the decoder, which never prices a byte itself, stays its witness. */
+struct kvp_ref_claim {
+    uint64_t k, v, state, total;
+    uint64_t peak;                      /* the dynamic policy's high-water mark, else total */
+    uint64_t held[KVP_REF_TAG_COUNT];   /* paged: the held tokens' bytes (no blocks); else unused */
+};
+
+/* What one run counted, and whether it agrees with the claim. */
+struct kvp_ref_check {
+    struct kvp_ref_alloc a;              /* the cache's counts while it was alive */
+    uint64_t written[KVP_REF_TAG_COUNT]; /* bytes the codecs wrote (kvp_ref_cache_written) */
+    uint64_t rss_delta;                  /* resident memory after the run less before, 0 if less */
+    uint64_t rss_expected;               /* the cache's and its twin's bytes */
+    uint64_t tolerance;                  /* a page per live allocation + 1 MiB */
+    bool match;   /* K, V, state, total and peak equal the claim; every allocated byte written
+                   * (paged: at least the held tokens' bytes) */
+    bool rss_ok;  /* rss_delta within rss_expected +- tolerance (dynamic: at least rss_expected - tolerance) */
+};
+
+/* Build a cache of co (context and batch as given) and its twin
+ * (kvp_ref_cache_new_twin), decode every sequence to co->context tokens
+ * (the sequences taking turns by chunks of 32, single tokens for a dynamic
+ * cache of several; with compute false, fill them through the same path),
+ * count, free, and compare with claim. Errors: those of the cache and the
+ * decoder; cache bytes not given back when freed. */
+KVP_API enum kvp_status kvp_ref_validate(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *co,
+                                         bool compute, const struct kvp_ref_claim *claim, struct kvp_ref_check *out,
+                                         struct kvp_error *err);
+
+/* The contexts of a sweep up to T: 1, each window of m and block (0: none)
+ * boundary -1/0/+1, powers of two, T; sorted, each once, at most max of
+ * them into pts. Returns how many. */
+KVP_API uint32_t kvp_ref_sweep_points(const struct kvp_model *m, uint32_t block, uint64_t T, uint64_t *pts,
+                                      uint32_t max);
 
 /* ---- scaling ---------------------------------------------------------- */
 

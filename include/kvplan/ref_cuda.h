@@ -76,8 +76,8 @@ KVP_API enum kvp_status kvp_cuda_gran_bounds(const struct kvp_cuda_gran *g, cons
  * ascending: page = the smallest positive delta seen for a request above
  * 1 MiB, small_max = the largest request whose delta was 0 (or below one
  * page), small_align kept from the hypothesis. Errors: no positive delta. */
-KVP_API enum kvp_status kvp_cuda_gran_fit(const uint64_t *req, const uint64_t *delta, uint32_t n, struct kvp_cuda_gran *out,
-                                  struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_gran_fit(const uint64_t *req, const uint64_t *delta, uint32_t n,
+                                          struct kvp_cuda_gran *out, struct kvp_error *err);
 
 /* ---- the model as the CUDA decoder runs it -------------------------------- */
 
@@ -167,8 +167,8 @@ struct kvp_cuda_result {
     double seconds;              /* GPU decode wall time */
 };
 
-KVP_API enum kvp_status kvp_cuda_validate(const struct kvp_model *m, const struct kvp_cuda_opts *o, struct kvp_cuda_result *r,
-                                  struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_validate(const struct kvp_model *m, const struct kvp_cuda_opts *o,
+                                          struct kvp_cuda_result *r, struct kvp_error *err);
 
 /* Name and total memory (bytes) of device 0. */
 KVP_API enum kvp_status kvp_cuda_device(char *name, uint64_t n, uint64_t *memory, struct kvp_error *err);
@@ -195,9 +195,10 @@ struct kvp_cuda_bench {
  * compute), one step warms up, then steps - 1 decode steps of the whole
  * batch are timed with CUDA events. A point whose cache would not fit in
  * nine tenths of the free memory is skipped. Errors: steps < 2, CUDA errors. */
-KVP_API enum kvp_status kvp_cuda_bench(const struct kvp_model *m, const struct kvp_cuda_opts *o, const uint64_t *contexts,
-                               uint32_t n_contexts, const uint32_t *batches, uint32_t n_batches, uint32_t steps,
-                               struct kvp_cuda_bench *out, struct kvp_error *err);
+KVP_API enum kvp_status kvp_cuda_bench(const struct kvp_model *m, const struct kvp_cuda_opts *o,
+                                       const uint64_t *contexts, uint32_t n_contexts, const uint32_t *batches,
+                                       uint32_t n_batches, uint32_t steps, struct kvp_cuda_bench *out,
+                                       struct kvp_error *err);
 
 #ifdef __cplusplus
 }

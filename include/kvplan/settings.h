@@ -69,6 +69,14 @@ KVP_API int kvp_setting_find(const char *key);
  * flag it is. For suggestions only: the value is not translated. */
 KVP_API int kvp_setting_engine_flag(const char *flag, const char **engine);
 
+/* The engine flag that flag abbreviates, as Python's argparse (vLLM's and
+ * SGLang's parsers, allow_abbrev on) takes a unique prefix of a long option
+ * for it: `gpu-memory-util` for `gpu_memory_utilization`. Only the flags of
+ * engine ("vLLM", "SGLang": as kvp_setting_engine_flag names them) count.
+ * Returns the row and sets *full to the whole flag ('_' for '-'); -1 when no
+ * flag begins with it (*full NULL) or several do (*full the first of them). */
+KVP_API int kvp_setting_engine_flag_abbrev(const char *flag, const char *engine, const char **full);
+
 struct kvp_buf;
 
 /* What was given, as written, row by row. */

@@ -74,6 +74,12 @@ struct kvp_synth {
 /* The latest arrival a workload may have: 10^9 s (31.7 years), so that every
  * duration and rate derived from it prints as a number of sane width. */
 #define KVP_SIM_MAX_ARRIVAL_S 1e9
+/* What one synthetic workload may cost the simulator, in token-steps: a
+ * request counts its longest prompt and answer plus KVP_SIM_REQUEST_COST (its
+ * admission and bookkeeping), times the requests. 10^8 simulates in about a
+ * second; a plan's `requests: 10000000` (1.3 * 10^10) took 4.8 s and 2.9 GB. */
+#define KVP_SIM_BUDGET 100000000ull
+#define KVP_SIM_REQUEST_COST 64u
 
 /* The synthetic workload `kvplan simulate` and a plan's `workloads` start
  * from: 1 request/s, 1024-token prompts, 256-token answers, 1000 requests, seed 1. */
@@ -124,10 +130,17 @@ KVP_API enum kvp_status kvp_synth_set(struct kvp_synth *s, double *max_queue_s, 
  * s leaves it out (no prefix: neither prefix nor share). Returns buf. */
 KVP_API const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const char *key, char *buf, size_t n);
 
+/* s's cost in token-steps into *cost (requests x (prompt.hi + output.hi +
+ * KVP_SIM_REQUEST_COST)); KVP_ERR_USAGE, naming KVP_SIM_BUDGET, past it.
+ * kvp_workload_synth checks it first (`kvplan simulate`'s options); a plan
+ * calls it when it reads a workload, to name the key. */
+KVP_API enum kvp_status kvp_synth_cost(const struct kvp_synth *s, uint64_t *cost, struct kvp_error *err);
+
 /* Draw a workload. Errors (KVP_ERR_USAGE): a zero or empty range, no
  * requests or more than KVP_SIM_MAX_REQUESTS, a prefix longer than the
  * shortest prompt, a share outside 0..1, a negative or non-finite rate, a
- * rate so low that the last request would arrive after KVP_SIM_MAX_ARRIVAL_S. */
+ * rate so low that the last request would arrive after KVP_SIM_MAX_ARRIVAL_S,
+ * a cost past KVP_SIM_BUDGET (kvp_synth_cost). */
 KVP_API enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err);
 
 /* Parse a trace: CSV with the header `arrival_s,prompt_tokens,output_tokens`
@@ -160,7 +173,8 @@ KVP_API const char *kvp_sim_scheduler(enum kvp_sim_engine e);
 
 /* One vLLM KV-cache group: the layers of one spec type that share block tables. */
 struct kvp_sim_group {
-    enum kvp_layer_kind kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */
+    enum kvp_layer_kind
+        kind; /* FULL and MLA grow; SLIDING and CHUNKED free behind a window; RECURRENT: one state block */
     uint32_t window;          /* tokens (SLIDING, CHUNKED) */
 };
 
@@ -206,10 +220,11 @@ struct kvp_sim_config {
  * computed for it (num_blocks, block size, groups, max_num_batched_tokens and
  * max_num_seqs as the release defaults them), and the step model's roofline
  * parts when bandwidth and peak are given (else zeros). Errors: an engine not
- * simulated (KVP_ERR_UNSUPPORTED), a deployment that does not start. */
-KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
-                                        double bandwidth, double peak_flops, struct kvp_sim_config *c,
-                                        struct kvp_error *err);
+ * simulated (KVP_ERR_UNSUPPORTED), data-parallel ranks (d->dp > 1: not simulated
+ * yet, KVP_ERR_UNSUPPORTED), a deployment that does not start. */
+KVP_API enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct kvp_deploy *d,
+                                                const struct kvp_fit *f, double bandwidth, double peak_flops,
+                                                struct kvp_sim_config *c, struct kvp_error *err);
 
 /* One step of the time series. */
 struct kvp_sim_step {

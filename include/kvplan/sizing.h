@@ -130,7 +130,8 @@ KVP_API enum kvp_status kvp_sizing_render(const struct kvp_sizing *s, enum kvp_o
  * and cache formats ("bf16,fp8,q4_0", kvp_format_parse each), at most max
  * items into out, *n set to how many. Errors: an empty item, a bad item
  * (quoted), more than max. */
-KVP_API enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n, struct kvp_error *err);
+KVP_API enum kvp_status kvp_parse_count_list(const char *s, uint64_t *out, uint32_t max, uint32_t *n,
+                                             struct kvp_error *err);
 KVP_API enum kvp_status kvp_parse_format_list(const char *s, struct kvp_format *out, uint32_t max, uint32_t *n,
                                       struct kvp_error *err);
 

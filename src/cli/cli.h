@@ -123,6 +123,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_export_gguf(int argc, char **argv);
+int cmd_explain_log(int argc, char **argv);
 int cmd_tui(int argc, char **argv); /* src/tui/tui.c */
 
 #endif

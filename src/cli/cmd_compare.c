@@ -182,7 +182,8 @@ static int measure(struct row *r, bool fitted)
     struct kvp_error err = {0};
     struct kvp_kv_query q;
     q = (struct kvp_kv_query){.context = r->d.context, .batch = 1, .k = r->d.k, .v = r->d.v};
-    if (kvp_kv_compute(&r->m, &q, &r->plan, &err) != KVP_OK || kvp_weights_compute(&r->m, &r->d.w, &r->w, &err) != KVP_OK ||
+    if (kvp_kv_compute(&r->m, &q, &r->plan, &err) != KVP_OK ||
+        kvp_weights_compute(&r->m, &r->d.w, &r->w, &err) != KVP_OK ||
         (fitted && kvp_fit_compute(&r->m, &r->d, &r->f, &err) != KVP_OK))
         return cli_error(&err);
     r->fitted = fitted;

@@ -13,7 +13,8 @@ static struct cli_opt opts[] = {
     {"seed", "N", "seed of the random weights U(-0.1, 0.1) (default 0)", NULL},
     {"dense-moe", NULL, "write MoE layers as dense MLPs of 'intermediate' (the KV cache is the same)", NULL},
     {"max-size", "SIZE", "largest file with random weights (default 4GiB)", NULL},
-    {"ref-weights", NULL, "the reference decoder's weights for --seed (arch llama): llama.cpp runs the same model", NULL},
+    {"ref-weights", NULL, "the reference decoder's weights for --seed (arch llama): llama.cpp runs the same model",
+     NULL},
     {NULL, NULL, NULL, NULL},
 };
 
@@ -100,7 +101,9 @@ int cmd_export_gguf(int argc, char **argv)
     kvp_buf_printf(&b, "wrote %s: %s as arch %s, %llu tensors, %s (%s B)%s\n", pos[1], m->name, o.arch_out,
                    (unsigned long long)o.n_tensors, kvp_bytes_text(o.file_bytes, false, size, sizeof size),
                    kvp_count_text(o.file_bytes, grouped, sizeof grouped),
-                   o.sparse ? ", sparse" : o.weights ? ", the reference decoder's f32 weights" : ", random f32 weights");
+                   o.sparse    ? ", sparse"
+                   : o.weights ? ", the reference decoder's f32 weights"
+                               : ", random f32 weights");
     rc = cli_write(&b);
     kvp_buf_release(&b);
     kvp_model_free(m);

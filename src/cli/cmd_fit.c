@@ -12,6 +12,8 @@
 
 /* the deployment options (settings.h) come first, then these */
 static const struct cli_opt fit_opts[] = {
+    {"engine-args", "FILE", "the engine's own flags from a YAML file, as vLLM's and SGLang's --config read it "
+                            "(--engine picks which; the file's model unless MODEL is given)", NULL},
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
     {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)", NULL},
@@ -37,7 +39,7 @@ struct fitted {
     const struct kvp_gpu *gpu;
     struct kvp_deploy d;
     struct kvp_fit f;
-    uint32_t min_tp;
+    uint32_t min_tp, min_dp;
     double min_util;
     bool have_roofline;
     struct kvp_roofline r;
@@ -62,6 +64,8 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
         if (kvp_settings_from_command((const char *const *)engine_argv, engine_argc, &from, named, sizeof named,
                                       &ignored, &err) != KVP_OK) {
             kvp_buf_release(&ignored);
+            if (err.file[0]) /* in a --config file: its place */
+                return cli_error(&err);
             return cli_usage_error("fit -- %s: %s", engine_argv[0], err.msg);
         }
         if (ignored.len)
@@ -91,7 +95,8 @@ static int compute(struct fitted *x)
     if (kvp_fit_compute(x->m, &x->d, &x->f, &err) != KVP_OK)
         return cli_error(&err);
     if (x->d.engine != KVP_ENGINE_LLAMACPP && !x->d.kv_memory) {
-        if (kvp_fit_min_gpus(x->m, &x->d, max_gpus > 4096 ? 4096 : (uint32_t)max_gpus, &x->min_tp, &err) != KVP_OK ||
+        if (kvp_fit_min_gpus(x->m, &x->d, max_gpus > 4096 ? 4096 : (uint32_t)max_gpus, &x->min_tp, &x->min_dp,
+                             &err) != KVP_OK ||
             kvp_fit_min_util(x->m, &x->d, &x->min_util, &err) != KVP_OK)
             return cli_error(&err);
     }
@@ -171,6 +176,8 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "gpus", d->n_gpus);
     kvp_json_u64(&j, "tp", d->tp);
     kvp_json_u64(&j, "pp", d->pp);
+    kvp_json_u64(&j, "dp", d->dp);
+    kvp_json_bool(&j, "dp_attention", d->dp_attention);
     kvp_json_u64(&j, "context", d->context);
     kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
@@ -207,16 +214,21 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "kv_tokens", f->kv_tokens);
     kvp_json_u64(&j, "num_blocks", f->num_blocks);
     kvp_json_double(&j, "max_concurrency", f->max_concurrency);
+    kvp_json_u64(&j, "total_kv_tokens", kvp_sat_mul(f->kv_tokens, d->dp)); /* every DP rank's pool */
+    kvp_json_double(&j, "total_max_concurrency", f->max_concurrency * d->dp);
     kvp_json_u64(&j, "max_context", f->max_context);
     kvp_json_u64(&j, "offload_tokens", f->offload_tokens);
     kvp_json_double(&j, "offload_concurrency", f->offload_concurrency);
     kvp_json_bool(&j, "fits", f->fits);
     kvp_json_u64(&j, "free_bytes", f->free_bytes);
     kvp_json_u64(&j, "short_bytes", f->short_bytes);
-    if (x->min_tp)
+    if (x->min_tp) {
         kvp_json_u64(&j, "min_tp", x->min_tp);
-    else
+        kvp_json_u64(&j, "min_dp", x->min_dp);
+    } else {
         kvp_json_null(&j, "min_tp");
+        kvp_json_null(&j, "min_dp");
+    }
     if (x->min_util > 0)
         kvp_json_double(&j, "min_util", x->min_util);
     else
@@ -336,8 +348,12 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s %s\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
                    d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_bytes_text(d->gpu_memory, si, g[0], sizeof g[0]),
                    e->name, f->release->version);
-    kvp_buf_printf(b, "%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
-                   fmt == KVP_OUT_MD ? "\n" : "", d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
+    if (d->dp > 1)
+        snprintf(note, sizeof note, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention inside tp)" : "");
+    else
+        note[0] = '\0';
+    kvp_buf_printf(b, "%s%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
+                   fmt == KVP_OUT_MD ? "\n" : "", note, d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
                    kvp_count_text(want, g[1], sizeof g[1]), want == 1 ? "" : "s",
                    kvp_count_text(d->context, g[2], sizeof g[2]));
@@ -362,7 +378,11 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
               d->weights_memory ? "as given"
               : d->engine == KVP_ENGINE_LLAMACPP && f->weights_exact ? "the busiest GPU's tensors (GGUF table)"
               : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers"
-              : f->weights_padding ? note : "computed / (tp x pp)");
+              : f->weights_padding ? note
+              : d->dp > 1 && (d->engine == KVP_ENGINE_VLLM || d->engine == KVP_ENGINE_SGLANG)
+                  ? (d->dp_attention ? "computed: attention / (tp / dp), embedding whole, the rest / tp"
+                                     : "computed: routed experts / (dp x tp), the rest / tp")
+                  : "computed / (tp x pp)");
     reserve_rows(&t, f, si);
     if (d->engine != KVP_ENGINE_LLAMACPP) {
         snprintf(g[3], sizeof g[3], "%.3f", f->util);
@@ -386,6 +406,14 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     snprintf(g[3], sizeof g[3], "%.2f", f->max_concurrency);
     snprintf(note, sizeof note, "requests of %s tokens", kvp_count_text(d->context, g[4], sizeof g[4]));
     row(&t, "max concurrency", g[3], d->engine == KVP_ENGINE_LLAMACPP ? "the configured sequences, if they fit" : note);
+    if (d->dp > 1) { /* each DP rank its own pool and scheduler: the deployment holds dp times one rank */
+        snprintf(note, sizeof note, "%u DP ranks' pools", d->dp);
+        row(&t, "KV tokens in all", kvp_count_text(kvp_sat_mul(f->kv_tokens, d->dp), g[4], sizeof g[4]), note);
+        snprintf(g[3], sizeof g[3], "%.2f", f->max_concurrency * d->dp);
+        snprintf(note, sizeof note, "requests of %s tokens, %u ranks", kvp_count_text(d->context, g[4], sizeof g[4]),
+                 d->dp);
+        row(&t, "max concurrency in all", g[3], note);
+    }
     snprintf(note, sizeof note, "tokens, with %s request%s", kvp_count_text(want, g[4], sizeof g[4]),
              want == 1 ? "" : "s");
     if (f->max_context > x->m->max_context) /* the memory allows more than the model was trained on */
@@ -416,15 +444,25 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     if (d->engine != KVP_ENGINE_LLAMACPP && !d->kv_memory) {
         kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_count_text(want, g[0], sizeof g[0]),
                        kvp_count_text(d->context, g[1], sizeof g[1]));
-        if (x->min_tp)
+        if (x->min_tp && x->min_dp > 1 && x->min_dp == x->min_tp && d->engine == KVP_ENGINE_SGLANG)
+            kvp_buf_printf(b, "fewest GPUs: tp %u with DP attention dp %u (x pp %u = %u GPUs)", x->min_tp, x->min_dp,
+                           d->pp, x->min_tp * d->pp);
+        else if (x->min_tp && x->min_dp > 1)
+            kvp_buf_printf(b, "fewest GPUs: dp %u x tp %u (x pp %u = %u GPUs)", x->min_dp, x->min_tp, d->pp,
+                           x->min_dp * x->min_tp * d->pp);
+        else if (x->min_tp)
             kvp_buf_printf(b, "fewest GPUs: tp %u (x pp %u = %u GPU%s)", x->min_tp, d->pp, x->min_tp * d->pp,
                            x->min_tp * d->pp == 1 ? "" : "s");
         else
             kvp_buf_printf(b, "no tp up to the --max-gpus limit fits");
-        if (x->min_util > 0)
-            kvp_buf_printf(b, "; lowest memory fraction at tp %u: %.3f\n", d->tp, x->min_util);
+        if (d->dp > 1)
+            snprintf(note, sizeof note, "dp %u x tp %u", d->dp, d->tp);
         else
-            kvp_buf_printf(b, "; no memory fraction fits at tp %u\n", d->tp);
+            snprintf(note, sizeof note, "tp %u", d->tp);
+        if (x->min_util > 0)
+            kvp_buf_printf(b, "; lowest memory fraction at %s: %.3f\n", note, x->min_util);
+        else
+            kvp_buf_printf(b, "; no memory fraction fits at %s\n", note);
     }
     if (x->have_roofline)
         kvp_buf_printf(b, "roofline bounds (batch %s, %.0f GB/s, %.0f TFLOP/s): decode >= %.2f ms per token "
@@ -449,6 +487,27 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     }
 }
 
+/* --engine-args FILE: the engine's command that reads it, `vllm serve --config FILE` or SGLang's. */
+static int engine_args(int given, char **args, char ***argv, int *argc)
+{
+    const char *engine = cli_opt(&cmd, "engine"), *file = cli_opt(&cmd, "engine-args");
+    int n = 0;
+    if (given)
+        return cli_usage_error("fit: --engine-args FILE or -- ENGINE COMMAND, not both");
+    if (!engine || strncmp(engine, "vllm", 4) == 0) {
+        args[n++] = "vllm", args[n++] = "serve";
+    } else if (strncmp(engine, "sglang", 6) == 0) {
+        args[n++] = "python3", args[n++] = "-m", args[n++] = "sglang.launch_server";
+    } else {
+        return cli_usage_error("--engine-args: a --config file of vLLM or SGLang (got --engine %s)", engine);
+    }
+    args[n++] = "--config";
+    args[n++] = (char *)file;
+    *argv = args;
+    *argc = n;
+    return CLI_OK;
+}
+
 int cmd_fit(int argc, char **argv)
 {
     const char *pos[1];
@@ -458,7 +517,8 @@ int cmd_fit(int argc, char **argv)
     struct kvp_buf b = {0};
     bool si;
 
-    int engine_at = argc;
+    int engine_at = argc, eargc;
+    char **eargv, *args[6];
     memset(&x, 0, sizeof x);
     if (!opts[0].name)
         cli_deploy_opts(opts, sizeof opts / sizeof opts[0], fit_opts);
@@ -469,7 +529,11 @@ int cmd_fit(int argc, char **argv)
         }
     if ((rc = cli_parse(&cmd, engine_at, argv, pos, 1, &npos)) != CLI_OK)
         return rc;
-    if (npos != 1 && !(npos == 0 && engine_at + 1 < argc))
+    eargv = argv + engine_at + 1;
+    eargc = argc - engine_at - (engine_at < argc);
+    if (cli_opt(&cmd, "engine-args") && (rc = engine_args(eargc, args, &eargv, &eargc)) != CLI_OK)
+        return rc;
+    if (npos != 1 && !(npos == 0 && eargc > 0))
         return cli_usage_error("fit: which model? (usage: kvplan fit MODEL --gpu NAME [options], or kvplan fit "
                                "--gpu NAME -- ENGINE COMMAND)");
     if ((rc = cli_out(&cmd, &fmt, true)) != CLI_OK)
@@ -477,7 +541,7 @@ int cmd_fit(int argc, char **argv)
     if (fmt == KVP_OUT_CSV)
         return cli_usage_error("fit: --format csv is not available (text, json or md)");
     si = cli_opt(&cmd, "si") != NULL;
-    if ((rc = setup(&x, npos ? pos[0] : NULL, argv + engine_at + 1, argc - engine_at - (engine_at < argc))) != CLI_OK ||
+    if ((rc = setup(&x, npos ? pos[0] : NULL, eargv, eargc)) != CLI_OK ||
         (rc = compute(&x)) != CLI_OK) {
         kvp_model_free(x.m);
         return rc;

@@ -38,7 +38,8 @@ int cmd_models(int argc, char **argv)
         kvp_json_begin(&j, NULL, '[');
     for (uint32_t i = 0; i < cat->n; i++) {
         const struct kvp_model *m = cat->models[i];
-        struct kvp_kv_query q = {.context = 1, .batch = 1, .k = kvp_format_plain(m->dtype), .v = kvp_format_plain(m->dtype)};
+        struct kvp_kv_query q = {
+            .context = 1, .batch = 1, .k = kvp_format_plain(m->dtype), .v = kvp_format_plain(m->dtype)};
         struct kvp_kv_plan p;
         struct kvp_weights w;
         struct kvp_error err = {0};

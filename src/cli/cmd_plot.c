@@ -31,8 +31,10 @@ static const struct cli_cmd cmd = {
     "Without a GPU: the weights as stored and the ideal KV cache of --concurrency sequences\n"
     "(default 1), whole model. With --gpu (and any of `kvplan fit`'s deployment options, the\n"
     "same defaults: vLLM's default release) per GPU: the weights, then the start-up reserve\n"
-    "and the KV the requests need under the engine's rules, the GPU's memory as a line, and\n"
-    "each line's longest context as `kvplan fit` gives it in the legend. Written atomically.",
+    "(its own band for one model) and the KV the requests need under the engine's rules; the\n"
+    "part of the GPU the engine may use (vLLM: util of it) as the line the curves stop at, the\n"
+    "rest shaded up to the GPU's memory; each line's longest context as `kvplan fit` gives it\n"
+    "in the legend. Written atomically.",
     opts,
 };
 
@@ -172,7 +174,8 @@ int cmd_plot(int argc, char **argv)
                  "request%s; KV in %s", engine, (unsigned long long)batch, batch == 1 ? "" : "s",
                  nf ? names : "the engine's default");
     else
-        snprintf(sub, sizeof sub, "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
+        snprintf(sub, sizeof sub,
+                 "%llu sequence%s, ideal engine; weights as the checkpoint stores them; KV cache in %s",
                  (unsigned long long)batch, batch == 1 ? "" : "s", nf ? names : "the model's dtype");
     snprintf(c->subtitle, sizeof c->subtitle, "%s", sub);
     if (kvp_chart_svg(c, &b, &err) != KVP_OK) {

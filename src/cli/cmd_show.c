@@ -149,7 +149,8 @@ int cmd_show(int argc, char **argv)
                            kvp_dtype_info(m->dtype)->name, kvp_count_text(m->max_context, g[0], sizeof g[0]));
             kvp_buf_printf(&b, "params %s", kvp_count_text(w.params, g[1], sizeof g[1]));
             if (w.tower_params)
-                kvp_buf_printf(&b, " (text %s + vision tower %s)", kvp_count_text(w.params - w.tower_params, g[2], sizeof g[2]),
+                kvp_buf_printf(&b, " (text %s + vision tower %s)",
+                               kvp_count_text(w.params - w.tower_params, g[2], sizeof g[2]),
                                kvp_count_text(w.tower_params, g[3], sizeof g[3]));
             if (w.active_params + w.tower_params != w.params)
                 kvp_buf_printf(&b, " (%s active: %u of %u experts)", kvp_count_text(w.active_params, g[2], sizeof g[2]),

@@ -17,15 +17,20 @@ static const struct cli_opt trace_opt = {
     "trace", "FILE", "requests from a CSV or JSONL trace (docs/simulate.md gives the columns) instead of the "
                      "synthetic workload the options below draw", NULL};
 static const struct cli_opt sim_opts[] = {
-    {"no-prefix-caching", NULL, "vLLM --no-enable-prefix-caching (SGLang --disable-radix-cache, TRT-LLM no block reuse)", NULL},
+    {"no-prefix-caching", NULL,
+     "vLLM --no-enable-prefix-caching (SGLang --disable-radix-cache, TRT-LLM no block reuse)", NULL},
     {"step-time", "MS,MS", "step time = fixed ms + ms per scheduled token, instead of the GPU's roofline", NULL},
     {"find-max-rate", NULL, "bisect --rate for the highest sustained rate (no preemption, queueing bounded)", NULL},
-    {"offload-bandwidth", "GB/s", "with --cpu-offload: the host link loads from the CPU tier cross (default 55, "
-                                  "PCIe 5.0 x16 less overhead)", NULL},
+    {"offload-bandwidth", "GB/s",
+     "with --cpu-offload: the host link loads from the CPU tier cross (default 55, "
+     "PCIe 5.0 x16 less overhead)",
+     NULL},
     {"format", "F", "text (default), json, or csv (the time series)", NULL},
     {"svg", "FILE", "write the KV blocks over time as an SVG chart", NULL},
-    {"validate", NULL, "replay the decisions on the reference decoder's real block pool and compare every step "
-                       "(exit 1 on a difference; at most 8,000 decoded tokens and 64 GB of cache read)", NULL},
+    {"validate", NULL,
+     "replay the decisions on the reference decoder's real block pool and compare every step "
+     "(exit 1 on a difference; at most 8,000 decoded tokens and 64 GB of cache read)",
+     NULL},
     {NULL, NULL, NULL, NULL},
 };
 static struct cli_opt opts[KVP_SETTINGS_MAX + 24];
@@ -267,7 +272,8 @@ static void render_text(const struct run *x, struct kvp_buf *b)
                    kvp_count_text(r->pool_blocks, g[4], sizeof g[4]), unit,
                    100.0 * (double)r->peak_blocks / (double)r->pool_blocks);
     kvp_buf_printf(b, "preemptions       %s\n", kvp_count_text(r->preemptions, g[5], sizeof g[5]));
-    kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n", kvp_count_text(r->prefix_hit_tokens, g[6], sizeof g[6]),
+    kvp_buf_printf(b, "prefix cache hits %s of %s prompt tokens\n",
+                   kvp_count_text(r->prefix_hit_tokens, g[6], sizeof g[6]),
                    kvp_count_text(r->prompt_tokens, g[7], sizeof g[7]));
     if (x->c.offload_blocks)
         kvp_buf_printf(b, "CPU offload tier  %s of %s prompt tokens loaded from %s host blocks (%s stored, %s "

@@ -87,7 +87,8 @@ static void render_json(const struct sized *s, struct kvp_buf *b)
 
 static void render_csv(const struct sized *s, struct kvp_buf *b)
 {
-    kvp_buf_printf(b, "model,context,batch,k_dtype,v_dtype,kv_bytes_per_token,kv_bytes,state_bytes,params,weight_bytes\n");
+    kvp_buf_printf(b,
+                   "model,context,batch,k_dtype,v_dtype,kv_bytes_per_token,kv_bytes,state_bytes,params,weight_bytes\n");
     kvp_buf_printf(b, "%s,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,%llu\n", s->m->name,
                    (unsigned long long)s->q.context, (unsigned long long)s->q.batch, s->kname, s->vname,
                    (unsigned long long)s->plan.kv_bytes_per_token, (unsigned long long)s->plan.kv_bytes,

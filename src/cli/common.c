@@ -114,7 +114,8 @@ int cli_parse(const struct cli_cmd *cmd, int argc, char **argv, const char **pos
         const char *eq;
         if (only_pos || a[0] != '-' || a[1] == '\0') {
             if (*npos == max)
-                return cli_usage_error("%s: unexpected argument '%s' (see 'kvplan %s --help')", cmd->name, a, cmd->name);
+                return cli_usage_error("%s: unexpected argument '%s' (see 'kvplan %s --help')", cmd->name, a,
+                                       cmd->name);
             pos[(*npos)++] = a;
             continue;
         }

@@ -75,7 +75,8 @@ enum kvp_status cli_hub_fetch(const char *ref, const struct kvp_hub_ref *r, cons
         close(fd[0]);
         return kvp_fail(err, KVP_ERR_IO, "cannot run %s: %s", helper, strerror(rc));
     }
-    while (got + 1 < sizeof line && ((k = read(fd[0], line + got, sizeof line - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
+    while (got + 1 < sizeof line &&
+           ((k = read(fd[0], line + got, sizeof line - 1 - got)) > 0 || (k < 0 && errno == EINTR)))
         got += k > 0 ? (size_t)k : 0;
     line[got] = '\0';
     close(fd[0]);

@@ -26,6 +26,7 @@ static const struct {
 #ifndef KVP_NO_TUI /* the web build (make web) has no terminal */
     {"tui", cmd_tui, "size a deployment interactively (ncurses)"},
 #endif
+    {"explain-log", cmd_explain_log, "an engine's start-up log beside kvplan's fit: each figure and its term"},
     {"export-gguf", cmd_export_gguf, "write a model's shape as GGUF (random or sparse weights) for llama.cpp"},
 };
 

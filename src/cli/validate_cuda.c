@@ -109,10 +109,10 @@ static int validate(const struct kvp_model *m, const struct kvp_cuda_opts *o, en
         if (r.compared)
             kvp_buf_printf(&b, "  logits vs CPU decoder  max |diff| %.3g, max |logit| %.3g, tolerance %.0e x max  %s\n",
                            r.max_abs_err, r.max_abs_logit, r.tolerance, r.logits_ok ? "ok" : "DIFFERS");
-        kvp_buf_printf(&b, "  decode                 %.3f s for %llu steps\n\n%s\n", r.seconds,
-                       (unsigned long long)o->context,
-                       ok ? "match: cudaMalloc bytes equal the prediction, the delta is within the granularity, logits agree"
-                          : "MISMATCH: see the lines above");
+        kvp_buf_printf(
+            &b, "  decode                 %.3f s for %llu steps\n\n%s\n", r.seconds, (unsigned long long)o->context,
+            ok ? "match: cudaMalloc bytes equal the prediction, the delta is within the granularity, logits agree"
+               : "MISMATCH: see the lines above");
     }
     rc = cli_write(&b);
     kvp_buf_release(&b);
@@ -154,7 +154,8 @@ static int bench(const struct cli_cuda_args *a, const struct kvp_model *m, struc
         kvp_buf_printf(&b, "%s on %s (catalog: %s): hidden %u, MLP %u, vocab %u, fp32 weights\n", m->name, dev, gpu->id,
                        run.hidden, run.intermediate, run.vocab);
         kvp_buf_printf(&b, "bandwidth: catalog %.0f GB/s, copy kernel %.0f GB/s (%.0f%% of the catalog)\n\n",
-                       (double)gpu->bandwidth_bytes_per_s / 1e9, bw / 1e9, 100.0 * bw / (double)gpu->bandwidth_bytes_per_s);
+                       (double)gpu->bandwidth_bytes_per_s / 1e9, bw / 1e9,
+                       100.0 * bw / (double)gpu->bandwidth_bytes_per_s);
         kvp_buf_printf(&b, "%8s %6s %12s %14s %8s %14s %8s\n", "context", "batch", "tokens/s", "bound catalog", "frac",
                        "bound copy", "frac");
     }

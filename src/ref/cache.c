@@ -428,7 +428,8 @@ static enum kvp_status grow(struct store *s, struct kvp_ref_alloc *a, const floa
         for (uint64_t pos = T2 - h2; pos < T; pos++) {
             bool was, now = pos >= T2 - r2;
             const uint8_t *src = row_at(&old, pos, T, &was);
-            uint8_t *dst = now ? nbuf + s->qcap * s->qrow + (pos % s->rcap) * s->rrow : nbuf + (pos % s->qcap) * s->qrow;
+            uint8_t *dst =
+                now ? nbuf + s->qcap * s->qrow + (pos % s->rcap) * s->rrow : nbuf + (pos % s->qcap) * s->qrow;
             if (was == now) {
                 memcpy(dst, src, now ? s->rrow : s->qrow);
             } else { /* leaves the residual: quantize it now */
@@ -527,10 +528,12 @@ static enum kvp_status check_format(const struct kvp_ref_cache_opts *o, const st
     char name[64];
     kvp_format_name(f, name, sizeof name);
     if (!ref_codec_known(f->dtype) || !ref_codec_known(f->scale))
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder has no codec for it", which, name);
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': the reference decoder has no codec for it", which,
+                        name);
     if (f->outliers_ppm && !ref_codec_grouped(f->dtype)) /* format.h gives settings to the integer types only */
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)",
-                        which, name, f->outliers_ppm / 1e6);
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                        "%s format '%s': outliers=%g needs an integer type (int8, int4, int2)", which, name,
+                        f->outliers_ppm / 1e6);
     if (d % ref_codec_block_elems(f->dtype))
         return kvp_fail(err, KVP_ERR_RANGE, "%s stores blocks of %u values, which does not divide a row of %u", name,
                         ref_codec_block_elems(f->dtype), d);
@@ -634,7 +637,8 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         const struct kvp_layer_spec *sp = kvp_model_layer(m, l);
         bool win = sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED;
         if (sp->kind == KVP_LAYER_RECURRENT) { /* the decoder's own state shape (decoder.c) */
-            if (!ref_codec_known(m->state_dtype) || ref_codec_grouped(m->state_dtype) || ref_codec_block_elems(m->state_dtype) > 1) {
+            if (!ref_codec_known(m->state_dtype) || ref_codec_grouped(m->state_dtype) ||
+                ref_codec_block_elems(m->state_dtype) > 1) {
                 struct kvp_format sf = kvp_format_plain(m->state_dtype);
                 char sn[64];
                 st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "recurrent state dtype '%s': the reference decoder keeps state "
@@ -686,8 +690,9 @@ enum kvp_status kvp_ref_cache_new(const struct kvp_ref_model *rm, const struct k
         /* one set per side, so that the K and V sides may be encoded at once
          * (ref_cache_reread from two threads) */
         for (int kv = 0; kv < 2; kv++)
-            if (!(c->otmp[kv] = malloc(row * sizeof *c->otmp[kv])) || !(c->heap[kv] = malloc(k * sizeof *c->heap[kv])) ||
-                qrow > SIZE_MAX || !(c->rowbuf[kv] = malloc((size_t)qrow)))
+            if (!(c->otmp[kv] = malloc(row * sizeof *c->otmp[kv])) ||
+                !(c->heap[kv] = malloc(k * sizeof *c->heap[kv])) || qrow > SIZE_MAX ||
+                !(c->rowbuf[kv] = malloc((size_t)qrow)))
                 goto err;
         for (uint64_t i = 0; i < L * B * 2; i++) {
             c->st[i].otmp = c->otmp[i % 2];
@@ -865,10 +870,12 @@ enum kvp_status kvp_ref_cache_written(const struct kvp_ref_cache *a, const struc
                                       uint64_t written[KVP_REF_TAG_COUNT], struct kvp_error *err)
 {
     if ((a->a->canary ^ b->a->canary) != 0xFF)
-        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need canaries that are bitwise complements (got 0x%02X and 0x%02X)",
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "written bytes need canaries that are bitwise complements (got 0x%02X and 0x%02X)",
                         a->a->canary, b->a->canary);
     if (a->rm != b->rm || !walk(a, b, written_of, written))
-        return kvp_fail(err, KVP_ERR_USAGE, "written bytes need two caches of one layout driven through the same steps");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "written bytes need two caches of one layout driven through the same steps");
     return KVP_OK;
 }
 
@@ -1086,8 +1093,9 @@ enum kvp_status kvp_ref_cache_mirror(struct kvp_ref_cache *c, struct kvp_ref_cac
         return kvp_fail(err, KVP_ERR_USAGE, "a cache mirrors at most one twin, and a twin mirrors none");
     for (uint32_t b = 0; b < c->o.batch; b++)
         if (c->len[b] || twin->len[b])
-            return kvp_fail(err, KVP_ERR_USAGE, "a twin cache must be mirrored from the first token (sequence %u holds %llu)",
-                            b, (unsigned long long)(c->len[b] ? c->len[b] : twin->len[b]));
+            return kvp_fail(err, KVP_ERR_USAGE,
+                            "a twin cache must be mirrored from the first token (sequence %u holds %llu)", b,
+                            (unsigned long long)(c->len[b] ? c->len[b] : twin->len[b]));
     c->twin = twin;
     return KVP_OK;
 }

@@ -776,7 +776,8 @@ void ref_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d,
         } else if (t->bits) {
             uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
             for (uint32_t i = 0; i < d; i++)
-                x[i] = dequantize(f, get_code(src, i, t->bits), src + cb + (uint64_t)(i / f->group) * ref_codec_meta_size(f));
+                x[i] = dequantize(f, get_code(src, i, t->bits),
+                                  src + cb + (uint64_t)(i / f->group) * ref_codec_meta_size(f));
         } else {
             ref_codec_get_plain(f->dtype, src, d, x);
         }

@@ -155,7 +155,8 @@ void kvp_cuda_model_as_run(const struct kvp_model *m, const struct kvp_ref_opts 
 {
     *out = *m;
     out->hidden = o->hidden ? o->hidden : m->hidden;
-    out->intermediate = o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
+    out->intermediate =
+        o->intermediate ? o->intermediate : (m->intermediate ? m->intermediate : m->expert_intermediate);
     out->vocab = o->vocab ? o->vocab : m->vocab;
     for (uint32_t i = 0; i < out->n_specs; i++) {
         struct kvp_layer_spec *s = &out->specs[i];
@@ -262,6 +263,8 @@ enum kvp_status kvp_cuda_weights_new(const struct kvp_model *m, const struct kvp
 
 /* ---- the float32 forward, on the host ------------------------------------- */
 
+/* out (n,) = W (n, d) @ x (d,), each row summed in order; RMS norm and RoPE
+ * are the CPU decoder's (ref_rmsnorm, ref_rope in kernels.c). */
 static void matvec(float *out, const float *W, const float *x, uint64_t n, uint64_t d)
 {
     for (uint64_t i = 0; i < n; i++) {
@@ -270,27 +273,6 @@ static void matvec(float *out, const float *W, const float *x, uint64_t n, uint6
             acc += W[i * d + j] * x[j];
         out[i] = acc;
     }
-}
-
-static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
-{
-    double ss = 0;
-    for (uint64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = 1.0f / sqrtf((float)(ss / (double)n) + 1e-5f);
-    for (uint64_t i = 0; i < n; i++)
-        out[i] = x[i] * r * g[i];
-}
-
-static void rope(float *x, uint32_t h, uint32_t d, uint64_t pos)
-{
-    for (uint32_t k = 0; k < h; k++)
-        for (uint32_t i = 0; i + 1 < d; i += 2) {
-            double th = (double)pos * pow(10000.0, -(double)i / d);
-            float c = (float)cos(th), s = (float)sin(th), a = x[k * d + i], b = x[k * d + i + 1];
-            x[k * d + i] = a * c - b * s;
-            x[k * d + i + 1] = a * s + b * c;
-        }
 }
 
 /* First position attended from pos: sliding keeps the last W, chunked its chunk. */
@@ -336,17 +318,17 @@ enum kvp_status kvp_cuda_host_logits(const struct kvp_cuda_weights *w, const uin
             float scale = 1.0f / sqrtf((float)y->dk);
             for (uint64_t t = 0; t < n; t++) { /* K, V of every position first */
                 float *row = KV + t * kv;
-                rmsnorm(xb, X + t * H, P + y->attn_norm, H);
+                ref_rmsnorm(xb, X + t * H, P + y->attn_norm, H);
                 matvec(row, P + y->wk, xb, (uint64_t)y->hkv * y->dk, H);
                 matvec(row + (uint64_t)y->hkv * y->dk, P + y->wv, xb, (uint64_t)y->hkv * y->dv, H);
-                rope(row, y->hkv, y->dk, t);
+                ref_rope(row, y->hkv, y->dk, y->dk, t);
             }
             for (uint64_t t = 0; t < n; t++) {
                 float *x = X + t * H;
                 uint64_t lo = lo_of(y, t), m = t - lo + 1;
-                rmsnorm(xb, x, P + y->attn_norm, H);
+                ref_rmsnorm(xb, x, P + y->attn_norm, H);
                 matvec(q, P + y->wq, xb, (uint64_t)y->hq * y->dk, H);
-                rope(q, y->hq, y->dk, t);
+                ref_rope(q, y->hq, y->dk, y->dk, t);
                 memset(o, 0, (uint64_t)y->hq * y->dv * sizeof(float));
                 for (uint32_t h = 0; h < y->hq; h++) {
                     float mx = -INFINITY;
@@ -378,7 +360,7 @@ enum kvp_status kvp_cuda_host_logits(const struct kvp_cuda_weights *w, const uin
         if (y->w1 != NONE)
             for (uint64_t t = 0; t < n; t++) {
                 float *x = X + t * H;
-                rmsnorm(xb, x, P + y->ffn_norm, H);
+                ref_rmsnorm(xb, x, P + y->ffn_norm, H);
                 matvec(h1, P + y->w1, xb, I, H);
                 matvec(h3, P + y->w3, xb, I, H);
                 for (uint64_t i = 0; i < I; i++)
@@ -388,7 +370,7 @@ enum kvp_status kvp_cuda_host_logits(const struct kvp_cuda_weights *w, const uin
                     x[i] += xb[i];
             }
     }
-    rmsnorm(xb, X + (n - 1) * H, P + w->out_norm, H);
+    ref_rmsnorm(xb, X + (n - 1) * H, P + w->out_norm, H);
     matvec(logits, P + w->lm_head, xb, w->vocab, H);
 out:
     free(X);

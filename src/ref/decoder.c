@@ -1,8 +1,11 @@
 /* decoder.c -- a Llama-style decoder in plain float32, every layer kind.
  *
- * Read it like llama2.c: the small kernels, then tokens through the cache
- * (a chunk of them, or one step), then the same model recomputed from
- * scratch. The model it runs and its weights are built in model.c.
+ * Read it like llama2.c's run.c, top to bottom: a layer's parts (the MLP,
+ * the recurrence, the logits), then tokens through the cache (a chunk of
+ * them, or one step: the scratch, attention, the rows into the cache, the
+ * forward pass), then the same model recomputed from scratch. The kernels
+ * (matrix products, RMS norm, RoPE, softmax) are in kernels.c and kernels.h;
+ * the model it runs and its weights are built in model.c.
  *   x = embed[token]                                   (hidden,)
  *   per layer: x += mixer(rmsnorm(x)); x += mlp(rmsnorm(x))
  *   logits = lm_head @ rmsnorm(x)                      (vocab,)
@@ -15,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "kvplan/num.h"
-#include "ref_internal.h"
 
 /* ---- windows ----------------------------------------------------------------- */
 
@@ -30,527 +33,8 @@ static uint64_t attended(const struct kvp_layer_spec *s, uint64_t pos)
     return pos + 1;
 }
 
-/* ---- kernels ------------------------------------------------------------- */
+/* ---- a layer's parts ----------------------------------------------------------- */
 
-/* Sixteen floats as one value (GNU C's vector extension, GCC and clang):
- * one AVX-512 register, two AVX2 or four SSE ones, whichever clone runs;
- * an operation on it is sixteen independent float operations, each
- * rounded as the scalar one (nothing contracted), so every clone gives the
- * same floats. Loaded and stored by memcpy (any alignment); passed by
- * pointer (a vector argument's ABI depends on the ISA). */
-typedef float v16 __attribute__((vector_size(16 * sizeof(float))));
-#define V16_LOAD(v, p) memcpy(&(v), (p), sizeof(v16))
-#define V16_STORE(p, v) memcpy((p), &(v), sizeof(v16))
-
-/* a (n,) . b (n,) in sixteen partial sums (lanes j mod 16, folded pairwise
- * at the end; the tail into lane 0): they break the chain of dependent adds,
- * so the loop runs at memory speed instead of at the FP add latency, and the
- * order is fixed, so a result never depends on who computes it. Every dot
- * product of the cached step (projections, scores) has these floats. */
-static KVP_REF_INLINE float dot(const float *a, const float *b, uint64_t n)
-{
-    v16 acc = {0}, x, y;
-    uint64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        V16_LOAD(x, a + j);
-        V16_LOAD(y, b + j);
-        acc += x * y;
-    }
-    for (; j < n; j++) /* the tail, n mod 16 values, into lane 0 */
-        acc[0] += a[j] * b[j];
-    float v[8]; /* lanes l and l + 8, then four apart, then ((0 + 1) + (2 + 3)) */
-    for (uint32_t k = 0; k < 8; k++)
-        v[k] = acc[k] + acc[k + 8];
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
-
-/* dot of DOTS_NT vectors side by side, bit for bit: one row's dot with 16
- * vectors x_t at once, their columns transposed (xt (columns, DOTS_NT):
- * column c of all sixteen is one v16), each of dot's sixteen lanes one v16
- * (a[l][t]: lane l of the row's dot with x_t), so that a column is one
- * multiply and one add and no lane is folded before the row is done; the
- * lanes folded at the end as dot folds them, sixteen results at once. A
- * block of at most DOTS_COLS columns of xt at a time (32 KiB, in L1). */
-#define DOTS_NT 16
-#define DOTS_COLS 512
-#define DOTS_ROWS 32
-
-typedef int32_t v16i __attribute__((vector_size(16 * sizeof(int32_t))));
-
-/* Lanes of a and b (16 each) chosen by 16 constant indices, b's from 16 on:
- * GCC's and clang's spellings of the one shuffle. */
-#if defined(__clang__)
-#define SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
-#define SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (v16i){__VA_ARGS__})
-#endif
-#define UNPAREN(...) __VA_ARGS__
-
-/* Rows r[i] and r[i + s] (i without bit s) exchange their s-lane blocks:
- * after the steps s = 8, 4, 2, 1 the 16 x 16 block r is transposed. lo and
- * hi: the parenthesized indices of the two new rows. */
-#define TRANSPOSE_STEP(r, s, lo, hi)                                                                    \
-    do {                                                                                              \
-        _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++) if (!(i & (s))) {                   \
-            v16 a_ = (r)[i], b_ = (r)[i + (s)];                                                         \
-            (r)[i] = SHUFFLE16(a_, b_, UNPAREN lo);                                                     \
-            (r)[i + (s)] = SHUFFLE16(a_, b_, UNPAREN hi);                                               \
-        }                                                                                             \
-    } while (0)
-
-/* The 16 x 16 block r transposed in registers (r[i][j] <-> r[j][i]). */
-static KVP_REF_INLINE void transpose16(v16 *r)
-{
-    TRANSPOSE_STEP(r, 8, (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
-                   (8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
-    TRANSPOSE_STEP(r, 4, (0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
-                   (4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
-    TRANSPOSE_STEP(r, 2, (0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
-                   (2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
-    TRANSPOSE_STEP(r, 1, (0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30),
-                   (1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31));
-}
-
-/* b[v] = results r0..r0 + nr - 1 (nr <= 16) of vector v of dots' res
- * (rows by DOTS_NT vectors): 16 rows turned in registers into a run per
- * vector (lanes past nr repeat the last row). */
-static KVP_REF_INLINE void res_runs(const float *res, uint64_t r0, uint64_t nr, v16 *b)
-{
-    _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
-        V16_LOAD(b[i], res + (r0 + (i < nr ? i : nr - 1)) * DOTS_NT);
-    transpose16(b);
-}
-
-/* xt = columns c0..c1 of the DOTS_NT vectors x: 16 columns at a time
- * transposed in registers, the last c1 - c0 mod 16 one by one. */
-static KVP_REF_INLINE void dots_transpose(const float *const *x, uint64_t c0, uint64_t c1, float *xt)
-{
-    uint64_t c = c0;
-    for (; c + 16 <= c1; c += 16) {
-        v16 r[16];
-        _Pragma("GCC unroll 16") for (uint32_t t = 0; t < 16; t++)
-            V16_LOAD(r[t], x[t] + c);
-        transpose16(r);
-        _Pragma("GCC unroll 16") for (uint32_t i = 0; i < 16; i++)
-            V16_STORE(xt + (c - c0 + i) * DOTS_NT, r[i]);
-    }
-    for (; c < c1; c++)
-        for (uint64_t t = 0; t < DOTS_NT; t++)
-            xt[(c - c0) * DOTS_NT + t] = x[t][c];
-}
-
-/* a[l] += w[c] xt[c - c0] for the columns c of [c0, c1) in order: column c
- * into lane c mod 16 below n16 (d - d mod 16), into lane 0 from there on
- * (dot's tail). c0 is a multiple of 16, and so is c1 where it is below n16.
- * a is the caller's local array: inlined, it stays in registers. */
-static KVP_REF_INLINE void dots_add(v16 *a, const float *w, const float *xt, uint64_t c0, uint64_t c1, uint64_t n16)
-{
-    uint64_t c = c0, m = c1 < n16 ? c1 : n16;
-    for (; c < m; c += 16) {
-        _Pragma("GCC unroll 16")
-        for (uint32_t l = 0; l < 16; l++) {
-            v16 x;
-            V16_LOAD(x, xt + (c - c0 + l) * DOTS_NT);
-            a[l] += w[c + l] * x;
-        }
-    }
-    for (; c < c1; c++) {
-        v16 x;
-        V16_LOAD(x, xt + (c - c0) * DOTS_NT);
-        a[0] += w[c] * x;
-    }
-}
-
-/* *out = dot's fold of the lanes a[0..15]: lanes l and l + 8, then those
- * sums four apart, then ((0 + 1) + (2 + 3)); sixteen folds at once. */
-static KVP_REF_INLINE void lanes_fold(const v16 *a, v16 *out)
-{
-    v16 v[8], u[4];
-    _Pragma("GCC unroll 8")
-    for (uint32_t k = 0; k < 8; k++)
-        v[k] = a[k] + a[k + 8];
-    _Pragma("GCC unroll 4")
-    for (uint32_t k = 0; k < 4; k++)
-        u[k] = v[k] + v[k + 4];
-    *out = (u[0] + u[1]) + (u[2] + u[3]);
-}
-
-/* res (ni, DOTS_NT) = rows A + i sa (i < ni <= DOTS_ROWS) . x[t] (d,), the
- * same floats as dot; xt holds x's columns already when d <= DOTS_COLS
- * (the caller transposed them once for many rows), else it is scratch for
- * a block of them, the lanes of every row kept in acc between blocks. */
-static KVP_REF_INLINE void dots(const float *A, uint64_t sa, uint64_t ni, const float *const *x, uint64_t d, float *xt,
-                                float *res)
-{
-    uint64_t n16 = d / 16 * 16;
-    v16 a[16], f;
-    if (d <= DOTS_COLS) { /* one block: the lanes never leave the registers */
-        for (uint64_t i = 0; i < ni; i++) {
-            _Pragma("GCC unroll 16")
-            for (uint32_t l = 0; l < 16; l++)
-                a[l] = (v16){0};
-            dots_add(a, A + i * sa, xt, 0, d, n16);
-            lanes_fold(a, &f);
-            V16_STORE(res + i * DOTS_NT, f);
-        }
-        return;
-    }
-    v16 acc[DOTS_ROWS * 16];
-    memset(acc, 0, ni * 16 * sizeof *acc);
-    for (uint64_t c0 = 0; c0 < d; c0 += DOTS_COLS) {
-        uint64_t c1 = c0 + DOTS_COLS < d ? c0 + DOTS_COLS : d;
-        dots_transpose(x, c0, c1, xt);
-        for (uint64_t i = 0; i < ni; i++) {
-            memcpy(a, acc + i * 16, sizeof a);
-            dots_add(a, A + i * sa, xt, c0, c1, n16);
-            memcpy(acc + i * 16, a, sizeof a);
-        }
-    }
-    for (uint64_t i = 0; i < ni; i++) {
-        lanes_fold(acc + i * 16, &f);
-        V16_STORE(res + i * DOTS_NT, f);
-    }
-}
-
-/* Vectors of a chunk below which dots does not pay for its transposes (a
- * last group of fewer than DOTS_NT is padded with its last vector). */
-#define DOTS_MIN 8
-
-/* Tokens whose value sums share the rows they read (wsum): at most
- * WSUM_NQ, each row's values loaded once for all of them. */
-#define WSUM_NQ 4
-
-/* o[q] (16 k,) += p[q][j] v_j for j < m in order, v_j = v + j stride, for
- * the nq outputs sharing the rows, k = 1, 4 or 8 (nq k <= 16): nq k
- * independent chains of adds, in registers for the whole run. nq and k are
- * constants where it is inlined. */
-static KVP_REF_INLINE void wsum_run(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
-                                    uint64_t stride, uint32_t k)
-{
-    v16 a[WSUM_NQ][8];
-    _Pragma("GCC unroll 4") for (uint32_t q = 0; q < nq; q++)
-        memcpy(a[q], o[q], k * sizeof(v16));
-    for (uint64_t j = 0; j < m; j++) {
-        const float *r = v + j * stride;
-        _Pragma("GCC unroll 8")
-        for (uint32_t i = 0; i < k; i++) {
-            v16 x;
-            V16_LOAD(x, r + 16 * i);
-            _Pragma("GCC unroll 4")
-            for (uint32_t q = 0; q < nq; q++)
-                a[q][i] += p[q][j] * x;
-        }
-    }
-    _Pragma("GCC unroll 4") for (uint32_t q = 0; q < nq; q++)
-        memcpy(o[q], a[q], k * sizeof(v16));
-}
-
-/* wsum for a constant nq (1, 2 or 4): 128 values at a time (nq <= 2), 64,
- * then 16, then one. */
-static KVP_REF_INLINE void wsum_nq(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
-                                   uint64_t stride, uint32_t d)
-{
-    uint32_t i = 0;
-    float *oi[WSUM_NQ];
-#define WSUM_AT(k)                                                \
-    do {                                                          \
-        for (uint32_t q = 0; q < nq; q++)                         \
-            oi[q] = o[q] + i;                                     \
-        wsum_run(oi, p, nq, v + i, m, stride, k);                 \
-    } while (0)
-    for (; nq <= 2 && i + 128 <= d; i += 128)
-        WSUM_AT(8);
-    for (; i + 64 <= d; i += 64)
-        WSUM_AT(4);
-    for (; i + 16 <= d; i += 16)
-        WSUM_AT(1);
-#undef WSUM_AT
-    for (; i < d; i++) /* the last d mod 16 values */
-        for (uint32_t q = 0; q < nq; q++)
-            for (uint64_t j = 0; j < m; j++)
-                o[q][i] += p[q][j] * v[j * stride + i];
-}
-
-/* o[q] (d,) += p[q][j] v_j for j < m, q < nq (1 to WSUM_NQ): each o[q][i]
- * gets its products in the order of a loop over j of o[q][i] += p[q][j]
- * v_j[i]. Three outputs run as four, the last one twice (the same floats
- * into the same place). */
-static KVP_REF_INLINE void wsum(float *const *o, const float *const *p, uint32_t nq, const float *v, uint64_t m,
-                                uint64_t stride, uint32_t d)
-{
-    if (nq == 1) {
-        wsum_nq(o, p, 1, v, m, stride, d);
-    } else if (nq == 2) {
-        wsum_nq(o, p, 2, v, m, stride, d);
-    } else {
-        float *o4[WSUM_NQ];
-        const float *p4[WSUM_NQ];
-        for (uint32_t q = 0; q < WSUM_NQ; q++)
-            o4[q] = o[q < nq ? q : nq - 1], p4[q] = p[q < nq ? q : nq - 1];
-        wsum_nq(o4, p4, WSUM_NQ, v, m, stride, d);
-    }
-}
-
-/* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
- * a chunk: each weight row is read once for all of them (one dot per row
- * and vector, the same floats as nt products of one vector). */
-KVP_REF_HOT static void matvec_rows(float *const *out, const float *W, const float *const *x, uint64_t nt, uint64_t lo,
-                                    uint64_t hi, uint64_t d)
-{
-    for (uint64_t t0 = 0; nt >= DOTS_MIN && t0 < nt; t0 += DOTS_NT) { /* DOTS_NT vectors, rows at a time */
-        uint64_t m = nt - t0 < DOTS_NT ? nt - t0 : DOTS_NT;
-        const float *xs[DOTS_NT];
-        _Alignas(64) float res[DOTS_ROWS * DOTS_NT], xt[DOTS_COLS * DOTS_NT]; /* a column: one cache line */
-        for (uint64_t t = 0; t < DOTS_NT; t++)
-            xs[t] = x[t0 + (t < m ? t : m - 1)];
-        if (d <= DOTS_COLS)
-            dots_transpose(xs, 0, d, xt);
-        for (uint64_t i = lo; i < hi; i += DOTS_ROWS) {
-            uint64_t ni = hi - i < DOTS_ROWS ? hi - i : DOTS_ROWS;
-            dots(W + i * d, d, ni, xs, d, xt, res);
-            for (uint64_t r = 0; r < ni; r += 16) { /* a run of 16 rows per vector */
-                uint64_t nr = ni - r < 16 ? ni - r : 16;
-                v16 b[16];
-                res_runs(res, r, nr, b);
-                for (uint64_t t = 0; t < m; t++)
-                    if (nr == 16)
-                        V16_STORE(out[t0 + t] + i + r, b[t]);
-                    else
-                        for (uint64_t k = 0; k < nr; k++)
-                            out[t0 + t][i + r + k] = b[t][k];
-            }
-        }
-    }
-    for (uint64_t i = lo; i < hi && nt < DOTS_MIN; i++)
-        for (uint64_t t = 0; t < nt; t++)
-            out[t][i] = dot(W + i * d, x[t], d);
-}
-
-/* Below this many multiply-adds (rows x columns x vectors) a product is too
- * short to pay for waking the pool (~10 us): 256 Ki is ~0.05 ms. */
-#define MATVEC_PAR_MIN (1ull << 18)
-
-struct mv_job {
-    float *const *out;
-    const float *W;
-    const float *const *x;
-    uint64_t nt, n, d;
-    bool by_vectors; /* parts take groups of DOTS_NT vectors, each all rows */
-};
-
-static void mv_part(void *arg, uint32_t part, uint32_t parts)
-{
-    const struct mv_job *j = arg;
-    if (j->by_vectors) {
-        uint64_t g = kvp_cdiv(j->nt, DOTS_NT), t0 = g * part / parts * DOTS_NT, t1 = g * (part + 1) / parts * DOTS_NT;
-        if (t1 > j->nt)
-            t1 = j->nt;
-        if (t0 < t1)
-            matvec_rows(j->out + t0, j->W, j->x + t0, t1 - t0, 0, j->n, j->d);
-        return;
-    }
-    matvec_rows(j->out, j->W, j->x, j->nt, j->n * part / parts, j->n * (part + 1) / parts, j->d);
-}
-
-/* Below this many rows per part a product of wide rows (more than
- * DOTS_COLS) is split by groups of vectors instead of rows, where there
- * are as many groups as parts: dots transposes a group's columns once per
- * block of rows, which few rows do not pay for. */
-#define MATVEC_PART_ROWS 256
-
-/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows (or groups of
- * vectors) split among the model's threads (kvp_ref_pool_run): each
- * product the same floats whoever computes it. */
-static void matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
-                   uint64_t n, uint64_t d)
-{
-    uint32_t parts = kvp_ref_pool_parts(rm->pool);
-    struct mv_job job = {out, W, x, nt, n, d,
-                         d > DOTS_COLS && n / parts < MATVEC_PART_ROWS && nt >= DOTS_NT * (uint64_t)parts};
-    if (n < kvp_ref_pool_parts(rm->pool) || nt * n * d < MATVEC_PAR_MIN)
-        mv_part(&job, 0, 1);
-    else
-        kvp_ref_pool_run(rm->pool, mv_part, &job);
-}
-
-/* out (n,) = W (n, d) @ x (d,) */
-static void matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d)
-{
-    matmat(rm, &out, W, &x, 1, n, d);
-}
-
-static void rmsnorm(float *out, const float *x, const float *g, uint64_t n)
-{
-    double ss = 0;
-    for (uint64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = 1.0f / sqrtf((float)(ss / (double)n) + 1e-5f);
-    for (uint64_t i = 0; i < n; i++)
-        out[i] = x[i] * r * g[i];
-}
-
-/* The cosine and sine of pair (i, i+1) of d dims at pos (i even): of the
- * angle pos * 10000^(-i/d). */
-static void rope_angle(uint32_t i, uint32_t d, uint64_t pos, float *cs)
-{
-    double th = (double)pos * pow(10000.0, -(double)i / d);
-    cs[0] = (float)cos(th), cs[1] = (float)sin(th);
-}
-
-/* Pair x[0], x[1] turned by the angle of cs (rope_angle). */
-static KVP_REF_INLINE void rope_turn(float *x, const float *cs)
-{
-    float a = x[0], b = x[1];
-    x[0] = a * cs[0] - b * cs[1];
-    x[1] = a * cs[1] + b * cs[0];
-}
-
-/* Rotate pairs (2i, 2i+1) of each of h heads of d dims by pos * 10000^(-2i/d)
- * (each pair's angle computed once for all heads). */
-static void rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
-{
-    for (uint32_t i = 0; i + 1 < d; i += 2) {
-        float cs[2];
-        rope_angle(i, d, pos, cs);
-        for (uint32_t k = 0; k < h; k++)
-            rope_turn(x + (uint64_t)k * stride + i, cs);
-    }
-}
-
-/* rope with the angles of a table (rope_table): the same floats. */
-static KVP_REF_INLINE void rope_by(float *x, uint32_t h, uint32_t d, uint32_t stride, const float *cs)
-{
-    for (uint32_t k = 0; k < h; k++)
-        for (uint32_t i = 0; i + 1 < d; i += 2)
-            rope_turn(x + (uint64_t)k * stride + i, cs + i);
-}
-
-void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos)
-{
-    rope(x, h, d, stride, pos);
-}
-
-/* e^(x - m) for the n floats of x, in place, in float (so that the loop
- * runs 16 at a time; the decoder's own, so the same floats on every
- * machine and library; Cephes' expf): x = k ln 2 + r, k = round(x / ln 2),
- * r = (x - k c1) - k c2 (ln 2 = c1 + c2, c1 of 9 bits: k c1 exact), |r| <=
- * ln 2 / 2; e^r = 1 + r + r^2 p(r), p Cephes' minimax polynomial of degree
- * 5; times 2^k as 2^(k >> 1) 2^(k - (k >> 1)) from their bits (both normal
- * floats, so that a result in the subnormal range or near the largest
- * float is only rounded at the end). Within 1 ulp of e^x wherever it is a
- * normal float (0.99 at worst over every float of [-104, 89], against exp
- * in double; tests/check_ref.c `softmax_exponential`). x - m is clamped
- * to [-104, 89] first: e^x rounds to 0 below (-inf too) and to infinity
- * above; a NaN stays one. */
-static KVP_REF_INLINE void exp_lanes(float *x, uint64_t n, float m)
-{
-    const float shift = 0x1.8p23f, inv_ln2 = 1.44269504088896341f, c1 = 0x1.63p-1f, c2 = -2.12194440e-4f;
-    for (uint64_t i = 0; i < n; i++) {
-        float v = x[i] - m, s1, s2;
-        v = v < -104.0f ? -104.0f : v > 89.0f ? 89.0f : v; /* a NaN stays one */
-        float c = v * inv_ln2 + shift, k = c - shift, r = (v - k * c1) - k * c2; /* k in c's low bits */
-        float p = 1.9875691500e-4f;
-        p = p * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
-        p = p * (r * r) + r + 1.0f;
-        uint32_t b, b1, b2;
-        memcpy(&b, &c, sizeof b);
-        int32_t ki = (int32_t)(b - 0x4b400000u), k1 = ki >> 1; /* k: c's bits less shift's */
-        b1 = (uint32_t)(k1 + 127) << 23;
-        b2 = (uint32_t)(ki - k1 + 127) << 23;
-        memcpy(&s1, &b1, sizeof s1);
-        memcpy(&s2, &b2, sizeof s2);
-        x[i] = p * s1 * s2;
-    }
-}
-
-/* x[i] = e^(x[i] - m) for i < n (exp_lanes): 16 at a time, the last n mod
- * 16 through a vector of 16 (each value's floats whichever lane it is in). */
-static KVP_REF_INLINE void exp_row(float *x, uint64_t n, float m)
-{
-    uint64_t n16 = n / 16 * 16;
-    exp_lanes(x, n16, m);
-    if (n16 < n) {
-        float t[16] = {0};
-        memcpy(t, x + n16, (n - n16) * sizeof *x);
-        exp_lanes(t, 16, m);
-        memcpy(x + n16, t, (n - n16) * sizeof *x);
-    }
-}
-
-/* The largest of y[0..n) (n > 0), NaNs passed over (a NaN when all are):
- * the rule of a loop of m = y[i] > m || m != m ? y[i] : m, taken in 16
- * lanes (j mod 16; where n is not a multiple of 16, the last 16 values
- * again, a value taken twice changing no maximum) and then across them
- * (lanes l and l + 8, then 4 apart, 2, 1). A maximum does not depend on the
- * order it is taken in, but for the sign of a zero, which leaves x - max
- * and e^(x - max) as they are. */
-static KVP_REF_INLINE float row_max(const float *y, uint64_t n)
-{
-    if (n < 16) {
-        float m = y[0];
-        for (uint64_t i = 1; i < n; i++)
-            m = y[i] > m || m != m ? y[i] : m;
-        return m;
-    }
-    float a[16]; /* a compare and a masked move per 16 values where it vectorizes */
-    memcpy(a, y, sizeof a);
-    for (uint64_t i = 16;; i += 16) {
-        const float *b = y + (i + 16 <= n ? i : n - 16); /* the last 16 again: a value twice is taken once */
-        for (uint32_t l = 0; l < 16; l++)
-            a[l] = ((b[l] > a[l]) | (a[l] != a[l])) ? b[l] : a[l];
-        if (i + 16 >= n)
-            break;
-    }
-    for (uint32_t w = 8; w; w /= 2) /* then lanes l and l + w, w = 8, 4, 2, 1 */
-        for (uint32_t l = 0; l < w; l++)
-            a[l] = ((a[l + w] > a[l]) | (a[l] != a[l])) ? a[l + w] : a[l];
-    return a[0];
-}
-
-/* Softmax of rows rows of n values, stride floats apart: each row's
- * maximum (fmaxf's: a NaN is passed over, without its call), x = e^(x -
- * max) (exp_row), the sum of those in order (in double), x times the
- * float nearest 1 / sum.
- * SOFTMAX_ROWS rows at a time, their maxima and sums side by side
- * (independent chains of dependent operations), each row's floats those of
- * its own loop. */
-#define SOFTMAX_ROWS 8
-
-KVP_REF_HOT static void softmax_rows(float *x, uint64_t stride, uint32_t rows, uint64_t n)
-{
-    for (uint32_t r0 = 0; r0 < rows; r0 += SOFTMAX_ROWS) {
-        uint32_t k = rows - r0 < SOFTMAX_ROWS ? rows - r0 : SOFTMAX_ROWS;
-        float *y[SOFTMAX_ROWS], m[SOFTMAX_ROWS];
-        double sum[SOFTMAX_ROWS];
-        for (uint32_t r = 0; r < SOFTMAX_ROWS; r++) { /* rows past k repeat the last one, not written */
-            y[r] = x + (r0 + (r < k ? r : k - 1)) * stride;
-            sum[r] = 0;
-        }
-        for (uint32_t r = 0; r < k; r++)
-            m[r] = row_max(y[r], n);
-        for (uint32_t r = 0; r < k; r++)
-            exp_row(y[r], n, m[r]);
-        for (uint64_t i = 0; i < n; i++)
-            _Pragma("GCC unroll 8") for (uint32_t r = 0; r < SOFTMAX_ROWS; r++)
-                sum[r] += y[r][i];
-        for (uint32_t r = 0; r < k; r++) {
-            float inv = (float)(1.0 / sum[r]);
-            for (uint64_t i = 0; i < n; i++)
-                y[r][i] *= inv;
-        }
-    }
-}
-
-static void softmax(float *x, uint64_t n)
-{
-    softmax_rows(x, 0, 1, n);
-}
-
-/* x += W2 (silu(W1 xb) * (W3 xb)); h1, h3 (inter,) scratch */
 #define CHUNK_MAX 32 /* tokens per chunk (kvp_ref_prefill) */
 
 /* ptr[t] = base + t * stride for the nt vectors of a chunk. */
@@ -571,12 +55,12 @@ static void mlp(const struct kvp_ref_model *rm, const struct ref_layer *w, float
     rows_of(h1, I, nt, p1);
     rows_of(h3, I, nt, p3);
     for (uint64_t t = 0; t < nt; t++)
-        rmsnorm(pb[t], x + t * H, w->ffn_norm, H);
-    matmat(rm, p1, w->w1, (const float *const *)pb, nt, I, H);
-    matmat(rm, p3, w->w3, (const float *const *)pb, nt, I, H);
+        ref_rmsnorm(pb[t], x + t * H, w->ffn_norm, H);
+    ref_matmat(rm, p1, w->w1, (const float *const *)pb, nt, I, H);
+    ref_matmat(rm, p3, w->w3, (const float *const *)pb, nt, I, H);
     for (uint64_t i = 0; i < nt * I; i++)
         h1[i] = h1[i] / (1.0f + expf(-h1[i])) * h3[i];
-    matmat(rm, pb, w->w2, (const float *const *)p1, nt, H, I);
+    ref_matmat(rm, pb, w->w2, (const float *const *)p1, nt, H, I);
     for (uint64_t i = 0; i < nt * H; i++)
         x[i] += xb[i];
 }
@@ -661,8 +145,8 @@ static enum kvp_status recur_layer(const struct kvp_ref_model *rm, struct kvp_re
 
 static void logits_of(const struct kvp_ref_model *rm, const float *x, float *xb, float *logits)
 {
-    rmsnorm(xb, x, rm->out_norm, rm->hidden);
-    matvec(rm, logits, rm->lm_head, xb, rm->vocab, rm->hidden);
+    ref_rmsnorm(xb, x, rm->out_norm, rm->hidden);
+    ref_matvec(rm, logits, rm->lm_head, xb, rm->vocab, rm->hidden);
 }
 
 /* ---- tokens through the cache ---------------------------------------------- */
@@ -708,7 +192,7 @@ static void rope_table(struct scratch *s, uint32_t d)
         return;
     for (uint64_t u = 0; u < s->n; u++)
         for (uint32_t i = 0; i + 1 < d; i += 2)
-            rope_angle(i, d, s->pos0 + u, s->cs + u * s->dmax + i);
+            ref_rope_angle(i, d, s->pos0 + u, s->cs + u * s->dmax + i);
     s->cs_d = d;
 }
 
@@ -833,10 +317,10 @@ static enum kvp_status scratch_of(const struct kvp_ref_model *rm, struct kvp_ref
      * angles are written before they are read, so left out of the zeroing */
     if (!kvp_add(2 * H + 3 * wide + 2 * I, pend + kmax + vmax, &per) || !kvp_mul(per, n, &nf) ||
         !kvp_mul3(n, heads, pos0 + n, &att) || !kvp_add(nf, att, &nf) || !kvp_mul3(2, wide, parts, &rows) ||
-        !kvp_add(nf, rows, &nf) || !kvp_add(nf, recur_group(rm), &nf) ||
-        !kvp_mul(nf, sizeof(float), &bytes) || !kvp_mul3(4, n * L, sizeof(float *), &ptrs) ||
-        !kvp_add(bytes, ptrs, &bytes) || !kvp_mul3(blk, parts, sizeof(float), &total) ||
-        !kvp_add(bytes, total, &total) || !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
+        !kvp_add(nf, rows, &nf) || !kvp_add(nf, recur_group(rm), &nf) || !kvp_mul(nf, sizeof(float), &bytes) ||
+        !kvp_mul3(4, n * L, sizeof(float *), &ptrs) || !kvp_add(bytes, ptrs, &bytes) ||
+        !kvp_mul3(blk, parts, sizeof(float), &total) || !kvp_add(bytes, total, &total) ||
+        !kvp_mul3(n, dmax, sizeof(float), &angles) || !kvp_add(total, angles, &total) ||
         !kvp_mul3(pend + kmax + vmax, n, sizeof(float), &rows))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the decoder's scratch overflows 64 bits");
     void *mem = ref_cache_scratch(c, total);
@@ -924,7 +408,7 @@ static const float *key_of(const struct kvp_ref_model *rm, const struct scratch 
     if (!rm->o.pre_rope_keys)
         return k;
     memcpy(buf, k, nk * sizeof *k);
-    rope(buf + rope_at, rope_h, rope_d, rope_stride, j); /* the cache holds un-rotated keys: rotate after reading */
+    ref_rope(buf + rope_at, rope_h, rope_d, rope_stride, j); /* the cache holds un-rotated keys: rotate after reading */
     return buf;
 }
 
@@ -961,7 +445,7 @@ static void read_block(const struct att_job *jb, int kv, uint32_t k0, uint32_t k
             memcpy(r, (kv ? s->rv : s->rk)[(j - s->pos0) * jb->rm->m.n_layers + jb->l] + (uint64_t)k0 * d,
                    width * sizeof *r);
         if (!kv && jb->rm->o.pre_rope_keys)
-            rope(r, k1 - k0, d, d, j);
+            ref_rope(r, k1 - k0, d, d, j);
     }
 }
 
@@ -975,7 +459,8 @@ KVP_REF_HOT static void score_block(const struct att_job *jb, uint32_t kh, uint3
     const struct ref_layer *w = jb->w;
     const struct scratch *s = jb->s;
     const struct kvp_layer_spec *ss = kvp_model_layer(&jb->rm->m, jb->l);
-    uint32_t g = w->hq / w->hkv, ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb, nh = hb - ha;
+    uint32_t g = w->hq / w->hkv, ha = kh * g > qa ? kh * g : qa, hb = (kh + 1) * g < qb ? (kh + 1) * g : qb,
+             nh = hb - ha;
     uint64_t nv = s->n * nh, T = s->T; /* query v: token v / nh, head ha + v mod nh */
     for (uint64_t v0 = 0; v0 < nv; v0 += DOTS_NT) {
         uint64_t m = nv - v0 < DOTS_NT ? nv - v0 : DOTS_NT;
@@ -1049,7 +534,8 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
             for (uint32_t kh = k0; kh < k1 && many && j0 < je; kh++)
                 score_block(jb, kh, qa, qb, blk + (uint64_t)(kh - k0) * w->dk, wk, j0, je, scale);
             for (uint64_t t = 0; t < s->n; t++) {
-                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo, b = j1 < pos + 1 ? j1 : pos + 1;
+                uint64_t pos = s->pos0 + t, tlo = window_lo(ss, pos), a = j0 > tlo ? j0 : tlo,
+                         b = j1 < pos + 1 ? j1 : pos + 1;
                 uint64_t own = b > pos ? pos : b; /* the rows before it are in blk */
                 float *att = s->att + t * s->heads * T;
                 if (many && a < own) /* score_block scored them */
@@ -1067,7 +553,7 @@ KVP_REF_HOT static void attend(const struct att_job *jb, uint32_t h0, uint32_t h
         }
         for (uint64_t t = 0; t < s->n; t++) {
             uint64_t pos = s->pos0 + t, m = pos - window_lo(ss, pos) + 1;
-            softmax_rows(s->att + t * s->heads * T + (uint64_t)qa * T, T, qb - qa, m);
+            ref_softmax_rows(s->att + t * s->heads * T + (uint64_t)qa * T, T, qb - qa, m);
             memset(s->o + t * wide + (uint64_t)qa * w->dv, 0, (uint64_t)(qb - qa) * w->dv * sizeof(float));
         }
         for (uint64_t j0 = lo; j0 < T; j0 += jbv) {
@@ -1150,7 +636,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
         if (j < s->pos0) {
             ref_cache_read_k(c, l, seq, j, row);
             if (rm->o.pre_rope_keys) /* the decoupled RoPE key, cached un-rotated */
-                rope(row + R, 1, w->rope, w->rope, j);
+                ref_rope(row + R, 1, w->rope, w->rope, j);
         }
         for (uint64_t t = 0; t < s->n; t++) {
             if (j > s->pos0 + t)
@@ -1164,8 +650,9 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
         }
     }
     for (uint64_t t = 0; t < s->n; t++) {
-        softmax_rows(s->att + t * s->heads * T + (uint64_t)h0 * T, T, h1 - h0, s->pos0 + t + 1);
-        memset(s->ql + t * wide + (uint64_t)h0 * R, 0, (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
+        ref_softmax_rows(s->att + t * s->heads * T + (uint64_t)h0 * T, T, h1 - h0, s->pos0 + t + 1);
+        memset(s->ql + t * wide + (uint64_t)h0 * R, 0,
+               (uint64_t)(h1 - h0) * R * sizeof(float)); /* reuse: the output latents (hq, rank) */
     }
     for (uint64_t j = 0; j < T; j++) {
         if (j < s->pos0)
@@ -1185,7 +672,7 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
         for (uint32_t h = h0; h < h1; h++) {
             float *oh = s->o + t * wide + (uint64_t)h * w->dv;
             const float *lh = s->ql + t * wide + h * R;
-            matvec_rows(&oh, w->wuv + (uint64_t)h * w->dv * R, &lh, 1, 0, w->dv, R);
+            ref_matvec_rows(&oh, w->wuv + (uint64_t)h * w->dv * R, &lh, 1, 0, w->dv, R);
         }
 }
 
@@ -1196,7 +683,8 @@ KVP_REF_HOT static void attend_mla(const struct att_job *jb, uint32_t h0, uint32
 static void att_part(void *arg, uint32_t part, uint32_t parts)
 {
     const struct att_job *jb = arg;
-    uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts), h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
+    uint32_t hq = jb->w->hq, h0 = (uint32_t)((uint64_t)hq * part / parts),
+             h1 = (uint32_t)((uint64_t)hq * (part + 1) / parts);
     float *row = jb->s->row + 2 * jb->wide * part;
     if (!jb->mla && jb->w->hkv >= parts) { /* whole KV heads: each group's rows are read by one part */
         uint32_t g = hq / jb->w->hkv;
@@ -1359,7 +847,7 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             rows_of(s->xb, H, n, xb);
             rows_of(s->q, wide, n, q);
             for (uint64_t t = 0; t < n; t++) {
-                rmsnorm(xb[t], s->x + t * H, w->attn_norm, H);
+                ref_rmsnorm(xb[t], s->x + t * H, w->attn_norm, H);
                 k[t] = s->pk[t * L + l], v[t] = s->pv[t * L + l];
                 kr[t] = k[t] ? k[t] + w->rank : NULL;
             }
@@ -1367,19 +855,19 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             case KVP_LAYER_FULL:
             case KVP_LAYER_SLIDING:
             case KVP_LAYER_CHUNKED:
-                matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
-                matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
+                ref_matmat(rm, k, w->wk, in, n, (uint64_t)w->hkv * w->dk, H);
+                ref_matmat(rm, v, w->wv, in, n, (uint64_t)w->hkv * w->dv, H);
                 if (!rm->o.pre_rope_keys) /* else attention rotates them after reading */
                     rope_rows(rm, s, k, 0, w->hkv, w->dk, w->dk);
                 /* fallthrough */
             case KVP_LAYER_SHARED:
-                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                ref_matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
                 rope_rows(rm, s, q, 0, w->hq, w->dk, w->dk);
                 break;
             case KVP_LAYER_MLA:
-                matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
-                matmat(rm, k, w->wdkv, in, n, w->rank, H);
-                matmat(rm, kr, w->wkr, in, n, w->rope, H);
+                ref_matmat(rm, q, w->wq, in, n, (uint64_t)w->hq * w->dk, H);
+                ref_matmat(rm, k, w->wdkv, in, n, w->rank, H);
+                ref_matmat(rm, kr, w->wkr, in, n, w->rope, H);
                 rope_rows(rm, s, q, w->nope, w->hq, w->rope, w->dk);
                 if (!rm->o.pre_rope_keys)
                     rope_rows(rm, s, kr, 0, 1, w->rope, w->rope);
@@ -1409,7 +897,7 @@ static enum kvp_status forward(const struct kvp_ref_model *rm, struct kvp_ref_ca
             if (w->wo) {
                 float *o[CHUNK_MAX] = {NULL};
                 rows_of(s->o, wide, n, o);
-                matmat(rm, xb, w->wo, (const float *const *)o, n, H, (uint64_t)w->hq * w->dv);
+                ref_matmat(rm, xb, w->wo, (const float *const *)o, n, H, (uint64_t)w->hq * w->dv);
                 for (uint64_t i = 0; i < n * H; i++)
                     s->x[i] += s->xb[i];
             }
@@ -1484,15 +972,10 @@ void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64
     float *xb = malloc(rm->hidden * sizeof *xb);
     if (!xb)
         return;
-    rmsnorm(xb, rm->embed + (uint64_t)token * rm->hidden, w->attn_norm, rm->hidden);
-    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, rm->hidden);
-    rope(q, w->hq, w->dk, w->dk, pos);
+    ref_rmsnorm(xb, rm->embed + (uint64_t)token * rm->hidden, w->attn_norm, rm->hidden);
+    ref_matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, rm->hidden);
+    ref_rope(q, w->hq, w->dk, w->dk, pos);
     free(xb);
-}
-
-void kvp_ref_softmax(float *x, uint64_t n)
-{
-    softmax(x, n);
 }
 
 /* ---- recompute from scratch ------------------------------------------------ */
@@ -1506,7 +989,8 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
     uint64_t H = rm->hidden, L = rm->m.n_layers, kmax = 1, smax = 1, wide = H;
     for (uint32_t i = 0; i < rm->m.n_specs; i++) {
         const struct ref_layer *w = &rm->w[i];
-        uint64_t a = (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
+        uint64_t a =
+            (uint64_t)w->hq * (w->dk > w->dv ? w->dk : w->dv) + (uint64_t)w->hkv * (w->dk + w->dv) + w->rank + w->rope;
         kmax = a > kmax ? a : kmax;
         smax = w->S > smax ? w->S : smax;
         wide = a > wide ? a : wide;
@@ -1539,22 +1023,22 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
             sp->kind == KVP_LAYER_MLA)
             for (uint64_t t = 0; t < n; t++) {
                 float *row = K + t * kmax;
-                rmsnorm(xb, X + t * H, w->attn_norm, H);
+                ref_rmsnorm(xb, X + t * H, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_MLA) {
-                    matvec(rm, row, w->wdkv, xb, w->rank, H);
-                    matvec(rm, row + w->rank, w->wkr, xb, w->rope, H);
-                    rope(row + w->rank, 1, w->rope, w->rope, t);
+                    ref_matvec(rm, row, w->wdkv, xb, w->rank, H);
+                    ref_matvec(rm, row + w->rank, w->wkr, xb, w->rope, H);
+                    ref_rope(row + w->rank, 1, w->rope, w->rope, t);
                 } else {
-                    matvec(rm, row, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
-                    matvec(rm, row + (uint64_t)w->hkv * w->dk, w->wv, xb, (uint64_t)w->hkv * w->dv, H);
-                    rope(row, w->hkv, w->dk, w->dk, t);
+                    ref_matvec(rm, row, w->wk, xb, (uint64_t)w->hkv * w->dk, H);
+                    ref_matvec(rm, row + (uint64_t)w->hkv * w->dk, w->wv, xb, (uint64_t)w->hkv * w->dv, H);
+                    ref_rope(row, w->hkv, w->dk, w->dk, t);
                 }
             }
         /* pass 2: each position's mixer and MLP */
         for (uint64_t t = 0; t < n; t++) {
             float *x = X + t * H;
             if (sp->kind != KVP_LAYER_NONE) {
-                rmsnorm(xb, x, w->attn_norm, H);
+                ref_rmsnorm(xb, x, w->attn_norm, H);
                 if (sp->kind == KVP_LAYER_RECURRENT) {
                     recur(rm, w, rm->m.state_dtype, state, NULL, t == 0, (const float *const *)&xb, &o, 1, stmp);
                     for (uint64_t i = 0; i < H; i++)
@@ -1565,16 +1049,16 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                     const float *SK = KV + (uint64_t)src * n * kmax;
                     uint64_t lo = window_lo(ss, t), m = t - lo + 1;
                     float scale = 1.0f / sqrtf((float)w->dk);
-                    matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
+                    ref_matvec(rm, q, w->wq, xb, (uint64_t)w->hq * w->dk, H);
                     memset(o, 0, (uint64_t)w->hq * w->dv * sizeof(float));
                     if (sp->kind == KVP_LAYER_MLA) {
-                        rope(q + w->nope, w->hq, w->rope, w->dk, t);
+                        ref_rope(q + w->nope, w->hq, w->rope, w->dk, t);
                         for (uint32_t h = 0; h < w->hq; h++) {
                             const float *Uk = w->wuk + (uint64_t)h * w->nope * w->rank;
                             const float *Uv = w->wuv + (uint64_t)h * w->dv * w->rank;
                             for (uint64_t j = lo; j <= t; j++) {
                                 const float *lat = SK + j * kmax;
-                                matvec(rm, kt, Uk, lat, w->nope, w->rank); /* k_nope of head h at j */
+                                ref_matvec(rm, kt, Uk, lat, w->nope, w->rank); /* k_nope of head h at j */
                                 float acc = 0;
                                 for (uint32_t i = 0; i < w->nope; i++)
                                     acc += q[(uint64_t)h * w->dk + i] * kt[i];
@@ -1582,9 +1066,9 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                                     acc += q[(uint64_t)h * w->dk + w->nope + i] * lat[w->rank + i];
                                 att[j - lo] = acc * scale;
                             }
-                            softmax(att, m);
+                            ref_softmax(att, m);
                             for (uint64_t j = lo; j <= t; j++) {
-                                matvec(rm, vt, Uv, SK + j * kmax, w->dv, w->rank); /* v of head h at j */
+                                ref_matvec(rm, vt, Uv, SK + j * kmax, w->dv, w->rank); /* v of head h at j */
                                 for (uint32_t i = 0; i < w->dv; i++)
                                     o[(uint64_t)h * w->dv + i] += att[j - lo] * vt[i];
                             }
@@ -1592,7 +1076,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                     } else {
                         const struct ref_layer *sw = &rm->w[rm->m.layer_spec[src]];
                         uint64_t g = w->hq / sw->hkv;
-                        rope(q, w->hq, w->dk, w->dk, t);
+                        ref_rope(q, w->hq, w->dk, w->dk, t);
                         for (uint32_t h = 0; h < w->hq; h++) {
                             for (uint64_t j = lo; j <= t; j++) {
                                 const float *kh = SK + j * kmax + (h / g) * w->dk;
@@ -1601,7 +1085,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                                     acc += q[(uint64_t)h * w->dk + i] * kh[i];
                                 att[j - lo] = acc * scale;
                             }
-                            softmax(att, m);
+                            ref_softmax(att, m);
                             for (uint64_t j = lo; j <= t; j++) {
                                 const float *vh = SK + j * kmax + (uint64_t)sw->hkv * w->dk + (h / g) * w->dv;
                                 for (uint32_t i = 0; i < w->dv; i++)
@@ -1609,7 +1093,7 @@ enum kvp_status kvp_ref_recompute(const struct kvp_ref_model *rm, const uint32_t
                             }
                         }
                     }
-                    matvec(rm, xb, w->wo, o, H, (uint64_t)w->hq * w->dv);
+                    ref_matvec(rm, xb, w->wo, o, H, (uint64_t)w->hq * w->dv);
                     for (uint64_t i = 0; i < H; i++)
                         x[i] += xb[i];
                 }

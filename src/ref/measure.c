@@ -1,5 +1,6 @@
-/* measure.c -- what the reference decoder measures besides bytes: resident
- * memory, quantization fidelity (KIVI's experiment) and decode time. */
+/* measure.c -- what the reference decoder measures: a run's bytes against
+ * the engine's claim (kvplan validate), resident memory, quantization
+ * fidelity (KIVI's experiment, its grid) and decode time. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -92,8 +93,8 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
         ref_cache_read_v(a, 0, 0, j, V + j * nv);
         ref_cache_read_v(b, 0, 0, j, Vq + j * nv);
         if (rm->o.pre_rope_keys) { /* both caches hold un-rotated keys */
-            kvp_ref_rope(K + j * nk, hkv, dk, dk, j);
-            kvp_ref_rope(Kq + j * nk, hkv, dk, dk, j);
+            ref_rope(K + j * nk, hkv, dk, dk, j);
+            ref_rope(Kq + j * nk, hkv, dk, dk, j);
         }
     }
     for (uint64_t i = 0; i < n * nk; i++) {
@@ -127,8 +128,8 @@ static void compare(const struct kvp_ref_model *rm, const struct kvp_ref_cache *
             acc->s_err += (double)(sa[j] - sb[j]) * (sa[j] - sb[j]);
             acc->s_ref += (double)sa[j] * sa[j];
         }
-        kvp_ref_softmax(sa, n);
-        kvp_ref_softmax(sb, n);
+        ref_softmax(sa, n);
+        ref_softmax(sb, n);
         for (uint64_t j = 0; j < n; j++) { /* how sparse the fp32 attention is */
             acc->below += sa[j] < 1.0f / (float)n;
             tmp[j] = sa[j];
@@ -187,7 +188,8 @@ enum kvp_status kvp_ref_fidelity(const struct kvp_ref_model *rm, const struct kv
     uint64_t nk = (uint64_t)sp->n_kv_heads * sp->head_dim_k, nv = (uint64_t)sp->n_kv_heads * sp->head_dim_v;
     la = malloc(V * sizeof *la);
     lb = malloc(V * sizeof *lb);
-    buf = malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 3 * n + 2 * sp->head_dim_v) * sizeof *buf);
+    buf =
+        malloc((2 * n * (nk + nv) + (uint64_t)sp->n_heads * sp->head_dim_k + 3 * n + 2 * sp->head_dim_v) * sizeof *buf);
     if (!la || !lb || !buf) {
         st = kvp_fail(err, KVP_ERR_NOMEM, "out of memory");
         goto out;
@@ -220,6 +222,214 @@ out:
     free(lb);
     free(buf);
     return st;
+}
+
+/* ---- the fidelity grid ------------------------------------------------------ */
+
+static const char *const kivi_axes[KVP_REF_KIVI_AXES][2] = {
+    {"channel", "token"}, {"token", "token"}, {"channel", "channel"}, {"token", "channel"}};
+static const unsigned kivi_bits[KVP_REF_KIVI_BITS] = {2, 4, 8}, kivi_resid[KVP_REF_KIVI_RESID] = {0, 32, 128};
+static const char *const kvq_axes[KVP_REF_KVQ_AXES] = {"channel", "token"};
+static const unsigned kvq_bits[KVP_REF_KVQ_BITS] = {2, 4};
+
+/* Cell c's formats parsed, then its run on rm. */
+static enum kvp_status fidelity_cell(const struct kvp_ref_model *rm, uint64_t seed, uint64_t prompt, uint64_t steps,
+                                     struct kvp_ref_fidelity_cell *c, struct kvp_error *err)
+{
+    struct kvp_format k, v;
+    enum kvp_status st;
+    if ((st = kvp_format_parse(c->k, &k, err)) != KVP_OK || (st = kvp_format_parse(c->v, &v, err)) != KVP_OK)
+        return st;
+    return kvp_ref_fidelity(rm, &k, &v, prompt, steps, seed, &c->f, err);
+}
+
+/* The claims of g's cells: KIVI's keys by K axis with values per-token,
+ * values by V axis with keys per-channel, residual 0 unless named;
+ * KVQuant's per bit width. */
+static void fidelity_claims(struct kvp_ref_fidelity_grid *g)
+{
+    g->keys_per_channel_best = g->values_per_token_best = g->residual_helps = true;
+    g->pre_rope_helps = g->outliers_help = true;
+    for (int b = 0; b < KVP_REF_KIVI_BITS; b++) {
+        const struct kvp_ref_fidelity *kc = &g->kivi[0][b][0].f, *kt = &g->kivi[1][b][0].f, *vc = &g->kivi[2][b][0].f;
+        g->keys_per_channel_best = g->keys_per_channel_best && kc->score_err < kt->score_err;
+        g->values_per_token_best = g->values_per_token_best && kc->output_err < vc->output_err;
+        if (g->kivi_bits[b] == 2) /* where the errors are large enough to rank; 4 and 8 bits come out about equal */
+            g->value_err_wrong_way = vc->value_err < kc->value_err;
+        g->residual_helps = g->residual_helps && g->kivi[0][b][2].f.score_err < kc->score_err;
+    }
+    for (int b = 0; b < KVP_REF_KVQ_BITS; b++) {
+        g->pre_rope_helps = g->pre_rope_helps && g->kvq[0][b][0][1].f.score_err < g->kvq[0][b][0][0].f.score_err;
+        for (int a = 0; a < KVP_REF_KVQ_AXES; a++)
+            g->outliers_help = g->outliers_help && g->kvq[a][b][1][0].f.key_err < g->kvq[a][b][0][0].f.key_err;
+    }
+}
+
+enum kvp_status kvp_ref_fidelity_grid(uint64_t seed, uint64_t prompt, uint64_t steps,
+                                      struct kvp_ref_fidelity_grid *g, struct kvp_error *err)
+{
+    struct kvp_model fm;
+    struct kvp_ref_opts pre_o;
+    struct kvp_ref_model *rm[2] = {NULL, NULL}; /* keys cached after RoPE, before it (the same weights) */
+    enum kvp_status st;
+
+    memset(g, 0, sizeof *g);
+    memcpy(g->kivi_axes, kivi_axes, sizeof kivi_axes);
+    memcpy(g->kivi_bits, kivi_bits, sizeof kivi_bits);
+    memcpy(g->kivi_resid, kivi_resid, sizeof kivi_resid);
+    memcpy(g->kvq_axes, kvq_axes, sizeof kvq_axes);
+    memcpy(g->kvq_bits, kvq_bits, sizeof kvq_bits);
+    if ((st = kvp_ref_kivi_model(seed, &fm, &g->o, err)) != KVP_OK || (st = kvp_ref_model_new(&fm, &g->o, &rm[0], err)))
+        return st;
+    for (int a = 0; a < KVP_REF_KIVI_AXES && st == KVP_OK; a++)
+        for (int b = 0; b < KVP_REF_KIVI_BITS && st == KVP_OK; b++)
+            for (int r = 0; r < KVP_REF_KIVI_RESID && st == KVP_OK; r++) {
+                struct kvp_ref_fidelity_cell *c = &g->kivi[a][b][r];
+                snprintf(c->k, sizeof c->k, "int%u:group=32:axis=%s:residual=%u", kivi_bits[b], kivi_axes[a][0],
+                         kivi_resid[r]);
+                snprintf(c->v, sizeof c->v, "int%u:group=32:axis=%s:residual=%u", kivi_bits[b], kivi_axes[a][1],
+                         kivi_resid[r]);
+                st = fidelity_cell(rm[0], seed, prompt, steps, c, err);
+            }
+    pre_o = g->o;
+    pre_o.pre_rope_keys = true;
+    if (st == KVP_OK)
+        st = kvp_ref_model_new(&fm, &pre_o, &rm[1], err);
+    for (int a = 0; a < KVP_REF_KVQ_AXES && st == KVP_OK; a++)
+        for (int b = 0; b < KVP_REF_KVQ_BITS && st == KVP_OK; b++)
+            for (int oi = 0; oi < KVP_REF_KVQ_OUTL && st == KVP_OK; oi++)
+                for (int ro = 0; ro < KVP_REF_KVQ_ROPE && st == KVP_OK; ro++) {
+                    struct kvp_ref_fidelity_cell *c = &g->kvq[a][b][oi][ro];
+                    snprintf(c->k, sizeof c->k, "int%u:group=32:axis=%s%s", kvq_bits[b], kvq_axes[a],
+                             oi ? ":outliers=0.01" : "");
+                    snprintf(c->v, sizeof c->v, "int%u:group=32", kvq_bits[b]);
+                    st = fidelity_cell(rm[ro], seed, prompt, steps, c, err);
+                }
+    kvp_ref_model_free(rm[0]);
+    kvp_ref_model_free(rm[1]);
+    if (st == KVP_OK)
+        fidelity_claims(g);
+    return st;
+}
+
+/* ---- validation ------------------------------------------------------------- */
+
+/* Decode (or fill) every sequence of c to T tokens, the sequences taking
+ * turns by chunks of DRIVE_CHUNK tokens (kvp_ref_prefill reads the cache
+ * once per chunk); the dynamic policy's turns are single tokens when there
+ * are several sequences, as its predicted peak assumes. */
+#define DRIVE_CHUNK 32
+static enum kvp_status drive(const struct kvp_ref_model *rm, struct kvp_ref_cache *c, uint64_t T, uint64_t batch,
+                             bool compute, enum kvp_ref_policy policy, struct kvp_error *err)
+{
+    enum kvp_status st = KVP_OK;
+    uint64_t chunk = policy == KVP_REF_DYNAMIC && batch > 1 ? 1 : DRIVE_CHUNK;
+    uint32_t tok[DRIVE_CHUNK];
+    for (uint64_t t = 0; t < T && st == KVP_OK; t += chunk)
+        for (uint32_t b = 0; b < batch && st == KVP_OK; b++) {
+            uint64_t n = T - t < chunk ? T - t : chunk;
+            for (uint64_t i = 0; i < n && !compute && st == KVP_OK; i++)
+                st = kvp_ref_fill(rm, c, b, err);
+            for (uint64_t i = 0; i < n && compute; i++)
+                tok[i] = (uint32_t)(((t + i) * 2654435761u + b) % kvp_ref_vocab(rm));
+            if (compute)
+                st = kvp_ref_prefill(rm, c, b, tok, n, NULL, err);
+        }
+    return st;
+}
+
+/* out's verdicts from its counts: every figure equal to the claim, every
+ * allocated byte written (paged: a sequence's last block may be partly
+ * empty, so at least the held tokens' bytes), the resident memory within
+ * its tolerance. */
+static void judge(const struct kvp_ref_claim *claim, enum kvp_ref_policy policy, struct kvp_ref_check *out)
+{
+    const struct kvp_ref_alloc *a = &out->a;
+    out->match = a->cur[KVP_REF_K] == claim->k && a->cur[KVP_REF_V] == claim->v &&
+                 a->cur[KVP_REF_STATE] == claim->state && a->cur_total == claim->total && a->peak_total == claim->peak;
+    for (int t = 0; t < KVP_REF_TAG_COUNT; t++)
+        out->match = out->match && out->written[t] <= a->cur[t] &&
+                     out->written[t] >= (policy == KVP_REF_PAGED ? claim->held[t] : a->cur[t]);
+    /* dynamic: freed copies stay in malloc's heap, so only the lower bound holds */
+    uint64_t hi = policy == KVP_REF_DYNAMIC ? UINT64_MAX : out->rss_expected + out->tolerance;
+    uint64_t lo = out->rss_expected > out->tolerance ? out->rss_expected - out->tolerance : 0;
+    out->rss_ok = out->rss_delta >= lo && out->rss_delta <= hi;
+}
+
+/* A twin cache filled with 0x5A mirrors the cache (0xA5): every row goes
+ * through the same codecs into both, and the two are compared for the bytes
+ * the codecs wrote (kvp_ref_cache_written); the first cache's counts are
+ * what is reported, and the resident memory after the run against both
+ * caches' bytes. */
+enum kvp_status kvp_ref_validate(const struct kvp_ref_model *rm, const struct kvp_ref_cache_opts *co,
+                                 bool compute, const struct kvp_ref_claim *claim, struct kvp_ref_check *out,
+                                 struct kvp_error *err)
+{
+    struct kvp_ref_cache *c = NULL, *c2 = NULL;
+    struct kvp_ref_alloc a2 = {.canary = 0x5A};
+    enum kvp_status st;
+
+    memset(out, 0, sizeof *out);
+    out->a.canary = 0xA5;
+    uint64_t before = kvp_ref_rss_bytes(), after;
+    if ((st = kvp_ref_cache_new_twin(rm, co, &out->a, &a2, &c, &c2, err)) != KVP_OK ||
+        (st = drive(rm, c, co->context, co->batch, compute, co->policy, err)) ||
+        (st = kvp_ref_cache_written(c, c2, out->written, err))) {
+        kvp_ref_cache_free(c);
+        kvp_ref_cache_free(c2);
+        return st;
+    }
+    /* static allocates (and touches) every byte up front, the others as
+     * they go: the resident memory is read now, the decoder's scratch
+     * freed, against both caches' bytes */
+    kvp_ref_cache_trim(c);
+    after = kvp_ref_rss_bytes();
+    out->rss_expected = out->a.cur_total + a2.cur_total;
+    uint64_t pages = out->a.live + a2.live;
+    struct kvp_ref_alloc live = out->a; /* the counts while the cache is alive */
+    kvp_ref_cache_free(c);
+    kvp_ref_cache_free(c2);
+    if (out->a.cur_total != 0 || a2.cur_total != 0) /* every byte must come back */
+        return kvp_fail(err, KVP_ERR_USAGE, "validate: %llu cache bytes were not freed",
+                        (unsigned long long)(out->a.cur_total + a2.cur_total));
+    out->a = live;
+    out->rss_delta = after > before ? after - before : 0;
+    /* malloc rounds each live allocation to pages (and keeps freed heap
+     * pages): allow a page per live allocation plus 1 MiB of heap slack */
+    out->tolerance = (pages + 1) * kvp_ref_page_bytes() + (1u << 20);
+    judge(claim, co->policy, out);
+    return KVP_OK;
+}
+
+uint32_t kvp_ref_sweep_points(const struct kvp_model *m, uint32_t block, uint64_t T, uint64_t *pts, uint32_t max)
+{
+    uint32_t n = 0;
+#define ADD(x) do { uint64_t x_ = (x); if (x_ >= 1 && x_ <= T && n < max) pts[n++] = x_; } while (0)
+    ADD(1);
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if (m->specs[i].window) {
+            ADD(m->specs[i].window - 1);
+            ADD(m->specs[i].window);
+            ADD(m->specs[i].window + 1);
+        }
+    if (block) {
+        ADD(block - 1);
+        ADD(block);
+        ADD(block + 1);
+    }
+    for (uint64_t p = 2; p < T; p *= 2)
+        ADD(p);
+    ADD(T);
+#undef ADD
+    for (uint32_t i = 1; i < n; i++) /* sort, unique */
+        for (uint32_t j = i; j > 0 && pts[j] < pts[j - 1]; j--) {
+            uint64_t t = pts[j]; pts[j] = pts[j - 1]; pts[j - 1] = t;
+        }
+    uint32_t u = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (u == 0 || pts[i] != pts[u - 1])
+            pts[u++] = pts[i];
+    return u;
 }
 
 /* ---- time ------------------------------------------------------------------- */

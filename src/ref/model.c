@@ -310,7 +310,8 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
                 return kvp_fail(err, KVP_ERR_RANGE, "shared layer reads layer %u of %u", s->shares, rm->m.n_layers);
             src = kvp_model_layer(&rm->m, s->shares);
             if (src->kind != KVP_LAYER_FULL && src->kind != KVP_LAYER_SLIDING && src->kind != KVP_LAYER_CHUNKED)
-                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "a shared layer must read an attention layer's cache (got '%s')",
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                                "a shared layer must read an attention layer's cache (got '%s')",
                                 kvp_layer_kind_name(src->kind));
         }
         if (s->kind == KVP_LAYER_MLA) {
@@ -325,7 +326,8 @@ static enum kvp_status shape(struct kvp_ref_model *rm, struct kvp_error *err)
             w->hkv = 1;
         } else if (s->kind == KVP_LAYER_RECURRENT) {
             if (!state_elems(&s->rec, &w->S))
-                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of model '%s' overflows 64 bits", rm->m.name);
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the recurrent state of model '%s' overflows 64 bits",
+                                rm->m.name);
         } else if (s->kind != KVP_LAYER_NONE) {
             uint32_t hkv = src->n_kv_heads ? src->n_kv_heads : 1, g = s->n_heads / hkv;
             if (g == 0)

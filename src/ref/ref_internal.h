@@ -203,12 +203,36 @@ void kvp_ref_pool_run(struct kvp_ref_pool *pool, kvp_ref_part_fn *fn, void *arg)
 /* Parts of every job of pool: its workers + 1 (1 for NULL). */
 uint32_t kvp_ref_pool_parts(const struct kvp_ref_pool *pool);
 
+/* ---- kernels.c: the float32 kernels (kernels.h: those the hot loops inline) -- */
+/* out[t][lo..hi) = W[lo..hi) (rows of d) @ x[t] (d,) for the nt vectors of
+ * a chunk, on the calling thread: each weight row is read once for all of
+ * them (one dot per row and vector, the same floats as nt products of one
+ * vector). A KVP_REF_HOT clone. */
+void ref_matvec_rows(float *const *out, const float *W, const float *const *x, uint64_t nt, uint64_t lo, uint64_t hi,
+                     uint64_t d);
+/* out[t] (n,) = W (n, d) @ x[t] (d,) for t < nt, rows (or groups of
+ * vectors) split among rm's threads: each product the same floats whoever
+ * computes it. ref_matvec: one vector, out (n,) = W @ x (d,). */
+void ref_matmat(const struct kvp_ref_model *rm, float *const *out, const float *W, const float *const *x, uint64_t nt,
+                uint64_t n, uint64_t d);
+void ref_matvec(const struct kvp_ref_model *rm, float *out, const float *W, const float *x, uint64_t n, uint64_t d);
+/* out (n,) = x / sqrt(mean(x^2) + 1e-5) * g (the sum of squares in double). */
+void ref_rmsnorm(float *out, const float *x, const float *g, uint64_t n);
+/* cs = the cosine and sine of pair (i, i+1) of d dims at pos (i even): of
+ * the angle pos * 10000^(-i/d). */
+void ref_rope_angle(uint32_t i, uint32_t d, uint64_t pos, float *cs);
+/* RoPE of h heads of d dims (stride floats apart) at pos: pairs (2i, 2i+1)
+ * turned by pos * 10000^(-2i/d), each pair's angle computed once. */
+void ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
+/* Softmax of rows rows of n values, stride floats apart: the decoder's own
+ * exp (within 1 ulp), the sum in double, times the float nearest 1 / sum.
+ * A KVP_REF_HOT clone. ref_softmax: one row. */
+void ref_softmax_rows(float *x, uint64_t stride, uint32_t rows, uint64_t n);
+void ref_softmax(float *x, uint64_t n);
+
 /* ---- decoder.c, for measure.c (decoder.c needs nothing of measure.c) ----- */
 /* Layer 0's roped query (hq, dk) for token at pos (its input is the embedding). */
 void kvp_ref_layer0_query(const struct kvp_ref_model *rm, uint32_t token, uint64_t pos, float *q);
-void kvp_ref_softmax(float *x, uint64_t n);
-/* RoPE of h heads of d dims (stride floats apart) at pos: the decoder's own. */
-void kvp_ref_rope(float *x, uint32_t h, uint32_t d, uint32_t stride, uint64_t pos);
 /* The first position a query at pos reads in a layer of spec s (its window). */
 uint64_t kvp_ref_window_lo(const struct kvp_layer_spec *s, uint64_t pos);
 

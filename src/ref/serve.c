@@ -29,7 +29,7 @@ struct blk {
     uint32_t group;      /* the group it serves (NONE: never taken) */
     bool hashed;
     uint64_t hash;       /* chained hash of its tokens (hashed) */
-    uint8_t **mem;       /* (layers, 2): its memory per K/V store (a recurrent layer: its state) of its group's layers */
+    uint8_t **mem; /* (layers, 2): its memory per K/V store (a recurrent layer: its state) of its group's layers */
 };
 
 struct serve {
@@ -593,8 +593,8 @@ static enum kvp_status assign_groups(struct serve *s, struct kvp_error *err)
         if (!caches)
             continue;
         for (uint32_t g = 0; g < s->G; g++)
-            if (s->c->group[g].kind == sp->kind &&
-                (!(sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED) || s->c->group[g].window == sp->window))
+            if (s->c->group[g].kind == sp->kind && (!(sp->kind == KVP_LAYER_SLIDING || sp->kind == KVP_LAYER_CHUNKED) ||
+                                                    s->c->group[g].window == sp->window))
                 cand[nc++] = g;
         if (nc == 0)
             return kvp_fail(err, KVP_ERR_UNSUPPORTED, "validate: layer %u (%s) has no KV-cache group in the simulation",
@@ -649,7 +649,8 @@ static enum kvp_status serve_init(struct serve *s, const struct kvp_model *m, co
         for (int kv = 0; kv < 2; kv++)
             most = ref_cache_block_bytes(s->cache, l, kv) > most ? ref_cache_block_bytes(s->cache, l, kv) : most;
     s->dropped = most <= SIZE_MAX ? calloc(1, (size_t)most) : NULL;
-    if (!s->dropped || !s->group_of || !s->b || !s->bucket || !s->q || !s->seq_req || !s->free_seq || !s->logits || !s->fresh)
+    if (!s->dropped || !s->group_of || !s->b || !s->bucket || !s->q || !s->seq_req || !s->free_seq || !s->logits ||
+        !s->fresh)
         return kvp_fail(err, KVP_ERR_NOMEM, "validate: out of memory for %llu blocks", (unsigned long long)s->n);
     for (uint32_t g = 0; g < s->G; g++)
         if (!(s->hit[g] = malloc(s->hit_cap * sizeof *s->hit[g])))
@@ -729,7 +730,8 @@ static enum kvp_status work_of(const struct kvp_sim_result *r, uint32_t n, uint6
         } else if (e->kind == KVP_SIM_SCHEDULE) {
             uint64_t c = (e->admit ? e->hit : done[e->req]);
             *tokens = kvp_sat_add(*tokens, e->tokens);
-            *rows = kvp_sat_add(*rows, kvp_sat_add(kvp_sat_mul(e->tokens, c), kvp_sat_mul(e->tokens, e->tokens + 1) / 2));
+            *rows =
+                kvp_sat_add(*rows, kvp_sat_add(kvp_sat_mul(e->tokens, c), kvp_sat_mul(e->tokens, e->tokens + 1) / 2));
             done[e->req] = c + e->tokens;
         }
     }

@@ -284,7 +284,7 @@ static bool set_gpus(struct tui_state *s, uint32_t count)
         return put_u32(s, &n, "gpus", count) && try_settings(s, &n);
     if (count <= 1)
         return split_gpus(s, true);
-    if (count == s->d.n_gpus && count == s->d.tp * s->d.pp)
+    if (count == s->d.n_gpus && count == kvp_deploy_gpus(&s->d))
         return true; /* as it is: nothing to ask */
     split_for(s, count, true, &tp[0], &pp[0]);
     split_for(s, count, false, &tp[1], &pp[1]);
@@ -898,7 +898,9 @@ static bool adjust(struct tui_state *s, int dir, bool add)
         return edit_row(s, row, t);
     }
     case KVP_SET_FRACTION: {
-        double u = s->d.util > 0 ? s->d.util : (s->ok ? s->fit.util : 0.9);
+        /* from what is set, else what the fit used, else the release's default (1: SGLang's rule or none) */
+        double def = kvp_deploy_release(&s->d)->util;
+        double u = s->d.util > 0 ? s->d.util : s->ok ? s->fit.util : def > 0 ? def : 1.0;
         u += dir * 0.01;
         u = u < 0.05 ? 0.05 : u > 1.0 ? 1.0 : u;
         snprintf(t, sizeof t, "%.3f", u); /* three decimals, as shown */

@@ -64,8 +64,8 @@ void tui_settings_of(const struct kvp_deploy *d, const struct kvp_gpu *gpu, cons
         kvp_setting_text(i, &def, gpu, dv, sizeof dv);
         if (!v[0] || (r->type != KVP_SET_ENGINE && r->type != KVP_SET_GPU && strcmp(v, dv) == 0))
             continue;
-        if (strcmp(r->key, "gpus") == 0 && (uint64_t)d->tp * d->pp == d->n_gpus)
-            continue; /* tp x pp, the count's default */
+        if (strcmp(r->key, "gpus") == 0 && kvp_deploy_gpus(d) == d->n_gpus)
+            continue; /* dp x tp x pp, the count's default */
         kvp_settings_put(out, r->key, v, &e); /* the table's own text: it parses */
     }
 }

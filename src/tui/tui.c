@@ -172,7 +172,8 @@ int cmd_tui(int argc, char **argv)
             tui_free(s);
             return rc;
         }
-        double t = tui_bench(s, n > 1000000 ? 1000000 : (uint32_t)n), dt = bench_draw(s, n > 10000 ? 10000 : (uint32_t)n);
+        double t = tui_bench(s, n > 1000000 ? 1000000 : (uint32_t)n),
+               dt = bench_draw(s, n > 10000 ? 10000 : (uint32_t)n);
         printf("tui: %s on %s, %s: %.1f us per recompute", s->model->name, s->gpu ? s->gpu->id : "?",
                kvp_engine_info(s->d.engine)->name, t * 1e6);
         if (dt > 0)

@@ -219,7 +219,8 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
     put(c, y + used, x, w / 2, color(c, P_RESERVE), "%s reserve %s%s", l->utf8 ? "\xe2\x96\x92" : "-", g[2],
         est && (int)strlen(g[2]) + 15 <= w / 2 ? " est." : "");
     if (b.over)
-        put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s", bytes(b.over, g[3], sizeof g[3]));
+        put(c, y + used, x + w / 2, w - w / 2, A_BOLD | color(c, P_ERROR), "SHORT %s",
+            bytes(b.over, g[3], sizeof g[3]));
     else
         put(c, y + used, x + w / 2, w - w / 2, A_NORMAL, "%s free %s", l->utf8 ? "\xc2\xb7" : ".",
             bytes(b.free, g[3], sizeof g[3]));
@@ -265,7 +266,8 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
     if (r >= max_rows)
         return r;
     if (f->fits)
-        put(c, y + r++, x, w, A_BOLD | color(c, P_OK), "Capacity: fits, %s left", bytes(f->free_bytes, g[0], sizeof g[0]));
+        put(c, y + r++, x, w, A_BOLD | color(c, P_OK), "Capacity: fits, %s left",
+            bytes(f->free_bytes, g[0], sizeof g[0]));
     else
         put(c, y + r++, x, w, A_BOLD | color(c, P_ERROR), "Capacity: DOES NOT FIT, %s short",
             bytes(f->short_bytes, g[0], sizeof g[0]));
@@ -778,7 +780,8 @@ void tui_view_draw(const struct tui_state *s, const struct tui_look *look)
         put(&c, c.rows - 1, 0, c.cols, A_BOLD, "%s", s->status);
     else if (s->mode == TUI_MODE_ASK_LIMIT)
         put(&c, c.rows - 1, 0, c.cols, A_BOLD,
-            "the run preempted %" PRIu64 " times; max_preemptions to assert: %s_   (Enter save, empty: none, Esc cancel)",
+            "the run preempted %" PRIu64
+            " times; max_preemptions to assert: %s_   (Enter save, empty: none, Esc cancel)",
             s->sim.preemptions, s->input);
     else
         put(&c, c.rows - 1, 0, c.cols, s->status_error ? A_BOLD | color(&c, P_ERROR) : A_NORMAL, "%s", s->status);

@@ -98,7 +98,8 @@ static const char *datadir(void)
 /* ---- engine --------------------------------------------------------------- */
 
 #define N_DTYPES 6
-static const char *const kv_dtypes[N_DTYPES] = {"f16", "bf16", "fp8", "q8_0", "q4_0", "int4:group=32:axis=channel:residual=128"};
+static const char *const kv_dtypes[N_DTYPES] = {"f16",  "bf16", "fp8",
+                                                "q8_0", "q4_0", "int4:group=32:axis=channel:residual=128"};
 #define N_CTX 20
 #define N_BATCH 10
 
@@ -441,14 +442,16 @@ static void bench_start(const char *bin)
             fclose(f);
         }
         printf("What one answer costs against starting a process: each front end spawned %d times after one "
-               "warm-up run, in rounds of one run of each (output to /dev/null; plot writes its SVG with fsync). CPU is the child's user + sys "
+               "warm-up run, in rounds of one run of each (output to /dev/null; plot writes its SVG with fsync). CPU "
+               "is the child's user + sys "
                "time (getrusage of the children); wall time also counts waiting for a core (1-minute load average "
                "at the start: %s). Instructions are callgrind's count of one run (`valgrind --tool=callgrind`, "
                "the dynamic loader included), which does not move with the load. Target (issue #19): under 2x "
                "`/bin/true`. A shipped model is loaded alone by name or id (kvp_catalog_open_one), a fine-tune's "
                "id through its base, and a GPU named by its id or alias reads gpus.yaml only up to that GPU "
                "(kvp_gpu_catalog_load_for), so no command parses the whole model catalog and fit does not parse the "
-               "whole GPU catalog.\n\n", R, load);
+               "whole GPU catalog.\n\n",
+               R, load);
     }
     printf("| command | CPU ms, median (min..max) | wall ms, median (min..max) | CPU over /bin/true | wall over "
            "/bin/true | instructions | instructions over /bin/true |\n|---|---:|---:|---:|---:|---:|---:|\n");
@@ -526,7 +529,8 @@ static double stream_pass(double *a, double *b, double *c, size_t n, int kind, i
     pthread_t th[8];
     double t0 = now();
     for (int i = 0; i < threads; i++) {
-        j[i] = (struct stream_job){a, b, c, n * (size_t)i / (size_t)threads, n * (size_t)(i + 1) / (size_t)threads, kind, 0};
+        j[i] = (struct stream_job){a,    b, c, n * (size_t)i / (size_t)threads, n * (size_t)(i + 1) / (size_t)threads,
+                                   kind, 0};
         if (i > 0 && pthread_create(&th[i], NULL, stream_run, &j[i]) != 0)
             die("pthread_create", NULL);
     }
@@ -618,20 +622,24 @@ static void bench_decode(void)
     struct bw bw1 = stream(1, &sum), bw2 = stream(2, &sum);
     printf("### Memory bandwidth (STREAM-like, 3 x 256 MiB arrays of doubles, 7 runs)\n\n");
     printf("| kernel | 1 thread GB/s | 2 threads GB/s |\n|---|---:|---:|\n");
-    printf("| copy c = a (2 x 8 B/elem) | %s | %s |\n", fmt3(b1, sizeof b1, bw1.copy, 1e-9, 1), fmt3(b2, sizeof b2, bw2.copy, 1e-9, 1));
-    printf("| triad a = b + s c (3 x 8 B/elem) | %s | %s |\n", fmt3(b1, sizeof b1, bw1.triad, 1e-9, 1), fmt3(b2, sizeof b2, bw2.triad, 1e-9, 1));
-    printf("| read sum(a) (8 B/elem) | %s | %s |\n\n", fmt3(b1, sizeof b1, bw1.read, 1e-9, 1), fmt3(b2, sizeof b2, bw2.read, 1e-9, 1));
+    printf("| copy c = a (2 x 8 B/elem) | %s | %s |\n", fmt3(b1, sizeof b1, bw1.copy, 1e-9, 1),
+           fmt3(b2, sizeof b2, bw2.copy, 1e-9, 1));
+    printf("| triad a = b + s c (3 x 8 B/elem) | %s | %s |\n", fmt3(b1, sizeof b1, bw1.triad, 1e-9, 1),
+           fmt3(b2, sizeof b2, bw2.triad, 1e-9, 1));
+    printf("| read sum(a) (8 B/elem) | %s | %s |\n\n", fmt3(b1, sizeof b1, bw1.read, 1e-9, 1),
+           fmt3(b2, sizeof b2, bw2.read, 1e-9, 1));
 
     big_model(&m, 4096, 8192, 32000, 8, 32, 8, 128);
     double bytes = step_bytes(&m, ctx);
     printf("### Decode\n\n");
-    printf("Model built in code: hidden 4096, 8 full-attention layers of 32 query / 8 KV heads of 128, SwiGLU MLP 8192, "
-           "vocab 32000, f32 weights (the decoder shares one layer's 0.53 GiB of weights among layers of a spec, so "
-           "%.2f GiB are resident; every layer still streams its 0.53 GiB from memory). Static f32 cache of %llu "
-           "tokens filled with kvp_ref_fill, then %d timed kvp_ref_step calls at positions %llu.. (batch 1). "
-           "Bytes per step: %.3f GB (weights + K/V read).\n\n",
-           (0.53 + 2.0 * 4096 * 32000 * 4 / 1073741824.0), (unsigned long long)(ctx + 16), R, (unsigned long long)ctx,
-           bytes * 1e-9);
+    printf(
+        "Model built in code: hidden 4096, 8 full-attention layers of 32 query / 8 KV heads of 128, SwiGLU MLP 8192, "
+        "vocab 32000, f32 weights (the decoder shares one layer's 0.53 GiB of weights among layers of a spec, so "
+        "%.2f GiB are resident; every layer still streams its 0.53 GiB from memory). Static f32 cache of %llu "
+        "tokens filled with kvp_ref_fill, then %d timed kvp_ref_step calls at positions %llu.. (batch 1). "
+        "Bytes per step: %.3f GB (weights + K/V read).\n\n",
+        (0.53 + 2.0 * 4096 * 32000 * 4 / 1073741824.0), (unsigned long long)(ctx + 16), R, (unsigned long long)ctx,
+        bytes * 1e-9);
     printf("| threads | tokens/s, median (min..max) | GB/s achieved | vs read bandwidth (same threads) | vs triad |\n"
            "|---:|---:|---:|---:|---:|\n");
     double tok1 = 0, target = 0;
@@ -643,7 +651,8 @@ static void bench_decode(void)
         struct kvp_ref_cache_opts co = {.policy = KVP_REF_STATIC, .context = ctx + 16, .batch = 1,
                                         .k = kvp_format_plain(KVP_DTYPE_F32), .v = kvp_format_plain(KVP_DTYPE_F32)};
         float *logits = malloc(32000 * sizeof *logits);
-        if (!logits || kvp_ref_model_new(&m, &o, &rm, &err) != KVP_OK || kvp_ref_cache_new(rm, &co, &a, &c, &err) != KVP_OK)
+        if (!logits || kvp_ref_model_new(&m, &o, &rm, &err) != KVP_OK ||
+            kvp_ref_cache_new(rm, &co, &a, &c, &err) != KVP_OK)
             die("decoder", &err);
         for (uint64_t i = 0; i < ctx; i++)
             if (kvp_ref_fill(rm, c, 0, &err) != KVP_OK)
@@ -694,8 +703,9 @@ static void bench_scaling(void)
     printf("kvp_ref_time_step on a small model (hidden 64, 2 layers of 4 heads of 16, MLP 128, vocab 256, f32) so "
            "that attention, not weights, dominates at these lengths: the time to decode token n+1 with the "
            "cache, and by recomputing all n+1 tokens; median (min..max) of %d runs.\n\n", R);
-    printf("| n | cached us/token | recompute us/token | speed-up | local exponent cached | local exponent recompute |\n"
-           "|---:|---:|---:|---:|---:|---:|\n");
+    printf(
+        "| n | cached us/token | recompute us/token | speed-up | local exponent cached | local exponent recompute |\n"
+        "|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < NL; i++) {
         for (int r = 0; r < R; r++) {
             if (kvp_ref_time_step(rm, lens[i], &tc[r], &tr[r], &err) != KVP_OK)
@@ -772,8 +782,9 @@ static void bench_sim(void)
            "vLLM on an H100 (%llu blocks of %u tokens, 8,192 tokens a step), prompts 512..4096, outputs 64..1024, "
            "half sharing a 512-token prefix, seed 1; %d runs each.\n\n",
            (unsigned long long)f.num_blocks, c.block_size, R);
-    printf("| workload | steps | preemptions | wall ms, median (min..max) | requests/s, millions | steps/s, millions |\n"
-           "|---|---:|---:|---:|---:|---:|\n");
+    printf(
+        "| workload | steps | preemptions | wall ms, median (min..max) | requests/s, millions | steps/s, millions |\n"
+        "|---|---:|---:|---:|---:|---:|\n");
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
         struct kvp_synth s = {.rate = runs[k].rate, .prompt = {512, 4096}, .output = {64, 1024},
                               .requests = runs[k].requests, .seed = 1, .prefix = 512 /* <= the shortest prompt */,
@@ -810,7 +821,8 @@ static int by_name(const void *a, const void *b)
 
 static double cpu_of(const struct rusage *r)
 {
-    return (double)r->ru_utime.tv_sec + r->ru_utime.tv_usec * 1e-6 + (double)r->ru_stime.tv_sec + r->ru_stime.tv_usec * 1e-6;
+    return (double)r->ru_utime.tv_sec + r->ru_utime.tv_usec * 1e-6 + (double)r->ru_stime.tv_sec +
+           r->ru_stime.tv_usec * 1e-6;
 }
 
 /* One run of argv (stdout, stderr to /dev/null): wall seconds, the child's

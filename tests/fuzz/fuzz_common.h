@@ -30,11 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvplan/catalog.h"
 #include "kvplan/deploy.h"
-#include "kvplan/kv.h"
 #include "kvplan/error.h"
 #include "kvplan/format.h"
+#include "kvplan/gpu.h"
+#include "kvplan/kv.h"
 #include "kvplan/model.h"
+#include "kvplan/plan.h"
+#include "kvplan/render.h"
 
 /* Stop with a message libFuzzer shows above the stack. */
 #define FUZZ_ASSERT(cond, ...)                                                     \
@@ -56,6 +60,64 @@ static inline void fuzz_check_error(enum kvp_status st, const struct kvp_error *
     FUZZ_ASSERT(err->code == st, "status %d but err.code %d (%s)", (int)st, (int)err->code, err->msg);
     FUZZ_ASSERT(memchr(err->msg, '\0', sizeof err->msg) != NULL, "unterminated message");
     FUZZ_ASSERT(err->msg[0] != '\0', "status %d with an empty message", (int)st);
+}
+
+/* Write size bytes of data to path (readers that take a path: plans, model
+ * folders, baselines); abort on failure, which is the harness's, not kvplan's. */
+static inline void fuzz_write(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0) {
+        fprintf(stderr, "fuzz: cannot write %s (run from the repository root after make fuzz-corpus)\n", path);
+        abort();
+    }
+}
+
+/* The shipped models and GPUs (models/, models/gpus.yaml), loaded once: plans resolve against them. */
+static inline void fuzz_catalogs(struct kvp_catalog **models, struct kvp_gpu_catalog **gpus)
+{
+    static struct kvp_catalog *m;
+    static struct kvp_gpu_catalog *g;
+    struct kvp_error err = {0};
+
+    if (!m && (kvp_catalog_load("models", &m, &err) != KVP_OK ||
+               kvp_gpu_catalog_load("models/gpus.yaml", &g, &err) != KVP_OK)) {
+        fprintf(stderr, "fuzz: run from the repository root: %s\n", err.msg);
+        abort();
+    }
+    *models = m;
+    *gpus = g;
+}
+
+/* A plan loaded from path, evaluated and rendered in every format: what
+ * `kvplan check` does. Results must add up. */
+static inline void fuzz_plan_file(const char *path)
+{
+    struct kvp_catalog *models;
+    struct kvp_gpu_catalog *gpus;
+    struct kvp_plan plan = {0};
+    struct kvp_plan_report rep = {0};
+    struct kvp_error err = {0};
+    enum kvp_status st;
+
+    fuzz_catalogs(&models, &gpus);
+    st = kvp_plan_load(&plan, path, models, gpus, &err);
+    fuzz_check_error(st, &err);
+    if (st == KVP_OK) {
+        st = kvp_plan_evaluate(&plan, &rep, &err);
+        fuzz_check_error(st, &err);
+        if (st == KVP_OK) {
+            for (int o = KVP_OUT_TEXT; o <= KVP_OUT_JUNIT; o++) {
+                struct kvp_buf b = {0};
+                kvp_plan_render(&rep, (enum kvp_out)o, o == KVP_OUT_TEXT, &b);
+                kvp_buf_release(&b);
+            }
+            FUZZ_ASSERT(rep.passed + rep.failed == rep.n, "%u passed + %u failed != %u results", rep.passed,
+                        rep.failed, rep.n);
+        }
+    }
+    kvp_plan_report_release(&rep);
+    kvp_plan_release(&plan);
 }
 
 /* A few bytes of the input, to vary the query without a second input. */

@@ -86,14 +86,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_check_error(st, &err);
     if (st == KVP_OK) {
         snprintf(dec, sizeof dec, "%" PRIu64, v);
-        FUZZ_ASSERT(kvp_parse_count(dec, &back, &err) == KVP_OK && back == v, "count '%s' = %s reads back wrong", s, dec);
+        FUZZ_ASSERT(kvp_parse_count(dec, &back, &err) == KVP_OK && back == v, "count '%s' = %s reads back wrong", s,
+                    dec);
     }
     err = (struct kvp_error){0};
     st = kvp_parse_bytes(s, &v, &err);
     fuzz_check_error(st, &err);
     if (st == KVP_OK) {
         snprintf(dec, sizeof dec, "%" PRIu64 "B", v);
-        FUZZ_ASSERT(kvp_parse_bytes(dec, &back, &err) == KVP_OK && back == v, "bytes '%s' = %s reads back wrong", s, dec);
+        FUZZ_ASSERT(kvp_parse_bytes(dec, &back, &err) == KVP_OK && back == v, "bytes '%s' = %s reads back wrong", s,
+                    dec);
     }
     if (kvp_parse_u64(s, &v)) {
         snprintf(dec, sizeof dec, "%" PRIu64, v);

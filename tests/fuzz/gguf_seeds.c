@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STR = 8, ARR = 9, U64 = 10 };
+#include "model/gguf_types.h" /* the value-type codes, as the reader numbers them */
+
 
 struct w {
     unsigned char buf[65536];
@@ -36,7 +37,7 @@ static void str(struct w *w, const char *s)
 static void kv_u32(struct w *w, const char *k, uint32_t v)
 {
     str(w, k);
-    put(w, U32, 4);
+    put(w, GGUF_UINT32, 4);
     put(w, v, 4);
     w->n_kv++;
 }
@@ -44,7 +45,7 @@ static void kv_u32(struct w *w, const char *k, uint32_t v)
 static void kv_str(struct w *w, const char *k, const char *v)
 {
     str(w, k);
-    put(w, STR, 4);
+    put(w, GGUF_STRING, 4);
     str(w, v);
     w->n_kv++;
 }
@@ -54,7 +55,7 @@ static void kv_f32(struct w *w, const char *k, float f)
     uint32_t r;
     memcpy(&r, &f, 4);
     str(w, k);
-    put(w, F32, 4);
+    put(w, GGUF_FLOAT32, 4);
     put(w, r, 4);
     w->n_kv++;
 }
@@ -63,11 +64,11 @@ static void kv_f32(struct w *w, const char *k, float f)
 static void kv_arr(struct w *w, const char *k, uint32_t t, const uint32_t *vals, uint32_t n)
 {
     str(w, k);
-    put(w, ARR, 4);
+    put(w, GGUF_ARRAY, 4);
     put(w, t, 4);
     put(w, n, 8);
     for (uint32_t i = 0; i < n; i++)
-        put(w, vals[i], t == BOOL ? 1 : 4);
+        put(w, vals[i], t == GGUF_BOOL ? 1 : 4);
     w->n_kv++;
 }
 
@@ -75,8 +76,8 @@ static void kv_tokens(struct w *w, uint32_t n)
 {
     char tok[16];
     str(w, "tokenizer.ggml.tokens");
-    put(w, ARR, 4);
-    put(w, STR, 4);
+    put(w, GGUF_ARRAY, 4);
+    put(w, GGUF_STRING, 4);
     put(w, n, 8);
     for (uint32_t i = 0; i < n; i++) {
         snprintf(tok, sizeof tok, "t%u", i);
@@ -156,7 +157,7 @@ int main(int argc, char **argv)
     /* per-layer KV heads with attention-free layers, vocab from token_embd */
     begin(&w);
     common(&w, "granite", 8, 128, 4);
-    kv_arr(&w, "granite.attention.head_count_kv", I32, kv, 8);
+    kv_arr(&w, "granite.attention.head_count_kv", GGUF_INT32, kv, 8);
     tensor(&w, "token_embd.weight", 128, 1000);
     bad |= finish(&w, dir, "per-layer-kv.gguf");
 
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
     common(&w, "gpt-oss", 8, 256, 8);
     kv_u32(&w, "gpt-oss.attention.head_count_kv", 2);
     kv_u32(&w, "gpt-oss.attention.sliding_window", 128);
-    kv_arr(&w, "gpt-oss.attention.sliding_window_pattern", BOOL, swa, 8);
+    kv_arr(&w, "gpt-oss.attention.sliding_window_pattern", GGUF_BOOL, swa, 8);
     kv_u32(&w, "gpt-oss.expert_count", 32);
     kv_u32(&w, "gpt-oss.expert_used_count", 4);
     kv_u32(&w, "gpt-oss.expert_feed_forward_length", 512);

@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CHROMIUM = os.environ.get("CHROMIUM", "chromium")
 KVPLAN = os.path.abspath(os.environ.get("KVPLAN_BIN", os.path.join(ROOT, "build/rel/kvplan")))
-FIT_OWN = {"--max-gpus", "--explain", "--format", "--si", "--emit", "--refresh"}  # fit's options that are no deployment setting
+FIT_OWN = {"--max-gpus", "--explain", "--format", "--si", "--emit", "--refresh", "--engine-args"}  # fit's options that are no deployment setting
 HUB_PLACEHOLDER = "$HUB"  # in a query of deployments.txt: hub=$HUB, the test Hub's address
 
 
@@ -223,7 +223,9 @@ def native(argv, folder=None, hub=None):
     to); against the test Hub when hub is given."""
     cwd = os.path.join(ROOT, folder or "")
     env = dict(hub.env() if hub else os.environ, KVPLAN_DATADIR=os.path.join(ROOT, "models"))
-    return subprocess.run([KVPLAN] + argv, capture_output=True, text=True, cwd=cwd, env=env)
+    run = subprocess.run([KVPLAN] + argv, capture_output=True, text=True, cwd=cwd, env=env)
+    run.cache = env.get("KVPLAN_CACHE")  # where a Hub file went: the page's is CACHE_DIR, /cache
+    return run
 
 
 def check_pin(browser, row, url, page_json, hub):
@@ -269,6 +271,7 @@ def check_row(browser, row, base, hub):
     page_log = text(browser, session, "log") or ""
     page_summary = text(browser, session, "summary") or ""
     page_argv = text(browser, session, "kvplan-argv") or ""
+    page_launch = text(browser, session, "launch") or ""
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     pinned_url = browser.eval(session, "location.href")
     browser.close_tab(target)
@@ -298,6 +301,13 @@ def check_row(browser, row, base, hub):
         explain = native(argv[:-2] + ["--explain"], folder, on)
         if page_explain != explain.stdout:
             fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
+        emit = native(argv[:-2] + ["--emit"], folder, on)  # the launch command, or why there is none
+        want = emit.stderr.strip().removeprefix("kvplan: ") if emit.returncode == 2 else emit.stdout
+        if emit.cache:  # a Hub GGUF's path in each one's cache: the same file
+            want = want.replace(emit.cache, "/cache")
+        if page_launch.strip() != want.strip():
+            fails.append("the launch command differs from kvplan %s:\n--- page\n%s\n--- native\n%s"
+                         % (shlex.join(argv[:-2] + ["--emit"]), page_launch, want))
         if chart != "<svg>":  # kvplan plot's chart of the same deployment
             fails.append(f"no chart: {chart!r}")
         if on_hub and not fails:

@@ -47,17 +47,14 @@ static enum kvp_status open_regular(const char *path, FILE **out, struct kvp_err
     return KVP_OK;
 }
 
-enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
-                              struct kvp_error *err)
+/* Read f to its end or max bytes (see kvp_read_file); f is closed. */
+static enum kvp_status read_all(FILE *f, const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
+                                struct kvp_error *err)
 {
-    FILE *f;
     char *buf = NULL;
     size_t cap = 0, n = 0;
     bool more = false;
-    enum kvp_status st;
 
-    if ((st = open_regular(path, &f, err)) != KVP_OK)
-        return st;
     for (;;) {
         size_t got;
         if (n == cap) {
@@ -86,8 +83,8 @@ enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64
     fclose(f);
     if (more && !truncated) {
         free(buf);
-        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the file is larger than %llu MiB",
-                           (unsigned long long)(max >> 20));
+        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "the %s is larger than %llu MiB",
+                           strcmp(path, "-") == 0 ? "input" : "file", (unsigned long long)(max >> 20));
     }
     if (!buf && !(buf = malloc(1)))
         return kvp_fail(err, KVP_ERR_NOMEM, "out of memory reading '%s'", path);
@@ -97,6 +94,31 @@ enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64
     *out = buf;
     *len = n;
     return KVP_OK;
+}
+
+enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
+                              struct kvp_error *err)
+{
+    FILE *f;
+    enum kvp_status st;
+
+    if ((st = open_regular(path, &f, err)) != KVP_OK)
+        return st;
+    return read_all(f, path, max, out, len, truncated, err);
+}
+
+enum kvp_status kvp_read_input(const char *path, uint64_t max, char **out, uint64_t *len, struct kvp_error *err)
+{
+    FILE *f;
+    int fd;
+    if (strcmp(path, "-") != 0)
+        return kvp_read_file(path, max, out, len, NULL, err);
+    if ((fd = dup(STDIN_FILENO)) < 0 || !(f = fdopen(fd, "rb"))) {
+        if (fd >= 0)
+            close(fd);
+        return kvp_fail_at(err, KVP_ERR_IO, "-", 0, 0, "cannot read the standard input");
+    }
+    return read_all(f, path, max, out, len, NULL, err);
 }
 
 /* ---- writing: a temporary file beside the target, renamed ---- */

@@ -24,6 +24,11 @@
 enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
                               struct kvp_error *err);
 
+/* kvp_read_file's whole-file read of path, or of the standard input to its
+ * end when path is "-" (a pipe or a terminal: read as it comes, up to max
+ * bytes; more is an error, "the input is larger than N MiB"). */
+enum kvp_status kvp_read_input(const char *path, uint64_t max, char **out, uint64_t *len, struct kvp_error *err);
+
 /* A temporary file beside path, for writing it whole or not at all:
  * mkstemp's "PATH.tmp.XXXXXX" into tmp (of size n), open as *fd, with the
  * target's mode (or 0666 & ~umask), and guarded: removed if SIGINT, SIGTERM

@@ -52,17 +52,26 @@ enum kvp_status kvp_parse_count(const char *s, uint64_t *out, struct kvp_error *
     return KVP_OK;
 }
 
-struct unit {
-    const char *name;
-    uint64_t mult;
-};
+#define SIZE_POWER_MAX 4u /* TiB and TB: the largest unit a size is written in */
 
-static const struct unit units[] = {
-    {"", 1}, {"b", 1},
-    {"kib", 1ull << 10}, {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40},
-    {"kb", 1000}, {"mb", 1000000}, {"gb", 1000000000}, {"tb", 1000000000000},
-    {"k", 1ull << 10}, {"m", 1ull << 20}, {"g", 1ull << 30}, {"t", 1ull << 40},
-};
+/* The bytes of unit name u, case-insensitive: the names of kvp_unit_name's
+ * one table up to SIZE_POWER_MAX (B, KiB .. TiB, kB .. TB), the short K, M,
+ * G, T (IEC) and none (bytes); 0 when u is no unit. */
+static uint64_t unit_bytes(const char *u)
+{
+    uint64_t iec = 1, si = 1;
+    if (*u == '\0')
+        return 1;
+    for (uint32_t p = 0; p <= SIZE_POWER_MAX; p++, iec <<= 10, si *= 1000) {
+        if (strcasecmp(u, kvp_unit_name(p, false)) == 0 ||
+            (p > 0 && u[1] == '\0' &&
+             tolower((unsigned char)u[0]) == tolower((unsigned char)kvp_unit_name(p, false)[0])))
+            return iec;
+        if (strcasecmp(u, kvp_unit_name(p, true)) == 0)
+            return si;
+    }
+    return 0;
+}
 
 /* whole * mult + round(frac * mult), exactly: whole is an integer, frac < 1. */
 static bool scale(uint64_t whole, double frac, uint64_t mult, uint64_t *out)
@@ -74,7 +83,7 @@ static bool scale(uint64_t whole, double frac, uint64_t mult, uint64_t *out)
 enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *err)
 {
     const char *p = s;
-    uint64_t whole = 0;
+    uint64_t whole = 0, mult;
     double frac = 0.0, place = 1.0;
     int ndig = 0;
 
@@ -97,12 +106,10 @@ enum kvp_status kvp_parse_bytes(const char *s, uint64_t *out, struct kvp_error *
         return kvp_fail(err, KVP_ERR_USAGE,
                         "'%s' has no unit: write %sGiB, %sGB or %sB (units: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; "
                         "a bare number means bytes only when 0 or from 1048576 on)", s, s, s, s);
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcasecmp(p, units[i].name) == 0) {
-            if (!scale(whole, frac, units[i].mult, out))
-                return kvp_fail(err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits", s);
-            return KVP_OK;
-        }
+    if ((mult = unit_bytes(p)) != 0) {
+        if (!scale(whole, frac, mult, out))
+            return kvp_fail(err, KVP_ERR_RANGE, "'%s' does not fit in 64 bits", s);
+        return KVP_OK;
     }
     return kvp_fail(err, KVP_ERR_USAGE, "'%s' has an unknown unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s);
 }

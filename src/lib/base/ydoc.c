@@ -467,7 +467,8 @@ enum kvp_status kvp_ydoc_u64(struct ydoc *d, yaml_node_t *n, const char *what, u
     if (!v)
         return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not %s", what, type_name(n));
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not a string (got \"%.40s\")", what, v);
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' must be an integer, not a string (got \"%.40s\")", what,
+                             v);
     if (v[0] == '-')
         return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'%s' must not be negative (got %.40s)", what, v);
     if (!kvp_parse_u64(v, out)) {

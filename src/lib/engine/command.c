@@ -4,25 +4,39 @@
  * `vllm serve M ...`, `python3 -m vllm.entrypoints.openai.api_server
  * --model M ...`, `python3 -m sglang.launch_server --model-path M ...`,
  * `llama-server -m F ...` / `llama-cli`, `trtllm-serve M ...`: the program
- * names the engine, each flag is taken by its engine name
- * (kvp_setting_engine_flag) or kvplan's own, its value translated where the
- * engine spells it otherwise (`auto`, `bfloat16`, a byte count without a
- * unit). A flag that would change the memory but that kvplan does not model
- * is refused, naming it; any other unknown flag is ignored with a note.
- * What kvp_emit_command writes, this reads back (tests/check_emit.c).
+ * names the engine, each flag is taken by that engine's name for it
+ * (kvp_setting_engine_flag; under vLLM and SGLang also a unique prefix of
+ * one, as their argparse reads it) or kvplan's own, its value translated
+ * where the engine spells it otherwise (`auto`, `bfloat16`, a byte count
+ * without a unit, llama.cpp's `-c 0`). A flag that would change the memory
+ * but that kvplan does not model is refused, naming it; any other unknown
+ * flag is ignored with a note. vLLM's and SGLang's `--config FILE` (a YAML
+ * mapping of the same flags) is read first and the command line's own flags
+ * win over it, as the engines do. What kvp_emit_command writes, this reads
+ * back (tests/check_emit.c); real commands from issue threads, with what
+ * their logs show the engines took, are tests/check_command.c.
  */
 #include "kvplan/settings.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/io.h"
+#include "base/ydoc.h"
 #include "kvplan/deploy.h"
 #include "kvplan/render.h"
 
-/* Flags that size memory and that kvplan does not model yet: refused. */
+#define CONFIG_FILE_MAX (1u << 20) /* bytes; an engine's --config holds a few dozen flags */
+
+/* Flags that size memory and that kvplan does not model yet: refused. A draft
+ * model is one more model's weights and cache: vLLM 0.7's --speculative-model,
+ * SGLang's --speculative-draft-model-path (srt/server_args.py), llama.cpp's
+ * -md/--model-draft and -hfd/-hfrd/--hf-repo-draft (common/arg.cpp). */
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
-    "data-parallel-size", "dp", "dp-size", "enable-dp-attention", "enable-expert-parallel", "ep-size", "ep_size",
+    "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
+    "enable-expert-parallel", "ep-size", "ep_size",
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "ot",
     "override-tensor", "limit-mm-per-prompt", "max-total-tokens", "dtype",
     "tensor-split-mode", "sm", "split-mode", "extra_llm_api_options", NULL,
@@ -30,7 +44,8 @@ static const char *const unmodelled[] = {
 
 /* Flags without a value (the ones kvplan reads among them, and common ones it ignores). */
 static const char *const switches[] = {
-    "kv-unified", "kvu", "swa-full", "enable-prefix-caching", "no-enable-prefix-caching", "disable-radix-cache",
+    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-prefix-caching", "no-enable-prefix-caching",
+    "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
     "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", "cpu-moe", "cmoe",
     "no-kv-offload", "nkvo", NULL,
@@ -59,6 +74,18 @@ static enum kvp_status put(struct kvp_settings *s, const char *key, const char *
     return kvp_fail(err, st, "%s %s: %s", flag, value, why);
 }
 
+/* The engine as kvp_setting_engine_flag names it. */
+static const char *engine_label(enum kvp_engine_id e)
+{
+    switch (e) {
+    case KVP_ENGINE_VLLM: return "vLLM";
+    case KVP_ENGINE_SGLANG: return "SGLang";
+    case KVP_ENGINE_LLAMACPP: return "llama.cpp";
+    case KVP_ENGINE_TRTLLM: return "TRT-LLM";
+    default: return "?";
+    }
+}
+
 /* One engine flag with its value (NULL for a switch) into s. */
 static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
                             const char *v, struct kvp_buf *notes, struct kvp_error *err)
@@ -66,13 +93,40 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     const char *engine;
     int row = kvp_setting_find(name);
     char buf[KVP_SETTING_VALUE_MAX];
-    if (row < 0)
-        row = kvp_setting_engine_flag(name, &engine);
+    if (row < 0 && (row = kvp_setting_engine_flag(name, &engine)) >= 0 && !strstr(engine, engine_label(e)))
+        row = -1; /* another engine's flag: vLLM takes `--max-seq-len` for --max-seq-len-to-capture, not TRT-LLM's */
+    if (row < 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strncmp(flag, "--", 2) == 0) {
+        /* argparse takes a unique prefix of a long flag for the flag (allow_abbrev): vLLM read vllm#6211's
+         * `--max-seq-len` as --max-seq-len-to-capture, intel/llm-scaler#129's `--gpu-memory-util=0.96` as
+         * --gpu-memory-utilization; a prefix of several is its "ambiguous option" */
+        const char *full;
+        if ((row = kvp_setting_engine_flag_abbrev(name, engine_label(e), &full)) < 0 && full) {
+            snprintf(buf, sizeof buf, "%s", full);
+            for (char *p = buf; *p; p++)
+                *p = *p == '_' ? '-' : *p;
+            return kvp_fail(err, KVP_ERR_USAGE, "%s: an abbreviation of more than one flag (--%s, ...)", flag, buf);
+        }
+        if (row >= 0)
+            name = full;
+    }
     if (row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "n_gpu_layers") == 0 && v && strcmp(v, "auto") == 0)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s auto: llama.cpp's --fit picks the layers, and kvplan does not "
                         "model it yet (give a layer count or all)", flag);
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "cpu-moe") == 0 || strcmp(name, "cmoe") == 0))
         return put(s, "n_cpu_moe", "all", flag, err);
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strcmp(name, "dtype") == 0) {
+        /* the weights' and activations' type (vLLM engine/arg_utils.py and SGLang srt/server_args.py: auto, half,
+         * float16, bfloat16, float, float32): in 16 bits, as kvplan sizes them (auto: the checkpoint's bf16 or
+         * fp16; fp16 for a float32 checkpoint), the KV cache's auto the same 2 bytes */
+        if (v && (strcmp(v, "auto") == 0 || strcmp(v, "half") == 0 || strcmp(v, "float16") == 0 ||
+                  strcmp(v, "bfloat16") == 0))
+            return KVP_OK;
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: weights in 32 bits are not modelled (auto, half, float16 "
+                        "and bfloat16 are)", flag, v ? v : "");
+    }
+    if (e == KVP_ENGINE_LLAMACPP && row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "context") == 0 && v &&
+        strcmp(v, "0") == 0)
+        return KVP_OK; /* -c 0: "0 = loaded from model" (common/arg.cpp), the trained context: kvplan's default */
     if (strcmp(name, "quantization") == 0 || strcmp(name, "q") == 0) {
         if (v && strcmp(v, "fp8") == 0)
             return put(s, "weight_dtype", "fp8", flag, err);
@@ -102,11 +156,99 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     return put(s, name, v, flag, err);
 }
 
+/* The model flags of every engine: the value names the model, not a setting. */
+static bool model_flag(const char *name)
+{
+    static const char *const names[] = {"model", "model-path", "m", "hf", "hf-repo", NULL};
+    return among(names, name);
+}
+
+/* A --config file's value as a flag's: a scalar as it is, a sequence of
+ * scalars comma-separated (`tensor-split: [41, 23]`); NULL for a switch set
+ * true; "" (skip) for a switch set false. */
+static enum kvp_status config_value(struct ydoc *d, yaml_node_t *n, const char *name, char *buf, size_t size,
+                                    const char **out, struct kvp_error *err)
+{
+    const char *v = kvp_ydoc_scalar(n);
+    size_t len = 0;
+    if (v) {
+        bool yes = strcmp(v, "true") == 0 || strcmp(v, "True") == 0, no = strcmp(v, "false") == 0 ||
+                                                                              strcmp(v, "False") == 0;
+        *out = among(switches, name) && (yes || no) ? (yes ? NULL : "") : v;
+        return KVP_OK;
+    }
+    if (n->type != YAML_SEQUENCE_NODE)
+        return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE, "'%s': a flag's value is a scalar or a list", name);
+    buf[0] = '\0';
+    for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+        const char *item = kvp_ydoc_scalar(kvp_ydoc_node(d, *it));
+        if (!item || len + strlen(item) + 2 > size)
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_USAGE, "'%s': a list of short scalars is expected", name);
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? "," : "", item);
+    }
+    *out = buf;
+    return KVP_OK;
+}
+
+/* vLLM's and SGLang's --config FILE into s (and the model), each key a flag
+ * taken as on the command line; errors at the key's place. */
+static enum kvp_status read_config(const char *path, struct kvp_settings *s, enum kvp_engine_id e, char *model,
+                                   size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
+{
+    struct ydoc d = {0};
+    char *text = NULL;
+    uint64_t len;
+    yaml_node_t *root;
+    enum kvp_status st;
+
+    if ((st = kvp_read_file(path, CONFIG_FILE_MAX, &text, &len, NULL, err)) != KVP_OK ||
+        (st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
+        goto out;
+    root = kvp_ydoc_root(&d);
+    if (!root || kvp_ydoc_is_null(root)) /* an empty file: no flags */
+        goto out;
+    if ((st = kvp_ydoc_want_map(&d, root, "an engine config file", err)) != KVP_OK)
+        goto out;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top && !st; p++) {
+        const char *key = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key)), *v;
+        yaml_node_t *n = kvp_ydoc_node(&d, p->value);
+        char flag[80], buf[KVP_SETTING_VALUE_MAX];
+        snprintf(flag, sizeof flag, "--%.70s", key);
+        if ((st = config_value(&d, n, key, buf, sizeof buf, &v, err)) != KVP_OK)
+            break;
+        if (v && !v[0])
+            continue;
+        if (model_flag(key)) {
+            snprintf(model, nmodel, "%s", v ? v : "");
+            continue;
+        }
+        if ((st = take(s, e, flag, key, v, ignored, err)) != KVP_OK)
+            st = kvp_ydoc_fail(&d, kvp_ydoc_node(&d, p->key), err, st, "%s", err->msg);
+    }
+out:
+    kvp_ydoc_release(&d);
+    free(text);
+    return st;
+}
+
+/* The argument of --config (`--config F` or `--config=F`) in argv from i, or NULL. */
+static const char *config_arg(const char *const *argv, int argc, int i)
+{
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            return argv[i] + 9;
+    }
+    return NULL;
+}
+
 enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
                                           size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
 {
     enum kvp_engine_id e;
     const char *prog = argc > 0 ? strrchr(argv[0], '/') : NULL, *engine;
+    bool model_given;
     int i = 1;
     enum kvp_status st;
 
@@ -137,16 +279,21 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, str
     engine = kvp_engine_info(e)->name;
     if ((st = put(s, "engine", engine, prog, err)) != KVP_OK)
         return st;
-    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-')
+    /* first the --config file: the command line's own flags (its model too) win over the file's */
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && config_arg(argv, argc, i) &&
+        (st = read_config(config_arg(argv, argc, i), s, e, model, nmodel, ignored, err)) != KVP_OK)
+        return st;
+    if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-'))
         snprintf(model, nmodel, "%s", argv[i++]);
     for (; i < argc; i++) {
         const char *a = argv[i], *flag = argv[i], *eq, *v = NULL;
         char name[64];
         size_t n;
         if (a[0] != '-') {
-            if (model[0])
+            if (model_given)
                 return kvp_fail(err, KVP_ERR_USAGE, "'%.60s': a second model in the command", a);
             snprintf(model, nmodel, "%s", a);
+            model_given = true;
             continue;
         }
         a += a[1] == '-' ? 2 : 1;
@@ -162,8 +309,9 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, str
                                                              strspn(argv[i + 1] + 1, "0123456789.") ==
                                                                  strlen(argv[i + 1] + 1)))
             v = argv[++i];
-        if (strcmp(name, "model") == 0 || strcmp(name, "model-path") == 0 || strcmp(name, "m") == 0 ||
-            strcmp(name, "hf") == 0 || strcmp(name, "hf-repo") == 0) {
+        if (strcmp(name, "config") == 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG))
+            continue; /* read before the loop */
+        if (model_flag(name)) {
             if (!v)
                 return kvp_fail(err, KVP_ERR_USAGE, "%s needs the model", flag);
             snprintf(model, nmodel, "%s", v);

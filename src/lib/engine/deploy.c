@@ -11,7 +11,7 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
     memset(d, 0, sizeof *d);
     d->engine = e;
     d->release = UINT32_MAX;
-    d->n_gpus = d->tp = d->pp = 1;
+    d->n_gpus = d->tp = d->pp = d->dp = 1;
     d->k = d->v = kvp_format_plain(m->dtype);
     memset(&d->w, 0, sizeof d->w); /* as the checkpoint stores them */
     if (e == KVP_ENGINE_LLAMACPP)
@@ -26,21 +26,61 @@ void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kv
 
 /* ---- dispatch ---- */
 
+uint64_t kvp_deploy_gpus(const struct kvp_deploy *d)
+{
+    uint64_t dp = d->engine == KVP_ENGINE_SGLANG && d->dp_attention ? 1 : d->dp ? d->dp : 1;
+    return dp * d->tp * d->pp;
+}
+
+/* Data parallelism as the engine runs it (docs/engines.md, "Data
+ * parallelism"): vLLM (--data-parallel-size) and SGLang (--dp-size, with or
+ * without --enable-dp-attention) run dp ranks; the reference and the
+ * Transformers caches are sized as dp replicas of one; llama.cpp and TRT-LLM
+ * are refused (not read: llama.cpp has no such flag, TRT-LLM's attention DP
+ * is not modelled). */
+static enum kvp_status check_dp(const struct kvp_deploy *d, struct kvp_error *err)
+{
+    if (d->dp == 0)
+        return kvp_fail(err, KVP_ERR_USAGE, "'dp' must be positive");
+    if (d->dp_attention && d->engine != KVP_ENGINE_SGLANG)
+        return kvp_fail(err, KVP_ERR_USAGE, "'dp_attention' is SGLang's --enable-dp-attention (the engine is %s)",
+                        kvp_engine_info(d->engine)->name);
+    if (d->dp_attention && (d->dp < 2 || d->tp % d->dp != 0))
+        /* server_args.py ServerArgs.__post_init__ (data parallelism attention): dp_size > 1, tp_size % dp_size == 0 */
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "SGLang's DP attention needs 1 < dp <= tp with dp dividing tp (got dp %u, tp %u)", d->dp,
+                        d->tp);
+    if (d->dp > 1 && (d->engine == KVP_ENGINE_LLAMACPP || d->engine == KVP_ENGINE_TRTLLM))
+        return kvp_fail(err, KVP_ERR_USAGE, "data parallelism is not modelled for %s: size one replica (drop 'dp')",
+                        kvp_engine_info(d->engine)->name);
+    return KVP_OK;
+}
+
 static enum kvp_status check_deploy(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
 {
+    uint64_t used = kvp_deploy_gpus(d);
+    enum kvp_status st;
     if (d->tp == 0 || d->pp == 0 || d->n_gpus == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "'tp', 'pp' and the GPU count must be positive");
+    if ((st = check_dp(d, err)) != KVP_OK)
+        return st;
     if (d->pp > KVP_MAX_STAGES || d->pp > m->n_layers)
         return kvp_fail(err, KVP_ERR_USAGE, "'pp' must be at most %u and at most the layer count %u (got %u)",
                         KVP_MAX_STAGES, m->n_layers, d->pp);
-    if ((uint64_t)d->tp * d->pp > d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
+    if (used != d->n_gpus && d->dp > 1 && d->dp_attention)
+        return kvp_fail(err, KVP_ERR_USAGE, "DP attention runs inside tp: tp x pp = %u x %u uses %llu GPUs (got %u)",
+                        d->tp, d->pp, (unsigned long long)used, d->n_gpus);
+    if (used != d->n_gpus && d->dp > 1)
+        return kvp_fail(err, KVP_ERR_USAGE, "dp x tp x pp = %u x %u x %u uses %llu GPUs (got %u)", d->dp, d->tp, d->pp,
+                        (unsigned long long)used, d->n_gpus);
+    if (used > d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
         return kvp_fail(err, KVP_ERR_USAGE, "tp x pp = %u x %u needs %llu GPUs (got %u)", d->tp, d->pp,
-                        (unsigned long long)d->tp * d->pp, d->n_gpus);
-    if ((uint64_t)d->tp * d->pp < d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
+                        (unsigned long long)used, d->n_gpus);
+    if (used < d->n_gpus && d->engine != KVP_ENGINE_LLAMACPP)
         return kvp_fail(err, KVP_ERR_USAGE,
                         "%u GPUs, but tp x pp = %u x %u uses %llu of them: set 'tp' (or 'pp') so that tp x pp = %u to "
-                        "split the model over them (data-parallel replicas are not modelled yet: size one)",
-                        d->n_gpus, d->tp, d->pp, (unsigned long long)d->tp * d->pp, d->n_gpus);
+                        "split the model over them, or 'dp' for data-parallel ranks of tp x pp each",
+                        d->n_gpus, d->tp, d->pp, (unsigned long long)used, d->n_gpus);
     if (!(d->util >= 0.0 && d->util <= 1.0))
         return kvp_fail(err, KVP_ERR_USAGE, "the memory fraction must be 0..1 (got %g)", d->util);
     if (d->gpu_memory == 0 && d->kv_memory == 0 && d->engine != KVP_ENGINE_LLAMACPP && d->engine != KVP_ENGINE_IDEAL &&
@@ -62,6 +102,9 @@ static void effective(const struct kvp_model *m, const struct kvp_deploy *d, str
     if (e->util == 0.0 && f->release->util > 0.0 && f->release->util < 1.0)
         e->util = f->release->util;
     e->max_batched_tokens = kvp_profile_batched_tokens(d);
+    /* the target is the deployment's: the DP ranks share its requests (each holds its share) */
+    if (e->dp > 1 && e->concurrency)
+        e->concurrency = kvp_cdiv(e->concurrency, e->dp);
     if (e->engine == KVP_ENGINE_LLAMACPP && e->concurrency > 1 && e->n_seq <= 1) {
         e->n_seq = e->concurrency > UINT32_MAX ? UINT32_MAX : (uint32_t)e->concurrency;
         e->context = kvp_sat_mul(d->context, e->concurrency);
@@ -135,9 +178,11 @@ enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_depl
     return st;
 }
 
+/* d's target (the whole deployment's requests) fits: each DP rank holds its share. */
 static bool fits_target(const struct kvp_fit *f, const struct kvp_deploy *d)
 {
-    return f->fits && f->max_concurrency + 1e-9 >= (double)(d->concurrency ? d->concurrency : 1);
+    uint64_t want = d->concurrency ? d->concurrency : 1;
+    return f->fits && f->max_concurrency + 1e-9 >= (double)kvp_cdiv(want, d->dp ? d->dp : 1);
 }
 
 /* ---- weight_dtype auto ---- */
@@ -195,24 +240,57 @@ enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struct kvp_de
     return KVP_OK;
 }
 
-enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
-                                 uint32_t *tp_out, struct kvp_error *err)
+/* The data-parallel form of g GPUs per pipeline stage the engine runs for an
+ * MLA model (whose latent every TP rank replicates): vLLM g ranks of tp 1,
+ * SGLang DP attention over tp g; false for another engine or model. */
+static bool dp_candidate(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t g, struct kvp_deploy *t)
 {
-    struct kvp_deploy t = *d;
-    struct kvp_fit f;
-    *tp_out = 0;
-    for (uint32_t tp = 1; tp * d->pp <= max_gpus; tp *= 2) {
-        enum kvp_status st;
-        t.tp = tp;
-        t.n_gpus = tp * d->pp;
-        t.weights_memory = d->weights_memory && d->tp ? kvp_cdiv(d->weights_memory * d->tp, tp) : 0;
-        st = kvp_fit_compute(m, &t, &f, err);
-        if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE) /* usage: a tp the engine refuses */
-            return st;
-        if (st == KVP_OK && fits_target(&f, d)) {
-            *tp_out = tp;
-            break;
+    bool mla = false;
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        mla |= m->specs[i].kind == KVP_LAYER_MLA;
+    if (!mla || g < 2 || d->weights_memory || (d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG))
+        return false;
+    t->dp = g;
+    t->dp_attention = d->engine == KVP_ENGINE_SGLANG;
+    t->tp = t->dp_attention ? g : 1;
+    return true;
+}
+
+enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t max_gpus,
+                                 uint32_t *tp_out, uint32_t *dp_out, struct kvp_error *err)
+{
+    *tp_out = *dp_out = 0;
+    for (uint32_t g = 1; (uint64_t)g * d->pp <= max_gpus; g *= 2) {
+        struct kvp_deploy cand[2];
+        double best = -1.0;
+        uint32_t n = 0;
+        cand[0] = *d;
+        if (dp_candidate(m, d, g, &cand[0]))
+            n++;
+        cand[n] = *d; /* pure TP */
+        cand[n].tp = g;
+        cand[n].dp = 1;
+        cand[n].dp_attention = false;
+        cand[n].weights_memory = d->weights_memory && d->tp ? kvp_cdiv(d->weights_memory * d->tp, g) : 0;
+        n++;
+        for (uint32_t i = 0; i < n; i++) {
+            struct kvp_deploy *t = &cand[i];
+            struct kvp_fit f;
+            enum kvp_status st;
+            double all;
+            t->n_gpus = (uint32_t)kvp_deploy_gpus(t);
+            st = kvp_fit_compute(m, t, &f, err);
+            if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE) /* usage: a tp the engine refuses */
+                return st;
+            all = f.max_concurrency * t->dp;
+            if (st == KVP_OK && fits_target(&f, t) && all > best) { /* ties: the first, DP */
+                best = all;
+                *tp_out = t->tp;
+                *dp_out = t->dp;
+            }
         }
+        if (*tp_out)
+            break;
     }
     return KVP_OK;
 }

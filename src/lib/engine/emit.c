@@ -104,6 +104,8 @@ static enum kvp_status vllm(const struct kvp_model *m, const struct kvp_deploy *
     word(b, model_ref(m));
     flag_u64(b, "--tensor-parallel-size", d->tp);
     flag_u64(b, "--pipeline-parallel-size", d->pp);
+    if (d->dp > 1)
+        flag_u64(b, "--data-parallel-size", d->dp);
     flag_u64(b, "--max-model-len", d->context);
     if (d->kv_memory)
         flag_u64(b, "--kv-cache-memory-bytes", d->kv_memory);
@@ -128,6 +130,10 @@ static enum kvp_status sglang(const struct kvp_model *m, const struct kvp_deploy
     word(b, model_ref(m));
     flag_u64(b, "--tp-size", d->tp);
     flag_u64(b, "--pp-size", d->pp);
+    if (d->dp > 1)
+        flag_u64(b, "--dp-size", d->dp);
+    if (d->dp_attention)
+        kvp_buf_printf(b, " --enable-dp-attention");
     flag_u64(b, "--context-length", d->context);
     kvp_buf_printf(b, " --mem-fraction-static %.4g", f->util);
     kvp_buf_printf(b, " --kv-cache-dtype %s", kv);

@@ -197,7 +197,8 @@ static enum kvp_status spec_bytes(const struct kvp_model *m, const struct kvp_la
     case KVP_LAYER_FULL:
     case KVP_LAYER_SLIDING:
     case KVP_LAYER_CHUNKED:
-        if (q->block && ((st = kvp_format_check_paged(&q->k, "K", err)) || (st = kvp_format_check_paged(&q->v, "V", err))))
+        if (q->block &&
+            ((st = kvp_format_check_paged(&q->k, "K", err)) || (st = kvp_format_check_paged(&q->v, "V", err))))
             return st;
         if ((st = token_bytes(&q->k, s->n_kv_heads, s->head_dim_k, &b->k_token, err)) ||
             (st = token_bytes(&q->v, s->n_kv_heads, s->head_dim_v, &b->v_token, err)) ||

@@ -14,37 +14,54 @@
 #define LLAMACPP_DEFAULT "npm-3.22.1"
 #define HF_DEFAULT "4.56"
 
+/* The default memory fractions, each named once: vLLM's --gpu-memory-utilization
+ * (config/cache.py gpu_memory_utilization) and TRT-LLM's free_gpu_memory_fraction
+ * (llmapi/llm_args.py KvCacheConfig); SGLang's comes from a rule (profile_sglang.c). */
+#define VLLM_UTIL 0.90
+#define TRTLLM_FREE_FRACTION 0.90
+
 static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
-    [KVP_ENGINE_IDEAL] = {"ideal", "-", "the bare formula: no paging, no padding", 1, 1.0},
-    [KVP_ENGINE_VLLM] = {"vllm", VLLM_DEFAULT, "paged blocks of 16, equal-page groups, total x util - non-KV", 16, 0.90},
-    [KVP_ENGINE_SGLANG] = {"sglang", SGLANG_DEFAULT, "token pool of size + page slots, total x mem_fraction_static reserve", 1, 0.0},
-    [KVP_ENGINE_TRTLLM] = {"trtllm", TRTLLM_DEFAULT, "blocks of 32 tokens, 0.9 of free memory", 32, 0.90},
-    [KVP_ENGINE_LLAMACPP] = {"llamacpp", LLAMACPP_DEFAULT, "cells padded to 256, streams, SWA n_swa + n_ubatch, ggml blocks", 1, 1.0},
-    [KVP_ENGINE_HF_DYNAMIC] = {"hf-dynamic", HF_DEFAULT, "DynamicCache: grows by torch.cat, one layer's copy transient", 1, 1.0},
-    [KVP_ENGINE_HF_STATIC] = {"hf-static", HF_DEFAULT, "StaticCache: preallocated to max_cache_len", 1, 1.0},
-    [KVP_ENGINE_HF_QUANTIZED] = {"hf-quantized", HF_DEFAULT, "QuantizedCache: nbits, q_group_size 64, residual 128", 1, 1.0},
+    [KVP_ENGINE_IDEAL] = {"ideal", "-", "the bare formula: no paging, no padding", 1},
+    [KVP_ENGINE_VLLM] = {"vllm", VLLM_DEFAULT, "paged blocks of 16, equal-page groups, total x util - non-KV", 16},
+    [KVP_ENGINE_SGLANG] = {"sglang", SGLANG_DEFAULT,
+                           "token pool of size + page slots, total x mem_fraction_static reserve", 1},
+    [KVP_ENGINE_TRTLLM] = {"trtllm", TRTLLM_DEFAULT, "blocks of 32 tokens, 0.9 of free memory", 32},
+    [KVP_ENGINE_LLAMACPP] = {"llamacpp", LLAMACPP_DEFAULT,
+                             "cells padded to 256, streams, SWA n_swa + n_ubatch, ggml blocks", 1},
+    [KVP_ENGINE_HF_DYNAMIC] = {"hf-dynamic", HF_DEFAULT, "DynamicCache: grows by torch.cat, one layer's copy transient",
+                               1},
+    [KVP_ENGINE_HF_STATIC] = {"hf-static", HF_DEFAULT, "StaticCache: preallocated to max_cache_len", 1},
+    [KVP_ENGINE_HF_QUANTIZED] = {"hf-quantized", HF_DEFAULT, "QuantizedCache: nbits, q_group_size 64, residual 128", 1},
 };
 
 /* The releases, the default (newest read) of each engine first; docs/engines.md
  * has the table release -> rule -> source file and function. */
 static const struct kvp_release releases[] = {
     {KVP_ENGINE_IDEAL, "-", "include/kvplan/kv.h: the bare formula", 1.0, 0},
-    {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", 0.90, 0},
-    {KVP_ENGINE_VLLM, "0.21.0", "v1/worker/gpu_worker.py determine_available_memory: CUDA-graph estimate subtracted "
-     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on since v0.21.0)", 0.90, KVP_REL_VLLM_CUDA_GRAPHS},
+    {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421",
+     VLLM_UTIL, 0},
+    {KVP_ENGINE_VLLM, "0.21.0",
+     "v1/worker/gpu_worker.py determine_available_memory: CUDA-graph estimate subtracted "
+     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on since v0.21.0)",
+     VLLM_UTIL, KVP_REL_VLLM_CUDA_GRAPHS},
     {KVP_ENGINE_VLLM, "0.7.3", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
-     0.90, KVP_REL_VLLM_V0},
-    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "model_runner_kv_cache_mixin.py @226149ac (Mamba pool by ratio), server_args.py "
-     "(reserve by GPU memory)", 0.0, 0},
+     VLLM_UTIL, KVP_REL_VLLM_V0},
+    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT,
+     "model_runner_kv_cache_mixin.py @226149ac (Mamba pool by ratio), server_args.py "
+     "(reserve by GPU memory)",
+     0.0, 0},
     {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp), no Mamba hybrids", 0.0,
      KVP_REL_SGLANG_TP_FRACTION | KVP_REL_SGLANG_NO_MAMBA},
-    {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py", 0.90, 0},
-    {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
-    {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)", 1.0,
-     KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
-    {KVP_ENGINE_LLAMACPP, "b4862", "builds b2459 .. b4862 (2024-03 .. 2025-03): src/llama.cpp llm_build_context "
-     "(build_llama, build_gptneox, llm_build_kv, llm_build_kqv), before llama-graph.cpp (PR #12181)", 1.0,
-     KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V | KVP_REL_LLAMACPP_KQV_GRAPH},
+    {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py",
+     TRTLLM_FREE_FRACTION, 0},
+    {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0,
+     0},
+    {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)",
+     1.0, KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
+    {KVP_ENGINE_LLAMACPP, "b4862",
+     "builds b2459 .. b4862 (2024-03 .. 2025-03): src/llama.cpp llm_build_context "
+     "(build_llama, build_gptneox, llm_build_kv, llm_build_kqv), before llama-graph.cpp (PR #12181)",
+     1.0, KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V | KVP_REL_LLAMACPP_KQV_GRAPH},
     {KVP_ENGINE_HF_DYNAMIC, HF_DEFAULT, "src/transformers/cache_utils.py DynamicCache", 1.0, 0},
     {KVP_ENGINE_HF_STATIC, HF_DEFAULT, "src/transformers/cache_utils.py StaticCache", 1.0, 0},
     {KVP_ENGINE_HF_QUANTIZED, HF_DEFAULT, "src/transformers/cache_utils.py QuantizedCache", 1.0, 0},
@@ -218,10 +235,31 @@ enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, st
     return KVP_OK;
 }
 
+/* How many GPUs share weight class c under data parallelism
+ * (docs/engines.md, "Data parallelism"): vLLM splits the routed experts
+ * over dp x tp, with or without --enable-expert-parallel
+ * (model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make:
+ * flatten_tp_across_dp_and_pcp), the rest of each DP rank over its tp;
+ * SGLang's DP attention splits attention over tp / dp and keeps the token
+ * embedding whole (models/deepseek_v2.py: VocabParallelEmbedding(...,
+ * enable_tp=not is_dp_attention_enabled())), the rest over tp. */
+static uint64_t dp_share(const struct kvp_deploy *d, enum kvp_wclass c)
+{
+    uint64_t tp = d->tp;
+    if (d->engine == KVP_ENGINE_VLLM && c == KVP_WC_EXPERTS)
+        tp *= d->dp;
+    else if (d->engine == KVP_ENGINE_SGLANG && d->dp_attention && c == KVP_WC_ATTN)
+        tp /= d->dp;
+    else if (d->engine == KVP_ENGINE_SGLANG && d->dp_attention && c == KVP_WC_EMBED)
+        tp = 1;
+    return tp * d->pp;
+}
+
 enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
                                 struct kvp_error *err)
 {
     struct kvp_weights w;
+    uint64_t sum = 0;
     enum kvp_status st;
     if (d->weights_memory) {
         *out = d->weights_memory;
@@ -230,6 +268,20 @@ enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_
     if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
         return st;
     *out = kvp_cdiv(w.bytes, (uint64_t)d->tp * d->pp);
+    if (d->dp <= 1 || (d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG))
+        return KVP_OK; /* replicas: each holds 1 / (tp x pp) */
+    for (uint32_t c = 0; c < KVP_WC_COUNT; c++)
+        sum += w.class_bytes[c]; /* the parts of a sum that did not overflow */
+    if (sum == 0)
+        return KVP_OK;
+    *out = 0;
+    for (uint32_t c = 0; c < KVP_WC_COUNT; c++) {
+        /* a checkpoint's own table: its bytes in the computed classes' proportions (at most w.bytes) */
+        uint64_t part = sum == w.bytes ? w.class_bytes[c]
+                                       : (uint64_t)((long double)w.class_bytes[c] * (long double)w.bytes / sum);
+        if (!kvp_add(*out, kvp_cdiv(part, dp_share(d, (enum kvp_wclass)c)), out))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights per GPU overflow 64 bits");
+    }
     return KVP_OK;
 }
 

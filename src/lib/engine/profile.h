@@ -82,6 +82,35 @@ typedef enum kvp_status (*profile_cost_fn)(void *ctx, uint64_t context, uint64_t
 enum kvp_status kvp_profile_max_context(profile_cost_fn cost, void *ctx, uint64_t n, uint64_t pool, uint64_t limit,
                                     uint64_t *out, struct kvp_error *err);
 
+/* vLLM's KV-cache groups of a rank view (v1/core/kv_cache_utils.py
+ * _get_kv_cache_groups_uniform_page_size): the layers fall into spec types
+ * (equal kind, window, K and V rows, state); one type makes one group, one
+ * kind with several pages one group whose block sums the pages, and a hybrid
+ * groups of group_size layers of one type each, the pages made equal.
+ * profile_vllm.c sizes the pool from them, sim.c names each group's kind. */
+enum kvp_vllm_rule {
+    KVP_VLLM_ONE_TYPE,   /* one spec type: one group of all its layers */
+    KVP_VLLM_ONE_KIND,   /* one kind and window, several pages: one group, num_blocks = avail // sum(page_l) */
+    KVP_VLLM_EQUAL_PAGES /* a hybrid: cdiv(layers, group_size) groups per type */
+};
+
+struct kvp_vllm_groups {
+    uint32_t n;                              /* spec types */
+    const struct rspec *type[KVP_MAX_SPECS]; /* the first spec of each type */
+    uint32_t layers[KVP_MAX_SPECS];          /* layers of each type */
+    enum kvp_vllm_rule rule;
+    uint32_t group_size; /* layers per group: all (one type, one kind), else max if max < 1.5 min, else min */
+    uint32_t n_groups;   /* 1, or the sum over types of cdiv(layers, group_size) */
+};
+
+/* Whether vLLM takes two rank specs as one KV-cache spec type. */
+bool kvp_profile_vllm_same_type(const struct rspec *a, const struct rspec *b);
+/* Group the specs of r that take a cache (states: recurrent layers are specs
+ * too, as in V1; V0 caches them apart). Fails (KVP_ERR_UNSUPPORTED) when no
+ * layer takes a cache. */
+enum kvp_status kvp_profile_vllm_groups(const struct prank *r, bool states, struct kvp_vllm_groups *g,
+                                        struct kvp_error *err);
+
 enum kvp_status kvp_profile_ideal(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                               struct kvp_error *err);
 enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,

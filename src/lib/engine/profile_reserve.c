@@ -194,7 +194,8 @@ static void vllm_v1_activation(const struct kvp_model *m, const struct kvp_deplo
 static void trtllm_reserve(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t dt, struct kvp_reserve *r,
                            uint64_t *non_torch)
 {
-    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = kvp_profile_max_seqs(d), fwd, held;
+    uint64_t len = d->context > 1 ? d->context - 1 : 1, logit_bytes = dt + 4, graph_seqs = kvp_profile_max_seqs(d), fwd,
+             held;
     len = len < r->profile_tokens ? len : r->profile_tokens;
     r->profile_seqs = kvp_cdiv(r->profile_tokens, len ? len : 1);
     r->logits = kvp_sat_mul(kvp_sat_mul(r->profile_seqs, m->vocab), logit_bytes);
@@ -326,8 +327,11 @@ void kvp_reserve_estimate(const struct kvp_model *m, const struct kvp_deploy *d,
             act = kvp_sat_add(kvp_sat_mul(r->per_token, r->profile_tokens), r->logits);
             nt = NON_TORCH_V0;
         }
-        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin */
-        nt += d->tp > 1 ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
+        /* the NVLink figure was measured on vLLM only; TRT-LLM keeps the margin. vLLM's DP ranks of a MoE
+         * model share one expert group over dp x tp (fused_moe/config.py): its communicators, as at tp > 1
+         * (an estimate: not measured under DP); the ranks of a dense model are independent engines */
+        nt += d->tp > 1 || (d->dp > 1 && m->n_experts)
+                  ? (d->engine == KVP_ENGINE_VLLM && large_gpu(d) ? NCCL_NVLINK : NCCL) : 0;
         break;
     case KVP_ENGINE_SGLANG: /* activations and graphs live in 1 - mem_fraction_static */
         /* NCCL is taken in init_torch_distributed, before SGLang measures

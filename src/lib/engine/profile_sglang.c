@@ -34,6 +34,8 @@ static double default_fraction(const struct kvp_deploy *d)
         reserved = (12 + p / 2) * 1024;
     else
         reserved = 32 * 1024;
+    if (d->dp_attention) /* server_args.py ServerArgs.__post_init__: "reserved_mem += 4 * 1024" under DP attention */
+        reserved += 4 * 1024;
     return round((mib - reserved) / mib * 1000.0) / 1000.0;
 }
 
@@ -146,19 +148,24 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
     uint64_t want = d->concurrency ? d->concurrency : 1, deficit = 0, cell, tokens, conv = 0, ssm = 0, per_req;
     uint32_t page = d->block_size ? d->block_size : 1, n_mamba;
     struct sg_cells c;
+    struct kvp_deploy attn = *d; /* the attention's split: tp / dp under DP attention (heads and states per GPU) */
     double start_gib, avail_gib, rest_gib, conc;
     enum kvp_status st;
 
-    if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)) ||
-        (st = mamba_state(m, d, &conv, &ssm, &n_mamba, err)) || (st = stage_cells(m, d, &cell, &c, err)))
+    if (d->dp_attention)
+        attn.tp = d->tp / d->dp; /* dp divides tp (check_deploy); the MLA latent is one head either way */
+    if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK ||
+        (st = kvp_profile_weights(m, d, &f->weights_bytes, err)) ||
+        (st = mamba_state(m, &attn, &conv, &ssm, &n_mamba, err)) || (st = stage_cells(m, &attn, &cell, &c, err)))
         return st;
     f->util = d->util ? d->util : default_fraction(d);
     f->block_size = page;
     if (n_mamba && (kvp_deploy_release(d)->rules & KVP_REL_SGLANG_NO_MAMBA)) {
         /* models/registry.py _raise_for_unsupported: the release has no Mamba/linear-attention hybrid */
-        snprintf(f->refused, sizeof f->refused, "Model architectures ['%s'] are not supported for now. Supported "
-                 "architectures: (sglang %s's list, which has no Mamba or linear-attention hybrid)", kvp_profile_architecture(m),
-                 kvp_deploy_release(d)->version);
+        snprintf(f->refused, sizeof f->refused,
+                 "Model architectures ['%s'] are not supported for now. Supported "
+                 "architectures: (sglang %s's list, which has no Mamba or linear-attention hybrid)",
+                 kvp_profile_architecture(m), kvp_deploy_release(d)->version);
         return KVP_OK;
     }
     if (cell == 0)
@@ -171,7 +178,8 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
         rest_gib = (double)d->kv_memory / GIB;
     } else {
         start_gib = (double)kvp_profile_sub(d->gpu_memory, d->non_torch_memory, NULL) / GIB;
-        avail_gib = (double)kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
+        avail_gib =
+            (double)kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, d->non_torch_memory), &deficit) / GIB;
         rest_gib = avail_gib - start_gib * (1.0 - f->util);
     }
     per_req = conv + ssm;
@@ -182,7 +190,8 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
         rest_gib -= (double)f->state_slots * (double)per_req / GIB;
         f->state_bytes_per_req = per_req;
         /* MambaPool: size + 1 states per layer (slot 0 is padding) */
-        if (!kvp_mul(f->state_slots + 1, conv, &f->state_conv_bytes) || !kvp_mul(f->state_slots + 1, ssm, &f->state_ssm_bytes))
+        if (!kvp_mul(f->state_slots + 1, conv, &f->state_conv_bytes) ||
+            !kvp_mul(f->state_slots + 1, ssm, &f->state_ssm_bytes))
             return kvp_fail(err, KVP_ERR_OVERFLOW, "a Mamba pool of %llu slots overflows 64 bits",
                             (unsigned long long)f->state_slots);
     }

@@ -68,7 +68,8 @@ static enum kvp_status seq_bytes(void *ctx, uint64_t T, uint64_t *out, struct kv
         if (hv && (st = kvp_cache_bytes(&c->v, hv, dv, T, w, &vb, err)) != KVP_OK)
             return st;
         if (!kvp_add(kb, vb, &layer) || !kvp_mul(layer, rs->layers, &layer) || !kvp_add(total, layer, &total))
-            return kvp_fail(err, KVP_ERR_OVERFLOW, "a sequence of %llu tokens overflows 64 bits", (unsigned long long)T);
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "a sequence of %llu tokens overflows 64 bits",
+                            (unsigned long long)T);
         if (c->d->engine == KVP_ENGINE_HF_DYNAMIC && T > 0) {
             uint64_t before_k = 0, before_v = 0;
             kvp_cache_bytes(&c->k, hk, dk, T - 1, w, &before_k, err);
@@ -152,8 +153,9 @@ static enum kvp_status simple(const struct kvp_model *m, const struct kvp_deploy
             f->request_bytes = req;
         if (req && (double)budget / (double)req < f->max_concurrency)
             f->max_concurrency = (double)(budget / req);
-        if ((st = kvp_profile_max_context(seq_bytes, &c, want, budget, d->context > m->max_context ? d->context : m->max_context,
-                                      &ctx, err)) != KVP_OK)
+        if ((st = kvp_profile_max_context(seq_bytes, &c, want, budget,
+                                          d->context > m->max_context ? d->context : m->max_context, &ctx, err)) !=
+            KVP_OK)
             return st;
         if (ctx < f->max_context)
             f->max_context = ctx;

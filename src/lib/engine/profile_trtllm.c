@@ -21,7 +21,7 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     if ((st = kvp_profile_formats(d, ok, 5, err)) != KVP_OK || (st = kvp_profile_weights(m, d, &f->weights_bytes, err)))
         return st;
     f->block_size = tpb;
-    f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_TRTLLM)->util;
+    f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     /* the busiest pipeline stage */
     for (uint32_t s = 0; s < d->pp; s++) {
         uint32_t first, count;
@@ -45,8 +45,8 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
     if (d->kv_memory)
         avail = d->kv_memory;
     else
-        avail = kvp_profile_fraction(kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)),
-                                             &deficit), f->util);
+        avail = kvp_profile_fraction(
+            kvp_profile_sub(d->gpu_memory, kvp_sat_add(f->weights_bytes, kvp_profile_reserve(d)), &deficit), f->util);
     f->kv_budget_bytes = avail;
     /* one pool, every layer at max_seq_len: without kv_cache_config.max_attention_window
      * sliding-window layers are sized like the others (the window list is the user's) */

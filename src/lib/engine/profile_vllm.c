@@ -56,21 +56,60 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
             experts += w.parts[i].bytes;
     if (!experts)
         return KVP_OK;
-    ip = m->expert_intermediate / d->tp;
+    ip = m->expert_intermediate / ((uint64_t)d->tp * d->dp); /* fused_moe/config.py: experts over dp x tp */
     ia = d->compute_capability / 10 == 10 ? 256 : 128;
     ha = 256;
     if (ip == 0)
         return KVP_OK;
-    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->pp);
+    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->dp * d->pp);
     *out = (uint64_t)((long double)experts * (kvp_cdiv(ip, ia) * ia) * (kvp_cdiv(h, ha) * ha) / ((long double)ip * h) -
                       (long double)experts + 0.5L);
     return KVP_OK;
 }
 
-static bool same_type(const struct rspec *a, const struct rspec *b)
+bool kvp_profile_vllm_same_type(const struct rspec *a, const struct rspec *b)
 {
     return a->s->kind == b->s->kind && a->s->window == b->s->window && a->k_row == b->k_row &&
            a->v_row == b->v_row && a->state == b->state;
+}
+
+enum kvp_status kvp_profile_vllm_groups(const struct prank *r, bool states, struct kvp_vllm_groups *g,
+                                        struct kvp_error *err)
+{
+    uint32_t min_n = UINT32_MAX, max_n = 0, all = 0;
+    bool one_kind = true;
+
+    memset(g, 0, sizeof *g);
+    for (uint32_t i = 0; i < r->n; i++) {
+        const struct rspec *rs = &r->spec[i];
+        uint32_t j;
+        if (rs->k_row + rs->v_row == 0 && (rs->state == 0 || !states))
+            continue; /* shared-KV and attention-free layers get no cache */
+        for (j = 0; j < g->n && !kvp_profile_vllm_same_type(g->type[j], rs); j++)
+            ;
+        if (j == g->n)
+            g->type[g->n++] = rs;
+        g->layers[j] += rs->layers;
+    }
+    if (g->n == 0)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "the model has no KV cache for vllm to size");
+    for (uint32_t j = 0; j < g->n; j++) {
+        min_n = g->layers[j] < min_n ? g->layers[j] : min_n;
+        max_n = g->layers[j] > max_n ? g->layers[j] : max_n;
+        all += g->layers[j];
+        one_kind = one_kind && g->type[j]->s->kind == g->type[0]->s->kind &&
+                   g->type[j]->s->window == g->type[0]->s->window;
+    }
+    g->rule = g->n == 1 ? KVP_VLLM_ONE_TYPE : one_kind ? KVP_VLLM_ONE_KIND : KVP_VLLM_EQUAL_PAGES;
+    g->n_groups = 1;
+    g->group_size = all;
+    if (g->rule == KVP_VLLM_EQUAL_PAGES) {
+        g->group_size = (double)max_n < 1.5 * min_n ? max_n : min_n;
+        g->n_groups = 0;
+        for (uint32_t j = 0; j < g->n; j++)
+            g->n_groups += (uint32_t)kvp_cdiv(g->layers[j], g->group_size);
+    }
+    return KVP_OK;
 }
 
 /* max_memory_usage_bytes of one layer of type t for a request of L tokens. */
@@ -97,29 +136,24 @@ static enum kvp_status build_types(const struct prank *r, const struct kvp_deplo
                                    struct vplan *p, struct kvp_error *err)
 {
     uint64_t attn_token = 0, mamba_page = 0, max_page = 0;
+    struct kvp_vllm_groups g;
+    enum kvp_status st;
 
     memset(p, 0, sizeof *p);
     p->d = d;
-    for (uint32_t i = 0; i < r->n; i++) {
-        const struct rspec *rs = &r->spec[i];
-        uint32_t j;
-        if (rs->k_row + rs->v_row == 0 && (rs->state == 0 || !states))
-            continue; /* shared-KV and attention-free layers get no cache */
-        for (j = 0; j < p->n && !same_type(p->t[j].rs, rs); j++)
-            ;
-        if (j == p->n) {
-            p->t[p->n].rs = rs;
-            p->t[p->n].block = block;
-            p->n++;
-        }
-        p->t[j].layers += rs->layers;
-        if (rs->state)
-            mamba_page = rs->state > mamba_page ? rs->state : mamba_page;
+    if ((st = kvp_profile_vllm_groups(r, states, &g, err)) != KVP_OK)
+        return st;
+    p->n = g.n;
+    p->uniform_sum = g.rule == KVP_VLLM_ONE_KIND;
+    p->group_size = p->groups_gs = g.group_size;
+    p->n_groups = g.n_groups;
+    for (uint32_t j = 0; j < g.n; j++) {
+        p->t[j] = (struct vtype){g.type[j], g.layers[j], block, 0};
+        if (g.type[j]->state)
+            mamba_page = g.type[j]->state > mamba_page ? g.type[j]->state : mamba_page;
         else
-            attn_token = rs->k_row + rs->v_row;
+            attn_token = g.type[j]->k_row + g.type[j]->v_row;
     }
-    if (p->n == 0)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "the model has no KV cache for vllm to size");
     if (mamba_page && attn_token) {
         /* hybrid Mamba: the attention block grows until its page covers the
          * Mamba state, then the Mamba page is padded to it */
@@ -145,36 +179,19 @@ static enum kvp_status build_types(const struct prank *r, const struct kvp_deplo
     return KVP_OK;
 }
 
-/* Groups: one type -> one group of all its layers; one kind with several
- * pages -> per-layer sum; hybrids -> equal pages, group_size by the
- * min/max rule, cdiv(n, group_size) groups per type. */
+/* The pool's pages for the groups build_types took from kvp_profile_vllm_groups:
+ * one kind with several pages -> per-layer sum; hybrids -> equal pages. */
 static enum kvp_status group(struct vplan *p, struct kvp_error *err)
 {
-    uint32_t min_n = UINT32_MAX, max_n = 0;
-    bool one_kind = true;
-
-    for (uint32_t j = 0; j < p->n; j++) {
-        min_n = p->t[j].layers < min_n ? p->t[j].layers : min_n;
-        max_n = p->t[j].layers > max_n ? p->t[j].layers : max_n;
-        one_kind = one_kind && p->t[j].rs->s->kind == p->t[0].rs->s->kind && p->t[j].rs->s->window == p->t[0].rs->s->window;
-    }
     p->min_block = UINT32_MAX;
     for (uint32_t j = 0; j < p->n; j++)
         p->min_block = p->t[j].block < p->min_block ? p->t[j].block : p->min_block;
-    if (p->n == 1) {
-        p->group_size = p->groups_gs = p->t[0].layers;
-        p->n_groups = 1;
+    if (p->n == 1)
         return KVP_OK;
-    }
-    if (one_kind) {
-        p->uniform_sum = true;
-        p->n_groups = 1;
-        p->group_size = 0;
-        for (uint32_t j = 0; j < p->n; j++) {
+    if (p->uniform_sum) {
+        for (uint32_t j = 0; j < p->n; j++)
             if (!kvp_profile_mul_add(&p->page_sum, p->t[j].page, p->t[j].layers))
                 return kvp_fail(err, KVP_ERR_OVERFLOW, "the pages of one block overflow 64 bits");
-            p->group_size += p->t[j].layers;
-        }
         return KVP_OK;
     }
     for (uint32_t j = 0; j < p->n; j++) {
@@ -188,10 +205,6 @@ static enum kvp_status group(struct vplan *p, struct kvp_error *err)
             t->page = p->page;
         }
     }
-    p->group_size = p->groups_gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
-    p->n_groups = 0;
-    for (uint32_t j = 0; j < p->n; j++)
-        p->n_groups += (uint32_t)kvp_cdiv(p->t[j].layers, p->group_size);
     return KVP_OK;
 }
 
@@ -216,7 +229,7 @@ static uint32_t stage_group_size(const struct kvp_model *m, const struct prank *
             uint32_t i;
             for (i = 0; i < r->n && r->spec[i].s != s; i++)
                 ;
-            if (i == r->n || !same_type(&r->spec[i], g->t[j].rs))
+            if (i == r->n || !kvp_profile_vllm_same_type(&r->spec[i], g->t[j].rs))
                 continue;
             held[seen++ % ngroups] += l >= first && l < first + count;
         }
@@ -267,9 +280,9 @@ static enum kvp_status check_settings(const struct kvp_model *m, const struct kv
         const struct kvp_layer_spec *s = &m->specs[i];
         uint32_t h = s->n_heads, kv = s->n_kv_heads;
         if (h && h % d->tp != 0)
-            return kvp_fail(err, KVP_ERR_USAGE,
-                            "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).",
-                            h, d->tp);
+            return kvp_fail(
+                err, KVP_ERR_USAGE,
+                "vllm: Total number of attention heads (%u) must be divisible by tensor parallel size (%u).", h, d->tp);
         /* model_executor/layers/linear.py QKVParallelLinear.__init__: the KV heads split over tp
          * (divide(kv, tp)), or replicated when tp >= kv (divide(tp, kv)); distributed/utils.py
          * ensure_divisibility asserts either at load. MLA's latent is not a QKV projection. */
@@ -392,7 +405,7 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9) && block % 64 != 0)
         block = 64;
     f->block_size = block;
-    f->util = d->util ? d->util : kvp_engine_info(KVP_ENGINE_VLLM)->util;
+    f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
         (!v0 && (st = mxfp4_padding(m, d, &f->weights_padding, err)) != KVP_OK) ||
         (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
@@ -412,8 +425,8 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     f->kv_budget_bytes = avail;
     f->max_concurrency = 1e300;
     f->max_context = UINT64_MAX;
-    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) || (st = build_types(&whole, d, block, !v0, &g, err)) ||
-        (st = group(&g, err)))
+    if ((st = kvp_profile_rank(m, d, 0, m->n_layers, &whole, err)) ||
+        (st = build_types(&whole, d, block, !v0, &g, err)) || (st = group(&g, err)))
         return st;
     hybrid = g.n > 1 && !g.uniform_sum;
     for (uint32_t s = 0; s < d->pp; s++) {
@@ -447,7 +460,9 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
             f->request_bytes = bytes;
         if ((double)min_blocks / request_blocks(&p, d->context) < f->max_concurrency)
             f->max_concurrency = (double)min_blocks / request_blocks(&p, d->context);
-        if ((st = kvp_profile_max_context(request_cost, &p, want, kvp_sat_mul(min_blocks, block_bytes(&p)), d->context > m->max_context ? d->context : m->max_context, &ctx, err)) != KVP_OK ||
+        if ((st = kvp_profile_max_context(request_cost, &p, want, kvp_sat_mul(min_blocks, block_bytes(&p)),
+                                          d->context > m->max_context ? d->context : m->max_context, &ctx, err)) !=
+                KVP_OK ||
             (st = kvp_profile_max_context(request_cost, &p, 1, avail, m->max_context, &one, err)) != KVP_OK)
             return st;
         if (one < one_request_len)

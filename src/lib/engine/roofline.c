@@ -31,9 +31,12 @@ enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy 
         return kvp_fail(err, KVP_ERR_USAGE, "the roofline needs the GPU's bandwidth and peak FLOP/s");
     if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK || (st = kvp_kv_compute(m, &q, &p, err)) != KVP_OK)
         return st;
-    /* tensor parallelism splits what each step reads; pipeline stages run one after another */
-    r->weight_bytes = kvp_cdiv(w.active_bytes, d->tp);
-    r->kv_bytes = kvp_cdiv(p.total_bytes, d->tp);
+    /* tensor parallelism splits what each step reads; pipeline stages run one after another. Data-parallel
+     * ranks share the batch (SGLang's DP attention inside tp: its tp GPUs); vLLM's MoE ranks share the
+     * experts too (over dp x tp: a lower bound, the rest of the weights is per rank) */
+    r->weight_bytes = kvp_cdiv(w.active_bytes, (uint64_t)d->tp *
+                                                   (d->engine == KVP_ENGINE_VLLM && m->n_experts && d->dp ? d->dp : 1));
+    r->kv_bytes = kvp_cdiv(p.total_bytes, (uint64_t)d->tp * (d->dp_attention || !d->dp ? 1 : d->dp));
     r->tpot_s = ((double)r->weight_bytes + (double)r->kv_bytes) / bandwidth;
     r->tokens_per_s = (double)batch / r->tpot_s;
     for (uint32_t i = 0; i < m->n_layers; i++)

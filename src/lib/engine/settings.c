@@ -21,7 +21,14 @@ static const struct kvp_setting table[] = {
     {"gpu", KVP_SET_GPU, "NAME", "GPU type from the catalog (kvplan gpus), e.g. h100, a100-80gb", "h100", 0},
     {"tp", KVP_SET_U32, "N", "tensor parallel degree (default 1)", "2", OFF(tp)},
     {"pp", KVP_SET_U32, "N", "pipeline parallel degree (default 1)", "1", OFF(pp)},
-    {"gpus", KVP_SET_U32, "N", "GPUs in all (default tp x pp, which must use them all; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
+    {"dp", KVP_SET_U32, "N",
+     "data-parallel ranks, each its own KV pool and scheduler (vLLM --data-parallel-size, SGLang --dp-size; default 1)",
+     "2", OFF(dp)},
+    {"dp_attention", KVP_SET_FLAG, NULL,
+     "SGLang --enable-dp-attention: the dp ranks share the tp GPUs, attention split by tp / dp", "true",
+     OFF(dp_attention)},
+    {"gpus", KVP_SET_U32, "N", "GPUs in all (default dp x tp x pp, tp x pp under SGLang DP attention, which must use "
+     "them all; llama.cpp: devices the layers are split over)", "2", OFF(n_gpus)},
     {"util", KVP_SET_FRACTION, "F",
      "memory fraction: vLLM gpu_memory_utilization, SGLang mem_fraction_static, TRT-LLM free fraction "
      "(default: the release's)", "0.85", 0},
@@ -99,8 +106,9 @@ int kvp_setting_find(const char *key)
 }
 
 /* The engines' flags for the settings above, as their argument parsers
- * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs), SGLang
- * 0.5 python/sglang/srt/server_args.py (ServerArgs), llama.cpp
+ * name them: vLLM 0.11.0 vllm/engine/arg_utils.py (EngineArgs; -dp is --data-parallel-size), SGLang
+ * 0.5 python/sglang/srt/server_args.py (ServerArgs: "--tensor-parallel-size",
+ * "--tp-size"; "--pipeline-parallel-size", "--pp-size"), llama.cpp
  * common/arg.cpp (long and short names), TRT-LLM 1.0
  * tensorrt_llm/commands/serve.py (trtllm-serve's options). A flag whose meaning differs from
  * the setting (llama.cpp --tensor-split takes proportions, vLLM
@@ -108,8 +116,10 @@ int kvp_setting_find(const char *key)
 static const struct {
     const char *flag, *key, *engine;
 } engine_flags[] = {
-    {"tensor_parallel_size", "tp", "vLLM"},      {"tp_size", "tp", "SGLang"},
-    {"pipeline_parallel_size", "pp", "vLLM"},    {"pp_size", "pp", "SGLang"},
+    {"tensor_parallel_size", "tp", "vLLM and SGLang"}, {"tp_size", "tp", "SGLang and TRT-LLM"},
+    {"pipeline_parallel_size", "pp", "vLLM and SGLang"}, {"pp_size", "pp", "SGLang and TRT-LLM"},
+    {"data_parallel_size", "dp", "vLLM and SGLang"}, {"dp_size", "dp", "SGLang"},
+    {"enable_dp_attention", "dp_attention", "SGLang"},
     {"max_model_len", "context", "vLLM"},        {"context_length", "context", "SGLang"},
     {"ctx_size", "context", "llama.cpp"},        {"c", "context", "llama.cpp"},
     {"gpu_memory_utilization", "util", "vLLM"},  {"mem_fraction_static", "util", "SGLang"},
@@ -117,6 +127,8 @@ static const struct {
     {"cache_type_k", "k_dtype", "llama.cpp"},    {"ctk", "k_dtype", "llama.cpp"},
     {"cache_type_v", "v_dtype", "llama.cpp"},    {"ctv", "v_dtype", "llama.cpp"},
     {"quantization", "weight_dtype", "vLLM"},    {"kv_cache_memory_bytes", "kv_cache_memory", "vLLM"},
+    {"max_num_seqs", "max_num_seqs", "vLLM"},    {"max_num_batched_tokens", "max_num_batched_tokens", "vLLM"},
+    {"block_size", "block_size", "vLLM"}, /* kvplan's names too: listed for kvp_setting_engine_flag_abbrev */
     {"max_running_requests", "max_num_seqs", "SGLang"},
     {"page_size", "block_size", "SGLang"},       {"batch_size", "n_batch", "llama.cpp"},
     {"b", "n_batch", "llama.cpp"},               {"ubatch_size", "n_ubatch", "llama.cpp"},
@@ -137,6 +149,28 @@ int kvp_setting_engine_flag(const char *flag, const char **engine)
             return kvp_setting_find(engine_flags[i].key);
         }
     return -1;
+}
+
+int kvp_setting_engine_flag_abbrev(const char *flag, const char *engine, const char **full)
+{
+    size_t n = strlen(flag);
+    int row = -1;
+    *full = NULL;
+    for (size_t i = 0; i < sizeof engine_flags / sizeof engine_flags[0]; i++) {
+        const char *f = engine_flags[i].flag;
+        size_t j = 0;
+        if (!strstr(engine_flags[i].engine, engine) || strlen(f) <= n)
+            continue;
+        while (j < n && (f[j] == flag[j] || (f[j] == '_' && flag[j] == '-')))
+            j++;
+        if (j < n)
+            continue;
+        if (*full)
+            return -1; /* argparse: "ambiguous option" */
+        *full = f;
+        row = kvp_setting_find(engine_flags[i].key);
+    }
+    return row;
 }
 
 void kvp_settings_clear(struct kvp_settings *s)
@@ -303,8 +337,8 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
         if ((st = count_value(v, 1, U32_MAX_SETTING, &u, err)) != KVP_OK)
             return st;
         *FIELD(uint32_t, d, row) = (uint32_t)u;
-        if (strcmp(row->key, "tp") == 0 || strcmp(row->key, "pp") == 0)
-            d->n_gpus = d->tp * d->pp; /* gpus, applied after, may say otherwise */
+        if (strcmp(row->key, "tp") == 0 || strcmp(row->key, "pp") == 0 || strcmp(row->key, "dp") == 0)
+            d->n_gpus = (uint32_t)kvp_deploy_gpus(d); /* gpus, applied after, may say otherwise */
         return KVP_OK;
     case KVP_SET_COUNT:
         return count_value(v, 1, UINT64_MAX, FIELD(uint64_t, d, row), err);
@@ -325,7 +359,11 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
     case KVP_SET_FRACTION:
         return fraction_value(v, &d->util, err);
     case KVP_SET_FLAG:
-        return flag_value(v, FIELD(bool, d, row), err);
+        if ((st = flag_value(v, FIELD(bool, d, row), err)) != KVP_OK)
+            return st;
+        if (row->off == OFF(dp_attention))
+            d->n_gpus = (uint32_t)kvp_deploy_gpus(d);
+        return KVP_OK;
     case KVP_SET_SWITCH:
         return switch_value(v, &d->flash_attn, err);
     case KVP_SET_SPLIT:

@@ -70,6 +70,7 @@ static void add_part(struct tally *t, const struct kvp_wq *q, uint32_t src, enum
     w->parts[i].params += params;
     w->parts[i].bytes += bytes;
     w->parts[i].classes |= 1u << c;
+    w->class_bytes[c] += bytes; /* a share of t->bytes, which did not overflow */
 }
 
 /* One tensor: `count` matrices of `rows` outputs x `cols` inputs, grouped

@@ -392,7 +392,8 @@ enum kvp_status kvp_model_open(const struct kvp_catalog *cat, const char *s, str
         free(names);
     }
     if (best)
-        return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (did you mean '%s'? 'kvplan models' lists them)", s, best);
+        return kvp_fail(err, KVP_ERR_NOTFOUND, "unknown model '%s' (did you mean '%s'? 'kvplan models' lists them)", s,
+                        best);
     return kvp_fail(err, KVP_ERR_NOTFOUND,
                     "unknown model '%s': not a file, a built-in model ('kvplan models') or a Hugging Face id "
                     "(ORG/NAME[@REV], ORG/NAME:TYPE for a GGUF repo, hf://ORG/NAME/FILE.gguf, an https URL of a GGUF)",

@@ -162,7 +162,8 @@ static enum kvp_status parse_setting(struct kvp_format *f, const char *full, con
         char *end;
         double x = strtod(val, &end);
         if (*val == '\0' || *end != '\0' || !(x >= 0.0 && x <= 0.5))
-            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'outliers' must be a fraction 0..0.5 (got '%s')", full, val);
+            return kvp_fail(err, KVP_ERR_USAGE, "format '%s': 'outliers' must be a fraction 0..0.5 (got '%s')", full,
+                            val);
         f->outliers_ppm = (uint32_t)(x * 1e6 + 0.5);
     } else {
         return kvp_fail(err, KVP_ERR_USAGE,

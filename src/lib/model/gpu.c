@@ -114,7 +114,8 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
         for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
             yaml_node_t *an = kvp_ydoc_node(d, *it);
             if (g->n_aliases == KVP_GPU_ALIASES_MAX)
-                return kvp_ydoc_fail(d, an, err, KVP_ERR_RANGE, "'%s' has more than %d aliases", g->id, KVP_GPU_ALIASES_MAX);
+                return kvp_ydoc_fail(d, an, err, KVP_ERR_RANGE, "'%s' has more than %d aliases", g->id,
+                                     KVP_GPU_ALIASES_MAX);
             if ((st = read_name(d, an, "aliases", g->aliases[g->n_aliases], err)) ||
                 (st = check_unique(d, an, g->aliases[g->n_aliases], gpus, count, g, g->n_aliases, err)))
                 return st;
@@ -128,9 +129,11 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
         (st = kvp_ydoc_get_str(d, map, "source", true, g->source, sizeof g->source, err)))
         return st;
     if (g->memory_bytes == 0)
-        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "memory_bytes"), err, KVP_ERR_RANGE, "'memory_bytes' must be greater than 0");
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "memory_bytes"), err, KVP_ERR_RANGE,
+                             "'memory_bytes' must be greater than 0");
     if (gbs == 0)
-        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_RANGE, "'bandwidth_gbs' must be greater than 0");
+        return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_RANGE,
+                             "'bandwidth_gbs' must be greater than 0");
     if (!kvp_mul(gbs, 1000000000u, &g->bandwidth_bytes_per_s))
         return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "bandwidth_gbs"), err, KVP_ERR_OVERFLOW,
                          "'bandwidth_gbs' of %llu GB/s does not fit in 64 bits of bytes/s", (unsigned long long)gbs);
@@ -152,8 +155,8 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
         if ((st = read_number(d, n, "compute_capability", &tf, err)))
             return st;
         if (!(tf >= 1.0 && tf < 100.0) || fabs(tf * 10 - (double)(long)(tf * 10 + 0.5)) > 1e-9)
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE, "'compute_capability' must be MAJOR.MINOR, e.g. 9.0 (got %g)",
-                                 tf);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_RANGE,
+                                 "'compute_capability' must be MAJOR.MINOR, e.g. 9.0 (got %g)", tf);
         g->compute_capability = (uint32_t)(tf * 10 + 0.5);
     }
     return KVP_OK;

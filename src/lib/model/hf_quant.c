@@ -77,7 +77,8 @@ static enum kvp_status exclude(struct hf_quant_ctx *c, yaml_node_t *list, struct
         if (!understood) {
             kvp_model_warn(c->m, "quantization_config: module pattern '%.60s' not understood: counted as quantized", p);
         } else if (cls && names_layers(p)) {
-            kvp_model_warn(c->m, "quantization_config: '%.60s' leaves some layers unquantized: counted as quantized", p);
+            kvp_model_warn(c->m, "quantization_config: '%.60s' leaves some layers unquantized: counted as quantized",
+                           p);
         } else {
             sc->classes &= ~cls;
         }
@@ -195,7 +196,8 @@ static enum kvp_status bnb(struct hf_quant_ctx *c, yaml_node_t *q, struct kvp_ws
         (st = kvp_ydoc_get_str(c->d, q, "bnb_4bit_quant_type", false, type, sizeof type, c->err)) != KVP_OK)
         return st;
     if (!b4 && !b8)
-        return kvp_ydoc_fail(c->d, q, c->err, KVP_ERR_SCHEMA, "bitsandbytes config sets neither load_in_4bit nor load_in_8bit");
+        return kvp_ydoc_fail(c->d, q, c->err, KVP_ERR_SCHEMA,
+                             "bitsandbytes config sets neither load_in_4bit nor load_in_8bit");
     sc->q = b4 ? (struct kvp_wq){.kind = KVP_WQ_BNB4, .double_quant = dq, .nf4 = strcmp(type, "fp4") != 0}
                : (struct kvp_wq){.kind = KVP_WQ_BNB8};
     sc->classes = KVP_WC_LINEAR;
@@ -236,7 +238,8 @@ static enum kvp_status compressed(struct hf_quant_ctx *c, yaml_node_t *q, struct
     bool sym = true;
     enum kvp_status st;
 
-    if (groups && groups->type == YAML_MAPPING_NODE && groups->data.mapping.pairs.top > groups->data.mapping.pairs.start)
+    if (groups && groups->type == YAML_MAPPING_NODE &&
+        groups->data.mapping.pairs.top > groups->data.mapping.pairs.start)
         w = kvp_ydoc_get(c->d, kvp_ydoc_node(c->d, groups->data.mapping.pairs.start->value), "weights");
     if (!w || w->type != YAML_MAPPING_NODE)
         return kvp_ydoc_fail(c->d, groups ? groups : q, c->err, KVP_ERR_SCHEMA,

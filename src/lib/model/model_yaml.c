@@ -222,7 +222,8 @@ static enum kvp_status parse_spec(struct yparse *p, yaml_node_t *n, const char *
         return st;
     rec = kvp_ydoc_get(d, n, "recurrent");
     if (s->kind == KVP_LAYER_RECURRENT && !rec)
-        return kvp_ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "spec '%s' of kind recurrent needs a 'recurrent' mapping", name);
+        return kvp_ydoc_fail(d, n, p->err, KVP_ERR_SCHEMA, "spec '%s' of kind recurrent needs a 'recurrent' mapping",
+                             name);
     if (rec && (st = parse_recurrent(p, rec, &s->rec)) != KVP_OK)
         return st;
     return KVP_OK;
@@ -276,8 +277,9 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
         if (count == 0)
             return kvp_ydoc_fail(d, kvp_ydoc_get(d, it, "count"), p->err, KVP_ERR_RANGE, "'count' must be positive");
         if (count > KVP_MAX_LAYERS - p->m->n_layers)
-            return kvp_ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "the stack has more than %u layers (%llu with this item)",
-                             KVP_MAX_LAYERS, (unsigned long long)p->m->n_layers + count);
+            return kvp_ydoc_fail(d, it, p->err, KVP_ERR_RANGE,
+                                 "the stack has more than %u layers (%llu with this item)", KVP_MAX_LAYERS,
+                                 (unsigned long long)p->m->n_layers + count);
         if ((st = kvp_model_add_layers(p->m, &p->named[i].spec, count, p->err)) != KVP_OK)
             return kvp_ydoc_fail(d, it, p->err, st, "%s", p->err->msg);
         return KVP_OK;
@@ -292,7 +294,8 @@ static enum kvp_status parse_item(struct yparse *p, yaml_node_t *it, int depth)
         if (depth >= MAX_REPEAT_DEPTH)
             return kvp_ydoc_fail(d, it, p->err, KVP_ERR_RANGE, "'repeat' nested deeper than %d", MAX_REPEAT_DEPTH);
         if (times == 0 || times > KVP_MAX_LAYERS)
-            return kvp_ydoc_fail(d, rep, p->err, KVP_ERR_RANGE, "'repeat' must be 1..%u (got %u)", KVP_MAX_LAYERS, times);
+            return kvp_ydoc_fail(d, rep, p->err, KVP_ERR_RANGE, "'repeat' must be 1..%u (got %u)", KVP_MAX_LAYERS,
+                                 times);
         if (inner->type == YAML_SEQUENCE_NODE && inner->data.sequence.items.start == inner->data.sequence.items.top)
             return kvp_ydoc_fail(d, inner, p->err, KVP_ERR_SCHEMA, "'layers' of a 'repeat' must not be empty");
         for (uint32_t t = 0; t < times; t++)
@@ -463,7 +466,8 @@ static void scalar(struct emit *em, const char *v, bool quoted)
 static void map_start(struct emit *em, bool flow)
 {
     yaml_event_t event;
-    yaml_mapping_start_event_initialize(&event, NULL, NULL, 1, flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
+    yaml_mapping_start_event_initialize(&event, NULL, NULL, 1,
+                                        flow ? YAML_FLOW_MAPPING_STYLE : YAML_BLOCK_MAPPING_STYLE);
     ev(em, &event);
 }
 

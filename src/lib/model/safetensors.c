@@ -185,7 +185,8 @@ static enum kvp_status check_spans(const char *path, uint64_t header_end, struct
 {
     struct stat sb;
     uint64_t end = 0, need;
-    qsort(t->span, t->nspan, sizeof *t->span, by_begin);
+    if (t->nspan) /* a header of no tensor has no span array: qsort's argument must not be NULL */
+        qsort(t->span, t->nspan, sizeof *t->span, by_begin);
     for (uint64_t i = 0; i < t->nspan; i++) {
         if (t->span[i].begin != end)
             return kvp_fail_at(err, KVP_ERR_SCHEMA, path, 0, 0,

@@ -343,7 +343,8 @@ static enum kvp_status read_limit(struct ydoc *d, yaml_node_t *n, enum kvp_check
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN:
     case KVP_CHECK_MIN_HEADROOM:
         /* bytes per token are plainly bytes: a bare integer is read as such */
-        if (!(kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN && kvp_ydoc_scalar(n) && kvp_parse_u64(kvp_ydoc_scalar(n), &u)) &&
+        if (!(kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN && kvp_ydoc_scalar(n) &&
+              kvp_parse_u64(kvp_ydoc_scalar(n), &u)) &&
             (st = bytes(d, n, what, &u, err)) != KVP_OK)
             return st;
         if (u == 0 && kind == KVP_CHECK_MAX_KV_BYTES_PER_TOKEN)
@@ -393,8 +394,8 @@ static enum kvp_status find_workload(struct ydoc *d, yaml_node_t *n, const struc
 }
 
 static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *vn, yaml_node_t *item,
-                                  struct kvp_plan_deployment *dep, const struct kvp_plan_workload *wl, uint32_t wl_first,
-                                  uint32_t nw, struct kvp_plan_check *c, struct kvp_error *err)
+                                  struct kvp_plan_deployment *dep, const struct kvp_plan_workload *wl,
+                                  uint32_t wl_first, uint32_t nw, struct kvp_plan_check *c, struct kvp_error *err)
 {
     yaml_node_t *n, *first_key = kn;
     char name[KVP_PLAN_NAME_MAX] = "";
@@ -435,7 +436,8 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
             return st;
         if (c->kind == KVP_CHECK_MIN_SUSTAINED_RATE && wl[at].is_trace)
             return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
-                                 "'min_sustained_rate' varies a synthetic workload's rate; '%s' is a trace", wl[at].name);
+                                 "'min_sustained_rate' varies a synthetic workload's rate; '%s' is a trace",
+                                 wl[at].name);
         c->workload = (int32_t)(wl_first + at);
     }
     if (item && (n = kvp_ydoc_get(d, item, "name")) != NULL && (st = name_value(d, n, "name", name, err)) != KVP_OK)
@@ -471,7 +473,8 @@ static enum kvp_status read_check(struct ydoc *d, yaml_node_t *kn, yaml_node_t *
         return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
                          "'max_tpot_ms' needs a 'gpu' from the catalog (its bandwidth bounds the decode)");
     if (c->kind == KVP_CHECK_MAX_KV_SHARE && !dep->d.gpu_memory)
-        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA, "'max_kv_share' needs the GPU memory ('gpu' or 'gpu_memory')");
+        return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
+                             "'max_kv_share' needs the GPU memory ('gpu' or 'gpu_memory')");
     for (uint32_t i = 0; i < dep->n_checks; i++)
         if (strcmp(dep->checks[i].id, c->id) == 0)
             return kvp_ydoc_fail(d, first_key, err, KVP_ERR_SCHEMA,
@@ -496,7 +499,8 @@ static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct
     yaml_node_pair_t *found = NULL;
     enum kvp_status st;
 
-    if ((st = kvp_ydoc_want_map(d, item, "assert", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, item, keys, err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(d, item, "assert", err)) != KVP_OK ||
+        (st = kvp_ydoc_check_keys(d, item, keys, err)) != KVP_OK)
         return st;
     for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
         const char *k = kvp_ydoc_scalar(kvp_ydoc_node(d, p->key));
@@ -509,7 +513,8 @@ static enum kvp_status read_check_item(struct ydoc *d, yaml_node_t *item, struct
         found = p;
     }
     if (!found)
-        return kvp_ydoc_fail(d, item, err, KVP_ERR_SCHEMA, "an assertion needs one of 'fits', 'min_concurrency', 'min_context', "
+        return kvp_ydoc_fail(d, item, err, KVP_ERR_SCHEMA,
+                             "an assertion needs one of 'fits', 'min_concurrency', 'min_context', "
                              "'max_kv_share', 'max_kv_bytes_per_token', 'max_tpot_ms', 'min_headroom', "
                              "'min_sustained_rate', 'max_preemptions'");
     return read_check(d, kvp_ydoc_node(d, found->key), kvp_ydoc_node(d, found->value), item, dep, wl, wl_first, nw, c,
@@ -571,8 +576,8 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
         return st;
     }
     if (!is_set(s, "gpu") && !is_set(s, "gpu_memory") && !is_set(s, "kv_cache_memory"))
-        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA, "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'",
-                         dep->name);
+        return kvp_ydoc_fail(d, node, err, KVP_ERR_SCHEMA,
+                             "deployment '%s' needs 'gpu', 'gpu_memory' or 'kv_cache_memory'", dep->name);
     if ((st = kvp_settings_apply(&s->kv, dep->model, L->gpus, x, &dep->gpu, &bad, err)) != KVP_OK)
         return kvp_ydoc_fail(d, node, err, st, "deployment '%s': %s%s%s%s", dep->name, bad >= 0 ? "'" : "",
                          bad >= 0 ? kvp_setting_at((uint32_t)bad)->key : "", bad >= 0 ? "': " : "", err->msg);
@@ -582,7 +587,8 @@ static enum kvp_status build_deploy(struct loader *L, struct ydoc *d, yaml_node_
     return KVP_OK;
 }
 
-static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_node_t *node, const struct settings *defaults)
+static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_node_t *node,
+                                       const struct settings *defaults)
 {
     const char *allowed[KVP_SETTINGS_MAX + 4];
     uint32_t nk = kvp_settings_count();
@@ -602,7 +608,8 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
     allowed[nk + 1] = "name";
     allowed[nk + 2] = "assert";
     allowed[nk + 3] = NULL;
-    if ((st = kvp_ydoc_want_map(d, node, "deployments", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, node, allowed, err)))
+    if ((st = kvp_ydoc_want_map(d, node, "deployments", err)) != KVP_OK ||
+        (st = kvp_ydoc_check_keys(d, node, allowed, err)))
         return st;
     if (p->n == KVP_PLAN_MAX_DEPLOYMENTS)
         return kvp_ydoc_fail(d, node, err, KVP_ERR_RANGE, "more than %d deployments", KVP_PLAN_MAX_DEPLOYMENTS);
@@ -634,7 +641,8 @@ static enum kvp_status read_deployment(struct loader *L, struct ydoc *d, yaml_no
                                             : false)
         return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must not be empty");
     if (list->type == YAML_SCALAR_NODE)
-        return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA, "'assert' must be a list or a mapping of assertions, not a scalar");
+        return kvp_ydoc_fail(d, list, err, KVP_ERR_SCHEMA,
+                             "'assert' must be a list or a mapping of assertions, not a scalar");
     if ((st = read_settings(L, d, node, &s)) != KVP_OK || (st = build_deploy(L, d, node, &s, dep)) != KVP_OK)
         goto fail;
     want = list->type == YAML_MAPPING_NODE ? (size_t)(list->data.mapping.pairs.top - list->data.mapping.pairs.start)
@@ -694,8 +702,8 @@ static enum kvp_status read_synth(struct ydoc *d, yaml_node_t *m, bool trace, st
         if (!n)
             continue;
         if (trace && k->synthetic)
-            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA, "'%s' describes a synthetic workload; 'trace' gives its own",
-                                 k->key);
+            return kvp_ydoc_fail(d, n, err, KVP_ERR_SCHEMA,
+                                 "'%s' describes a synthetic workload; 'trace' gives its own", k->key);
         if ((st = scalar(d, n, k->key, &v, err)) != KVP_OK)
             return st;
         if (kvp_synth_set(&w->synth, &w->max_queue_s, k->key, v, err) != KVP_OK)
@@ -740,7 +748,8 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
         if (strcmp(p->workloads[i].name, w->name) == 0)
             return kvp_ydoc_fail(d, kn, err, KVP_ERR_SCHEMA, "workload '%s' is defined twice (line %u)", w->name,
                                  p->workloads[i].line);
-    if ((st = kvp_ydoc_want_map(d, m, "workloads", err)) != KVP_OK || (st = kvp_ydoc_check_keys(d, m, keys, err)) != KVP_OK)
+    if ((st = kvp_ydoc_want_map(d, m, "workloads", err)) != KVP_OK ||
+        (st = kvp_ydoc_check_keys(d, m, keys, err)) != KVP_OK)
         return st;
     n = kvp_ydoc_get(d, m, "trace");
     if ((st = read_synth(d, m, n != NULL, w, err)) != KVP_OK)
@@ -759,6 +768,10 @@ static enum kvp_status read_workload(struct loader *L, struct ydoc *d, yaml_node
         }
         w->is_trace = true;
     } else {
+        uint64_t cost;
+        yaml_node_t *r = kvp_ydoc_get(d, m, "requests");
+        if ((st = kvp_synth_cost(&w->synth, &cost, err)) != KVP_OK) /* before drawing what would cost too much */
+            return kvp_ydoc_fail(d, r ? r : m, err, st, "workload '%s': %s", w->name, err->msg);
         /* drawn once here for its errors (a prefix longer than the prompts) */
         if ((st = kvp_workload_synth(&w->synth, &drawn, err)) != KVP_OK)
             return kvp_ydoc_fail(d, m, err, st, "workload '%s': %s", w->name, err->msg);
@@ -1038,6 +1051,8 @@ static char *derive(const struct kvp_plan_deployment *dep, const struct kvp_depl
                        f->fits ? "left (headroom)" : "short");
         break;
     case KVP_CHECK_MIN_CONCURRENCY:
+        if (res->dep->d.dp > 1)
+            kvp_buf_printf(&b, "%u DP ranks x ", res->dep->d.dp);
         kvp_buf_printf(&b, "max concurrency = %.4f requests of %s tokens (one request %s, KV budget %s per GPU)\n",
                        f->max_concurrency, kvp_count_text(res->context, x[0], sizeof x[0]),
                        kvp_bytes_text(f->request_bytes, false, x[1], sizeof x[1]),
@@ -1151,7 +1166,9 @@ static enum kvp_status evaluate_one(const struct kvp_plan *p, const struct kvp_p
         return st;
     switch (c->kind) {
     case KVP_CHECK_FITS: res->measured = f.fits ? 1.0 : 0.0; break;
-    case KVP_CHECK_MIN_CONCURRENCY: res->measured = f.max_concurrency; break;
+    case KVP_CHECK_MIN_CONCURRENCY: /* the deployment's: each DP rank its own pool */
+        res->measured = f.max_concurrency * (d.dp ? d.dp : 1);
+        break;
     case KVP_CHECK_MIN_CONTEXT: res->measured = (double)f.max_context; break;
     case KVP_CHECK_MAX_KV_SHARE: res->measured = (double)f.kv_bytes_required / (double)d.gpu_memory; break;
     case KVP_CHECK_MAX_KV_BYTES_PER_TOKEN: res->measured = (double)f.kv_bytes_per_token_per_gpu; break;
@@ -1160,7 +1177,8 @@ static enum kvp_status evaluate_one(const struct kvp_plan *p, const struct kvp_p
         if (!f.fits) /* a deployment that does not hold the requests has no decode step to time */
             break;
         if ((st = kvp_roofline(dep->model, &d, res->concurrency, (double)dep->gpu->bandwidth_bytes_per_s,
-                               kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&d.w, dep->model)), &r, err)) != KVP_OK)
+                               kvp_gpu_peak_flops(dep->gpu, kvp_wstore_code_dtype(&d.w, dep->model)), &r, err)) !=
+            KVP_OK)
             return st;
         res->measured = r.tpot_s * 1e3;
         break;
@@ -1414,10 +1432,12 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
         char lab[128], m[48], l[48], note[96], w[64];
         if (dep != last) {
             const struct kvp_deploy *d = &dep->d;
-            char k[64], v[64];
-            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, tp %u, pp %u, K %s, V %s, weights %s\n",
+            char k[64], v[64], dp[48] = "";
+            if (d->dp > 1)
+                snprintf(dp, sizeof dp, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention)" : "");
+            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, %stp %u, pp %u, K %s, V %s, weights %s\n",
                            last ? "\n" : "", dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
-                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, d->tp, d->pp,
+                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, dp, d->tp, d->pp,
                            kvp_format_name(&d->k, k, sizeof k), kvp_format_name(&d->v, v, sizeof v),
                            kvp_wstore_name(&d->w, w, sizeof w));
             for (uint32_t x = 0; x < dep->model->n_warnings; x++)
@@ -1633,7 +1653,8 @@ static void render_junit(const struct kvp_plan_report *r, bool si, struct kvp_bu
                 kvp_buf_printf(b, "</system-out>\n    </testcase>\n");
                 continue;
             }
-            kvp_buf_printf(b, "      <failure type=\"%s\" message=\"", res->pass ? "regression" : kinds[res->check->kind].name);
+            kvp_buf_printf(b, "      <failure type=\"%s\" message=\"",
+                           res->pass ? "regression" : kinds[res->check->kind].name);
             kvp_buf_xml(b, msg);
             kvp_buf_printf(b, "\">");
             kvp_buf_xml(b, msg);

@@ -119,7 +119,8 @@ enum kvp_status kvp_sizing_deploy(const struct kvp_sizing *s, uint32_t mi, uint3
         return st;
     }
     if (!d->gpu_memory && !d->kv_memory)
-        return kvp_fail(err, KVP_ERR_USAGE, "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "a deployment needs a GPU or its memory (gpu, gpu_memory or kv_cache_memory)");
     return KVP_OK;
 }
 
@@ -194,7 +195,7 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
 {
     struct kvp_deploy d;
     const struct kvp_gpu *gpu;
-    char mem[32];
+    char mem[32], dp[48] = "";
     enum kvp_status st;
     if (!s->deploy) {
         snprintf(buf, n, "ideal engine");
@@ -202,8 +203,10 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
     }
     if ((st = kvp_sizing_deploy(s, mi, gi, &d, &gpu, err)) != KVP_OK)
         return st;
-    snprintf(buf, n, "%u x %s (%s each), tp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
-             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), d.tp, d.pp, kvp_engine_info(d.engine)->name,
+    if (d.dp > 1) /* the figures are one rank's */
+        snprintf(dp, sizeof dp, "dp %u%s (per rank), ", d.dp, d.dp_attention ? " with DP attention" : "");
+    snprintf(buf, n, "%u x %s (%s each), %stp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
+             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), dp, d.tp, d.pp, kvp_engine_info(d.engine)->name,
              kvp_deploy_release(&d)->version);
     return KVP_OK;
 }
@@ -471,8 +474,10 @@ static enum kvp_status render_on_gpu(struct doc *d, uint32_t mi, uint32_t gi, bo
                      g->cell[0].state_bytes ? ", recurrent state included" : "");
         para(d, line);
         if (grid_tables(d, g, nm, bytes_text, u)) {
-            snprintf(line, sizeof line, "* does not fit: weights, the start-up reserve and %llu sequence%s of KV "
-                     "exceed the memory on %s.", (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gp);
+            snprintf(line, sizeof line,
+                     "* does not fit: weights, the start-up reserve and %llu sequence%s of KV "
+                     "exceed the memory on %s.",
+                     (unsigned long long)s->batches[bi], s->batches[bi] == 1 ? "" : "s", gp);
             para(d, line);
         }
         unsized_notes(d, g);

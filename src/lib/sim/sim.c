@@ -21,62 +21,30 @@
 
 /* ---- the deployment: groups as kvplan fit grouped them ---- */
 
-/* One spec type of vLLM's grouping (profile_vllm.c same_type): a kind, a window, a page. */
-struct stype {
-    enum kvp_layer_kind kind;
-    uint32_t window, layers;
-    uint64_t row, state;
-};
-
-/* The groups vLLM makes of rank view r (kv_cache_utils.py
- * _get_kv_cache_groups_uniform_page_size: one type -> one group; one kind
- * -> one group; else groups of group_size layers per type). Checked against
- * fit->n_groups, which the profile computed: the simulator takes the count
- * from the fit and only names each group's kind here. */
+/* The groups vLLM makes of rank view r (kvp_profile_vllm_groups), each named
+ * by its kind. Checked against fit->n_groups, which the profile computed. */
 static enum kvp_status vllm_groups(const struct prank *r, const struct kvp_fit *f, struct kvp_sim_config *c,
                                    struct kvp_error *err)
 {
-    struct stype t[KVP_MAX_SPECS];
-    uint32_t n = 0, min_n = UINT32_MAX, max_n = 0, gs;
-    bool one_kind = true;
+    struct kvp_vllm_groups g;
+    enum kvp_status st;
 
-    for (uint32_t i = 0; i < r->n; i++) {
-        const struct rspec *s = &r->spec[i];
-        uint32_t j;
-        if (s->k_row + s->v_row == 0 && s->state == 0)
-            continue;
-        for (j = 0; j < n; j++)
-            if (t[j].kind == s->s->kind && t[j].window == s->s->window && t[j].row == s->k_row + s->v_row &&
-                t[j].state == s->state)
-                break;
-        if (j == n)
-            t[n++] = (struct stype){s->s->kind, s->s->window, 0, s->k_row + s->v_row, s->state};
-        t[j].layers += s->layers;
-    }
-    for (uint32_t j = 0; j < n; j++) {
-        min_n = t[j].layers < min_n ? t[j].layers : min_n;
-        max_n = t[j].layers > max_n ? t[j].layers : max_n;
-        one_kind = one_kind && t[j].kind == t[0].kind && t[j].window == t[0].window;
-    }
-    for (uint32_t j = 1; j < n && !one_kind; j++)
+    if ((st = kvp_profile_vllm_groups(r, true, &g, err)) != KVP_OK)
+        return st;
+    for (uint32_t j = 1; j < g.n && g.rule == KVP_VLLM_EQUAL_PAGES; j++)
         for (uint32_t k = 0; k < j; k++)
-            if (t[j].state == 0 && t[k].state == 0 && t[j].row != t[k].row)
+            if (g.type[j]->state == 0 && g.type[k]->state == 0 &&
+                g.type[j]->k_row + g.type[j]->v_row != g.type[k]->k_row + g.type[k]->v_row)
                 return kvp_fail(err, KVP_ERR_UNSUPPORTED,
                                 "simulate: a hybrid model whose attention pages differ (blocks of several sizes) is "
                                 "not simulated yet");
     c->n_groups = 0;
-    if (n == 1 || one_kind) {
-        c->group[c->n_groups++] = (struct kvp_sim_group){t[0].kind, t[0].window};
-    } else {
-        gs = (double)max_n < 1.5 * min_n ? max_n : min_n;
-        for (uint32_t j = 0; j < n; j++)
-            for (uint64_t k = kvp_cdiv(t[j].layers, gs); k > 0; k--) {
-                if (c->n_groups == KVP_SIM_MAX_GROUPS)
-                    return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: more than %u KV-cache groups",
-                                    KVP_SIM_MAX_GROUPS);
-                c->group[c->n_groups++] = (struct kvp_sim_group){t[j].kind, t[j].window};
-            }
-    }
+    for (uint32_t j = 0; j < g.n; j++)
+        for (uint64_t k = g.rule == KVP_VLLM_EQUAL_PAGES ? kvp_cdiv(g.layers[j], g.group_size) : j == 0; k > 0; k--) {
+            if (c->n_groups == KVP_SIM_MAX_GROUPS)
+                return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: more than %u KV-cache groups", KVP_SIM_MAX_GROUPS);
+            c->group[c->n_groups++] = (struct kvp_sim_group){g.type[j]->s->kind, g.type[j]->s->window};
+        }
     if (c->n_groups != f->n_groups)
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %u KV-cache groups here, %u in the fit (pipeline "
                         "stages grouped differently are not simulated yet)", c->n_groups, f->n_groups);
@@ -99,9 +67,11 @@ static enum kvp_status offload_config(const struct kvp_deploy *d, const struct k
                                                      : "llama.cpp keeps no KV tier in host memory");
     if (c->engine == KVP_SIM_VLLM && (c->n_groups != 1 || (c->group[0].kind != KVP_LAYER_FULL &&
                                                            c->group[0].kind != KVP_LAYER_MLA)))
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: --cpu-offload with vLLM takes one KV-cache group of "
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                        "simulate: --cpu-offload with vLLM takes one KV-cache group of "
                         "full attention (the OffloadingConnector of 0.11.0 loads into block group 0 only); this "
-                        "model has %u group%s", c->n_groups, c->n_groups == 1 ? " of windowed or recurrent layers" : "s");
+                        "model has %u group%s",
+                        c->n_groups, c->n_groups == 1 ? " of windowed or recurrent layers" : "s");
     if (page == 0 || d->cpu_offload / page == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: --cpu-offload %llu bytes hold no block of %llu bytes",
                         (unsigned long long)d->cpu_offload, (unsigned long long)page);
@@ -121,6 +91,9 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
     memset(c, 0, sizeof *c);
     if (f->refused[0])
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the engine would not start: %s", f->refused);
+    if (d->dp > 1) /* one engine's scheduler; the ranks' router (and how it balances) is not modelled */
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: data-parallel ranks (dp %u) are not simulated yet: "
+                        "simulate one rank (drop 'dp') with its share of the traffic", d->dp);
     if (d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0)) {
         c->engine = KVP_SIM_VLLM;
         c->num_blocks = f->num_blocks;
@@ -142,7 +115,8 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
             window = gr->kind == KVP_LAYER_SLIDING ? gr->window : window;
         }
         if (c->num_blocks < 2)
-            return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks", (unsigned long long)c->num_blocks);
+            return kvp_fail(err, KVP_ERR_USAGE, "simulate: the pool has %llu blocks",
+                            (unsigned long long)c->num_blocks);
     } else if (d->engine == KVP_ENGINE_LLAMACPP) {
         c->engine = KVP_SIM_LLAMACPP;
         c->n_groups = 1;
@@ -224,7 +198,8 @@ static void remove_skipped(struct sim *s, struct req *r, uint32_t g)
         first_useful = r->computed / gr->window * gr->window / s->c->block_size;
     else
         return;
-    for (uint64_t i = first_useful < r->len[g] ? first_useful : r->len[g]; i-- > 0;) {
+    for (uint64_t k = first_useful < r->len[g] ? first_useful : r->len[g]; k > 0; k--) {
+        uint64_t i = k - 1;
         if (t[i] == NULL_BLOCK)
             break;
         pool_release(&s->pool, t[i]);
@@ -282,7 +257,8 @@ static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
         for (uint32_t g = 0; g < c->n_groups; g++)
             window = c->group[g].kind == KVP_LAYER_SLIDING ? c->group[g].window : window;
         need = kvp_cdiv(window - 1, c->block_size);
-        for (uint64_t i = full; i-- > 0;) {
+        for (uint64_t k = full; k > 0; k--) {
+            uint64_t i = k - 1;
             if (hit_all(s, r, uid, (uint32_t)i, true, b)) {
                 for (uint32_t g = 0; g < c->n_groups; g++)
                     if (c->group[g].kind == KVP_LAYER_SLIDING)
@@ -374,8 +350,10 @@ static void free_request(struct sim *s, struct req *r)
     r->pend = NONE;
     for (uint32_t g = 0; g < s->c->n_groups; g++) {
         uint32_t *t = table(r, g);
-        for (uint32_t i = r->len[g]; i-- > 0;)
+        for (uint32_t k = r->len[g]; k > 0; k--) {
+            uint32_t i = k - 1;
             pool_release(&s->pool, t[i]);
+        }
         r->len[g] = r->cached[g] = 0;
     }
     r->live = 0;
@@ -393,8 +371,8 @@ static uint64_t offload_hit(struct sim *s, const struct req *r, uint32_t uid, ui
     uint64_t i, most = (r->tokens - 1) / bs;
     if (!t->n)
         return 0;
-    for (i = r->tokens / bs; i-- > 0;)
-        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+    for (uint64_t k = r->tokens / bs; k > 0; k--)
+        if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)(k - 1), bs), (uint32_t)(k - 1))) != NONE)
             kvp_sim_tier_touch(t, e);
     for (i = hit / bs; i < most; i++)
         if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) == NONE || t->ref[e] < 0)
@@ -447,8 +425,8 @@ static void offload_store(struct sim *s)
             }
             r->next_stored = (uint32_t)end;
             s->out->offload_stored_blocks += nstore;
-            for (uint64_t i = nstore ? end : 0; i-- > 0;)
-                if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)i, bs), (uint32_t)i)) != NONE)
+            for (uint64_t b = nstore ? end : 0; b > 0; b--) /* block b - 1, last first */
+                if ((e = kvp_sim_tier_find(t, owner_of(r, uid, (uint32_t)(b - 1), bs), (uint32_t)(b - 1))) != NONE)
                     kvp_sim_tier_touch(t, e);
         }
     for (uint32_t k = 0; k < s->nsched; k++) {
@@ -772,7 +750,8 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     for (uint32_t i = 0; i < w->n; i++) {
         const struct kvp_sim_request *q = &w->req[i];
         struct req *r = &s->r[i];
-        uint64_t len = (uint64_t)q->prompt + q->output, pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
+        uint64_t len = (uint64_t)q->prompt + q->output,
+                 pool = c->engine == KVP_SIM_LLAMACPP ? c->max_model_len : c->num_blocks - 1;
         r->q = q;
         r->tokens = q->prompt;
         r->pend = NONE;
@@ -814,7 +793,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
     if (!(c->step.fixed_s + c->step.per_token_s > 0) && !(c->step.bandwidth > 0 && c->step.peak_flops > 0))
         return kvp_fail(err, KVP_ERR_USAGE, "simulate: the step time needs a roofline (a GPU) or a step-time model");
     if (c->offload_blocks && ((c->engine != KVP_SIM_VLLM && c->engine != KVP_SIM_TRTLLM) || c->n_groups != 1))
-        return kvp_fail(err, KVP_ERR_USAGE, "simulate: a CPU tier needs vLLM V1 or TensorRT-LLM with one KV-cache group");
+        return kvp_fail(err, KVP_ERR_USAGE,
+                        "simulate: a CPU tier needs vLLM V1 or TensorRT-LLM with one KV-cache group");
     s.out = out;
     if ((st = sim_init(&s, c, w, err)) != KVP_OK)
         goto out;

@@ -115,7 +115,8 @@ enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *
                         (unsigned long long)n);
     }
     memset(t->slot, 0xff, cap * sizeof *t->slot);
-    for (uint32_t e = (uint32_t)n; e-- > 0;) { /* the spare chain hands out entry 0 first */
+    for (uint32_t k = (uint32_t)n; k > 0; k--) { /* the spare chain hands out entry 0 first */
+        uint32_t e = k - 1;
         t->lru.next[e] = t->spare;
         t->spare = e;
     }

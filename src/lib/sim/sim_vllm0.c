@@ -60,8 +60,10 @@ static void recompute(struct sim *s, uint32_t v)
 {
     struct req *r = &s->r[v];
     uint32_t *t = table(r, 0);
-    for (uint32_t i = r->len[0]; i-- > 0;)
+    for (uint32_t k = r->len[0]; k > 0; k--) {
+        uint32_t i = k - 1;
         pool_release(&s->pool, t[i]);
+    }
     r->len[0] = 0;
     r->live = 0;
     r->computed = 0;

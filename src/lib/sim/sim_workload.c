@@ -213,9 +213,27 @@ const char *kvp_synth_text(const struct kvp_synth *s, double max_queue_s, const 
     return buf;
 }
 
+enum kvp_status kvp_synth_cost(const struct kvp_synth *s, uint64_t *cost, struct kvp_error *err)
+{
+    char g[5][32];
+    uint64_t one = 0;
+    bool ok = kvp_add((uint64_t)s->prompt.hi + s->output.hi, KVP_SIM_REQUEST_COST, &one) &&
+              kvp_mul(s->requests, one, cost);
+
+    if (ok && *cost <= KVP_SIM_BUDGET)
+        return KVP_OK;
+    return kvp_fail(err, KVP_ERR_USAGE,
+                    "%s requests of up to %s + %s tokens cost %s%s token-steps, more than the simulator's budget "
+                    "KVP_SIM_BUDGET of %s (requests x (prompt + output + %u)): fewer or shorter requests",
+                    kvp_count_text(s->requests, g[0], sizeof g[0]), kvp_count_text(s->prompt.hi, g[1], sizeof g[1]),
+                    kvp_count_text(s->output.hi, g[2], sizeof g[2]), ok ? "" : "more than ",
+                    kvp_count_text(ok ? *cost : UINT64_MAX, g[3], sizeof g[3]),
+                    kvp_count_text(KVP_SIM_BUDGET, g[4], sizeof g[4]), KVP_SIM_REQUEST_COST);
+}
+
 enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err)
 {
-    uint64_t st = s->seed;
+    uint64_t st = s->seed, cost;
     double t = 0.0;
     enum kvp_status rc;
 
@@ -233,6 +251,8 @@ enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workloa
     if (s->prefix > s->prompt.lo)
         return kvp_fail(err, KVP_ERR_USAGE, "the shared prefix (%u tokens) is longer than the shortest prompt (%u)",
                         s->prefix, s->prompt.lo);
+    if ((rc = kvp_synth_cost(s, &cost, err)) != KVP_OK)
+        return rc;
     if ((rc = alloc_requests(w, s->requests, err)) != KVP_OK)
         return rc;
     w->n = s->requests;

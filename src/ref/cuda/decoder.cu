@@ -501,7 +501,9 @@ static enum kvp_status gpu_new(const struct kvp_model *m, const struct kvp_cuda_
         uint64_t a = (uint64_t)y->hq * (y->dk > y->dv ? y->dk : y->dv), h = held_of(y, o->context);
         wide = a > wide ? a : wide;
         maxhq = y->hq > maxhq ? y->hq : maxhq;
-        wide = (uint64_t)y->hkv * (y->dk > y->dv ? y->dk : y->dv) > wide ? (uint64_t)y->hkv * (y->dk > y->dv ? y->dk : y->dv) : wide;
+        wide = (uint64_t)y->hkv * (y->dk > y->dv ? y->dk : y->dv) > wide
+                   ? (uint64_t)y->hkv * (y->dk > y->dv ? y->dk : y->dv)
+                   : wide;
         g->span = h > g->span ? h : g->span;
         if (g->block) {
             uint64_t nb = kvp_cdiv(h, g->block);
@@ -615,7 +617,8 @@ static void matmul(float *out, const float *W, const float *x, uint64_t n, uint6
 }
 
 /* One decode step of every sequence at position pos; tokens (B,) on the host. */
-static enum kvp_status step(struct gpu *g, const uint32_t *tokens, uint64_t pos, bool want_logits, struct kvp_error *err)
+static enum kvp_status step(struct gpu *g, const uint32_t *tokens, uint64_t pos, bool want_logits,
+                            struct kvp_error *err)
 {
     const struct kvp_cuda_weights *w = g->hw;
     const float *P = g->dw;
@@ -639,12 +642,15 @@ static enum kvp_status step(struct gpu *g, const uint32_t *tokens, uint64_t pos,
             matmul(g->k, P + y->wk, g->xb, nk, H, B, 0);
             matmul(g->v, P + y->wv, g->xb, nv, H, B, 0);
             matmul(g->q, P + y->wq, g->xb, nq, H, B, 0);
-            k_rope<<<grid_of((uint64_t)B * y->hkv * (y->dk / 2), 256), 256>>>(g->k, y->hkv, y->dk, (uint32_t)nk, B, pos);
+            k_rope<<<grid_of((uint64_t)B * y->hkv * (y->dk / 2), 256), 256>>>(g->k, y->hkv, y->dk, (uint32_t)nk, B,
+                                                                              pos);
             k_rope<<<grid_of((uint64_t)B * y->hq * (y->dk / 2), 256), 256>>>(g->q, y->hq, y->dk, (uint32_t)nq, B, pos);
             uint32_t perk = g->fk[l].bits ? (y->dk + g->fk[l].group - 1) / g->fk[l].group : y->dk;
             uint32_t perv = g->fv[l].bits ? (y->dv + g->fv[l].group - 1) / g->fv[l].group : y->dv;
-            k_append<<<grid_of((uint64_t)B * y->hkv * perk, 128), 128>>>(ds, 0, g->fk[l], g->block, y->hkv, g->k, B, pos);
-            k_append<<<grid_of((uint64_t)B * y->hkv * perv, 128), 128>>>(ds, 1, g->fv[l], g->block, y->hkv, g->v, B, pos);
+            k_append<<<grid_of((uint64_t)B * y->hkv * perk, 128), 128>>>(ds, 0, g->fk[l], g->block, y->hkv, g->k, B,
+                                                                         pos);
+            k_append<<<grid_of((uint64_t)B * y->hkv * perv, 128), 128>>>(ds, 1, g->fv[l], g->block, y->hkv, g->v, B,
+                                                                         pos);
             dim3 grid(y->hq, B);
             k_attend<<<grid, 128>>>(ds, g->fk[l], g->fv[l], g->block, g->q, g->k, g->v, g->o, g->att, y->hq, y->hkv,
                                     lo, pos, g->span);
