@@ -207,7 +207,7 @@ static const struct real_case {
      "llamacpp", NULL, NULL, NULL, NULL, "-c -1"},
     {"https://github.com/ggml-org/llama.cpp/issues/10186", /* "new slot n_ctx_slot = 8192"; 35 of 88 layers */
      "/llama-server --model Mistral-Large-Instruct-2407-IQ3_XXS.gguf -c 8192 -ngl 35",
-     "llamacpp", NULL, NULL, NULL, NULL, "-ngl 35"},
+     "llamacpp", "Mistral-Large-Instruct-2407-IQ3_XXS.gguf", "context=8192", "n_gpu_layers=35", "", NULL},
     {"https://github.com/ggml-org/llama.cpp/issues/11200", /* "kv_size = 32768, ... type_k = 'q8_0', type_v = 'q8_0'" */
      "llama-server -a qwenv25coder-32b --host 0.0.0.0 --port 8081 -b 512 -ub 256 -ts 10,6 --threads 8 -ngl 99 "
      "-c 32768 --flash-attn --cache-type-k q8_0 --cache-type-v q8_0 -m qwen2.5-coder:32b-instruct-q8_0.gguf "
