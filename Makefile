@@ -273,7 +273,7 @@ check-mutation: $(MUT_BIN)
 
 # the source's properties are the same in every build: checked once, in the release pass
 ifndef SANITIZE
-check: check-ref-independent check-mutation check-symbols check-includes check-architecture
+check: check-ref-independent check-mutation check-symbols check-includes check-architecture check-style
 endif
 
 # No line of C over 120 columns, the limit .clang-format states (docs/testing.md, Style)

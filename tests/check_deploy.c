@@ -181,10 +181,10 @@ static const struct log_case {
     double bound;     /* |error| allowed on the budget and the tokens */
 } log_cases[] = {
     /* ---- training ---- */
-    {"vllm#10517-20k", M "llama-3.1-8b.yaml", "vllm@0.7.3", NULL, NULL, false, 25318832210ull, 20000, 0, 1, 0.9,
-     3.81, 1952 * 16, 0.03},
-    {"vllm#10517-29k", M "llama-3.1-8b.yaml", "vllm@0.7.3", NULL, NULL, false, 25318832210ull, 29000, 0, 1, 0.9,
-     2.89, 1478 * 16, 0.06},
+    {"vllm#10517-20k", M "llama-3.1-8b.yaml", "vllm@0.7.3", NULL, NULL, false, 25318832210ull, 20000, 0, 1, 0.9, 3.81,
+     1952 * 16, 0.03},
+    {"vllm#10517-29k", M "llama-3.1-8b.yaml", "vllm@0.7.3", NULL, NULL, false, 25318832210ull, 29000, 0, 1, 0.9, 2.89,
+     1478 * 16, 0.06},
     {"vllm#10511-llama3-8b-tp1", LOGS "llama-3-8b.yaml", "vllm@0.7.3", NULL, NULL, false, 85061827297ull, 8192, 0, 1,
      0.9, 53.29, 0, 0.05},
     /* same thread, -tp 2: 71.29 - 7.48 - 3.58 - 1.26 = 58.97 GiB (the budget line itself is cut off) */
@@ -194,8 +194,8 @@ static const struct log_case {
     {"vllm#13061", LOGS "qwen2.5-14b.yaml", "vllm@0.7.3", NULL, NULL, false, 25756696576ull, 131072, 2048, 2, 0.98,
      8.69, 0, 0.03},
     /* vLLM 0.28.0 subtracts its CUDA-graph estimate (rule since 0.21.0) */
-    {"blog60168338778-qwen3-14b-l40s", LOGS "qwen3-14b.yaml", "vllm@0.21.0", NULL, NULL, false, 48305799168ull, 40960, 0,
-     1, 0.9, 11.57, 75824, 0.04},
+    {"blog60168338778-qwen3-14b-l40s", LOGS "qwen3-14b.yaml", "vllm@0.21.0", NULL, NULL, false, 48305799168ull, 40960,
+     0, 1, 0.9, 11.57, 75824, 0.04},
     {"blog60168338778-qwen3-14b-awq-l40s", LOGS "qwen3-14b.yaml", "vllm@0.21.0", "int4:group=128", NULL, false,
      48305799168ull, 40960, 0, 1, 0.9, 29.63, 194192, 0.02},
     /* a training process shares the T4: vLLM logs 0.01 GiB non-torch */
@@ -214,8 +214,8 @@ static const struct log_case {
     /* SGLang's docs notebook log (docs.sglang.ai/start/send_request.html, 2025-01-23): Llama-3.1-8B on one
      * H100, mem_fraction_static 0.88 (the tp rule), 78.81 GB free at "Load weight begin", 444,500 tokens of
      * 131,072 B. The free-at-start rule of profile_max_num_token was checked on it. */
-    {"sglang-docs-send-request-llama-3.1-8b-h100", M "llama-3.1-8b.yaml", "sglang@0.4.6", NULL, NULL, false, H100, 131072,
-     0, 1, 0, 444500 * 131072.0 / GiB, 444500, 0.01},
+    {"sglang-docs-send-request-llama-3.1-8b-h100", M "llama-3.1-8b.yaml", "sglang@0.4.6", NULL, NULL, false, H100,
+     131072, 0, 1, 0, 444500 * 131072.0 / GiB, 444500, 0.01},
     /* ---- held out ---- */
     /* vLLM with an LMCache connector reserves ~6 GiB more than the estimate */
     {"vllm#21348-vllm", M "qwen3-235b-a22b.yaml", "vllm", "fp8", NULL, true, H100, 40960, 0, 4, 0.9, 8.11, 178880,
@@ -251,8 +251,8 @@ static const struct log_case {
      36.56, 0, 0.05},
     /* vLLM PR #12569 (V1, Jan 2025): neuralmagic Llama-3.1-70B w8a8, --max-model-len 2048 --gpu-memory-utilization
      * 0.98, one 80 GB GPU (weights 67.72 GB leave no other card); 1381 blocks of 16 x 327,680 B */
-    {"vllm#12569-llama-3.1-70b-w8a8", M "llama-3.1-70b.yaml", "vllm", "fp8:scale=channel", NULL, true, H100, 2048, 0, 1, 0.98,
-     1381 * 16 * 327680.0 / GiB, 1381 * 16, 0.17},
+    {"vllm#12569-llama-3.1-70b-w8a8", M "llama-3.1-70b.yaml", "vllm", "fp8:scale=channel", NULL, true, H100, 2048, 0, 1,
+     0.98, 1381 * 16 * 327680.0 / GiB, 1381 * 16, 0.17},
     /* the same machine across releases (accuracy/results/version-sweep/run_matrix.md): Qwen3-14B, tp 1,
      * max_model_len 8192; 0.15.0 and 0.16.0 logged a 5.64 GiB activation peak, 0.17.0 on 2.23 */
     {"jgchn/llm-d-planner version-sweep qwen3-14b v0.15.0", LOGS "qwen3-14b.yaml", "vllm", NULL, NULL, true, H100, 8192,
@@ -273,8 +273,8 @@ static const struct log_case {
      0.01},
     {JG "llama-3.1-8b fp8 weights", M "llama-3.1-8b.yaml", "vllm", "fp8", NULL, true, H100, 8192, 0, 1, 0.95, 64.61,
      529248, 0.01},
-    {JG "llama-3.1-8b w4a16", M "llama-3.1-8b.yaml", "vllm", "int4:group=128", NULL, true, H100, 8192, 0, 1, 0.95, 67.71,
-     554704, 0.01},
+    {JG "llama-3.1-8b w4a16", M "llama-3.1-8b.yaml", "vllm", "int4:group=128", NULL, true, H100, 8192, 0, 1, 0.95,
+     67.71, 554704, 0.01},
     {JG "qwen3-30b-a3b tp1", M "qwen3-30b-a3b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 1, 0.95, 15.41, 168288,
      0.05},
     {JG "mixtral-8x7b tp2", M "mixtral-8x7b.yaml", "vllm", NULL, NULL, true, H100, 8192, 0, 2, 0.95, 28.44, 465936,
@@ -1126,18 +1126,19 @@ static const struct trtllm_log_case {
      * checkpoint) on an H100 80GB, fraction 0.8, max_num_tokens 23552, max_batch_size 4096, max_seq_len 157;
      * "free_gpu_memory_fraction and max_tokens are set (to 0.8 and 860308)", 860,320 tokens allocated. trtllm-bench
      * captures CUDA graphs up to max_batch_size (4096), kvplan assumes the LLM API's 128: +3.5% */
-    {"TensorRT-LLM#6294 llama-3.1-8b-fp8 h100", "models/llama-3.1-8b.yaml", "fp8", "fp8", false, H100, 157, 23552, 4096, 0.8,
-     860308 * 65536.0 / GiB, 860320, 0.04},
+    {"TensorRT-LLM#6294 llama-3.1-8b-fp8 h100", "models/llama-3.1-8b.yaml", "fp8", "fp8", false, H100, 157, 23552, 4096,
+     0.8, 860308 * 65536.0 / GiB, 860320, 0.04},
     /* lmontigny/lm7 docs (1.2.1, trtllm-serve defaults): SmolLM2-135M-Instruct on an RTX 4070 SUPER (12282 MiB)
      * under WSL2, --max_seq_len 2049; "Estimated max memory in KV cache : 9.06 GiB", primary blocks 13189, 422,048
      * tokens. Windows holds part of the card, which the estimate cannot know: +10.2% */
-    {"lm7 docs smollm2-135m rtx4070super wsl2", LOGS "smollm2-135m.yaml", NULL, NULL, false, 12878610432ull, 2049, 8192, 2048,
-     0.9, 9.06, 422048, 0.11},
+    {"lm7 docs smollm2-135m rtx4070super wsl2", LOGS "smollm2-135m.yaml", NULL, NULL, false, 12878610432ull, 2049, 8192,
+     2048, 0.9, 9.06, 422048, 0.11},
     /* NVIDIA DGX Spark playbook log (2025-12, 1.1.0rc3): openai/gpt-oss-120b, max_batch_size 64, max_num_tokens 8192,
      * max_seq_len 131072, fraction 0.9: "Estimated max memory in KV cache : 5.95 GiB", kv size 73728 (every layer,
      * the sliding ones too: one window), 86,720 tokens. Unified memory: the 49.28 GiB "outside torch" is what the
      * system holds, not replayable from settings (trtllm_log_figures_given reads it as the third case) */
-    {"DGX Spark gpt-oss-120b", "models/gpt-oss-120b.yaml", NULL, NULL, false, SPARK, 131072, 8192, 64, 0.9, 5.95, 86720, 0},
+    {"DGX Spark gpt-oss-120b", "models/gpt-oss-120b.yaml", NULL, NULL, false, SPARK, 131072, 8192, 64, 0.9, 5.95, 86720,
+     0},
     /* held out: an inference-stack evidence README (1.2.1, LLM API defaults, found by text search, repository not
      * identified): Qwen/Qwen3-Reranker-0.6B (Qwen3-0.6B's shapes) on one H100 80GB HBM3, max_seq_len inferred from
      * the config (40960); "Allocated 68.69 GiB for max tokens in paged KV cache (643136)" */

@@ -159,7 +159,8 @@ START_TEST(commands_refused_and_ignored)
     static const struct {
         const char *line, *msg;
     } bad[] = {
-        {"vllm serve m --enable-lora --max-loras 4", "--enable-lora: it changes the memory, and kvplan does not model it yet"},
+        {"vllm serve m --enable-lora --max-loras 4",
+         "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
         {"vllm serve m --enable-expert-parallel", "--enable-expert-parallel: it changes"},
         {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},

@@ -90,7 +90,8 @@ KVP_API void kvp_settings_clear(struct kvp_settings *s);
 /* Give key the value text (checked for its type's syntax: a count, a size,
  * a format ...). Errors name neither key nor place: the caller prefixes
  * "--tp: " or "file:line:col: 'tp': ". */
-KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value, struct kvp_error *err);
+KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key, const char *value,
+                                         struct kvp_error *err);
 
 /* An engine's launch command (argv: `vllm serve MODEL --tensor-parallel-size
  * 2 ...`, `python3 -m sglang.launch_server --model-path M ...`,
@@ -100,8 +101,9 @@ KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key
  * nmodel). A flag that sizes memory and that kvplan does not model is an
  * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended
  * to *ignored, comma-separated. src/lib/engine/command.c. */
-KVP_API enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
-                                          size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err);
+KVP_API enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s,
+                                                  char *model, size_t nmodel, struct kvp_buf *ignored,
+                                                  struct kvp_error *err);
 
 /* Every row given in top replaces base's. */
 KVP_API void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);

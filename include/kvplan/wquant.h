@@ -103,7 +103,8 @@ struct kvp_wtensor {
 enum kvp_wq_kind {
     KVP_WQ_FORMAT, /* rows of a kvp_format: plain, grouped int, ggml/MX/NV blocks */
     KVP_WQ_FP8,    /* fp8 codes + f32 scales per tensor, per row or per 2-D block */
-    KVP_WQ_PACKED, /* int codes packed in int32 + scale (+ packed zero point) per group (GPTQ, AWQ, compressed-tensors) */
+    KVP_WQ_PACKED, /* int codes packed in int32 + scale (+ packed zero point) per group
+                    * (GPTQ, AWQ, compressed-tensors) */
     KVP_WQ_BNB4,   /* bitsandbytes nf4/fp4: 4-bit codes + absmax per 64 values */
     KVP_WQ_BNB8,   /* bitsandbytes LLM.int8: int8 codes + f32 scale per row */
     KVP_WQ_KIND_COUNT

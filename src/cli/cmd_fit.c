@@ -12,11 +12,14 @@
 
 /* the deployment options (settings.h) come first, then these */
 static const struct cli_opt fit_opts[] = {
-    {"engine-args", "FILE", "the engine's own flags from a YAML file, as vLLM's and SGLang's --config read it "
-                            "(--engine picks which; the file's model unless MODEL is given)", NULL},
+    {"engine-args", "FILE",
+     "the engine's own flags from a YAML file, as vLLM's and SGLang's --config read it "
+     "(--engine picks which; the file's model unless MODEL is given)",
+     NULL},
     {"max-gpus", "N", "largest GPU count the inverse search tries (default 64)", NULL},
     {"explain", NULL, "print the engine's formula for each figure with the values", NULL},
-    {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)", NULL},
+    {"emit", NULL, "print the engine's launch command for this deployment instead (every flag that sizes memory set)",
+     NULL},
     {"format", "F", "text (default), json or md", NULL},
     {"si", NULL, "SI units (GB) instead of IEC (GiB)", NULL},
     {NULL, NULL, NULL, NULL},
@@ -295,7 +298,8 @@ static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
     bytes_row(t, "non-torch", r->non_torch, si, r->non_torch_est ? "estimated: CUDA context, cuBLAS, NCCL"
                                                 : r->non_torch ? "as given" : "none");
     if (r->cuda_graph)
-        bytes_row(t, "CUDA graphs", r->cuda_graph, si, r->cuda_graph_est ? "estimated (--explain shows how)" : "as given");
+        bytes_row(t, "CUDA graphs", r->cuda_graph, si,
+                  r->cuda_graph_est ? "estimated (--explain shows how)" : "as given");
 }
 
 /* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */

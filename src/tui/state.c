@@ -24,8 +24,8 @@
 #include "kvplan/num.h"
 
 /* Choices the arrows step through; typing accepts any format string. */
-static const char *const weight_choices[] = {"stored", "auto", "bf16", "f16", "fp8_e4m3", "int8", "int4:group=128", "mxfp4", "nvfp4",
-                                              "q8_0", "q4_k_m", "f32"};
+static const char *const weight_choices[] = {"stored",         "auto",  "bf16",  "f16",  "fp8_e4m3", "int8",
+                                             "int4:group=128", "mxfp4", "nvfp4", "q8_0", "q4_k_m",   "f32"};
 static const char *const kv_choices[] = {"bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "int4", "q8_0", "q4_0", "f32"};
 static const char *const switch_choices[] = {"auto", "on", "off"};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -608,7 +608,8 @@ const char *tui_field_value(const struct tui_state *s, uint32_t f, char *buf, ui
     if (kvp_setting_at((uint32_t)row)->type == KVP_SET_GPU && s->gpu &&
         s->d.gpu_memory != s->gpu->memory_bytes) /* gpu_memory stands in for the GPU's own */
         snprintf(v + strlen(v), sizeof v - strlen(v), " (memory given)");
-    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w.kind == KVP_WSTORE_CHECKPOINT && !s->d.w_auto) {
+    if (kvp_setting_at((uint32_t)row)->type == KVP_SET_WEIGHTS && s->d.w.kind == KVP_WSTORE_CHECKPOINT &&
+        !s->d.w_auto) {
         /* as stored: the stored forms' types, most bytes first ("stored mxfp4+bf16") */
         struct kvp_weights w;
         struct kvp_error e = {0};

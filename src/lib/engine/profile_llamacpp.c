@@ -97,7 +97,8 @@ static enum kvp_status check_types(const struct kvp_model *m, const struct kvp_d
             {"V", d->v.dtype, s->kind == KVP_LAYER_MLA ? s->kv_lora_rank : s->head_dim_v},
         };
         if (s->kind == KVP_LAYER_MLA && d->k.dtype != d->v.dtype)
-            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "llama.cpp: model does not support different K and V cache types (MLA)");
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED,
+                            "llama.cpp: model does not support different K and V cache types (MLA)");
         for (int j = 0; j < 2; j++) {
             uint32_t blk = kvp_dtype_info(kv[j].t)->block_elems;
             if (kv[j].dim && kv[j].dim % blk != 0)
@@ -263,7 +264,8 @@ static enum kvp_status allocate(const struct kvp_model *m, const struct kvp_depl
     f->cell_pad = (uint32_t)cell_pad(d);
     f->windows_ignored = false;
     for (uint32_t i = 0; i < m->n_specs; i++)
-        if ((m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED) && !honours_windows(m->family))
+        if ((m->specs[i].kind == KVP_LAYER_SLIDING || m->specs[i].kind == KVP_LAYER_CHUNKED) &&
+            !honours_windows(m->family))
             f->windows_ignored = true;
     f->swa_cells = c.swa;
     f->n_stream = c.n_stream;

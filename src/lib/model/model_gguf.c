@@ -338,8 +338,9 @@ static enum kvp_status store(struct cursor *c, struct kv *slot, const char *key,
                              uint64_t i)
 {
     if (slot->set)
-        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0, "duplicate key '%.*s' (keys %" PRIu64 " and %" PRIu64 ")",
-                           n > 80 ? 80 : (int)n, key, slot->index, i);
+        return kvp_fail_at(c->err, KVP_ERR_SYNTAX, c->file, 0, 0,
+                           "duplicate key '%.*s' (keys %" PRIu64 " and %" PRIu64 ")", n > 80 ? 80 : (int)n, key,
+                           slot->index, i);
     *slot = (struct kv){true, *v, i};
     return KVP_OK;
 }
@@ -608,7 +609,8 @@ static enum kvp_status read_tensor_infos(struct cursor *c, struct header *h)
     start = c->pos + (align - c->pos % align) % align; /* c->pos <= len, far below 2^64 - align */
     if (!kvp_add(start, data, &h->file_bytes))
         return kvp_fail_at(c->err, KVP_ERR_OVERFLOW, c->file, 0, 0,
-                           "the data section of %" PRIu64 " bytes at offset %" PRIu64 " overflows 64 bits", data, start);
+                           "the data section of %" PRIu64 " bytes at offset %" PRIu64 " overflows 64 bits", data,
+                           start);
     return KVP_OK;
 }
 
@@ -974,7 +976,8 @@ static enum kvp_status build_model(struct build *b)
     set_dtype(m);
     set_arch_details(m, b->h->arch);
     if ((st = set_wtable(b)) != KVP_OK || (st = build_globals(b, &n_layer)) != KVP_OK ||
-        (st = get_u32(b, &b->h->split_count, 1, &parts)) != KVP_OK || (st = get_u32(b, &b->h->split_no, 0, &part)) != KVP_OK)
+        (st = get_u32(b, &b->h->split_count, 1, &parts)) != KVP_OK ||
+        (st = get_u32(b, &b->h->split_no, 0, &part)) != KVP_OK)
         return st;
     if (parts > 1) /* the other parts' tensors are in their own files' tables */
         kvp_model_warn(m, "part %u of %u of a split GGUF (gguf-split): its tensor table lists this part's tensors "

@@ -42,8 +42,8 @@ static void row_line(struct fmtctx *c, struct kvp_buf *b, const char *which, con
     kvp_format_row_bytes(f, d, &row, &err);
     kvp_buf_printf(b, "      row_%s = %s values of %s = ", which, grp(c, d), kvp_format_name(f, name, sizeof name));
     if (kvp_dtype_info(f->dtype)->grouped && f->axis == KVP_AXIS_CHANNEL && token > row)
-        kvp_buf_printf(b, "%s B codes + %s B (its share of each %u-token group's scales) = ", grp(c, row), grp(c, token - row),
-                       f->group);
+        kvp_buf_printf(b, "%s B codes + %s B (its share of each %u-token group's scales) = ", grp(c, row),
+                       grp(c, token - row), f->group);
     kvp_buf_printf(b, "%s B (%.4g bits/value)\n", grp(c, token), kvp_format_bits_per_value(f, d));
 }
 
@@ -59,8 +59,8 @@ static void format_rule(struct fmtctx *c, struct kvp_buf *b, const char *which, 
     kvp_cache_tokens(f, T, w, q->preallocated, &quant, &resid);
     if (f->axis == KVP_AXIS_CHANNEL) {
         uint64_t r = f->residual ? f->residual : f->group;
-        kvp_buf_printf(b, "      %s: groups of %u tokens per channel, formed when the residual fills (R' = %s)\n", which,
-                       f->group, grp(c, r));
+        kvp_buf_printf(b, "      %s: groups of %u tokens per channel, formed when the residual fills (R' = %s)\n",
+                       which, f->group, grp(c, r));
         if (q->preallocated)
             kvp_buf_printf(b, "      %s: preallocated for every t <= T: quantized region %s tokens, residual region "
                            "min(T, R'-1) = %s tokens in %s\n", which, grp(c, quant), grp(c, resid), sc);
@@ -106,7 +106,8 @@ static void attention_spec(struct fmtctx *c, struct kvp_buf *b, const struct kvp
     format_rule(c, b, "K", &q->k, q, s->window, sb->tokens);
     format_rule(c, b, "V", &q->v, q, s->window, sb->tokens);
     if (plain(&q->k) && plain(&q->v))
-        kvp_buf_printf(b, "      per sequence = L * H_kv * tokens * (row_k + row_v) = %u * %u * %s * (%s + %s) = %s B\n",
+        kvp_buf_printf(b,
+                       "      per sequence = L * H_kv * tokens * (row_k + row_v) = %u * %u * %s * (%s + %s) = %s B\n",
                        sb->layers, s->n_kv_heads, grp(c, sb->tokens), grp(c, sb->k_token / s->n_kv_heads),
                        grp(c, sb->v_token / s->n_kv_heads), grp(c, (sb->k_seq + sb->v_seq) * sb->layers));
     else
@@ -334,8 +335,9 @@ static void llamacpp_log(const struct kvp_model *m, const struct kvp_deploy *d, 
     /* b4862 (KVP_REL_LLAMACPP_KQV_GRAPH) prints from llama_kv_cache_init and
      * llama_init_from_model (llama_new_context_with_model before build 4528) */
     bool old = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_KQV_GRAPH;
-    const char *fn = old ? "llama_kv_cache_init" : kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA ?
-                     "llama_kv_cache_unified" : "llama_kv_cache", *ctx = old ? "llama_init_from_model" : "llama_context";
+    bool unified = kvp_deploy_release(d)->rules & KVP_REL_LLAMACPP_PAD_FA;
+    const char *fn = old ? "llama_kv_cache_init" : unified ? "llama_kv_cache_unified" : "llama_kv_cache";
+    const char *ctx = old ? "llama_init_from_model" : "llama_context";
     (void)m;
     /* load_tensors prints a line per model buffer, by buffer type name: the host's tensors are mapped from
      * the file (CPU_Mapped; with --no-mmap a CPU buffer of exactly this size, the mapping can span more) */
@@ -455,23 +457,27 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
                        grp(c, f->kv_budget_bytes));
         break;
     case KVP_ENGINE_TRTLLM:
-        kvp_buf_printf(b, "  KV budget  = (memory - weights - activations - non-torch) * free_gpu_memory_fraction\n"
-                       "             = (%s - %s - %s - %s) * %.2f = %s B\n", grp(c, d->gpu_memory),
-                       grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch), f->util,
+        kvp_buf_printf(b,
+                       "  KV budget  = (memory - weights - activations - non-torch) * free_gpu_memory_fraction\n"
+                       "             = (%s - %s - %s - %s) * %.2f = %s B\n",
+                       grp(c, d->gpu_memory), grp(c, f->weights_bytes),
+                       grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch), f->util,
                        grp(c, f->kv_budget_bytes));
         break;
     case KVP_ENGINE_LLAMACPP:
         kvp_buf_printf(b, "  KV room    = memory - weights - compute buffers - other = %s - %s - %s - %s = %s B\n",
-                       grp(c, d->gpu_memory), grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph),
-                       grp(c, f->reserve.non_torch), grp(c, f->kv_budget_bytes));
+                       grp(c, d->gpu_memory), grp(c, f->weights_bytes),
+                       grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch),
+                       grp(c, f->kv_budget_bytes));
         break;
     default:
-        kvp_buf_printf(b, "  KV budget  = int(memory * %s - (weights + activations + non-torch%s))\n"
+        kvp_buf_printf(b,
+                       "  KV budget  = int(memory * %s - (weights + activations + non-torch%s))\n"
                        "             = int(%s * %.3f - (%s + %s + %s%s%s)) = %s B\n",
                        d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction",
-                       f->state_slots ? " + Mamba cache of max_num_seqs states" : "", grp(c, d->gpu_memory),
-                       f->util, grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph), grp(c, f->reserve.non_torch),
-                       f->state_slots ? " + " : "",
+                       f->state_slots ? " + Mamba cache of max_num_seqs states" : "", grp(c, d->gpu_memory), f->util,
+                       grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph),
+                       grp(c, f->reserve.non_torch), f->state_slots ? " + " : "",
                        f->state_slots ? grp(c, kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes)) : "",
                        grp(c, f->kv_budget_bytes));
     }
@@ -485,25 +491,34 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
     bool v1 = d->engine == KVP_ENGINE_VLLM && !(f->release->rules & KVP_REL_VLLM_V0);
     bool kqv_graph = f->release->rules & KVP_REL_LLAMACPP_KQV_GRAPH; /* profile_reserve.c llamacpp_compute */
     if (r->activation_est && d->engine == KVP_ENGINE_LLAMACPP)
-        kvp_buf_printf(b, "  compute    = max(n_ubatch * (vocab + %d * hidden) * 4 (logits), n_ubatch * %s B (%s, mask))\n"
-                       "             = max(%s + ..., %s * %s) = %s B (estimated)\n", kqv_graph ? 1 : 2,
-                       grp(c, r->per_token), d->flash_attn != 0 ? "attention or MLP" : kqv_graph ?
-                       "KQ over one stream's cells, 4 hidden rows" : "KQ over one stream's cells, q, k, v",
+        kvp_buf_printf(b,
+                       "  compute    = max(n_ubatch * (vocab + %d * hidden) * 4 (logits), n_ubatch * %s B (%s, mask))\n"
+                       "             = max(%s + ..., %s * %s) = %s B (estimated)\n",
+                       kqv_graph ? 1 : 2, grp(c, r->per_token),
+                       d->flash_attn != 0 ? "attention or MLP"
+                       : kqv_graph        ? "KQ over one stream's cells, 4 hidden rows"
+                                          : "KQ over one stream's cells, q, k, v",
                        grp(c, r->logits), grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->activation));
     else if (r->activation_est && v1)
-        kvp_buf_printf(b, "  activations = max(profiling tokens * (widest MLP + q,k,v) * dtype / tp,\n"
-                       "                   seqs * vocab * 14 (sampler: bf16 + fp32 logits, probs, noise) + held hidden states)\n"
-                       "             = max(%s * %s, %s (%s seqs) + ...) = %s B (estimated)\n",
-                       grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
-                       grp(c, r->activation));
+        kvp_buf_printf(
+            b,
+            "  activations = max(profiling tokens * (widest MLP + q,k,v) * dtype / tp,\n"
+            "                   seqs * vocab * 14 (sampler: bf16 + fp32 logits, probs, noise) + held hidden states)\n"
+            "             = max(%s * %s, %s (%s seqs) + ...) = %s B (estimated)\n",
+            grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
+            grp(c, r->activation));
     else if (r->activation_est && d->engine == KVP_ENGINE_TRTLLM)
-        kvp_buf_printf(b, "  activations = max(max_num_tokens * (widest MLP + q,k,v) * dtype / tp,\n"
-                       "                   requests * vocab * (dtype + 4) (last-token logits, fp32 copy) + held hidden states)\n"
-                       "             = max(%s * %s, %s (%s requests of min(max_num_tokens, max_seq_len - 1)) + ...) = %s B"
-                       " (estimated)\n", grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits),
-                       grp(c, r->profile_seqs), grp(c, r->activation));
+        kvp_buf_printf(
+            b,
+            "  activations = max(max_num_tokens * (widest MLP + q,k,v) * dtype / tp,\n"
+            "                   requests * vocab * (dtype + 4) (last-token logits, fp32 copy) + held hidden states)\n"
+            "             = max(%s * %s, %s (%s requests of min(max_num_tokens, max_seq_len - 1)) + ...) = %s B"
+            " (estimated)\n",
+            grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
+            grp(c, r->activation));
     else if (r->activation_est)
-        kvp_buf_printf(b, "  activations = profiling tokens * (widest MLP + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
+        kvp_buf_printf(b,
+                       "  activations = profiling tokens * (widest MLP + q,k,v) * dtype / tp + seqs * vocab * 4 * 2\n"
                        "             = %s * %s + %s (%s seqs, fp32 logits and probs) = %s B (estimated)\n",
                        grp(c, r->profile_tokens), grp(c, r->per_token), grp(c, r->logits), grp(c, r->profile_seqs),
                        grp(c, r->activation));
@@ -515,8 +530,9 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
                        d->engine == KVP_ENGINE_TRTLLM ? "the pool of CUDA graphs of min(max_batch_size, 128) sequences"
                                                       : "cuBLAS workspaces", d->tp > 1 ? ", NCCL" : "");
     if (r->uncertainty)
-        kvp_buf_printf(b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
-                       grp(c, r->uncertainty));
+        kvp_buf_printf(
+            b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
+            grp(c, r->uncertainty));
 }
 
 void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
@@ -557,11 +573,14 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
                        grp(&c, f->kv_tokens), f->block_size, grp(&c, f->num_blocks));
         break;
     case KVP_ENGINE_LLAMACPP:
-        kvp_buf_printf(b, "  cells      = PAD(n_ctx, %u)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + "
-                       "min(n_ubatch, n_batch)), %u) = %s\n", f->cell_pad,
-                       f->n_stream > 1 ? " / n_seq, padded again" : "", grp(&c, f->cells), f->n_stream,
-                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", f->cell_pad, grp(&c, f->swa_cells));
-        kvp_buf_printf(b, "  tensor     = ggml_row_size(type, H_kv * d_head) * cells * streams, padded to 128 B per buffer\n");
+        kvp_buf_printf(b,
+                       "  cells      = PAD(n_ctx, %u)%s = %s x %u stream%s; SWA cells = PAD(min(cells, n_swa%s + "
+                       "min(n_ubatch, n_batch)), %u) = %s\n",
+                       f->cell_pad, f->n_stream > 1 ? " / n_seq, padded again" : "", grp(&c, f->cells), f->n_stream,
+                       f->n_stream == 1 ? "" : "s", d->kv_unified ? " * n_seq" : "", f->cell_pad,
+                       grp(&c, f->swa_cells));
+        kvp_buf_printf(
+            b, "  tensor     = ggml_row_size(type, H_kv * d_head) * cells * streams, padded to 128 B per buffer\n");
         break;
     default:
         kvp_buf_printf(b, "  request    = sum over layers of the tokens each holds * (row_k + row_v)%s = %s B\n",
