@@ -45,6 +45,9 @@ const KEYS = [
   {key: 'mla_v', flag: '--mla-v', bool: true},
   {key: 'flash_attn', flag: '--flash-attn'},
   {key: 'split', flag: '--split'},
+  {key: 'n_gpu_layers', flag: '--n-gpu-layers'},
+  {key: 'n_cpu_moe', flag: '--n-cpu-moe'},
+  {key: 'no_kv_offload', flag: '--no-kv-offload', bool: true},
 ];
 /* the fields the form shows at the top; the others go under "every other setting" */
 const MAIN_FIELDS = ['model', 'gpu', 'gpus', 'tp', 'pp', 'engine', 'weight_dtype', 'kv_dtype', 'context', 'concurrency'];
