@@ -421,44 +421,19 @@ fuzz-long: fuzz-build fuzz-corpus
 robust-time: build/rel/kvplan
 	KVPLAN_DATADIR=models KVPLAN_BIN=build/rel/kvplan python3 tests/shapes.py
 
-# Memory errors and definite/indirect leaks fail the target; a suite's own
-# test failures are `make check`'s business (a test binary exits 1 for those
-# too, so memcheck writes to per-process logs under build/valgrind/ and any
-# non-empty log is a failure). Suites fork (CK_FORK=yes) so Check's timeouts
-# still bound a hanging test; memcheck follows the forked children. A test that
-# timed out or died of a signal was only partly checked: that fails it too.
+# tests/valgrind.sh says what fails the target (memory errors, definite and
+# indirect leaks, a test cut short by a timeout or a signal) and runs the
+# suites VALGRIND_JOBS at a time (default: the CPUs).
 # `make valgrind` leaves out the Check cases tagged "release" and "float"
 # (the decoder's float loops at many sizes and on threads, which ASan/UBSan run;
 # docs/testing.md); `make valgrind-full` runs every case.
-VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
-           --log-file=build/valgrind/$$name.%p.log
 VALGRIND_EXCLUDE ?= release float
 .PHONY: valgrind-full
 valgrind-full:
 	$(MAKE) valgrind VALGRIND_EXCLUDE=
 valgrind: $(VALGRIND_BIN) $(TEST_BIN)
-	@command -v valgrind >/dev/null || { echo "valgrind: not installed (apt-get install valgrind)"; exit 1; }
-	@rm -rf build/valgrind; mkdir -p build/valgrind; start=$$(date +%s); \
-	for t in $(TEST_BIN); do name=$$(basename $$t); s=$$(date +%s); \
-	    KVPLAN_DATADIR=models KVPLAN_BIN=$(VALGRIND_BIN) CK_FORK=yes CK_TIMEOUT_MULTIPLIER=3 \
-	    CK_EXCLUDE_TAGS="$(VALGRIND_EXCLUDE)" $(VALGRIND) ./$$t >build/valgrind/$$name.out 2>&1; \
-	    echo "valgrind: $$t (suite exit $$?, $$(( $$(date +%s) - s )) s): $$(grep -h '^[0-9]*%: Checks' build/valgrind/$$name.out)"; \
-	    done; \
-	i=0; for args in "size llama-3.1-8b --context 128k --explain" "size deepseek-v3 --context 32k --format json" \
-	    "show gemma-3-27b" "models" "gpus" "import tests/data/hf/qwen3-next-80b-a3b-instruct.json" \
-	    "fit llama-3.1-8b --gpu rtx-3090 --context 20000" \
-	    "fit qwen2.5-32b --engine llamacpp --gpu rtx-4090 --gpus 2 --context 32768 --kv-dtype q8_0 --split 41,23" \
-	    "size tests/data/bad/model-window-zero.yaml" "size llama-3.1-8b --context 99999999999999999999"; do \
-	    i=$$((i + 1)); name=cli-$$i; KVPLAN_DATADIR=models $(VALGRIND) ./$(VALGRIND_BIN) $$args >/dev/null 2>&1; \
-	    echo "valgrind: kvplan $$args (exit $$?)"; done; \
-	bad=$$(find build/valgrind -name '*.log' -size +0 | sort); \
-	cut=$$(grep -l 'Test timeout expired\|Received signal' build/valgrind/*.out | sort); \
-	echo "valgrind: $$(ls build/valgrind/*.log | wc -l) processes checked in $$(( $$(date +%s) - start )) s"; \
-	if [ -n "$$bad" ]; then for f in $$bad; do echo "== $$f"; head -40 $$f; done; \
-	    echo "valgrind: memory errors or leaks in: $$bad"; exit 1; fi; \
-	if [ -n "$$cut" ]; then for f in $$cut; do echo "== $$f"; grep 'Test timeout expired\|Received signal' $$f; done; \
-	    echo "valgrind: tests timed out or died in: $$cut (only partly checked)"; exit 1; fi; \
-	echo "valgrind: no memory errors, no leaks, no test cut short"
+	VALGRIND_BIN=$(VALGRIND_BIN) VALGRIND_EXCLUDE="$(VALGRIND_EXCLUDE)" VALGRIND_JOBS=$(VALGRIND_JOBS) \
+	    sh tests/valgrind.sh $(TEST_BIN)
 
 # ---- kvplan tui (issue #8): the terminal UI ----
 # tui-test drives the real binary in tmux (tests/tui.sh: 80x24, typing, resizing to
