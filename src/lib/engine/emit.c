@@ -44,10 +44,28 @@ static void flag_u64(struct kvp_buf *b, const char *flag, uint64_t v)
     kvp_buf_printf(b, " %s %llu", flag, (unsigned long long)v);
 }
 
-/* The model as the engine takes it: its Hugging Face id, else its file, else its name. */
-static const char *model_ref(const struct kvp_model *m)
+/* The model as vLLM, SGLang and TRT-LLM take it, written to b: its Hugging
+ * Face id; a GGUF file; for a config.json, its folder (where the weights lie
+ * beside it); else a stand-in, its name, that notes says a user replaces
+ * (a kvplan YAML or a config file named otherwise is no model an engine loads). */
+static void model_word(const struct kvp_model *m, struct kvp_buf *b, struct kvp_buf *notes)
 {
-    return m->hf_id[0] ? m->hf_id : m->file[0] ? m->file : m->name;
+    const char *base = strrchr(m->file, '/');
+    char dir[sizeof m->file];
+    base = base ? base + 1 : m->file;
+    if (m->hf_id[0] || (m->file[0] && strstr(m->file, ".gguf"))) {
+        word(b, m->hf_id[0] ? m->hf_id : m->file);
+    } else if (strcmp(base, "config.json") == 0) {
+        snprintf(dir, sizeof dir, "%.*s", base > m->file + 1 ? (int)(base - m->file - 1) : base > m->file ? 1 : 0,
+                 m->file);
+        word(b, dir[0] ? dir : ".");
+        kvp_buf_printf(notes, "%s %s: the folder of config.json, with the weights beside it", notes->len ? ";" : "",
+                       dir[0] ? dir : ".");
+    } else {
+        word(b, m->name);
+        kvp_buf_printf(notes, "%s %s stands for the model's Hugging Face id or folder (%s is no model an engine "
+                       "loads)", notes->len ? ";" : "", m->name, m->file[0] ? base : "a built-in without a Hub id");
+    }
 }
 
 static bool plain(const struct kvp_format *f)
@@ -101,7 +119,7 @@ static enum kvp_status vllm(const struct kvp_model *m, const struct kvp_deploy *
     if ((st = cache_dtype(m, &d->k, false, &kv, err)) != KVP_OK)
         return st;
     kvp_buf_printf(b, "vllm serve");
-    word(b, model_ref(m));
+    model_word(m, b, notes);
     flag_u64(b, "--tensor-parallel-size", d->tp);
     flag_u64(b, "--pipeline-parallel-size", d->pp);
     if (d->dp > 1)
@@ -127,7 +145,7 @@ static enum kvp_status sglang(const struct kvp_model *m, const struct kvp_deploy
     if ((st = cache_dtype(m, &d->k, true, &kv, err)) != KVP_OK)
         return st;
     kvp_buf_printf(b, "python3 -m sglang.launch_server --model-path");
-    word(b, model_ref(m));
+    model_word(m, b, notes);
     flag_u64(b, "--tp-size", d->tp);
     flag_u64(b, "--pp-size", d->pp);
     if (d->dp > 1)
@@ -211,7 +229,7 @@ static enum kvp_status trtllm(const struct kvp_model *m, const struct kvp_deploy
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "trtllm-serve takes the KV cache dtype from an options file "
                         "(kv_cache_config.dtype: auto or fp8); kvplan writes only those two");
     kvp_buf_printf(b, "trtllm-serve");
-    word(b, model_ref(m));
+    model_word(m, b, notes);
     flag_u64(b, "--tp_size", d->tp);
     flag_u64(b, "--pp_size", d->pp);
     flag_u64(b, "--max_seq_len", d->context);
