@@ -271,7 +271,7 @@ START_TEST(real_commands)
 
     argc = split_shell(c->line, words, sizeof words, argv, MAX_WORDS);
     ck_assert_int_gt(argc, 0);
-    st = kvp_settings_from_command((const char *const *)argv, argc, &s, model, sizeof model, &ignored, &err);
+    st = test_from_command((const char *const *)argv, argc, &s, model, sizeof model, &ignored, &err);
     if (c->refused) {
         ck_assert_msg(st != KVP_OK, "%s: not refused", c->url);
         ck_assert_msg(names_one(err.msg, c->refused), "%s: '%s' names none of %s", c->url, err.msg, c->refused);
@@ -338,7 +338,7 @@ START_TEST(engine_spellings)
     for (size_t i = 0; i < N_ELEMS(ok); i++) {
         int argc = split_shell(ok[i].line, words, sizeof words, argv, MAX_WORDS), row = row_of(ok[i].key);
         ck_assert_int_gt(argc, 0);
-        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, argc, &s, model, sizeof model,
+        ck_assert_kvp_ok(test_from_command((const char *const *)argv, argc, &s, model, sizeof model,
                                                    &ignored, &err), err);
         ck_assert_str_eq(ignored.len ? ignored.data : "", ok[i].ignored);
         kvp_buf_release(&ignored);
@@ -351,7 +351,7 @@ START_TEST(engine_spellings)
     for (size_t i = 0; i < N_ELEMS(bad); i++) {
         int argc = split_shell(bad[i].line, words, sizeof words, argv, MAX_WORDS);
         ck_assert_int_gt(argc, 0);
-        ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, argc, &s, model, sizeof model,
+        ck_assert_int_ne(test_from_command((const char *const *)argv, argc, &s, model, sizeof model,
                                                    &ignored, &err), KVP_OK);
         ck_assert_msg(strstr(err.msg, bad[i].msg) == err.msg, "%s: %s", bad[i].line, err.msg);
     }

@@ -134,7 +134,7 @@ START_TEST(emit_and_read_back)
     snprintf(line, sizeof line, "%.*s", (int)(nl - b.data), b.data);
     ck_assert_str_eq(line, c->command);
     argc = split_words(line, argv, 64);
-    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, argc, &back, model, sizeof model, &ignored,
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, argc, &back, model, sizeof model, &ignored,
                                                &err), err);
     ck_assert_uint_eq(ignored.len, 0);
     settings_of(c->kept, &kept);
@@ -179,14 +179,14 @@ START_TEST(commands_refused_and_ignored)
         int argc;
         snprintf(line, sizeof line, "%s", bad[i].line);
         argc = split_words(line, argv, 32);
-        ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, argc, &s, model, sizeof model, &ignored,
+        ck_assert_int_ne(test_from_command((const char *const *)argv, argc, &s, model, sizeof model, &ignored,
                                                    &err), KVP_OK);
         ck_assert_msg(strstr(err.msg, bad[i].msg), "%s: %s", bad[i].line, err.msg);
     }
     kvp_buf_release(&ignored); /* what the refused commands listed before failing */
     snprintf(line, sizeof line, "vllm serve m --port 8000 --host 0.0.0.0 --trust-remote-code --max-model-len=4096 "
              "--tp 2 --kv-cache-dtype bfloat16");
-    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                                sizeof model, &ignored, &err), err);
     ck_assert_str_eq(model, "m");
     ck_assert_str_eq(ignored.data, "--port, --host, --trust-remote-code");
@@ -196,14 +196,14 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
     /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
     snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
-    ck_assert_int_ne(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+    ck_assert_int_ne(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                                sizeof model, &ignored, &err), KVP_OK); /* EP is not modelled */
     snprintf(line, sizeof line, "vllm serve m --data-parallel-size 8");
-    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                                sizeof model, &ignored, &err), err);
     ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
     snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --enable-dp-attention --dp 8 --tp 8");
-    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                                sizeof model, &ignored, &err), err);
     ck_assert_str_eq(s.value[kvp_setting_find("dp")], "8");
     ck_assert_str_eq(s.value[kvp_setting_find("dp_attention")], "true");
@@ -238,10 +238,10 @@ START_TEST(config_file_read_first)
     char line[512], ma[128], mb[128], *argv[32];
     for (size_t i = 0; i < N_ELEMS(same); i++) {
         snprintf(line, sizeof line, "%s", same[i].with_file);
-        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+        ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
                                                    sizeof ma, &ignored, &err), err);
         snprintf(line, sizeof line, "%s", same[i].flat);
-        ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &b, mb,
+        ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &b, mb,
                                                    sizeof mb, &ignored, &err), err);
         ck_assert_str_eq(ma, mb);
         ck_assert_uint_eq(a.given, b.given);
@@ -251,18 +251,28 @@ START_TEST(config_file_read_first)
     }
     kvp_buf_release(&ignored);
     snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/vllm.yaml");
-    ck_assert_kvp_ok(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
                                                sizeof ma, &ignored, &err), err);
     ck_assert_str_eq(ignored.data, "--enable-prefix-caching, --port"); /* enforce-eager: false is no flag */
     kvp_buf_release(&ignored);
     snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/lora.yaml");
-    ck_assert_int_eq(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+    ck_assert_int_eq(test_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
                                                sizeof ma, &ignored, &err), KVP_ERR_UNSUPPORTED);
     ck_assert_str_eq(err.file, "tests/data/engine-args/lora.yaml");
     ck_assert_uint_eq(err.line, 3);
     ck_assert_uint_eq(err.col, 1);
     ck_assert_str_eq(err.msg, "--enable-lora: it changes the memory, and kvplan does not model it yet");
     kvp_buf_release(&ignored);
+    /* the library reads no file: a --config without its text is refused, not read behind the caller */
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/vllm.yaml");
+    ck_assert_int_eq(kvp_settings_from_command((const char *const *)argv, split_words(line, argv, 32), NULL, 0, &a,
+                                               ma, sizeof ma, &ignored, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "--config tests/data/engine-args/vllm.yaml: the file's text is not given here");
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "llama-server -m x.gguf --config y.yaml");
+    ck_assert_ptr_null(kvp_command_config_path((const char *const *)argv, split_words(line, argv, 32)));
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --config=s.yaml");
+    ck_assert_str_eq(kvp_command_config_path((const char *const *)argv, split_words(line, argv, 32)), "s.yaml");
 }
 END_TEST
 

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "kvplan/explain_log.h"
+#include "kvplan/io.h"
 #include "kvplan/log.h"
 
 #define RAW "tests/data/engine-logs/raw/"
@@ -23,6 +24,19 @@ static char *slurp(const char *path, size_t *len)
     *len = fread(buf, 1, (1 << 20) - 1, f);
     fclose(f);
     return buf;
+}
+
+/* A log as the front end reads it: kvp_read_input (a file, or "-"), then kvp_log_parse. */
+static enum kvp_status read_log(const char *path, struct kvp_log *log, struct kvp_error *err)
+{
+    char *text;
+    uint64_t len;
+    enum kvp_status st = kvp_read_input(path, KVP_LOG_FILE_MAX, &text, &len, err);
+    if (st != KVP_OK)
+        return st;
+    st = kvp_log_parse(text, (size_t)len, path, log, err);
+    free(text);
+    return st;
 }
 
 /* ---- the real logs ---------------------------------------------------------------------------- */
@@ -87,7 +101,7 @@ START_TEST(real_logs)
     struct kvp_model *m = NULL;
     char path[256];
     snprintf(path, sizeof path, RAW "%s", c->file);
-    ck_assert_kvp_ok(kvp_log_read(path, log, &err), err);
+    ck_assert_kvp_ok(read_log(path, log, &err), err);
     ck_assert_int_eq(log->engine, c->engine);
     ck_assert_uint_eq(log->fig[KVP_LOG_KV_BUDGET].line, c->kv_line);
     ck_assert_msg(fabs(log->fig[KVP_LOG_KV_BUDGET].value / GIB - c->kv_gib) < 0.006, "%s: logged %.3f GiB", c->file,
@@ -124,7 +138,7 @@ START_TEST(v0_figures)
 {
     struct kvp_log log;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_log_read(RAW "vllm-10517-20k.log", &log, &err), err);
+    ck_assert_kvp_ok(read_log(RAW "vllm-10517-20k.log", &log, &err), err);
     ck_assert(log.vllm_v0);
     ck_assert_uint_eq(log.fig[KVP_LOG_WEIGHTS].line, 2);
     ck_assert_double_eq_tol(log.fig[KVP_LOG_WEIGHTS].value / GIB, 14.9888, 1e-9);
@@ -212,7 +226,7 @@ START_TEST(v1_real_args)
 {
     struct kvp_log log;
     struct kvp_error err = {0};
-    ck_assert_kvp_ok(kvp_log_read(RAW "lmcache-2522-llama-3.2-1b.log", &log, &err), err);
+    ck_assert_kvp_ok(read_log(RAW "lmcache-2522-llama-3.2-1b.log", &log, &err), err);
     ck_assert_int_eq(log.engine, KVP_ENGINE_VLLM);
     ck_assert_str_eq(log.model, "meta-llama/Llama-3.2-1B-Instruct");
     ck_assert_uint_eq(log.model_line, 2);
@@ -261,7 +275,7 @@ START_TEST(explain_vllm)
     struct kvp_error err = {0};
     struct kvp_model *m = test_load("llama-3.1-8b");
     struct kvp_buf b = {0};
-    ck_assert_kvp_ok(kvp_log_read(RAW "vllm-10517-20k.log", &log, &err), err);
+    ck_assert_kvp_ok(read_log(RAW "vllm-10517-20k.log", &log, &err), err);
     ck_assert_kvp_ok(kvp_log_explain(&log, &log.settings, m, NULL, x, &err), err);
     ck_assert_uint_gt(x->n_changes, 1);
     ck_assert_str_eq(x->change[0].what, "activation peak 2.07 GiB from max_num_batched_tokens 20000: set 10000");
@@ -347,7 +361,7 @@ START_TEST(bad_logs)
         fclose(f);
         want[wlen && want[wlen - 1] == '\n' ? wlen - 1 : wlen] = '\0';
         snprintf(path, sizeof path, "tests/data/bad/%s", e->d_name);
-        ck_assert_int_ne(kvp_log_read(path, &log, &err), KVP_OK);
+        ck_assert_int_ne(read_log(path, &log, &err), KVP_OK);
         ck_assert_str_eq(kvp_error_text(&err, got, sizeof got), want);
         n++;
     }
@@ -362,7 +376,7 @@ START_TEST(stdin_input)
     struct kvp_log log;
     struct kvp_error err = {0};
     ck_assert_ptr_nonnull(freopen(RAW "vllm-21348-sglang.log", "r", stdin));
-    ck_assert_kvp_ok(kvp_log_read("-", &log, &err), err);
+    ck_assert_kvp_ok(read_log("-", &log, &err), err);
     ck_assert_int_eq(log.engine, KVP_ENGINE_SGLANG);
     ck_assert_double_eq(log.fig[KVP_LOG_KV_TOKENS].value, 367404);
 }

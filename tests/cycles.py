@@ -37,7 +37,7 @@ LAYERS = {
     "ref": {"base", "model", "engine", "sim", "ref"},
 }
 HEADERS = {
-    "api.h": "base", "error.h": "base", "num.h": "base", "render.h": "base",
+    "api.h": "base", "error.h": "base", "io.h": "base", "num.h": "base", "render.h": "base",
     "model.h": "model", "format.h": "model", "wquant.h": "model", "gguf.h": "model", "hub.h": "model",
     "catalog.h": "model", "gpu.h": "model",
     "kv.h": "engine", "deploy.h": "engine", "settings.h": "engine", "emit.h": "engine", "log.h": "engine",

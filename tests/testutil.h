@@ -13,7 +13,9 @@
 #include "kvplan/error.h"
 #include "kvplan/format.h"
 #include "kvplan/gpu.h"
+#include "kvplan/io.h"
 #include "kvplan/model.h"
+#include "kvplan/settings.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -40,6 +42,23 @@ static inline int run_suite(Suite *s)
 /* ---- building models in code ---- */
 
 /* Load models/<name>.yaml (must load); the caller frees it. */
+/* kvp_settings_from_command as a front end calls it: the --config file the
+ * command names read first (kvp_read_input), its text given. */
+static inline enum kvp_status test_from_command(const char *const *argv, int argc, struct kvp_settings *s,
+                                                char *model, size_t nmodel, struct kvp_buf *ignored,
+                                                struct kvp_error *err)
+{
+    const char *path = kvp_command_config_path(argv, argc);
+    char *text = NULL;
+    uint64_t len = 0;
+    enum kvp_status st;
+    if (path && (st = kvp_read_input(path, KVP_COMMAND_CONFIG_MAX, &text, &len, err)) != KVP_OK)
+        return st;
+    st = kvp_settings_from_command(argv, argc, text, len, s, model, nmodel, ignored, err);
+    free(text);
+    return st;
+}
+
 static inline struct kvp_model *test_load(const char *name)
 {
     char path[256];

@@ -12,8 +12,9 @@
  *     if (log.fig[KVP_LOG_KV_BUDGET].line)  // 0: the log does not give it
  *         printf("%.2f GiB\n", log.fig[KVP_LOG_KV_BUDGET].value / (1u << 30));
  *
- * kvp_log_parse does no I/O; kvp_log_read reads a file or the standard
- * input ("-") up to KVP_LOG_FILE_MAX bytes first. The caller owns *out.
+ * kvp_log_parse does no I/O: a front end reads the file or the standard
+ * input ("-") first, kvp_read_input (kvplan/io.h) up to KVP_LOG_FILE_MAX
+ * bytes. The caller owns *out.
  */
 #ifndef KVPLAN_LOG_H
 #define KVPLAN_LOG_H
@@ -77,11 +78,6 @@ KVP_API const char *kvp_log_fig_name(enum kvp_log_fig f);
 KVP_API enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, struct kvp_log *out,
                                       struct kvp_error *err);
 
-#define KVP_LOG_FILE_MAX (16u << 20) /* bytes of a log read; more is an error */
-
-/* kvp_log_parse of the file at path, or of the standard input when path is
- * "-". Errors: kvp_log_parse's, and a file that cannot be read or is larger
- * than KVP_LOG_FILE_MAX (KVP_ERR_IO, KVP_ERR_RANGE). */
-KVP_API enum kvp_status kvp_log_read(const char *path, struct kvp_log *out, struct kvp_error *err);
+#define KVP_LOG_FILE_MAX (16u << 20) /* bytes of a log a front end reads (kvp_read_input); more is an error */
 
 #endif

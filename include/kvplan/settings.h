@@ -100,10 +100,20 @@ KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key
  * translated (auto, bfloat16, a byte count); the model into model (of size
  * nmodel). A flag that sizes memory and that kvplan does not model is an
  * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended
- * to *ignored, comma-separated. src/lib/engine/command.c. */
-KVP_API enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s,
-                                                  char *model, size_t nmodel, struct kvp_buf *ignored,
-                                                  struct kvp_error *err);
+ * to *ignored, comma-separated. No I/O: the file a vLLM or SGLang command's
+ * --config names (kvp_command_config_path) is read by the caller and given
+ * as config (config_len bytes), its flags taken first, the command line's
+ * winning; errors in it at its path:line:col. A --config without its text
+ * (config NULL) is KVP_ERR_USAGE. src/lib/engine/command.c. */
+KVP_API enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, const char *config,
+                                                  uint64_t config_len, struct kvp_settings *s, char *model,
+                                                  size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err);
+
+#define KVP_COMMAND_CONFIG_MAX (1u << 20) /* bytes of an engine's --config file; it holds a few dozen flags */
+
+/* The file a vLLM or SGLang command's --config names (`--config F`,
+ * `--config=F`), or NULL: none, or another engine's command. */
+KVP_API const char *kvp_command_config_path(const char *const *argv, int argc);
 
 /* Every row given in top replaces base's. */
 KVP_API void kvp_settings_overlay(struct kvp_settings *base, const struct kvp_settings *top);

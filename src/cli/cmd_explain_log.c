@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "kvplan/explain_log.h"
+#include "kvplan/io.h"
 #include "kvplan/log.h"
 
 /* the deployment options (settings.h) come first: they override what the log shows */
@@ -33,6 +34,8 @@ int cmd_explain_log(int argc, char **argv)
     enum kvp_out fmt = KVP_OUT_TEXT;
     struct kvp_error err = {0};
     struct kvp_log *log = NULL;
+    char *text = NULL;
+    uint64_t len;
     struct kvp_log_explain *x = NULL;
     struct kvp_settings given, merged;
     struct kvp_model *m = NULL;
@@ -56,7 +59,8 @@ int cmd_explain_log(int argc, char **argv)
         free(log);
         return cli_usage_error("explain-log: out of memory");
     }
-    if (kvp_log_read(pos[0], log, &err) != KVP_OK) {
+    if (kvp_read_input(pos[0], KVP_LOG_FILE_MAX, &text, &len, &err) != KVP_OK ||
+        kvp_log_parse(text, (size_t)len, pos[0], log, &err) != KVP_OK) {
         rc = cli_error(&err);
         goto done;
     }
@@ -88,5 +92,6 @@ done:
     kvp_model_free(m);
     free(x);
     free(log);
+    free(text);
     return rc;
 }

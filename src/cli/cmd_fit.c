@@ -8,6 +8,7 @@
 #include "kvplan/emit.h"
 #include "kvplan/explain.h"
 #include "kvplan/gpu.h"
+#include "kvplan/io.h"
 #include "kvplan/num.h"
 
 /* the deployment options (settings.h) come first, then these */
@@ -64,8 +65,15 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
     if ((rc = cli_deploy_settings(&cmd, &st)) != CLI_OK)
         return rc;
     if (engine_argc) {
-        if (kvp_settings_from_command((const char *const *)engine_argv, engine_argc, &from, named, sizeof named,
-                                      &ignored, &err) != KVP_OK) {
+        const char *const *eargv = (const char *const *)engine_argv,
+                          *conf = kvp_command_config_path(eargv, engine_argc);
+        char *text = NULL;
+        uint64_t len = 0;
+        enum kvp_status ok = conf ? kvp_read_input(conf, KVP_COMMAND_CONFIG_MAX, &text, &len, &err) : KVP_OK;
+        if (ok == KVP_OK)
+            ok = kvp_settings_from_command(eargv, engine_argc, text, len, &from, named, sizeof named, &ignored, &err);
+        free(text);
+        if (ok != KVP_OK) {
             kvp_buf_release(&ignored);
             if (err.file[0]) /* in a --config file: its place */
                 return cli_error(&err);

@@ -5,14 +5,15 @@
  *     ...
  *     free(text);
  */
-#ifndef KVPLAN_IO_H
-#define KVPLAN_IO_H
+#ifndef KVPLAN_BASE_IO_H
+#define KVPLAN_BASE_IO_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvplan/error.h"
+#include "kvplan/io.h"
 
 /* Read at most max bytes of path into a malloc'd, NUL-terminated buffer
  * that the caller frees; the buffer grows as the file does, so a small file
@@ -24,10 +25,8 @@
 enum kvp_status kvp_read_file(const char *path, uint64_t max, char **out, uint64_t *len, bool *truncated,
                               struct kvp_error *err);
 
-/* kvp_read_file's whole-file read of path, or of the standard input to its
- * end when path is "-" (a pipe or a terminal: read as it comes, up to max
- * bytes; more is an error, "the input is larger than N MiB"). */
-enum kvp_status kvp_read_input(const char *path, uint64_t max, char **out, uint64_t *len, struct kvp_error *err);
+/* kvp_read_input (kvp_read_file's read of path, or of the standard input
+ * when path is "-") is public: kvplan/io.h. */
 
 /* A temporary file beside path, for writing it whole or not at all:
  * mkstemp's "PATH.tmp.XXXXXX" into tmp (of size n), open as *fd, with the

@@ -11,8 +11,9 @@
  * without a unit, llama.cpp's `-c 0`). A flag that would change the memory
  * but that kvplan does not model is refused, naming it; any other unknown
  * flag is ignored with a note. vLLM's and SGLang's `--config FILE` (a YAML
- * mapping of the same flags) is read first and the command line's own flags
- * win over it, as the engines do. What kvp_emit_command writes, this reads
+ * mapping of the same flags; the caller reads it, kvp_command_config_path
+ * names it: this layer does no I/O) is taken first and the command line's
+ * own flags win over it, as the engines do. What kvp_emit_command writes, this reads
  * back (tests/check_emit.c); real commands from issue threads, with what
  * their logs show the engines took, are tests/check_command.c.
  */
@@ -22,12 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/io.h"
 #include "base/ydoc.h"
 #include "kvplan/deploy.h"
 #include "kvplan/render.h"
 
-#define CONFIG_FILE_MAX (1u << 20) /* bytes; an engine's --config holds a few dozen flags */
 
 /* Flags that size memory and that kvplan does not model yet: refused. A draft
  * model is one more model's weights and cache: vLLM 0.7's --speculative-model,
@@ -190,19 +189,21 @@ static enum kvp_status config_value(struct ydoc *d, yaml_node_t *n, const char *
     return KVP_OK;
 }
 
-/* vLLM's and SGLang's --config FILE into s (and the model), each key a flag
- * taken as on the command line; errors at the key's place. */
-static enum kvp_status read_config(const char *path, struct kvp_settings *s, enum kvp_engine_id e, char *model,
-                                   size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
+/* vLLM's and SGLang's --config FILE (its text, len bytes, read by the
+ * caller) into s (and the model), each key a flag taken as on the command
+ * line; errors at the key's place in path. */
+static enum kvp_status read_config(const char *path, const char *text, uint64_t len, struct kvp_settings *s,
+                                   enum kvp_engine_id e, char *model, size_t nmodel, struct kvp_buf *ignored,
+                                   struct kvp_error *err)
 {
     struct ydoc d = {0};
-    char *text = NULL;
-    uint64_t len;
     yaml_node_t *root;
     enum kvp_status st;
 
-    if ((st = kvp_read_file(path, CONFIG_FILE_MAX, &text, &len, NULL, err)) != KVP_OK ||
-        (st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
+    if (len > KVP_COMMAND_CONFIG_MAX)
+        return kvp_fail_at(err, KVP_ERR_RANGE, path, 0, 0, "an engine config file larger than %u KiB",
+                           KVP_COMMAND_CONFIG_MAX >> 10);
+    if ((st = kvp_ydoc_load(&d, text, len, path, err)) != KVP_OK)
         goto out;
     root = kvp_ydoc_root(&d);
     if (!root || kvp_ydoc_is_null(root)) /* an empty file: no flags */
@@ -227,7 +228,6 @@ static enum kvp_status read_config(const char *path, struct kvp_settings *s, enu
     }
 out:
     kvp_ydoc_release(&d);
-    free(text);
     return st;
 }
 
@@ -243,46 +243,75 @@ static const char *config_arg(const char *const *argv, int argc, int i)
     return NULL;
 }
 
-enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, struct kvp_settings *s, char *model,
-                                          size_t nmodel, struct kvp_buf *ignored, struct kvp_error *err)
+/* The engine the program of argv names (*e) and the index of its first
+ * argument (*first); *name, the program's base name. */
+static enum kvp_status program(const char *const *argv, int argc, enum kvp_engine_id *e, int *first,
+                               const char **name, struct kvp_error *err)
 {
-    enum kvp_engine_id e;
-    const char *prog = argc > 0 ? strrchr(argv[0], '/') : NULL, *engine;
-    bool model_given;
+    const char *prog = argc > 0 ? strrchr(argv[0], '/') : NULL;
     int i = 1;
-    enum kvp_status st;
-
-    kvp_settings_clear(s);
-    model[0] = '\0';
     if (argc == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "no engine command after '--'");
     prog = prog ? prog + 1 : argv[0];
+    *name = prog;
     if (strcmp(prog, "vllm") == 0 && argc > 1 && strcmp(argv[1], "serve") == 0) {
-        e = KVP_ENGINE_VLLM, i = 2;
+        *e = KVP_ENGINE_VLLM, i = 2;
     } else if (strncmp(prog, "python", 6) == 0 && argc > 2 && strcmp(argv[1], "-m") == 0) {
         i = 3;
         if (strcmp(argv[2], "vllm.entrypoints.openai.api_server") == 0)
-            e = KVP_ENGINE_VLLM;
+            *e = KVP_ENGINE_VLLM;
         else if (strcmp(argv[2], "sglang.launch_server") == 0)
-            e = KVP_ENGINE_SGLANG;
+            *e = KVP_ENGINE_SGLANG;
         else
             return kvp_fail(err, KVP_ERR_USAGE, "'%s -m %.60s': not an engine kvplan reads (vllm.entrypoints.openai."
                             "api_server, sglang.launch_server)", prog, argv[2]);
     } else if (strcmp(prog, "llama-server") == 0 || strcmp(prog, "llama-cli") == 0) {
-        e = KVP_ENGINE_LLAMACPP;
+        *e = KVP_ENGINE_LLAMACPP;
     } else if (strcmp(prog, "trtllm-serve") == 0) {
-        e = KVP_ENGINE_TRTLLM;
+        *e = KVP_ENGINE_TRTLLM;
     } else {
         return kvp_fail(err, KVP_ERR_USAGE, "'%.60s': not an engine command kvplan reads (vllm serve, python3 -m "
                         "sglang.launch_server, llama-server, llama-cli, trtllm-serve)", prog);
     }
+    *first = i;
+    return KVP_OK;
+}
+
+const char *kvp_command_config_path(const char *const *argv, int argc)
+{
+    enum kvp_engine_id e;
+    const char *prog;
+    int i;
+    struct kvp_error err;
+    if (program(argv, argc, &e, &i, &prog, &err) != KVP_OK || (e != KVP_ENGINE_VLLM && e != KVP_ENGINE_SGLANG))
+        return NULL;
+    return config_arg(argv, argc, i);
+}
+
+enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, const char *config, uint64_t config_len,
+                                          struct kvp_settings *s, char *model, size_t nmodel, struct kvp_buf *ignored,
+                                          struct kvp_error *err)
+{
+    enum kvp_engine_id e;
+    const char *prog, *engine, *path;
+    bool model_given;
+    int i;
+    enum kvp_status st;
+
+    kvp_settings_clear(s);
+    model[0] = '\0';
+    if ((st = program(argv, argc, &e, &i, &prog, err)) != KVP_OK)
+        return st;
     engine = kvp_engine_info(e)->name;
     if ((st = put(s, "engine", engine, prog, err)) != KVP_OK)
         return st;
     /* first the --config file: the command line's own flags (its model too) win over the file's */
-    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && config_arg(argv, argc, i) &&
-        (st = read_config(config_arg(argv, argc, i), s, e, model, nmodel, ignored, err)) != KVP_OK)
-        return st;
+    if ((path = kvp_command_config_path(argv, argc)) != NULL) {
+        if (!config)
+            return kvp_fail(err, KVP_ERR_USAGE, "--config %.200s: the file's text is not given here", path);
+        if ((st = read_config(path, config, config_len, s, e, model, nmodel, ignored, err)) != KVP_OK)
+            return st;
+    }
     if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-'))
         snprintf(model, nmodel, "%s", argv[i++]);
     for (; i < argc; i++) {

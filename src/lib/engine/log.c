@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/io.h"
 #include "kvplan/render.h"
 
 #define LINE_MAX_BYTES 16384 /* a longer line is read up to here (vLLM's config line is ~3 KiB) */
@@ -187,7 +186,7 @@ static void engine_flag(struct parse *p, const char *key, const char *value)
     argv[n++] = flag;
     if (strcmp(value, "True") != 0)
         argv[n++] = value;
-    if (kvp_settings_from_command(argv, n, &one, model, sizeof model, &ignored, &e) == KVP_OK) {
+    if (kvp_settings_from_command(argv, n, NULL, 0, &one, model, sizeof model, &ignored, &e) == KVP_OK) {
         for (uint32_t row = 1; row < kvp_settings_count(); row++) /* row 0, the engine, is the program's */
             if ((one.given >> row & 1) && !(p->log->settings.given >> row & 1)) {
                 p->log->settings.given |= 1ull << row;
@@ -634,16 +633,4 @@ enum kvp_status kvp_log_parse(const char *text, size_t len, const char *name, st
     }
     release(&p);
     return KVP_OK;
-}
-
-enum kvp_status kvp_log_read(const char *path, struct kvp_log *out, struct kvp_error *err)
-{
-    char *text;
-    uint64_t len;
-    enum kvp_status st;
-    if ((st = kvp_read_input(path, KVP_LOG_FILE_MAX, &text, &len, err)) != KVP_OK)
-        return st;
-    st = kvp_log_parse(text, (size_t)len, path, out, err);
-    free(text);
-    return st;
 }
