@@ -788,6 +788,81 @@ START_TEST(llamacpp_ngl_placement)
 }
 END_TEST
 
+/* Ollama v0.32.15's choices (kvp_deploy_ollama; server/routes.go Serve, server/sched.go
+ * automaticGenerationBatch): num_ctx by the VRAM of every GPU together, at most the model's;
+ * num_batch by the tokens, stepped down while its prediction (weights + 4 x L x fewest KV heads x
+ * hidden / heads x tokens) leaves too little headroom. llama-3.1-8b: 32 layers, 8 KV heads, hidden
+ * 4096 / 32 heads: 128 KiB per token in its prediction. */
+static const struct {
+    double gib;
+    uint32_t gpus;
+    const char *w;
+    int fa;
+    uint64_t context, batch;
+} ollama_cases[] = {
+    {23.99, 1, "q4_k_m", -1, 32768, 1024}, /* 4.6 + 4 GiB predicted: within 75% and the 768 MiB surcharge */
+    {22.0, 1, "q4_k_m", -1, 4096, 512},    /* an L4's 22 GiB: under the 23 GiB tier */
+    {79.19, 1, "q4_k_m", -1, 131072, 2048}, /* 262144 capped at the model's 131072; 20.6 GiB within 60% */
+    {23.99, 2, "q4_k_m", -1, 131072, 2048}, /* two 24 GiB cards: 47.98 GiB, the top tier */
+    {23.99, 1, "stored", -1, 32768, 512},  /* 15 + 4 GiB: past 75% of 24 GiB, 1024 steps down */
+    {7.5, 1, "q4_k_m", 0, 4096, 512},      /* CUDA without flash attention: 512 ... */
+};
+
+START_TEST(ollama_choices)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_error err = {0};
+    enum kvp_engine_id e;
+    uint32_t rel;
+    ck_assert_kvp_ok(kvp_engine_parse("ollama", &e, &rel, &err), err);
+    ck_assert_int_eq(e, KVP_ENGINE_LLAMACPP);
+    kvp_deploy_init(&d, e, m);
+    d.release = rel;
+    ck_assert(kvp_deploy_release(&d)->rules & KVP_REL_OLLAMA);
+    d.gpu_memory = (uint64_t)(ollama_cases[_i].gib * (1ull << 30));
+    d.n_gpus = ollama_cases[_i].gpus;
+    d.compute_capability = 89;
+    d.flash_attn = ollama_cases[_i].fa;
+    d.w = test_wstore(ollama_cases[_i].w);
+    kvp_deploy_ollama(m, &d, false, false);
+    ck_assert_uint_eq(d.context, ollama_cases[_i].context);
+    ck_assert_uint_eq(d.n_batch, ollama_cases[_i].batch);
+    ck_assert_uint_eq(d.n_ubatch, ollama_cases[_i].batch);
+    ck_assert_uint_eq(d.ollama_auto, KVP_OLLAMA_CONTEXT | KVP_OLLAMA_BATCH);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* ... 256 on 8 GiB or less past 4096 tokens; what the user gives stays, and nothing is chosen for it. */
+START_TEST(ollama_given)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_error err = {0};
+    enum kvp_engine_id e;
+    uint32_t rel;
+    ck_assert_kvp_ok(kvp_engine_parse("ollama@0.32.15", &e, &rel, &err), err);
+    kvp_deploy_init(&d, e, m);
+    d.release = rel;
+    d.gpu_memory = 8ull << 30;
+    d.compute_capability = 86;
+    d.flash_attn = 0;
+    d.context = 8192;
+    kvp_deploy_ollama(m, &d, true, false);
+    ck_assert_uint_eq(d.context, 8192);
+    ck_assert_uint_eq(d.n_batch, 256);
+    ck_assert_uint_eq(d.ollama_auto, KVP_OLLAMA_BATCH);
+    d.n_batch = 333;
+    kvp_deploy_ollama(m, &d, true, true);
+    ck_assert_uint_eq(d.n_batch, 333);
+    ck_assert_uint_eq(d.ollama_auto, 0);
+    ck_assert_int_eq(kvp_engine_parse("ollama@0.1", &e, &rel, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, "ollama: unknown release '0.1' (known: 0.32.15)");
+    kvp_model_free(m);
+}
+END_TEST
+
 /* Weights from a GGUF table (m->wtable.place, padded per buffer type): the
  * input stays on the host; a layer's group goes to its device, less its
  * experts under --n-cpu-moe; a tied output is token_embd copied to the GPU.
@@ -2831,6 +2906,8 @@ static Suite *suite(void)
     tcase_add_loop_test(limits, overflow_context, 0, KVP_ENGINE_COUNT);
     tcase_add_loop_test(limits, roofline_refused, 0, (int)N_ELEMS(roofline_bad));
     tcase_add_test(limits, llamacpp_bad_split);
+    tcase_add_loop_test(core, ollama_choices, 0, sizeof ollama_cases / sizeof ollama_cases[0]);
+    tcase_add_test(core, ollama_given);
     tcase_add_test(limits, trtllm_overflow_checked);
     suite_add_tcase(s, limits);
     return s;

@@ -737,7 +737,8 @@ static const struct bad_edit {
     {"util", "1.5", "util: must be a fraction in (0, 1] (got '1.5')"},
     {"util", "x", "util: must be a fraction in (0, 1] (got 'x')"},
     {"engine", "vllx",
-     "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, hf-dynamic, hf-static, hf-quantized, ideal)"},
+     "engine: unknown engine 'vllx' (vllm, sglang, trtllm, llamacpp, ollama, hf-dynamic, hf-static, hf-quantized, "
+     "ideal)"},
     {"k_dtype", "int3", "k_dtype: ..."},
     {"gpus", "5000000", "gpus: must be 1..1048576 (got 5000000)"},
     {"block_size", "65537x", "block_size: ..."},

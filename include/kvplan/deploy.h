@@ -69,6 +69,8 @@ enum kvp_release_rule {
     KVP_REL_VLLM_CUDA_GRAPHS = 1u << 5, /* vLLM subtracts its CUDA-graph estimate before the KV budget */
     KVP_REL_LLAMACPP_KQV_GRAPH = 1u << 6, /* llm_build_context's graph (src/llama.cpp llm_build_kqv): the compute
                                            * buffer keeps one hidden row beside the logits, 4 beside KQ */
+    KVP_REL_OLLAMA = 1u << 7, /* Ollama's front end over llama-server: it picks the context, the batch and the
+                               * streams that it passes (kvp_deploy_ollama) */
 };
 
 /* One named release of an engine: the rules kvplan applies for it. */
@@ -89,8 +91,10 @@ KVP_API const struct kvp_release *kvp_releases(uint32_t *n);
 /* The release deploy d runs: d->release, else the engine's default. */
 KVP_API const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d);
 /* Parse "vllm", "vllm@0.11.0" or "llama.cpp@b6182" into engine and release
- * index (UINT32_MAX: the engine's default). Errors: an unknown engine or a
- * release kvplan does not know (the message lists the known ones). */
+ * index (UINT32_MAX: the engine's default). "ollama" and "ollama@0.32.15" are
+ * llamacpp's releases "ollama-..." (the newest when none is named): Ollama
+ * runs llama-server. Errors: an unknown engine or a release kvplan does not
+ * know (the message lists the known ones). */
 KVP_API enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint32_t *release,
                                  struct kvp_error *err);
 
@@ -139,6 +143,13 @@ struct kvp_deploy {
     int32_t n_cpu_moe;          /* llama.cpp --n-cpu-moe: the expert tensors of the first N layers stay in host
                                  * memory; -1 = all (--cpu-moe); 0 = none, the default */
     bool no_kv_offload;         /* llama.cpp --no-kv-offload: every layer's KV in host memory */
+    uint32_t ollama_auto;       /* Ollama: KVP_OLLAMA_* of what its front end chose, not the user */
+};
+
+/* What Ollama's front end chose for a deployment (kvp_deploy_ollama). */
+enum {
+    KVP_OLLAMA_CONTEXT = 1u << 0, /* num_ctx by total VRAM (4096 / 32768 / 262144), at most the model's */
+    KVP_OLLAMA_BATCH = 1u << 1,   /* num_batch (-b and -ub) by context and headroom */
 };
 
 /* The GPUs deployment d uses: dp x tp x pp (vLLM, SGLang without DP
@@ -274,6 +285,21 @@ KVP_API enum kvp_status kvp_weights_ladder(const struct kvp_model *m, const stru
  * engine refuses (an unsupported format) counts as not fitting. */
 KVP_API enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struct kvp_deploy *d,
                                                 struct kvp_error *err);
+
+/* Ollama's choices where the user made none (Ollama v0.32.15, which runs
+ * llama-server b10488 with -c num_ctx x np, -np np, -b and -ub num_batch):
+ * num_ctx by the VRAM of every GPU together (server/routes.go Serve: >= 47
+ * GiB 262144, >= 23 GiB 32768, else 4096), at most the model's trained
+ * context (server/sched.go effectiveContext); num_batch (server/sched.go
+ * automaticGenerationBatch) 2048 past 32768 tokens, 1024 past 4096, else 512,
+ * a step down while Ollama's own prediction (PredictServerVRAM: the weights +
+ * 2 x layers x fewest KV heads x hidden / heads x tokens x 2 bytes) leaves
+ * less headroom than 40% (2048) or 25% (1024) of the memory or the batch's
+ * surcharge (2 GiB, 768 MiB) past 80% of it; on CUDA without flash attention
+ * 512, or 256 on 8 GiB or less past 4096 tokens. context_given and
+ * batch_given: the user's. Sets d->ollama_auto. */
+KVP_API void kvp_deploy_ollama(const struct kvp_model *m, struct kvp_deploy *d, bool context_given,
+                               bool batch_given);
 
 /* The inverse questions, for a target concurrency at d->context: the fewest
  * GPUs (grown by powers of two, up to max_gpus), and the lowest memory

@@ -194,6 +194,11 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
     kvp_json_str(&j, "v_dtype", kvp_format_name(&d->v, v, sizeof v));
     kvp_json_str(&j, "weight_dtype", kvp_wstore_name(&d->w, w, sizeof w));
+    if (f->release->rules & KVP_REL_OLLAMA) {
+        kvp_json_bool(&j, "ollama_context_auto", d->ollama_auto & KVP_OLLAMA_CONTEXT);
+        kvp_json_bool(&j, "ollama_batch_auto", d->ollama_auto & KVP_OLLAMA_BATCH);
+        kvp_json_u64(&j, "n_batch", d->n_batch);
+    }
     if (d->w_auto) {
         char tried[256];
         bool all;
@@ -371,6 +376,20 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                    kvp_count_text(d->context, g[2], sizeof g[2]));
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
+    if (d->ollama_auto) {
+        uint64_t vram = d->gpu_memory * d->n_gpus;
+        kvp_buf_printf(b, "ollama chose:");
+        if (d->ollama_auto & KVP_OLLAMA_CONTEXT)
+            kvp_buf_printf(b, " num_ctx %s (%s of VRAM: 4096 under 23 GiB, 32768 under 47 GiB, else 262144; at most "
+                           "the model's %s)%s", kvp_count_text(d->context, g[3], sizeof g[3]),
+                           kvp_bytes_text(vram, si, g[4], sizeof g[4]),
+                           kvp_count_text(x->m->max_context, g[5], sizeof g[5]),
+                           d->ollama_auto & KVP_OLLAMA_BATCH ? ";" : "");
+        if (d->ollama_auto & KVP_OLLAMA_BATCH)
+            kvp_buf_printf(b, " num_batch %u (-b and -ub, by %s tokens and the headroom Ollama predicts)",
+                           d->n_batch, kvp_count_text(d->context * d->n_seq, g[3], sizeof g[3]));
+        kvp_buf_printf(b, "\n");
+    }
     if (d->w_auto) {
         char tried[256];
         bool all;

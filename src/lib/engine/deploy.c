@@ -240,6 +240,64 @@ enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struct kvp_de
     return KVP_OK;
 }
 
+/* ---- Ollama's front end ---- */
+
+#define GIB (1ull << 30)
+
+/* Ollama's own prediction of a load (llm/llama_server.go PredictServerVRAM):
+ * the model file + an f16 K and V of every layer at the fewest KV heads and
+ * hidden / heads dimensions, for tokens; the file is the weights' bytes here. */
+static uint64_t ollama_predict(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t tokens)
+{
+    struct kvp_weights w;
+    struct kvp_error e = {0};
+    uint32_t kv_min = UINT32_MAX, heads_max = 0;
+    for (uint32_t i = 0; i < m->n_specs; i++)
+        if (m->specs[i].n_heads) {
+            kv_min = m->specs[i].n_kv_heads < kv_min ? m->specs[i].n_kv_heads : kv_min;
+            heads_max = m->specs[i].n_heads > heads_max ? m->specs[i].n_heads : heads_max;
+        }
+    kv_min = kv_min == UINT32_MAX || kv_min == 0 ? 1 : kv_min;
+    uint64_t head_dim = heads_max ? m->hidden / heads_max : 0;
+    uint64_t kv = kvp_sat_mul(kvp_sat_mul(kvp_sat_mul(4ull * m->n_layers, kv_min), head_dim), tokens);
+    return kvp_sat_add(kvp_weights_compute(m, &d->w, &w, &e) == KVP_OK ? w.bytes : 0, kv);
+}
+
+/* server/sched.go generationBatchFits: predicted within the batch's headroom, its surcharge within 80%. */
+static bool ollama_batch_fits(uint32_t batch, uint64_t predicted, uint64_t available)
+{
+    uint64_t threshold = available / 100 * 80, surcharge = batch >= 2048 ? 2 * GIB : batch >= 1024 ? 768ull << 20 : 0;
+    uint32_t headroom = batch >= 2048 ? 60 : batch >= 1024 ? 75 : 100;
+    if (predicted == 0 || available == 0)
+        return true;
+    return predicted <= threshold && predicted <= available / 100 * headroom && surcharge <= threshold - predicted;
+}
+
+void kvp_deploy_ollama(const struct kvp_model *m, struct kvp_deploy *d, bool context_given, bool batch_given)
+{
+    uint64_t vram = kvp_sat_mul(d->gpu_memory, d->n_gpus ? d->n_gpus : 1), tokens;
+    d->ollama_auto = 0;
+    if (!context_given) {
+        d->context = vram >= 47 * GIB ? 262144 : vram >= 23 * GIB ? 32768 : 4096;
+        if (m->max_context && d->context > m->max_context)
+            d->context = m->max_context;
+        d->ollama_auto |= KVP_OLLAMA_CONTEXT;
+    }
+    if (batch_given)
+        return;
+    tokens = kvp_sat_mul(d->context, d->n_seq ? d->n_seq : 1);
+    if (d->flash_attn == 0 && d->compute_capability) {
+        d->n_batch = tokens > 4096 && d->gpu_memory <= 8 * GIB ? 256 : 512;
+    } else {
+        uint64_t predicted = ollama_predict(m, d, tokens);
+        d->n_batch = tokens > 32768 ? 2048 : tokens > 4096 ? 1024 : 512;
+        while (d->n_batch > 512 && !ollama_batch_fits(d->n_batch, predicted, vram))
+            d->n_batch = d->n_batch > 1024 ? 1024 : 512;
+    }
+    d->n_ubatch = d->n_batch; /* llm/llama_server.go appendBatchArgs: -b N -ub N */
+    d->ollama_auto |= KVP_OLLAMA_BATCH;
+}
+
 /* The data-parallel form of g GPUs per pipeline stage the engine runs for an
  * MLA model (whose latent every TP rank replicates): vLLM g ranks of tp 1,
  * SGLang DP attention over tp g; false for another engine or model. */

@@ -222,6 +222,29 @@ static enum kvp_status llamacpp(const struct kvp_model *m, const struct kvp_depl
     return KVP_OK;
 }
 
+/* Ollama takes its server's settings from the environment (envconfig/config.go): the context
+ * (OLLAMA_CONTEXT_LENGTH), the streams (OLLAMA_NUM_PARALLEL), the KV type (OLLAMA_KV_CACHE_TYPE: f16,
+ * q8_0, q4_0) and flash attention (OLLAMA_FLASH_ATTENTION); the batch it picks itself. */
+static enum kvp_status ollama(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
+                              struct kvp_buf *b, struct kvp_buf *notes, struct kvp_error *err)
+{
+    char name[64];
+    (void)f;
+    if (!plain(&d->k) || !plain(&d->v) || d->k.dtype != d->v.dtype ||
+        (d->k.dtype != KVP_DTYPE_F16 && d->k.dtype != KVP_DTYPE_Q8_0 && d->k.dtype != KVP_DTYPE_Q4_0))
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "Ollama's OLLAMA_KV_CACHE_TYPE sets K and V alike to f16, q8_0 or "
+                        "q4_0 (not K %s)", kvp_format_name(&d->k, name, sizeof name));
+    kvp_buf_printf(b, "OLLAMA_CONTEXT_LENGTH=%llu OLLAMA_NUM_PARALLEL=%u", (unsigned long long)d->context, d->n_seq);
+    if (d->k.dtype != KVP_DTYPE_F16)
+        kvp_buf_printf(b, " OLLAMA_KV_CACHE_TYPE=%s", kvp_dtype_info(d->k.dtype)->name);
+    if (d->flash_attn >= 0)
+        kvp_buf_printf(b, " OLLAMA_FLASH_ATTENTION=%d", d->flash_attn);
+    kvp_buf_printf(b, " ollama serve");
+    kvp_buf_printf(notes, "%s then `ollama run %s`; Ollama picks num_batch itself (%u here%s)", notes->len ? ";" : "",
+                   m->name, d->n_batch, d->ollama_auto & KVP_OLLAMA_BATCH ? "" : ": `num_batch` in a Modelfile");
+    return KVP_OK;
+}
+
 static enum kvp_status trtllm(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f,
                               struct kvp_buf *b, struct kvp_buf *notes, struct kvp_error *err)
 {
@@ -251,7 +274,9 @@ enum kvp_status kvp_emit_command(const struct kvp_model *m, const struct kvp_dep
     switch (d->engine) {
     case KVP_ENGINE_VLLM: st = vllm(m, d, f, b, &notes, err); break;
     case KVP_ENGINE_SGLANG: st = sglang(m, d, f, b, &notes, err); break;
-    case KVP_ENGINE_LLAMACPP: st = llamacpp(m, d, f, b, &notes, err); break;
+    case KVP_ENGINE_LLAMACPP:
+        st = (kvp_deploy_release(d)->rules & KVP_REL_OLLAMA ? ollama : llamacpp)(m, d, f, b, &notes, err);
+        break;
     case KVP_ENGINE_TRTLLM: st = trtllm(m, d, f, b, &notes, err); break;
     default:
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s has no launch command to emit (vllm, sglang, llamacpp, trtllm)",

@@ -56,6 +56,10 @@ static const struct kvp_release releases[] = {
      TRTLLM_FREE_FRACTION, 0},
     {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0,
      0},
+    {KVP_ENGINE_LLAMACPP, "ollama-0.32.15",
+     "Ollama v0.32.15 (2026-08-19) running llama-server b10488: llm/llama_server.go startLlamaServer, "
+     "server/routes.go Serve (num_ctx by VRAM), server/sched.go automaticGenerationBatch",
+     1.0, KVP_REL_OLLAMA},
     {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)",
      1.0, KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
     {KVP_ENGINE_LLAMACPP, "b4862",
@@ -81,8 +85,8 @@ bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out)
             *out = (enum kvp_engine_id)i;
             return true;
         }
-    if (strcasecmp(s, "llama.cpp") == 0 || strcasecmp(s, "tensorrt-llm") == 0) {
-        *out = s[0] == 'l' || s[0] == 'L' ? KVP_ENGINE_LLAMACPP : KVP_ENGINE_TRTLLM;
+    if (strcasecmp(s, "llama.cpp") == 0 || strcasecmp(s, "ollama") == 0 || strcasecmp(s, "tensorrt-llm") == 0) {
+        *out = strcasecmp(s, "tensorrt-llm") != 0 ? KVP_ENGINE_LLAMACPP : KVP_ENGINE_TRTLLM;
         return true;
     }
     return false;
@@ -108,6 +112,7 @@ enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint
 {
     char name[64], known[256] = "";
     const char *at = strchr(s, '@');
+    bool ollama;
     size_t n = at ? (size_t)(at - s) : strlen(s);
 
     if (n >= sizeof name)
@@ -115,22 +120,24 @@ enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engine, uint
     memcpy(name, s, n);
     name[n] = '\0';
     if (!kvp_engine_from_name(name, engine))
-        return kvp_fail(err, KVP_ERR_USAGE, "unknown engine '%s' (vllm, sglang, trtllm, llamacpp, hf-dynamic, "
-                        "hf-static, hf-quantized, ideal)", name);
+        return kvp_fail(err, KVP_ERR_USAGE, "unknown engine '%s' (vllm, sglang, trtllm, llamacpp, ollama, "
+                        "hf-dynamic, hf-static, hf-quantized, ideal)", name);
     *release = UINT32_MAX;
-    if (!at)
+    ollama = strcasecmp(name, "ollama") == 0;
+    if (!at && !ollama)
         return KVP_OK;
     for (uint32_t i = 0; i < N_RELEASES; i++) {
-        if (releases[i].engine != *engine)
+        if (releases[i].engine != *engine || (ollama && !(releases[i].rules & KVP_REL_OLLAMA)))
             continue;
-        if (strcmp(releases[i].version, at + 1) == 0) {
+        if (!at || strcmp(releases[i].version + (ollama ? 7 : 0), at + 1) == 0) { /* "ollama-" */
             *release = i;
             return KVP_OK;
         }
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", known[0] ? ", " : "",
-                 releases[i].version);
+                 releases[i].version + (ollama ? 7 : 0));
     }
-    return kvp_fail(err, KVP_ERR_USAGE, "%s: unknown release '%s' (known: %s)", engines[*engine].name, at + 1, known);
+    return kvp_fail(err, KVP_ERR_USAGE, "%s: unknown release '%s' (known: %s)",
+                    ollama ? "ollama" : engines[*engine].name, at + 1, known);
 }
 
 /* ---- shared by the profiles ---- */

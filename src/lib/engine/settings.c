@@ -384,6 +384,11 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
     }
 }
 
+static bool given(const struct kvp_settings *s, const char *key)
+{
+    return (s->given >> kvp_setting_find(key)) & 1u;
+}
+
 enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kvp_model *m,
                                    const struct kvp_gpu_catalog *gpus, struct kvp_deploy *d, const struct kvp_gpu **gpu,
                                    int *bad_row, struct kvp_error *err)
@@ -406,6 +411,8 @@ enum kvp_status kvp_settings_apply(const struct kvp_settings *s, const struct kv
             return st;
     }
     *bad_row = -1;
+    if (kvp_deploy_release(d)->rules & KVP_REL_OLLAMA)
+        kvp_deploy_ollama(m, d, given(s, "context"), given(s, "n_batch") || given(s, "n_ubatch"));
     return d->w_auto ? kvp_deploy_pick_weights(m, d, err) : KVP_OK;
 }
 
