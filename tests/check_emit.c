@@ -109,6 +109,10 @@ static const struct emit_case {
      "--enable-dp-attention --context-length 32768 --mem-fraction-static 0.857 --kv-cache-dtype auto --page-size 1 "
      "--max-running-requests 4096",
      "gpu=h200"},
+    /* Ollama: its environment; the model is `ollama run`'s, given apart */
+    {"llama-3.1-8b", "engine=ollama gpu=rtx-4090 context=8192 n_seq=2 kv_dtype=q8_0 flash_attn=on weight_dtype=q4_k_m",
+     "OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=2 OLLAMA_KV_CACHE_TYPE=q8_0 OLLAMA_FLASH_ATTENTION=1 ollama serve",
+     "gpu=rtx-4090 weight_dtype=q4_k_m"},
     {"llama-3.1-8b", "engine=trtllm gpu=h100 context=8k",
      "trtllm-serve meta-llama/Llama-3.1-8B --tp_size 1 --pp_size 1 --max_seq_len 8192 --max_batch_size 2048 "
      "--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9",
@@ -139,7 +143,8 @@ START_TEST(emit_and_read_back)
     ck_assert_uint_eq(ignored.len, 0);
     settings_of(c->kept, &kept);
     kvp_settings_overlay(&back, &kept);
-    fit_of(strstr(model, ".gguf") ? c->model : kvp_catalog_find(cat, model)->name, &back, &d2, &f2);
+    fit_of(!model[0] || strstr(model, ".gguf") ? c->model : kvp_catalog_find(cat, model)->name, &back, &d2, &f2);
+    ck_assert_uint_eq(d2.n_batch, d.n_batch);
     ck_assert_uint_eq(f2.num_blocks, f.num_blocks);
     ck_assert_uint_eq(f2.kv_tokens, f.kv_tokens);
     ck_assert_uint_eq(f2.block_size, f.block_size);
@@ -167,7 +172,9 @@ START_TEST(commands_refused_and_ignored)
         {"llama-server -m f.gguf -ot exps=CPU", "-ot: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
         {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
-        {"ollama run m", "'ollama': not an engine command kvplan reads"},
+        {"ollama list", "'ollama': not an engine command kvplan reads"},
+        {"OLLAMA_GPU_OVERHEAD=1073741824 ollama serve", "OLLAMA_GPU_OVERHEAD: it changes the memory"},
+        {"CUDA_VISIBLE_DEVICES=0", "no engine command after '--'"},
         {"python3 -m http.server", "not an engine kvplan reads"},
         {"vllm serve --port 8000", "the vllm command names no model"},
     };
@@ -194,6 +201,22 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_str_eq(s.value[kvp_setting_find("tp")], "2");
     ck_assert_str_eq(s.value[kvp_setting_find("kv_dtype")], "bf16");
     ck_assert_str_eq(s.value[kvp_setting_find("engine")], "vllm");
+    kvp_buf_release(&ignored);
+    /* the environment before the program: Ollama's settings; another engine's noted as ignored */
+    snprintf(line, sizeof line, "env CUDA_VISIBLE_DEVICES=0,1 OLLAMA_CONTEXT_LENGTH=16384 OLLAMA_FLASH_ATTENTION=false "
+             "ollama run m --verbose");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                       sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(model, "m");
+    ck_assert_str_eq(s.value[kvp_setting_find("engine")], "ollama");
+    ck_assert_str_eq(s.value[kvp_setting_find("context")], "16384");
+    ck_assert_str_eq(s.value[kvp_setting_find("flash_attn")], "off");
+    ck_assert_str_eq(ignored.data, "CUDA_VISIBLE_DEVICES, --verbose");
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "VLLM_USE_V1=1 vllm serve m");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                       sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(ignored.data, "VLLM_USE_V1");
     /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
     snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
     ck_assert_int_ne(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,

@@ -95,8 +95,10 @@ KVP_API enum kvp_status kvp_settings_put(struct kvp_settings *s, const char *key
 
 /* An engine's launch command (argv: `vllm serve MODEL --tensor-parallel-size
  * 2 ...`, `python3 -m sglang.launch_server --model-path M ...`,
- * `llama-server -m F ...`, `trtllm-serve M ...`) as settings: the engine
- * from the program, each flag by the engine's name for a setting, values
+ * `llama-server -m F ...`, `trtllm-serve M ...`, `OLLAMA_CONTEXT_LENGTH=N
+ * ollama serve` / `ollama run M`) as settings: the engine from the program
+ * (after `env` and NAME=VALUE words: Ollama's OLLAMA_* settings taken, any
+ * other noted in *ignored), each flag by the engine's name for a setting, values
  * translated (auto, bfloat16, a byte count); the model into model (of size
  * nmodel). A flag that sizes memory and that kvplan does not model is an
  * error naming it (KVP_ERR_UNSUPPORTED); other unknown flags are appended

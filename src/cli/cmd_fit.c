@@ -84,6 +84,9 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
         kvp_buf_release(&ignored);
         kvp_settings_overlay(&from, &st); /* kvplan's own options win: --gpu, what the command cannot say */
         st = from;
+        if (!model && !named[0]) /* `ollama serve` names none */
+            return cli_usage_error("fit -- %s: the command names no model: give it before '--' (kvplan fit MODEL "
+                                   "-- ...)", engine_argv[0]);
         model = model ? model : named;
     }
     if ((rc = cli_deploy_need_gpu(cmd.name, no_axes, &st, &given)) != CLI_OK)

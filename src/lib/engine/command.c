@@ -3,7 +3,10 @@
  *
  * `vllm serve M ...`, `python3 -m vllm.entrypoints.openai.api_server
  * --model M ...`, `python3 -m sglang.launch_server --model-path M ...`,
- * `llama-server -m F ...` / `llama-cli`, `trtllm-serve M ...`: the program
+ * `llama-server -m F ...` / `llama-cli`, `trtllm-serve M ...`,
+ * `OLLAMA_CONTEXT_LENGTH=N ... ollama serve` / `ollama run M` (Ollama's
+ * settings are its environment: the words NAME=VALUE before a program; other
+ * engines' are noted as ignored): the program
  * names the engine, each flag is taken by that engine's name for it
  * (kvp_setting_engine_flag; under vLLM and SGLang also a unique prefix of
  * one, as their argparse reads it) or kvplan's own, its value translated
@@ -19,9 +22,11 @@
  */
 #include "kvplan/settings.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/ydoc.h"
 #include "kvplan/deploy.h"
@@ -246,7 +251,7 @@ static const char *config_arg(const char *const *argv, int argc, int i)
 /* The engine the program of argv names (*e) and the index of its first
  * argument (*first); *name, the program's base name. */
 static enum kvp_status program(const char *const *argv, int argc, enum kvp_engine_id *e, int *first,
-                               const char **name, struct kvp_error *err)
+                               const char **name, bool *ollama, struct kvp_error *err)
 {
     const char *prog = argc > 0 ? strrchr(argv[0], '/') : NULL;
     int i = 1;
@@ -254,7 +259,10 @@ static enum kvp_status program(const char *const *argv, int argc, enum kvp_engin
         return kvp_fail(err, KVP_ERR_USAGE, "no engine command after '--'");
     prog = prog ? prog + 1 : argv[0];
     *name = prog;
-    if (strcmp(prog, "vllm") == 0 && argc > 1 && strcmp(argv[1], "serve") == 0) {
+    *ollama = false;
+    if (strcmp(prog, "ollama") == 0 && argc > 1 && (strcmp(argv[1], "serve") == 0 || strcmp(argv[1], "run") == 0)) {
+        *e = KVP_ENGINE_LLAMACPP, i = 2, *ollama = true; /* Ollama runs llama-server (its release ollama-...) */
+    } else if (strcmp(prog, "vllm") == 0 && argc > 1 && strcmp(argv[1], "serve") == 0) {
         *e = KVP_ENGINE_VLLM, i = 2;
     } else if (strncmp(prog, "python", 6) == 0 && argc > 2 && strcmp(argv[1], "-m") == 0) {
         i = 3;
@@ -271,9 +279,49 @@ static enum kvp_status program(const char *const *argv, int argc, enum kvp_engin
         *e = KVP_ENGINE_TRTLLM;
     } else {
         return kvp_fail(err, KVP_ERR_USAGE, "'%.60s': not an engine command kvplan reads (vllm serve, python3 -m "
-                        "sglang.launch_server, llama-server, llama-cli, trtllm-serve)", prog);
+                        "sglang.launch_server, llama-server, llama-cli, trtllm-serve, ollama serve, ollama run)", prog);
     }
     *first = i;
+    return KVP_OK;
+}
+
+/* The words before the program that set its environment: `env`, NAME=VALUE. */
+static int env_words(const char *const *argv, int argc)
+{
+    int n = argc > 0 && strcmp(argv[0], "env") == 0;
+    while (n < argc && (isalpha((unsigned char)argv[n][0]) || argv[n][0] == '_') && strchr(argv[n], '=') &&
+           strspn(argv[n], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") == strcspn(argv[n], "="))
+        n++;
+    return n;
+}
+
+/* Ollama's server settings from its environment (envconfig/config.go), the name without OLLAMA_. */
+static const struct {
+    const char *var, *key;
+} ollama_env[] = {
+    {"CONTEXT_LENGTH", "context"}, {"NUM_PARALLEL", "n_seq"}, {"KV_CACHE_TYPE", "kv_dtype"},
+    {"FLASH_ATTENTION", "flash_attn"},
+};
+
+/* One NAME=VALUE before the program: Ollama's own into s, OLLAMA_GPU_OVERHEAD (less VRAM for its
+ * context tiers) refused, any other noted as ignored. */
+static enum kvp_status take_env(struct kvp_settings *s, bool ollama, const char *word, struct kvp_buf *notes,
+                                struct kvp_error *err)
+{
+    const char *eq = strchr(word, '='), *v = eq + 1;
+    size_t n = (size_t)(eq - word);
+    if (ollama && n > 7 && strncmp(word, "OLLAMA_", 7) == 0) {
+        for (size_t i = 0; i < sizeof ollama_env / sizeof ollama_env[0]; i++)
+            if (strlen(ollama_env[i].var) == n - 7 && strncmp(word + 7, ollama_env[i].var, n - 7) == 0) {
+                if (strcmp(ollama_env[i].key, "flash_attn") == 0)
+                    v = strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ? "on" : "off";
+                return put(s, ollama_env[i].key, v, word, err);
+            }
+        if (strncmp(word, "OLLAMA_GPU_OVERHEAD=", 20) == 0)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "OLLAMA_GPU_OVERHEAD: it changes the memory, and kvplan does not "
+                            "model it yet");
+    }
+    kvp_buf_printf(notes, "%s%.*s", notes->len ? ", " : "", (int)n, word);
     return KVP_OK;
 }
 
@@ -281,11 +329,13 @@ const char *kvp_command_config_path(const char *const *argv, int argc)
 {
     enum kvp_engine_id e;
     const char *prog;
-    int i;
+    int i, env = env_words(argv, argc);
+    bool ollama;
     struct kvp_error err;
-    if (program(argv, argc, &e, &i, &prog, &err) != KVP_OK || (e != KVP_ENGINE_VLLM && e != KVP_ENGINE_SGLANG))
+    if (program(argv + env, argc - env, &e, &i, &prog, &ollama, &err) != KVP_OK ||
+        (e != KVP_ENGINE_VLLM && e != KVP_ENGINE_SGLANG))
         return NULL;
-    return config_arg(argv, argc, i);
+    return config_arg(argv + env, argc - env, i);
 }
 
 enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, const char *config, uint64_t config_len,
@@ -294,17 +344,21 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
 {
     enum kvp_engine_id e;
     const char *prog, *engine, *path;
-    bool model_given;
-    int i;
+    bool model_given, ollama;
+    int i, env = env_words(argv, argc);
     enum kvp_status st;
 
     kvp_settings_clear(s);
     model[0] = '\0';
-    if ((st = program(argv, argc, &e, &i, &prog, err)) != KVP_OK)
+    if ((st = program(argv + env, argc - env, &e, &i, &prog, &ollama, err)) != KVP_OK)
         return st;
-    engine = kvp_engine_info(e)->name;
+    engine = ollama ? "ollama" : kvp_engine_info(e)->name;
     if ((st = put(s, "engine", engine, prog, err)) != KVP_OK)
         return st;
+    for (int w = argv[0] && strcmp(argv[0], "env") == 0; w < env; w++)
+        if ((st = take_env(s, ollama, argv[w], ignored, err)) != KVP_OK)
+            return st;
+    argv += env, argc -= env;
     /* first the --config file: the command line's own flags (its model too) win over the file's */
     if ((path = kvp_command_config_path(argv, argc)) != NULL) {
         if (!config)
@@ -312,7 +366,7 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
         if ((st = read_config(path, config, config_len, s, e, model, nmodel, ignored, err)) != KVP_OK)
             return st;
     }
-    if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM) && i < argc && argv[i][0] != '-'))
+    if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM || ollama) && i < argc && argv[i][0] != '-'))
         snprintf(model, nmodel, "%s", argv[i++]);
     for (; i < argc; i++) {
         const char *a = argv[i], *flag = argv[i], *eq, *v = NULL;
@@ -349,7 +403,7 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
         if ((st = take(s, e, flag, name, v, ignored, err)) != KVP_OK)
             return st;
     }
-    if (!model[0])
+    if (!model[0] && !(ollama && strcmp(argv[1], "serve") == 0)) /* `ollama serve`: the model comes later */
         return kvp_fail(err, KVP_ERR_USAGE, "the %s command names no model", engine);
     return KVP_OK;
 }
