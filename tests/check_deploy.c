@@ -1432,8 +1432,10 @@ END_TEST
  * latent is the same on every TP rank), so DP 8 / TP 8 = 8 x budget(DP) /
  * budget(TP) -- exactly 8 on equal budgets, 7.7 when replicating the
  * non-expert weights costs 3.75% of the budget. DeepSeek-V3 with the log's
- * flags (util 0.95, fp8 cache, block 256) on B200 (178.35 GiB), reserve 0:
- * 8 x 2,307,584 / 2,782,976 = 6.63x (more of V3 is attention and dense layers). */
+ * flags (util 0.95, fp8 cache, block 256) on B200 (178.35 GiB, capability
+ * 10.0), reserve 0, under 0.11.0's rule, which makes the block CUTLASS MLA's
+ * 128 (platforms/cuda.py; v0.25.0 keeps a --block-size given):
+ * 8 x 2,307,712 / 2,782,976 = 6.63x (more of V3 is attention and dense layers). */
 START_TEST(dp_vllm_51454_ratio)
 {
     struct kvp_model *m = test_load("deepseek-v3");
@@ -1443,6 +1445,7 @@ START_TEST(dp_vllm_51454_ratio)
 
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.gpu_memory = 191502483456ull;
+    d.compute_capability = 100;
     d.util = 0.95;
     d.block_size = 256;
     ck_assert_kvp_ok(kvp_format_parse("fp8", &d.k, &err), err);
@@ -1460,9 +1463,10 @@ START_TEST(dp_vllm_51454_ratio)
     d.tp = 8;
     d.dp = 1;
     tp8 = fit_ok(m, &d);
-    /* 181,927,359,283 - 84,143,822,764 -> 10,871 blocks of 256 x 35,136 B; - 100,840,717,664 -> 9,014 */
+    /* 181,927,359,283 - 84,143,822,764 -> 21,742 blocks of 128 x 35,136 B; - 100,840,717,664 -> 18,029 */
+    ck_assert_uint_eq(tp8.block_size, 128);
     ck_assert_uint_eq(tp8.kv_tokens, 2782976);
-    ck_assert_uint_eq(dp8.kv_tokens, 2307584);
+    ck_assert_uint_eq(dp8.kv_tokens, 2307712);
     ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 8.0 * dp8.kv_budget_bytes / tp8.kv_budget_bytes,
                             0.001);
     ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 6.633, 0.001);
@@ -1956,8 +1960,6 @@ START_TEST(vllm_pp_groups_whole_model)
 }
 END_TEST
 
-/* vllm 0.11.0 platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
- * 64 when --block-size is not a multiple of 64; 128 stays. */
 /* vllm 0.11.0 platforms/cuda.py: the MLA backend by the GPU's compute
  * capability (issue #35: kvplan used 64 everywhere): CUTLASS MLA on a
  * Blackwell (10.0) forces blocks of 128, FlashMLA on Hopper (9.x) 64, and
@@ -1983,21 +1985,26 @@ START_TEST(vllm_mla_block_by_gpu)
 }
 END_TEST
 
+/* vllm 0.11.0 platforms/cuda.py check_and_update_config: the MLA backend's block
+ * replaces --block-size whenever it differs (block_size != 128 for CUTLASS MLA,
+ * != 64 for FlashMLA), larger ones too; Triton MLA (an A100) keeps the user's. */
 START_TEST(vllm_mla_block_forced)
 {
+    static const struct {
+        uint32_t cc, given, block;
+    } cases[] = {{90, 16, 64}, {90, 128, 64}, {0, 256, 64}, {100, 64, 128}, {100, 256, 128}, {80, 32, 32}};
     struct kvp_model *m = test_load("deepseek-v2-lite");
-    struct kvp_deploy d;
-    struct kvp_fit f;
-
-    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
-    d.kv_memory = 1 * GiB;
-    d.context = 4096;
-    d.block_size = 16;
-    f = fit_ok(m, &d);
-    ck_assert_uint_eq(f.block_size, 64);
-    d.block_size = 128;
-    f = fit_ok(m, &d);
-    ck_assert_uint_eq(f.block_size, 128);
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.kv_memory = 1 * GiB;
+        d.context = 4096;
+        d.compute_capability = cases[i].cc;
+        d.block_size = cases[i].given;
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.block_size, cases[i].block);
+    }
     kvp_model_free(m);
 }
 END_TEST

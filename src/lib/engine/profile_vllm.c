@@ -395,14 +395,16 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     if (!block)
         block = 16;
     /* platforms/cuda.py check_and_update_config (0.11.0), MLA with no backend forced: a
-     * Blackwell (capability 10.0) takes CUTLASS MLA, "Forcing kv cache block size to 128 for
-     * CUTLASS_MLA backend"; the others FlashMLA, which forces 64 where it runs (Hopper,
-     * is_flashmla_dense_supported: "only supported on Hopper devices"), else the block stays
-     * (Triton MLA). A GPU of unknown capability is taken as Hopper. FlashMLA (vllm PR
-     * #13747) came after 0.7.3. */
-    if (mla && !v0 && d->compute_capability == 100 && block % 128 != 0)
+     * Blackwell of capability exactly 10.0 (is_device_capability(100): B200, GB200) takes
+     * CUTLASS MLA, "Forcing kv cache block size to 128 for CUTLASS_MLA backend" whenever
+     * block_size != 128; the others FlashMLA, which forces 64 whenever block_size != 64 where
+     * it runs (Hopper, attention/ops/flashmla.py is_flashmla_supported: "FlashMLA is only
+     * supported on Hopper devices"), else the block stays (Triton MLA). Both override
+     * --block-size (a 256 becomes 128 on a B200, a 128 becomes 64 on an H100). A GPU of
+     * unknown capability is taken as Hopper. FlashMLA (vllm PR #13747) came after 0.7.3. */
+    if (mla && !v0 && d->compute_capability == 100)
         block = 128;
-    else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9) && block % 64 != 0)
+    else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9))
         block = 64;
     f->block_size = block;
     f->util = d->util; /* deploy.c effective(): as given, else the release's default */
