@@ -2155,6 +2155,37 @@ START_TEST(vllm_pp_groups_strided)
 }
 END_TEST
 
+/* Issue #35's own figures, from an independent re-implementation of vLLM
+ * 0.11.0 (layers[i::num_groups], kv_cache_utils.py, PR #23974): gemma-3-27b
+ * at pp 2 96,289 blocks where kvplan said 48,144, qwen3-next 9,440 where it
+ * said 4,720. Both pin one KV budget: 96,289 pages of 5 x 131,072 B and 9,440
+ * of 6 x 1,114,112 B bound it to [63,103,959,040, 63,104,614,400), so the
+ * figures were taken on a budget of 63.104 GB (--kv-cache-memory), not from
+ * a GPU's memory; consecutive runs put the global group size (10, 12) on
+ * each stage instead: 48,144 and 4,720, half. */
+START_TEST(vllm_pp_groups_issue_figures)
+{
+    static const struct {
+        const char *model;
+        uint64_t blocks, page, global_gs;
+    } cases[] = {{"gemma-3-27b", 96289, 131072, 10}, {"qwen3-next-80b-a3b", 9440, 1114112, 12}};
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.pp = d.n_gpus = 2;
+        d.kv_memory = 63104000000ull;
+        d.context = 8192;
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.num_blocks, cases[i].blocks);
+        ck_assert_uint_eq(f.kv_pool_bytes / f.num_blocks, cases[i].page * cases[i].global_gs / 2);
+        ck_assert_uint_eq(d.kv_memory / (cases[i].page * cases[i].global_gs), cases[i].blocks / 2);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
 /* vLLM allocates MXFP4 experts with padded sizes (mxfp4.py
  * Mxfp4MoEMethod.create_weights: Marlin's intermediate per partition to 128
  * and hidden to 256): gpt-oss-120b on an H100 logs "Model loading took
@@ -2779,6 +2810,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
     tcase_add_test(core, vllm_kv_heads_divide_tp);
     tcase_add_test(core, vllm_pp_groups_strided);
+    tcase_add_test(core, vllm_pp_groups_issue_figures);
     tcase_add_test(core, vllm_mla_block_by_gpu);
     tcase_add_test(core, vllm_mxfp4_loaded_weights);
     tcase_add_test(core, llamacpp_concurrency_slots);
