@@ -2186,37 +2186,62 @@ START_TEST(vllm_pp_groups_issue_figures)
 }
 END_TEST
 
-/* vLLM allocates MXFP4 experts with padded sizes (mxfp4.py
- * Mxfp4MoEMethod.create_weights: Marlin's intermediate per partition to 128
- * and hidden to 256): gpt-oss-120b on an H100 logs "Model loading took
- * 65.97 GiB" (vllm issues #23278, #33155, #27508; the checkpoint holds
- * 60.77 GiB) and gpt-oss-20b on an A100 "13.72 GiB" (myoceane.fr, vLLM
+/* vLLM 0.11.0 allocates MXFP4 experts with padded sizes
+ * (model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights,
+ * the backend from get_mxfp4_backend): gpt-oss-120b on an H100 logs "Model
+ * loading took 65.97 GiB" (vllm issues #23278, #33155, #27508; the checkpoint
+ * holds 60.77 GiB) and gpt-oss-20b on an A100 "13.72 GiB" (myoceane.fr, vLLM
  * 0.19.0): the weights kvplan holds are within 1% of both, and the 120b on
- * one H100 no longer fits 32K (it said "fits, 7.52 GiB of KV"). */
+ * one H100 no longer fits 32K (it said "fits, 7.52 GiB of KV"). The padding
+ * is checked against the tensors' own arithmetic: per MoE layer, E experts of
+ * gate_up (2i x h) and down (h x i) as MXFP4 codes (1/2 byte) and e8m0
+ * scales (1 byte per 32), and bf16 biases (2i + h), at the padded partition
+ * less the checkpoint's share; Marlin pads i to 128 and h to 256 (an A100, an
+ * H100, a 10.3 Blackwell: is_device_capability(100) is exact), FlashInfer on
+ * a 10.0 B200 both to 256; at tp 4 the 120b's partition of 720 becomes 768. */
+static uint64_t mxfp4_experts(uint64_t experts, uint64_t i, uint64_t h)
+{
+    return experts * (3 * i * h * 17 / 32 + 4 * i + 2 * h);
+}
+
 START_TEST(vllm_mxfp4_loaded_weights)
 {
     static const struct {
         const char *model;
         uint64_t gpu_memory;
-        uint32_t cc;
-        double logged_gib;
+        uint32_t cc, tp, ipad, hpad;
+        double logged_gib; /* 0: no log */
+        const char *backend;
     } cases[] = {
-        {"gpt-oss-120b", 85028896768ull, 90, 65.97},
-        {"gpt-oss-20b", 84987740160ull, 80, 13.72},
+        {"gpt-oss-120b", 85028896768ull, 90, 1, 2944, 3072, 65.97, "Marlin"},
+        {"gpt-oss-20b", 84987740160ull, 80, 1, 2944, 3072, 13.72, "Marlin"},
+        {"gpt-oss-120b", 191502483456ull, 100, 1, 3072, 3072, 0, "FlashInfer MXFP4 BF16 (SM100)"},
+        {"gpt-oss-120b", 191502483456ull, 103, 1, 2944, 3072, 0, "Marlin"},
+        {"gpt-oss-120b", 85028896768ull, 90, 4, 768, 3072, 0, "Marlin"},
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct kvp_model *m = test_load(cases[i].model);
         struct kvp_deploy d;
         struct kvp_fit f;
+        uint64_t e = m->n_experts, h = m->hidden, in = m->expert_intermediate, want;
+        char what[192];
         kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
         d.gpu_memory = cases[i].gpu_memory;
         d.compute_capability = cases[i].cc;
+        d.tp = d.n_gpus = cases[i].tp;
         d.context = 32768;
         d.concurrency = 4;
         f = fit_ok(m, &d);
-        ck_assert_msg(fabs(rel_err((double)f.weights_bytes, cases[i].logged_gib * GiB)) < 0.01, "%s: %.2f GiB",
-                      cases[i].model, (double)f.weights_bytes / GiB);
-        ck_assert_uint_gt(f.weights_padding, 0);
+        want = m->n_layers * (mxfp4_experts(e, cases[i].ipad, cases[i].hpad) -
+                              kvp_cdiv(mxfp4_experts(e, in, h), cases[i].tp));
+        ck_assert_uint_eq(f.weights_padding, want);
+        snprintf(what, sizeof what, "MXFP4 experts padded for %s: intermediate/tp %llu -> %u, hidden %llu -> %u",
+                 cases[i].backend, (unsigned long long)(in / cases[i].tp), cases[i].ipad, (unsigned long long)h,
+                 cases[i].hpad);
+        ck_assert_str_eq(f.weights_load, what);
+        if (cases[i].logged_gib > 0)
+            ck_assert_msg(fabs(rel_err((double)f.weights_bytes, cases[i].logged_gib * GiB)) < 0.01, "%s: %.2f GiB",
+                          cases[i].model, (double)f.weights_bytes / GiB);
         if (i == 0)
             ck_assert(!f.fits);
         kvp_model_free(m);
