@@ -2091,24 +2091,35 @@ END_TEST
 /* vLLM 0.11.0 model_executor/layers/linear.py QKVParallelLinear: the KV
  * heads split over tp, or are replicated when tp >= them; either way one
  * must divide the other, or the model does not load (issue #35: phi-4's 10
- * KV heads at tp 4 were answered). qwen2.5-7b: 28 heads, 4 KV heads. */
+ * KV heads at tp 4 were answered). qwen2.5-7b: 28 heads, 4 KV heads;
+ * phi-4: 40 heads, 10 KV heads (the issue's case; at tp 20 replicated twice). */
 START_TEST(vllm_kv_heads_divide_tp)
 {
     static const struct {
+        const char *model;
         uint32_t tp;
         const char *msg; /* NULL: loads */
     } cases[] = {
-        {2, NULL}, {4, NULL}, {7, "vllm: AssertionError: 7 is not divisible by 4 (QKVParallelLinear: 4 KV heads at "
-                                  "tensor parallel size 7; the model does not load)"},
-        {14, "vllm: AssertionError: 14 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size "
-             "14; the model does not load)"},
-        {28, NULL}, /* 4 KV heads replicated 7 times */
+        {"models/qwen2.5-7b.yaml", 2, NULL},
+        {"models/qwen2.5-7b.yaml", 4, NULL},
+        {"models/qwen2.5-7b.yaml", 7,
+         "vllm: AssertionError: 7 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size 7; "
+         "the model does not load)"},
+        {"models/qwen2.5-7b.yaml", 14,
+         "vllm: AssertionError: 14 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size 14; "
+         "the model does not load)"},
+        {"models/qwen2.5-7b.yaml", 28, NULL}, /* 4 KV heads replicated 7 times */
+        {LOGS "phi-4.yaml", 4, "vllm: AssertionError: 10 is not divisible by 4 (QKVParallelLinear: 10 KV heads at "
+                               "tensor parallel size 4; the model does not load)"},
+        {LOGS "phi-4.yaml", 5, NULL},
+        {LOGS "phi-4.yaml", 20, NULL},
     };
-    struct kvp_model *m = test_load("qwen2.5-7b");
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = NULL;
         struct kvp_deploy d;
         struct kvp_fit f;
         struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_model_load(cases[i].model, &m, &err), err);
         kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
         d.tp = d.n_gpus = cases[i].tp;
         d.gpu_memory = 80 * GiB;
@@ -2119,8 +2130,8 @@ START_TEST(vllm_kv_heads_divide_tp)
             ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
             ck_assert_str_eq(err.msg, cases[i].msg);
         }
+        kvp_model_free(m);
     }
-    kvp_model_free(m);
 }
 END_TEST
 
