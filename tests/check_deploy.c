@@ -2246,7 +2246,8 @@ START_TEST(vllm_mxfp4_loaded_weights)
         want = m->n_layers * (mxfp4_experts(e, cases[i].ipad, cases[i].hpad) -
                               kvp_cdiv(mxfp4_experts(e, in, h), cases[i].tp));
         ck_assert_uint_eq(f.weights_padding, want);
-        snprintf(what, sizeof what, "MXFP4 experts padded for %s: intermediate/tp %llu -> %u, hidden %llu -> %u",
+        snprintf(what, sizeof what,
+                 "MXFP4 experts padded for %s: intermediate per partition %llu -> %u, hidden %llu -> %u",
                  cases[i].backend, (unsigned long long)(in / cases[i].tp), cases[i].ipad, (unsigned long long)h,
                  cases[i].hpad);
         ck_assert_str_eq(f.weights_load, what);

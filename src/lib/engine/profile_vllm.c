@@ -52,7 +52,7 @@ static void mxfp4_backend(uint32_t cc, const char **name, uint64_t *align_i, uin
  * grows by its experts priced at the padded partition's shape
  * (kvp_weights_experts: codes, a scale per 32 inputs, the biases; w2's bias
  * whole on every rank) less its share of the stored ones. Marlin on
- * an H100 gives gpt-oss-120b 65.89 GiB where vLLM logs "Model loading took
+ * an H100 gives gpt-oss-120b 65.90 GiB where vLLM logs "Model loading took
  * 65.97 GiB" (issue #35; the checkpoint is 60.77 GiB). f->weights_load says
  * what was padded. */
 static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
@@ -86,10 +86,12 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
         (st = kvp_weights_experts(m, &d->w, first, ipad, hpad, &padded, err)) != KVP_OK)
         return st;
     stored = kvp_cdiv(stored, (uint64_t)d->tp * d->dp);
-    if (padded > stored && !kvp_mul(padded - stored, kvp_cdiv(moe_layers, d->pp), &f->weights_padding))
+    if (padded <= stored) /* nothing to pad */
+        return KVP_OK;
+    if (!kvp_mul(padded - stored, kvp_cdiv(moe_layers, d->pp), &f->weights_padding))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the padded MXFP4 experts overflow 64 bits");
     snprintf(f->weights_load, sizeof f->weights_load,
-             "MXFP4 experts padded for %s: intermediate/tp %llu -> %llu, hidden %llu -> %llu", backend,
+             "MXFP4 experts padded for %s: intermediate per partition %llu -> %llu, hidden %llu -> %llu", backend,
              (unsigned long long)ip, (unsigned long long)ipad, (unsigned long long)h, (unsigned long long)hpad);
     return KVP_OK;
 }
