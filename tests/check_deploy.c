@@ -1507,8 +1507,10 @@ END_TEST
  * latent is the same on every TP rank), so DP 8 / TP 8 = 8 x budget(DP) /
  * budget(TP) -- exactly 8 on equal budgets, 7.7 when replicating the
  * non-expert weights costs 3.75% of the budget. DeepSeek-V3 with the log's
- * flags (util 0.95, fp8 cache, block 256) on B200 (178.35 GiB), reserve 0:
- * 8 x 2,307,584 / 2,782,976 = 6.63x (more of V3 is attention and dense layers). */
+ * flags (util 0.95, fp8 cache, block 256) on B200 (178.35 GiB, capability
+ * 10.0), reserve 0, under 0.11.0's rule, which makes the block CUTLASS MLA's
+ * 128 (platforms/cuda.py; v0.25.0 keeps a --block-size given):
+ * 8 x 2,307,712 / 2,782,976 = 6.63x (more of V3 is attention and dense layers). */
 START_TEST(dp_vllm_51454_ratio)
 {
     struct kvp_model *m = test_load("deepseek-v3");
@@ -1518,6 +1520,7 @@ START_TEST(dp_vllm_51454_ratio)
 
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.gpu_memory = 191502483456ull;
+    d.compute_capability = 100;
     d.util = 0.95;
     d.block_size = 256;
     ck_assert_kvp_ok(kvp_format_parse("fp8", &d.k, &err), err);
@@ -1535,9 +1538,10 @@ START_TEST(dp_vllm_51454_ratio)
     d.tp = 8;
     d.dp = 1;
     tp8 = fit_ok(m, &d);
-    /* 181,927,359,283 - 84,143,822,764 -> 10,871 blocks of 256 x 35,136 B; - 100,840,717,664 -> 9,014 */
+    /* 181,927,359,283 - 84,143,822,764 -> 21,742 blocks of 128 x 35,136 B; - 100,840,717,664 -> 18,029 */
+    ck_assert_uint_eq(tp8.block_size, 128);
     ck_assert_uint_eq(tp8.kv_tokens, 2782976);
-    ck_assert_uint_eq(dp8.kv_tokens, 2307584);
+    ck_assert_uint_eq(dp8.kv_tokens, 2307712);
     ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 8.0 * dp8.kv_budget_bytes / tp8.kv_budget_bytes,
                             0.001);
     ck_assert_double_eq_tol(8.0 * dp8.kv_tokens / tp8.kv_tokens, 6.633, 0.001);
@@ -2031,8 +2035,6 @@ START_TEST(vllm_pp_groups_whole_model)
 }
 END_TEST
 
-/* vllm 0.11.0 platforms/cuda.py check_and_update_config: FlashMLA forces blocks of
- * 64 when --block-size is not a multiple of 64; 128 stays. */
 /* vllm 0.11.0 platforms/cuda.py: the MLA backend by the GPU's compute
  * capability (issue #35: kvplan used 64 everywhere): CUTLASS MLA on a
  * Blackwell (10.0) forces blocks of 128, FlashMLA on Hopper (9.x) 64, and
@@ -2058,21 +2060,26 @@ START_TEST(vllm_mla_block_by_gpu)
 }
 END_TEST
 
+/* vllm 0.11.0 platforms/cuda.py check_and_update_config: the MLA backend's block
+ * replaces --block-size whenever it differs (block_size != 128 for CUTLASS MLA,
+ * != 64 for FlashMLA), larger ones too; Triton MLA (an A100) keeps the user's. */
 START_TEST(vllm_mla_block_forced)
 {
+    static const struct {
+        uint32_t cc, given, block;
+    } cases[] = {{90, 16, 64}, {90, 128, 64}, {0, 256, 64}, {100, 64, 128}, {100, 256, 128}, {80, 32, 32}};
     struct kvp_model *m = test_load("deepseek-v2-lite");
-    struct kvp_deploy d;
-    struct kvp_fit f;
-
-    kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
-    d.kv_memory = 1 * GiB;
-    d.context = 4096;
-    d.block_size = 16;
-    f = fit_ok(m, &d);
-    ck_assert_uint_eq(f.block_size, 64);
-    d.block_size = 128;
-    f = fit_ok(m, &d);
-    ck_assert_uint_eq(f.block_size, 128);
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.kv_memory = 1 * GiB;
+        d.context = 4096;
+        d.compute_capability = cases[i].cc;
+        d.block_size = cases[i].given;
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.block_size, cases[i].block);
+    }
     kvp_model_free(m);
 }
 END_TEST
@@ -2159,24 +2166,35 @@ END_TEST
 /* vLLM 0.11.0 model_executor/layers/linear.py QKVParallelLinear: the KV
  * heads split over tp, or are replicated when tp >= them; either way one
  * must divide the other, or the model does not load (issue #35: phi-4's 10
- * KV heads at tp 4 were answered). qwen2.5-7b: 28 heads, 4 KV heads. */
+ * KV heads at tp 4 were answered). qwen2.5-7b: 28 heads, 4 KV heads;
+ * phi-4: 40 heads, 10 KV heads (the issue's case; at tp 20 replicated twice). */
 START_TEST(vllm_kv_heads_divide_tp)
 {
     static const struct {
+        const char *model;
         uint32_t tp;
         const char *msg; /* NULL: loads */
     } cases[] = {
-        {2, NULL}, {4, NULL}, {7, "vllm: AssertionError: 7 is not divisible by 4 (QKVParallelLinear: 4 KV heads at "
-                                  "tensor parallel size 7; the model does not load)"},
-        {14, "vllm: AssertionError: 14 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size "
-             "14; the model does not load)"},
-        {28, NULL}, /* 4 KV heads replicated 7 times */
+        {"models/qwen2.5-7b.yaml", 2, NULL},
+        {"models/qwen2.5-7b.yaml", 4, NULL},
+        {"models/qwen2.5-7b.yaml", 7,
+         "vllm: AssertionError: 7 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size 7; "
+         "the model does not load)"},
+        {"models/qwen2.5-7b.yaml", 14,
+         "vllm: AssertionError: 14 is not divisible by 4 (QKVParallelLinear: 4 KV heads at tensor parallel size 14; "
+         "the model does not load)"},
+        {"models/qwen2.5-7b.yaml", 28, NULL}, /* 4 KV heads replicated 7 times */
+        {LOGS "phi-4.yaml", 4, "vllm: AssertionError: 10 is not divisible by 4 (QKVParallelLinear: 10 KV heads at "
+                               "tensor parallel size 4; the model does not load)"},
+        {LOGS "phi-4.yaml", 5, NULL},
+        {LOGS "phi-4.yaml", 20, NULL},
     };
-    struct kvp_model *m = test_load("qwen2.5-7b");
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = NULL;
         struct kvp_deploy d;
         struct kvp_fit f;
         struct kvp_error err = {0};
+        ck_assert_kvp_ok(kvp_model_load(cases[i].model, &m, &err), err);
         kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
         d.tp = d.n_gpus = cases[i].tp;
         d.gpu_memory = 80 * GiB;
@@ -2187,8 +2205,8 @@ START_TEST(vllm_kv_heads_divide_tp)
             ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
             ck_assert_str_eq(err.msg, cases[i].msg);
         }
+        kvp_model_free(m);
     }
-    kvp_model_free(m);
 }
 END_TEST
 
@@ -2223,37 +2241,94 @@ START_TEST(vllm_pp_groups_strided)
 }
 END_TEST
 
-/* vLLM allocates MXFP4 experts with padded sizes (mxfp4.py
- * Mxfp4MoEMethod.create_weights: Marlin's intermediate per partition to 128
- * and hidden to 256): gpt-oss-120b on an H100 logs "Model loading took
- * 65.97 GiB" (vllm issues #23278, #33155, #27508; the checkpoint holds
- * 60.77 GiB) and gpt-oss-20b on an A100 "13.72 GiB" (myoceane.fr, vLLM
- * 0.19.0): the weights kvplan holds are within 1% of both, and the 120b on
- * one H100 no longer fits 32K (it said "fits, 7.52 GiB of KV"). */
-START_TEST(vllm_mxfp4_loaded_weights)
+/* Issue #35's own figures, from an independent re-implementation of vLLM
+ * 0.11.0 (layers[i::num_groups], kv_cache_utils.py, PR #23974): gemma-3-27b
+ * at pp 2 96,289 blocks where kvplan said 48,144, qwen3-next 9,440 where it
+ * said 4,720. Both pin one KV budget: 96,289 pages of 5 x 131,072 B and 9,440
+ * of 6 x 1,114,112 B bound it to [63,103,959,040, 63,104,614,400), so the
+ * figures were taken on a budget of 63.104 GB (--kv-cache-memory), not from
+ * a GPU's memory; consecutive runs put the global group size (10, 12) on
+ * each stage instead: 48,144 and 4,720, half. */
+START_TEST(vllm_pp_groups_issue_figures)
 {
     static const struct {
         const char *model;
-        uint64_t gpu_memory;
-        uint32_t cc;
-        double logged_gib;
-    } cases[] = {
-        {"gpt-oss-120b", 85028896768ull, 90, 65.97},
-        {"gpt-oss-20b", 84987740160ull, 80, 13.72},
-    };
+        uint64_t blocks, page, global_gs;
+    } cases[] = {{"gemma-3-27b", 96289, 131072, 10}, {"qwen3-next-80b-a3b", 9440, 1114112, 12}};
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         struct kvp_model *m = test_load(cases[i].model);
         struct kvp_deploy d;
         struct kvp_fit f;
         kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
+        d.pp = d.n_gpus = 2;
+        d.kv_memory = 63104000000ull;
+        d.context = 8192;
+        f = fit_ok(m, &d);
+        ck_assert_uint_eq(f.num_blocks, cases[i].blocks);
+        ck_assert_uint_eq(f.kv_pool_bytes / f.num_blocks, cases[i].page * cases[i].global_gs / 2);
+        ck_assert_uint_eq(d.kv_memory / (cases[i].page * cases[i].global_gs), cases[i].blocks / 2);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* vLLM 0.11.0 allocates MXFP4 experts with padded sizes
+ * (model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights,
+ * the backend from get_mxfp4_backend): gpt-oss-120b on an H100 logs "Model
+ * loading took 65.97 GiB" (vllm issues #23278, #33155, #27508; the checkpoint
+ * holds 60.77 GiB) and gpt-oss-20b on an A100 "13.72 GiB" (myoceane.fr, vLLM
+ * 0.19.0): the weights kvplan holds are within 1% of both, and the 120b on
+ * one H100 no longer fits 32K (it said "fits, 7.52 GiB of KV"). The padding
+ * is checked against the tensors' own arithmetic: per MoE layer, E experts of
+ * gate_up (2i x h) and down (h x i) as MXFP4 codes (1/2 byte) and e8m0
+ * scales (1 byte per 32), and bf16 biases (2i + h), at the padded partition
+ * less the checkpoint's share; Marlin pads i to 128 and h to 256 (an A100, an
+ * H100, a 10.3 Blackwell: is_device_capability(100) is exact), FlashInfer on
+ * a 10.0 B200 both to 256; at tp 4 the 120b's partition of 720 becomes 768. */
+static uint64_t mxfp4_experts(uint64_t experts, uint64_t i, uint64_t h)
+{
+    return experts * (3 * i * h * 17 / 32 + 4 * i + 2 * h);
+}
+
+START_TEST(vllm_mxfp4_loaded_weights)
+{
+    static const struct {
+        const char *model;
+        uint64_t gpu_memory;
+        uint32_t cc, tp, ipad, hpad;
+        double logged_gib; /* 0: no log */
+        const char *backend;
+    } cases[] = {
+        {"gpt-oss-120b", 85028896768ull, 90, 1, 2944, 3072, 65.97, "Marlin"},
+        {"gpt-oss-20b", 84987740160ull, 80, 1, 2944, 3072, 13.72, "Marlin"},
+        {"gpt-oss-120b", 191502483456ull, 100, 1, 3072, 3072, 0, "FlashInfer MXFP4 BF16 (SM100)"},
+        {"gpt-oss-120b", 191502483456ull, 103, 1, 2944, 3072, 0, "Marlin"},
+        {"gpt-oss-120b", 85028896768ull, 90, 4, 768, 3072, 0, "Marlin"},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        uint64_t e = m->n_experts, h = m->hidden, in = m->expert_intermediate, want;
+        char what[192];
+        kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
         d.gpu_memory = cases[i].gpu_memory;
         d.compute_capability = cases[i].cc;
+        d.tp = d.n_gpus = cases[i].tp;
         d.context = 32768;
         d.concurrency = 4;
         f = fit_ok(m, &d);
-        ck_assert_msg(fabs(rel_err((double)f.weights_bytes, cases[i].logged_gib * GiB)) < 0.01, "%s: %.2f GiB",
-                      cases[i].model, (double)f.weights_bytes / GiB);
-        ck_assert_uint_gt(f.weights_padding, 0);
+        want = m->n_layers * (mxfp4_experts(e, cases[i].ipad, cases[i].hpad) -
+                              kvp_cdiv(mxfp4_experts(e, in, h), cases[i].tp));
+        ck_assert_uint_eq(f.weights_padding, want);
+        snprintf(what, sizeof what,
+                 "MXFP4 experts padded for %s: intermediate per partition %llu -> %u, hidden %llu -> %u",
+                 cases[i].backend, (unsigned long long)(in / cases[i].tp), cases[i].ipad, (unsigned long long)h,
+                 cases[i].hpad);
+        ck_assert_str_eq(f.weights_load, what);
+        if (cases[i].logged_gib > 0)
+            ck_assert_msg(fabs(rel_err((double)f.weights_bytes, cases[i].logged_gib * GiB)) < 0.01, "%s: %.2f GiB",
+                          cases[i].model, (double)f.weights_bytes / GiB);
         if (i == 0)
             ck_assert(!f.fits);
         kvp_model_free(m);
@@ -2847,6 +2922,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_max_context_is_the_memory_bound);
     tcase_add_test(core, vllm_kv_heads_divide_tp);
     tcase_add_test(core, vllm_pp_groups_strided);
+    tcase_add_test(core, vllm_pp_groups_issue_figures);
     tcase_add_test(core, vllm_mla_block_by_gpu);
     tcase_add_test(core, vllm_mxfp4_loaded_weights);
     tcase_add_test(core, llamacpp_concurrency_slots);

@@ -209,6 +209,7 @@ struct kvp_fit {
     uint64_t kv_bytes_required;    /* concurrency x request_bytes (llama.cpp: its allocation), per GPU */
     uint64_t weights_bytes;        /* per GPU, as the engine holds them */
     uint64_t weights_padding;      /* of which the engine adds at load (vLLM's MXFP4 expert padding; estimated) */
+    char weights_load[192];        /* what it pads, in words ("" = the checkpoint's bytes as stored) */
     uint64_t kv_budget_bytes;      /* per GPU, what the engine gives the KV cache */
     uint64_t kv_pool_bytes;        /* per GPU, what it allocates for it (blocks x page) */
     uint64_t kv_tokens;            /* token capacity (vLLM's logged figure) */

@@ -214,6 +214,12 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
     kvp_json_u64(&j, "weights_bytes_per_gpu", f->weights_bytes);
+    kvp_json_u64(&j, "weights_checkpoint_bytes_per_gpu", f->weights_bytes - f->weights_padding);
+    kvp_json_u64(&j, "weights_load_padding_bytes", f->weights_padding);
+    if (f->weights_load[0])
+        kvp_json_str(&j, "weights_load", f->weights_load);
+    else
+        kvp_json_null(&j, "weights_load");
     kvp_json_u64(&j, "activation_bytes", f->reserve.activation);
     kvp_json_bool(&j, "activation_estimated", f->reserve.activation_est);
     kvp_json_u64(&j, "non_torch_bytes", f->reserve.non_torch);
@@ -360,7 +366,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     const struct kvp_fit *f = &x->f;
     const struct kvp_engine_info *e = kvp_engine_info(d->engine);
     struct kvp_table t;
-    char g[6][48], k[64], v[64], w[64], note[160], split[400];
+    char g[6][48], k[64], v[64], w[64], note[200], split[400];
     uint64_t want = d->concurrency ? d->concurrency : 1;
     struct kvp_weights wt;
     struct kvp_error err = {0};
@@ -406,8 +412,9 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     kvp_buf_printf(b, "\n");
     kvp_table_init(&t, 3, head, right);
     if (f->weights_padding)
-        snprintf(note, sizeof note, "computed / (tp x pp), with %s of MXFP4 expert padding (estimated)",
-                 kvp_bytes_text(f->weights_padding, si, g[4], sizeof g[4]));
+        snprintf(note, sizeof note, "as loaded: the checkpoint's %s per GPU + %s of MXFP4 expert padding "
+                 "(estimated; --explain shows how)", kvp_bytes_text(f->weights_bytes - f->weights_padding, si, g[3],
+                 sizeof g[3]), kvp_bytes_text(f->weights_padding, si, g[4], sizeof g[4]));
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"
               : d->engine == KVP_ENGINE_LLAMACPP && f->weights_exact ? "the busiest GPU's tensors (GGUF table)"

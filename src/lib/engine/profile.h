@@ -29,6 +29,14 @@ struct prank {
     uint32_t layers;         /* layers on the stage */
 };
 
+/* weights.c: the bytes of one MoE layer's routed experts (gate, up, down and
+ * their biases, all n_experts) stored under ws (NULL: the checkpoint's form)
+ * at intermediate width `inter` and hidden size `hidden`: the shapes an
+ * engine allocates (a partition's, padded for its kernels) priced as the
+ * checkpoint stores a tensor of that shape. */
+enum kvp_status kvp_weights_experts(const struct kvp_model *m, const struct kvp_wstore *ws, uint32_t layer,
+                                    uint64_t inter, uint64_t hidden, uint64_t *bytes, struct kvp_error *err);
+
 /* The layers of pipeline stage `stage` of pp, as vLLM's get_pp_indices splits
  * them: L / pp each, the remainder to the stages before the last. */
 void kvp_profile_stage_range(uint32_t n_layers, uint32_t pp, uint32_t stage, uint32_t *first, uint32_t *count);

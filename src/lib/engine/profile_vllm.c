@@ -27,43 +27,72 @@ struct vplan {
     uint64_t page_sum;
 };
 
-/* The bytes vLLM adds to MXFP4 experts as it creates them
- * (model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights):
- * the expert matrices are allocated with the intermediate size per partition
- * and the hidden size rounded up for its kernels -- 256 and 256 for
- * FlashInfer on a Blackwell (10.x), 128 and 256 for the Marlin kernel, which
- * this takes for every other GPU -- and the checkpoint is loaded into them.
- * The codes, scales and biases of a matrix grow with its padded area, so the
- * experts' stored bytes (per GPU) scale by padded / stored area. Marlin's
- * rule on an H100 gives gpt-oss-120b 65.90 GiB where vLLM logs "Model
- * loading took 65.97 GiB" (issue #35; the checkpoint is 60.77 GiB); that
- * Hopper picks Marlin rather than the Triton kernels (intermediate rounded
- * to 64 only, no padding here) is read from that log, not from the source:
- * an estimate, labelled in the fit. */
-static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+/* vLLM 0.11.0's MXFP4 MoE backend on a GPU of capability cc and the sizes
+ * Mxfp4MoEMethod.create_weights rounds the experts' intermediate size per
+ * partition and hidden size up to (model_executor/layers/quantization/mxfp4.py,
+ * get_mxfp4_backend, default environment): is_device_capability(100) with
+ * FlashInfer (the vllm/vllm-openai image installs it) is SM100_FI_MXFP4_BF16,
+ * 256 and 256; every other CUDA GPU (SM90_FI_MXFP4_BF16 wants
+ * VLLM_USE_FLASHINFER_MOE_MXFP4_BF16) takes Marlin, 128 and 256 -- below 9.0
+ * always, and at 9.0 and above because has_triton_kernels() is false where
+ * triton_kernels is not installed (requirements/cuda.txt does not list it),
+ * so the Triton backend (intermediate to 64, no hidden padding) is not the
+ * default. An unknown capability is taken as Hopper (Marlin). */
+static void mxfp4_backend(uint32_t cc, const char **name, uint64_t *align_i, uint64_t *align_h)
+{
+    *name = cc == 100 ? "FlashInfer MXFP4 BF16 (SM100)" : "Marlin";
+    *align_i = cc == 100 ? 256 : 128;
+    *align_h = 256;
+}
+
+/* The bytes vLLM adds to MXFP4 experts as it creates them: the expert
+ * matrices of a partition (the intermediate size over dp x tp,
+ * fused_moe/config.py) are allocated with mxfp4_backend's padded sizes and the
+ * checkpoint's shards are loaded into them, so each MoE layer a GPU holds
+ * grows by its experts priced at the padded partition's shape
+ * (kvp_weights_experts: codes, a scale per 32 inputs, the biases; w2's bias
+ * whole on every rank) less its share of the stored ones. Marlin on
+ * an H100 gives gpt-oss-120b 65.90 GiB where vLLM logs "Model loading took
+ * 65.97 GiB" (issue #35; the checkpoint is 60.77 GiB). f->weights_load says
+ * what was padded. */
+static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                      struct kvp_error *err)
 {
     struct kvp_weights w;
-    uint64_t ip, h = m->hidden, ia, ha, experts = 0;
+    uint64_t ip, h = m->hidden, ia, ha, ipad, hpad, stored, padded;
+    uint32_t moe_layers = 0, first = UINT32_MAX;
+    bool mxfp4 = false;
+    const char *backend;
     enum kvp_status st;
-    *out = 0;
+    f->weights_padding = 0;
     if (d->weights_memory || !m->n_experts || !m->expert_intermediate || d->w.kind != KVP_WSTORE_CHECKPOINT)
         return KVP_OK;
     if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
         return st;
     for (uint32_t i = 0; i < w.n_parts; i++)
-        if (strncmp(w.parts[i].name, "mxfp4", 5) == 0 && (w.parts[i].classes >> KVP_WC_EXPERTS) & 1u)
-            experts += w.parts[i].bytes;
-    if (!experts)
+        mxfp4 = mxfp4 || (strncmp(w.parts[i].name, "mxfp4", 5) == 0 && (w.parts[i].classes >> KVP_WC_EXPERTS) & 1u);
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        if (kvp_model_layer(m, l)->mlp == KVP_MLP_MOE) {
+            first = first == UINT32_MAX ? l : first;
+            moe_layers++;
+        }
+    ip = m->expert_intermediate / ((uint64_t)d->tp * d->dp);
+    if (!mxfp4 || !moe_layers || ip == 0)
         return KVP_OK;
-    ip = m->expert_intermediate / ((uint64_t)d->tp * d->dp); /* fused_moe/config.py: experts over dp x tp */
-    ia = d->compute_capability / 10 == 10 ? 256 : 128;
-    ha = 256;
-    if (ip == 0)
+    mxfp4_backend(d->compute_capability, &backend, &ia, &ha);
+    ipad = kvp_cdiv(ip, ia) * ia;
+    hpad = kvp_cdiv(h, ha) * ha;
+    if ((st = kvp_weights_experts(m, &d->w, first, m->expert_intermediate, h, &stored, err)) != KVP_OK ||
+        (st = kvp_weights_experts(m, &d->w, first, ipad, hpad, &padded, err)) != KVP_OK)
+        return st;
+    stored = kvp_cdiv(stored, (uint64_t)d->tp * d->dp);
+    if (padded <= stored) /* nothing to pad */
         return KVP_OK;
-    experts = kvp_cdiv(experts, (uint64_t)d->tp * d->dp * d->pp);
-    *out = (uint64_t)((long double)experts * (kvp_cdiv(ip, ia) * ia) * (kvp_cdiv(h, ha) * ha) / ((long double)ip * h) -
-                      (long double)experts + 0.5L);
+    if (!kvp_mul(padded - stored, kvp_cdiv(moe_layers, d->pp), &f->weights_padding))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the padded MXFP4 experts overflow 64 bits");
+    snprintf(f->weights_load, sizeof f->weights_load,
+             "MXFP4 experts padded for %s: intermediate per partition %llu -> %llu, hidden %llu -> %llu", backend,
+             (unsigned long long)ip, (unsigned long long)ipad, (unsigned long long)h, (unsigned long long)hpad);
     return KVP_OK;
 }
 
@@ -395,19 +424,21 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     if (!block)
         block = 16;
     /* platforms/cuda.py check_and_update_config (0.11.0), MLA with no backend forced: a
-     * Blackwell (capability 10.0) takes CUTLASS MLA, "Forcing kv cache block size to 128 for
-     * CUTLASS_MLA backend"; the others FlashMLA, which forces 64 where it runs (Hopper,
-     * is_flashmla_dense_supported: "only supported on Hopper devices"), else the block stays
-     * (Triton MLA). A GPU of unknown capability is taken as Hopper. FlashMLA (vllm PR
-     * #13747) came after 0.7.3. */
-    if (mla && !v0 && d->compute_capability == 100 && block % 128 != 0)
+     * Blackwell of capability exactly 10.0 (is_device_capability(100): B200, GB200) takes
+     * CUTLASS MLA, "Forcing kv cache block size to 128 for CUTLASS_MLA backend" whenever
+     * block_size != 128; the others FlashMLA, which forces 64 whenever block_size != 64 where
+     * it runs (Hopper, attention/ops/flashmla.py is_flashmla_supported: "FlashMLA is only
+     * supported on Hopper devices"), else the block stays (Triton MLA). Both override
+     * --block-size (a 256 becomes 128 on a B200, a 128 becomes 64 on an H100). A GPU of
+     * unknown capability is taken as Hopper. FlashMLA (vllm PR #13747) came after 0.7.3. */
+    if (mla && !v0 && d->compute_capability == 100)
         block = 128;
-    else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9) && block % 64 != 0)
+    else if (mla && !v0 && (d->compute_capability == 0 || d->compute_capability / 10 == 9))
         block = 64;
     f->block_size = block;
     f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
-        (!v0 && (st = mxfp4_padding(m, d, &f->weights_padding, err)) != KVP_OK) ||
+        (!v0 && (st = mxfp4_padding(m, d, f, err)) != KVP_OK) ||
         (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
         return st;
     if (!kvp_add(f->weights_bytes, f->weights_padding, &f->weights_bytes))

@@ -4,6 +4,7 @@
 
 #include "kvplan/kv.h"
 #include "kvplan/num.h"
+#include "profile.h"
 
 /* How each tensor is priced: one of the wstore kinds (see price()). */
 struct tally {
@@ -199,13 +200,13 @@ static const enum kvp_wrole ffn_roles[3][3] = {
     {KVP_WR_SHEXP_GATE, KVP_WR_SHEXP_UP, KVP_WR_SHEXP_DOWN},
 };
 
-/* `count` alike feed-forward blocks of width w (kind 0 dense, 1 routed
- * experts, 2 shared experts); returns what one of them adds. */
-static struct share mlp(struct tally *t, const struct kvp_model *m, int kind, uint64_t w, bool bias, uint64_t count)
+/* `count` alike feed-forward blocks of width w over hidden size h (kind 0
+ * dense, 1 routed experts, 2 shared experts); returns what one of them adds. */
+static struct share mlp(struct tally *t, const struct kvp_model *m, int kind, uint64_t w, uint64_t h, bool bias,
+                        uint64_t count)
 {
     struct share before = {t->params, t->bytes};
     const enum kvp_wrole *r = ffn_roles[kind];
-    uint64_t h = m->hidden;
     bool gated = m->act == KVP_ACT_GATED;
 
     if (gated)
@@ -226,9 +227,9 @@ static struct share moe(struct tally *t, const struct kvp_model *m)
     matrix(t, KVP_WR_ROUTER, m->n_experts, m->hidden);
     if (m->router_bias)
         vector(t, m->n_experts);
-    one = mlp(t, m, 1, m->expert_intermediate, m->expert_bias, m->n_experts);
+    one = mlp(t, m, 1, m->expert_intermediate, m->hidden, m->expert_bias, m->n_experts);
     if (m->n_shared_experts)
-        mlp(t, m, 2, m->shared_intermediate, false, m->n_shared_experts);
+        mlp(t, m, 2, m->shared_intermediate, m->hidden, false, m->n_shared_experts);
     if (m->shared_expert_gate)
         matrix(t, KVP_WR_ROUTER, 1, m->hidden);
     /* the idle experts' share is at most the whole, which did not overflow */
@@ -300,20 +301,43 @@ static bool take_table(const struct kvp_model *m, struct kvp_weights *w)
     return kvp_add(w->params, tb->tower_params, &w->params);
 }
 
-enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
-                                    struct kvp_weights *w, struct kvp_error *err)
+/* A tally of m's tensors under ws (NULL: as stored) into w, emptied. */
+static struct tally tally_begin(const struct kvp_model *m, const struct kvp_wstore *ws, struct kvp_weights *w,
+                                struct kvp_error *err)
 {
     static const struct kvp_wstore stored = {.kind = KVP_WSTORE_CHECKPOINT};
     struct tally t = {.m = m, .ws = ws ? ws : &stored, .ok = true, .st = KVP_OK, .err = err, .w = w,
                       .layer = UINT32_MAX};
-    struct share idle = {0, 0};
-    uint64_t mark;
-
     memset(w, 0, sizeof *w);
     t.native.kind = KVP_WQ_FORMAT;
     t.native.f = kvp_format_plain(m->dtype);
     if (t.ws->kind == KVP_WSTORE_GGUF)
         kvp_gguf_mix_begin(m, &t.mix);
+    return t;
+}
+
+enum kvp_status kvp_weights_experts(const struct kvp_model *m, const struct kvp_wstore *ws, uint32_t layer,
+                                    uint64_t inter, uint64_t hidden, uint64_t *bytes, struct kvp_error *err)
+{
+    struct kvp_weights w;
+    struct tally t = tally_begin(m, ws, &w, err);
+    t.layer = layer;
+    mlp(&t, m, 1, inter, hidden, m->expert_bias, m->n_experts);
+    if (t.st != KVP_OK)
+        return t.st;
+    if (!t.ok)
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the experts of '%s' overflow 64 bits", m->name);
+    *bytes = t.bytes;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_wstore *ws,
+                                    struct kvp_weights *w, struct kvp_error *err)
+{
+    struct tally t = tally_begin(m, ws, w, err);
+    struct share idle = {0, 0};
+    uint64_t mark;
+
     tensor(&t, KVP_WR_TOKEN_EMBD, m->vocab, m->hidden, 1);
     if (!m->tied_embeddings)
         tensor(&t, KVP_WR_OUTPUT, m->vocab, m->hidden, 1);
@@ -332,7 +356,7 @@ enum kvp_status kvp_weights_compute(const struct kvp_model *m, const struct kvp_
         w->norm_params += t.params - mark;
         mark = t.params;
         if (s->mlp == KVP_MLP_DENSE) {
-            mlp(&t, m, 0, m->intermediate, m->mlp_bias, 1);
+            mlp(&t, m, 0, m->intermediate, m->hidden, m->mlp_bias, 1);
         } else if (s->mlp == KVP_MLP_MOE) {
             struct share off = moe(&t, m);
             idle.params += off.params;

@@ -443,6 +443,13 @@ void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, const st
 static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const struct kvp_fit *f, struct kvp_buf *b)
 {
     const char *e = kvp_engine_info(d->engine)->name;
+    if (f->weights_load[0]) /* vLLM's MXFP4 experts (profile_vllm.c mxfp4_padding) */
+        kvp_buf_printf(b,
+                       "  weights    = the checkpoint's / (tp x pp) + what %s adds at load (mxfp4.py "
+                       "Mxfp4MoEMethod.create_weights:\n               %s; a GPU's experts at the padded "
+                       "shapes less their stored share)\n             = %s + %s = %s B\n",
+                       e, f->weights_load, grp(c, f->weights_bytes - f->weights_padding), grp(c, f->weights_padding),
+                       grp(c, f->weights_bytes));
     if (d->kv_memory) {
         kvp_buf_printf(b, "  KV budget  = the KV memory given = %s B\n", grp(c, d->kv_memory));
         return;
