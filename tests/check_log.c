@@ -58,7 +58,8 @@ static const struct real {
      KVP_ENGINE_VLLM, "0.7.3", 34.81, 4, 0, 0.02, 0.001},
     {"vllm-21348-vllm.log", "models/qwen3-235b-a22b.yaml",
      {{"engine", "vllm@0.11.0"}, {"tp", "4"}, {"gpu", "h100"}, {"weight_dtype", "fp8"}, {"context", "40960"}},
-     KVP_ENGINE_VLLM, "0.11.0", 8.11, 2, 178880, 0.50, 0.012}, /* an LMCache connector takes ~4 GiB kvplan does not model */
+     /* an LMCache connector takes ~4 GiB kvplan does not model */
+     KVP_ENGINE_VLLM, "0.11.0", 8.11, 2, 178880, 0.50, 0.012},
     {"vllm-21348-sglang.log", "models/qwen3-235b-a22b.yaml",
      {{"engine", "sglang"}, {"tp", "4"}, {"gpu", "h100"}, {"weight_dtype", "fp8"}, {"context", "40960"},
       {"util", "0.93"}}, KVP_ENGINE_SGLANG, "0.5.2", 16.46, 2, 367404, 0.01, 0.001},
