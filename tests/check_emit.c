@@ -70,12 +70,12 @@ static const struct emit_case {
 } cases[] = {
     {"llama-3.1-70b", "gpu=h100 tp=4 weight_dtype=fp8 context=8192 concurrency=64",
      "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len 8192 "
-     "--gpu-memory-utilization 0.9 --kv-cache-dtype auto --block-size 16 --max-num-seqs 1024 "
+     "--gpu-memory-utilization 0.92 --kv-cache-dtype auto --block-size 16 --max-num-seqs 1024 "
      "--max-num-batched-tokens 8192 --quantization fp8",
      "gpu=h100 concurrency=64"},
     {"gemma-3-27b", "gpu=h100 context=32k concurrency=2 kv_dtype=fp8",
      "vllm serve google/gemma-3-27b-it --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 32768 "
-     "--gpu-memory-utilization 0.9 --kv-cache-dtype fp8 --block-size 16 --max-num-seqs 1024 "
+     "--gpu-memory-utilization 0.92 --kv-cache-dtype fp8 --block-size 16 --max-num-seqs 1024 "
      "--max-num-batched-tokens 8192",
      "gpu=h100 concurrency=2"},
     {"llama-3.1-8b", "gpu=h100 kv_cache_memory=20GiB context=16k",
@@ -101,7 +101,7 @@ static const struct emit_case {
     /* data parallelism (docs/engines.md, "Data parallelism"): vLLM's ranks, SGLang's DP attention inside tp */
     {"deepseek-v3", "gpu=h200 dp=8 context=32k concurrency=64",
      "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 --data-parallel-size 8 "
-     "--max-model-len 32768 --gpu-memory-utilization 0.9 --kv-cache-dtype auto --block-size 64 --max-num-seqs 1024 "
+     "--max-model-len 32768 --gpu-memory-utilization 0.92 --kv-cache-dtype auto --block-size 64 --max-num-seqs 1024 "
      "--max-num-batched-tokens 8192",
      "gpu=h200 concurrency=64"},
     {"deepseek-v3", "engine=sglang gpu=h200 tp=8 dp=8 dp_attention=true context=32k",

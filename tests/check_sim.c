@@ -1206,7 +1206,7 @@ START_TEST(offload_config_from_fit)
     static const struct {
         const char *engine, *model;
         bool ok;
-    } cases[] = {{"vllm", "llama-3.1-8b", true},        {"vllm@0.21.0", "llama-3.1-8b", true},
+    } cases[] = {{"vllm", "llama-3.1-8b", true},        {"vllm@0.11.0", "llama-3.1-8b", true},
                  {"trtllm", "llama-3.1-8b", true},      {"sglang", "llama-3.1-8b", false},
                  {"llamacpp", "llama-3.1-8b", false},   {"vllm@0.7.3", "llama-3.1-8b", false},
                  {"vllm", "gemma-3-4b", false}};

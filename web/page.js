@@ -427,8 +427,8 @@ function fillReleases(engine, release) {
   const sel = $('f-release'), e = engines.find(x => x.engine === engine);
   sel.replaceChildren();
   option(sel, '', e ? `default (${e.default})` : 'default');
-  for (const r of e ? e.releases : [])
-    option(sel, r.version, r.version);
+  for (const r of e ? e.releases : [])  /* the month tagged beside it, where a source gives it */
+    option(sel, r.version, r.date && r.date !== '-' ? `${r.version} (${r.date})` : r.version);
   sel.value = release || '';
 }
 

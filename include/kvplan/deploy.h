@@ -77,6 +77,7 @@ enum kvp_release_rule {
 struct kvp_release {
     enum kvp_engine_id engine;
     const char *version; /* "0.11.0", "b6182" */
+    const char *date;    /* the month it was tagged, "2025-10", bounded by the source; "-": not read */
     const char *source;  /* the source it was read from, one line */
     double util;         /* default memory fraction (vLLM utilization, TRT-LLM free
                           * fraction; 0: the engine's rule, as SGLang's; 1: none) */

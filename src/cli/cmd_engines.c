@@ -13,15 +13,16 @@ static struct cli_opt opts[] = {
 
 static const struct cli_cmd cmd = {
     "engines", "[options]",
-    "The serving engines kvplan sizes like, each with the releases it knows; --engine E means\n"
-    "the default (the newest release whose source was read), --engine E@REL another one.",
+    "The serving engines kvplan sizes like, each with the releases it knows and the month each\n"
+    "was tagged (\"-\": not read); --engine E means the default (the newest release whose source\n"
+    "was read), --engine E@REL another one.",
     opts,
 };
 
 int cmd_engines(int argc, char **argv)
 {
-    static const char *const head[] = {"engine", "release", "default", "source"};
-    static const bool right[] = {false, false, false, false};
+    static const char *const head[] = {"engine", "release", "date", "default", "source"};
+    static const bool right[] = {false, false, false, false, false};
     const char *pos[1];
     int npos, rc;
     enum kvp_out fmt = KVP_OUT_TEXT;
@@ -35,7 +36,7 @@ int cmd_engines(int argc, char **argv)
         return rc;
     if (fmt == KVP_OUT_CSV)
         return cli_usage_error("engines: --format csv is not available (text, json or md)");
-    kvp_table_init(&t, 4, head, right);
+    kvp_table_init(&t, 5, head, right);
     kvp_json_init(&j, &b);
     if (fmt == KVP_OUT_JSON)
         kvp_json_begin(&j, NULL, '[');
@@ -54,11 +55,12 @@ int cmd_engines(int argc, char **argv)
             if (fmt == KVP_OUT_JSON) {
                 kvp_json_begin(&j, NULL, '{');
                 kvp_json_str(&j, "version", r[i].version);
+                kvp_json_str(&j, "date", r[i].date);
                 kvp_json_str(&j, "source", r[i].source);
                 kvp_json_end(&j, '}');
             } else {
-                const char *row[] = {info->name, r[i].version, strcmp(r[i].version, info->version) ? "" : "yes",
-                                     r[i].source};
+                const char *row[] = {info->name, r[i].version, r[i].date,
+                                     strcmp(r[i].version, info->version) ? "" : "yes", r[i].source};
                 kvp_table_row(&t, row);
             }
         }

@@ -8,16 +8,18 @@
 
 #include "profile.h"
 
-#define VLLM_DEFAULT "0.11.0"
+#define VLLM_DEFAULT "0.21.0"
 #define SGLANG_DEFAULT "0.5.2"
 #define TRTLLM_DEFAULT "1.0.0"
 #define LLAMACPP_DEFAULT "npm-3.22.1"
 #define HF_DEFAULT "4.56"
 
 /* The default memory fractions, each named once: vLLM's --gpu-memory-utilization
- * (config/cache.py gpu_memory_utilization) and TRT-LLM's free_gpu_memory_fraction
- * (llmapi/llm_args.py KvCacheConfig); SGLang's comes from a rule (profile_sglang.c). */
+ * (config/cache.py gpu_memory_utilization: 0.9 until PR #38284, 0.92 from 0.21.0)
+ * and TRT-LLM's free_gpu_memory_fraction (llmapi/llm_args.py KvCacheConfig);
+ * SGLang's comes from a rule (profile_sglang.c). */
 #define VLLM_UTIL 0.90
+#define VLLM_UTIL_0_21 0.92
 #define TRTLLM_FREE_FRACTION 0.90
 
 static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
@@ -37,38 +39,39 @@ static const struct kvp_engine_info engines[KVP_ENGINE_COUNT] = {
 /* The releases, the default (newest read) of each engine first; docs/engines.md
  * has the table release -> rule -> source file and function. */
 static const struct kvp_release releases[] = {
-    {KVP_ENGINE_IDEAL, "-", "include/kvplan/kv.h: the bare formula", 1.0, 0},
-    {KVP_ENGINE_VLLM, VLLM_DEFAULT, "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421",
-     VLLM_UTIL, 0},
-    {KVP_ENGINE_VLLM, "0.21.0",
-     "v1/worker/gpu_worker.py determine_available_memory: CUDA-graph estimate subtracted "
-     "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on since v0.21.0)",
-     VLLM_UTIL, KVP_REL_VLLM_CUDA_GRAPHS},
-    {KVP_ENGINE_VLLM, "0.7.3", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
+    {KVP_ENGINE_IDEAL, "-", "-", "include/kvplan/kv.h: the bare formula", 1.0, 0},
+    {KVP_ENGINE_VLLM, VLLM_DEFAULT, "2026-05",
+     "config/cache.py gpu_memory_utilization 0.92, envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on, "
+     "v1/worker/gpu_worker.py determine_available_memory (PR #38284 @96a85c57, read in local-inference-lab/vllm)",
+     VLLM_UTIL_0_21, KVP_REL_VLLM_CUDA_GRAPHS},
+    {KVP_ENGINE_VLLM, "0.11.0", "2025-10",
+     "v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py, config/cache.py @c1d86421", VLLM_UTIL, 0},
+    {KVP_ENGINE_VLLM, "0.7.3", "-", "V0 worker/worker.py determine_num_available_blocks, engine/arg_utils.py @0012cf69",
      VLLM_UTIL, KVP_REL_VLLM_V0},
-    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT,
+    {KVP_ENGINE_SGLANG, SGLANG_DEFAULT, "-",
      "model_runner_kv_cache_mixin.py @226149ac (Mamba pool by ratio), server_args.py "
      "(reserve by GPU memory)",
      0.0, 0},
-    {KVP_ENGINE_SGLANG, "0.4.6", "model_runner.py, server_args.py (mem_fraction_static by tp), no Mamba hybrids", 0.0,
-     KVP_REL_SGLANG_TP_FRACTION | KVP_REL_SGLANG_NO_MAMBA},
-    {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py",
+    {KVP_ENGINE_SGLANG, "0.4.6", "-", "model_runner.py, server_args.py (mem_fraction_static by tp), no Mamba hybrids",
+     0.0, KVP_REL_SGLANG_TP_FRACTION | KVP_REL_SGLANG_NO_MAMBA},
+    {KVP_ENGINE_TRTLLM, TRTLLM_DEFAULT, "-", "kvCacheManager.cpp, llmapi/llm_args.py, _torch/pyexecutor/_util.py",
      TRTLLM_FREE_FRACTION, 0},
-    {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0,
-     0},
-    {KVP_ENGINE_LLAMACPP, "ollama-0.32.15",
-     "Ollama v0.32.15 (2026-08-19) running llama-server b10488: llm/llama_server.go startLlamaServer, "
+    {KVP_ENGINE_LLAMACPP, LLAMACPP_DEFAULT, "-",
+     "the build @node-llama-cpp 3.22.1 ships (after PR #19067, 2026-01-24)", 1.0, 0},
+    {KVP_ENGINE_LLAMACPP, "ollama-0.32.15", "2026-08",
+     "Ollama v0.32.15 (tag 2026-08-19) running llama-server b10488: llm/llama_server.go startLlamaServer, "
      "server/routes.go Serve (num_ctx by VRAM), server/sched.go automaticGenerationBatch",
      1.0, KVP_REL_OLLAMA},
-    {KVP_ENGINE_LLAMACPP, "b6182", "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)",
-     1.0, KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
-    {KVP_ENGINE_LLAMACPP, "b4862",
+    {KVP_ENGINE_LLAMACPP, "b6182", "2025-08",
+     "llama-kv-cache-unified.cpp get_padding, llama-kv-cache-unified-iswa.cpp (2025-08)", 1.0,
+     KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V},
+    {KVP_ENGINE_LLAMACPP, "b4862", "2025-03",
      "builds b2459 .. b4862 (2024-03 .. 2025-03): src/llama.cpp llm_build_context "
      "(build_llama, build_gptneox, llm_build_kv, llm_build_kqv), before llama-graph.cpp (PR #12181)",
      1.0, KVP_REL_LLAMACPP_PAD_FA | KVP_REL_LLAMACPP_MLA_V | KVP_REL_LLAMACPP_KQV_GRAPH},
-    {KVP_ENGINE_HF_DYNAMIC, HF_DEFAULT, "src/transformers/cache_utils.py DynamicCache", 1.0, 0},
-    {KVP_ENGINE_HF_STATIC, HF_DEFAULT, "src/transformers/cache_utils.py StaticCache", 1.0, 0},
-    {KVP_ENGINE_HF_QUANTIZED, HF_DEFAULT, "src/transformers/cache_utils.py QuantizedCache", 1.0, 0},
+    {KVP_ENGINE_HF_DYNAMIC, HF_DEFAULT, "-", "src/transformers/cache_utils.py DynamicCache", 1.0, 0},
+    {KVP_ENGINE_HF_STATIC, HF_DEFAULT, "-", "src/transformers/cache_utils.py StaticCache", 1.0, 0},
+    {KVP_ENGINE_HF_QUANTIZED, HF_DEFAULT, "-", "src/transformers/cache_utils.py QuantizedCache", 1.0, 0},
 };
 
 #define N_RELEASES (sizeof releases / sizeof releases[0])

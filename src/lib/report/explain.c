@@ -479,12 +479,14 @@ static void budget_lines(struct fmtctx *c, const struct kvp_deploy *d, const str
         break;
     default:
         kvp_buf_printf(b,
-                       "  KV budget  = int(memory * %s - (weights + activations + non-torch%s))\n"
-                       "             = int(%s * %.3f - (%s + %s + %s%s%s)) = %s B\n",
+                       "  KV budget  = int(memory * %s - (weights + activations%s + non-torch%s))\n"
+                       "             = int(%s * %.3f - (%s + %s%s%s + %s%s%s)) = %s B\n",
                        d->engine == KVP_ENGINE_VLLM ? "gpu_memory_utilization" : "fraction",
+                       f->reserve.cuda_graph ? " + CUDA graphs" : "",
                        f->state_slots ? " + Mamba cache of max_num_seqs states" : "", grp(c, d->gpu_memory), f->util,
-                       grp(c, f->weights_bytes), grp(c, f->reserve.activation + f->reserve.cuda_graph),
-                       grp(c, f->reserve.non_torch), f->state_slots ? " + " : "",
+                       grp(c, f->weights_bytes), grp(c, f->reserve.activation), f->reserve.cuda_graph ? " + " : "",
+                       f->reserve.cuda_graph ? grp(c, f->reserve.cuda_graph) : "", grp(c, f->reserve.non_torch),
+                       f->state_slots ? " + " : "",
                        f->state_slots ? grp(c, kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes)) : "",
                        grp(c, f->kv_budget_bytes));
     }

@@ -136,7 +136,7 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         if ((st = kvp_sim_vllm0_config(m, d, f, c, err)) != KVP_OK)
             return st;
     } else {
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.21.0, "
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "simulate: %s is not simulated yet (vllm, vllm@0.11.0, "
                         "vllm@0.7.3, sglang, sglang@0.4.6, trtllm, llamacpp are)", kvp_engine_info(d->engine)->name);
     }
     if (d->cpu_offload && (st = offload_config(d, f, c, err)) != KVP_OK)
