@@ -249,5 +249,15 @@ expect "requests       500" "the plan's workload in the view"
 expect "preemptions $pre" "and its run"
 t send-keys -t k q
 
+# 12. llama.cpp partial offload: the host's part beside the GPU's bar, as fit's device table
+start 120x40 C.UTF-8 qwen2.5-32b --engine llamacpp --gpu rtx-4090 --weight-dtype q4_k_m --n-gpu-layers 40 --context 32768
+host=$(KVPLAN_DATADIR=models "$bin" fit qwen2.5-32b --engine llamacpp --gpu rtx-4090 --weight-dtype q4_k_m \
+    --n-gpu-layers 40 --context 32768 |
+    awk '$1 == "host" { printf "host RAM: weights %s %s (%s layers), KV %s %s (%s), compute %s %s", $3, $4, $2, $5,
+        $6, $2, $7, $8; exit }')
+[ -n "$host" ] || bad "kvplan fit prints no host row for -ngl 40"
+expect "$host" "the host's part as kvplan fit's device table has it"
+t send-keys -t k q
+
 echo "tui: $pass passed, $fail failed"
 [ $fail -eq 0 ]

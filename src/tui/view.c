@@ -225,6 +225,14 @@ static int draw_memory(const struct ctx *c, int y, int x, int w, int max_rows)
         put(c, y + used, x + w / 2, w - w / 2, A_NORMAL, "%s free %s", l->utf8 ? "\xc2\xb7" : ".",
             bytes(b.free, g[3], sizeof g[3]));
     used++;
+    if (!same && used < max_rows && (s->fit.host.model_layers || s->fit.host.layers)) {
+        /* llama.cpp's host memory: the layers left there (-ngl, --n-cpu-moe, --no-kv-offload), as fit's device table */
+        const struct kvp_device_kv *h = &s->fit.host;
+        put(c, y + used, x, w, A_NORMAL, "host RAM: weights %s (%u layers), KV %s (%u), compute %s",
+            bytes(h->weights_bytes, g[0], sizeof g[0]), h->model_layers, bytes(h->buffer_bytes, g[1], sizeof g[1]),
+            h->layers, bytes(s->fit.host_compute, g[2], sizeof g[2]));
+        used++;
+    }
     if (b.rest && used < max_rows) {
         if (s->fit.util < 1.0)
             put(c, y + used, x, w, A_NORMAL, "%s outside util %.3f: %s", l->utf8 ? "\xe2\x96\x91" : ":",
