@@ -281,8 +281,10 @@ function shellWord(s) {
 
 /* ---- rendering ---- */
 
+/* GiB to two places, a tie to the even digit as the CLI's printf rounds (3.125 -> 3.12; toFixed gives 3.13) */
 function gib(b) {
-  return (b / 1073741824).toFixed(2) + ' GiB';
+  const c = b / 1073741824 * 100, f = Math.floor(c), n = c - f > 0.5 || (c - f === 0.5 && f % 2) ? f + 1 : f;
+  return (n / 100).toFixed(2) + ' GiB';
 }
 
 function showError(text) {
@@ -327,6 +329,28 @@ function renderBar(j) {
     legend.appendChild(li);
   }
   bar.setAttribute('aria-label', `memory per GPU: ${gib(j.gpu_memory_bytes)}`);
+}
+
+/* llama.cpp's table per device (kvplan fit's "device" table): each GPU's layers, weights and KV, and what
+ * stays in host RAM (-ngl below all layers, --n-cpu-moe, --no-kv-offload) with its compute buffer */
+function renderDevices(j) {
+  const t = $('devices'), offload = j.host && (j.host.model_layers || j.host.layers);
+  $('devices-head').hidden = t.hidden = !offload;
+  t.replaceChildren();
+  if (!offload)
+    return;
+  const row = (cells, head) => {
+    const tr = document.createElement('tr');
+    for (const c of cells) {
+      const td = document.createElement(head ? 'th' : 'td');
+      td.textContent = c;
+      tr.appendChild(td);
+    }
+    t.appendChild(tr);
+  };
+  row(['device', 'layers', 'weights', 'KV', 'compute'], true);
+  j.devices.forEach((d, i) => row([`GPU${i}`, d.model_layers, gib(d.weights_bytes), gib(d.buffer_bytes), '']));
+  row(['host RAM', j.host.model_layers, gib(j.host.weights_bytes), gib(j.host.buffer_bytes), gib(j.host.compute_bytes)]);
 }
 
 /* file: the dropped or carried file the figures come from (named by its path, never as a built-in) */
@@ -403,6 +427,7 @@ function answer(state, file) {
       $('chart').textContent = plot.err;
     renderSummary(j, file);
     renderBar(j);
+    renderDevices(j);
     $('answer').hidden = false;
     finish('ok');
   }).catch(e => {

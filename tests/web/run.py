@@ -255,6 +255,21 @@ def check_log_summary(j, log, summary):
     return fails
 
 
+def check_devices(j, page):
+    """llama.cpp's offload: the page's device table is the JSON's devices and host, in GiB; none otherwise."""
+    host = j.get("host")
+    if not host or not (host["model_layers"] or host["layers"]):
+        return [] if not page else [f"a device table without offload: {page!r}"]
+    gib = lambda b: "%.2f GiB" % (b / 1073741824)
+    want = ["device|layers|weights|KV|compute"]
+    want += ["GPU%d|%d|%s|%s|" % (i, d["model_layers"], gib(d["weights_bytes"]), gib(d["buffer_bytes"]))
+             for i, d in enumerate(j["devices"])]
+    want.append("host RAM|%d|%s|%s|%s" % (host["model_layers"], gib(host["weights_bytes"]), gib(host["buffer_bytes"]),
+                                          gib(host["compute_bytes"])))
+    return [] if page == "\n".join(want) else ["the device table differs:\n--- page\n%s\n--- JSON\n%s"
+                                               % (page, "\n".join(want))]
+
+
 def check_row(browser, row, base, hub):
     """One deployment: a list of failures (empty when the page agrees)."""
     on_hub = HUB_PLACEHOLDER in row["query"]
@@ -272,6 +287,8 @@ def check_row(browser, row, base, hub):
     page_summary = text(browser, session, "summary") or ""
     page_argv = text(browser, session, "kvplan-argv") or ""
     page_launch = text(browser, session, "launch") or ""
+    page_devices = browser.eval(session, "(t => t.hidden ? '' : [...t.rows].map(r => [...r.cells].map(c => "
+                                "c.textContent).join('|')).join('\\n'))(document.getElementById('devices'))")
     chart = browser.eval(session, "(c => c.querySelector('svg') ? '<svg>' : c.textContent)(document.getElementById('chart'))")
     pinned_url = browser.eval(session, "location.href")
     browser.close_tab(target)
@@ -298,6 +315,7 @@ def check_row(browser, row, base, hub):
                          % (page_json, nat.stdout))
         elif not fails:
             fails += check_log_summary(json.loads(nat.stdout), page_log, page_summary)
+            fails += check_devices(json.loads(nat.stdout), page_devices)
         explain = native(argv[:-2] + ["--explain"], folder, on)
         if page_explain != explain.stdout:
             fails.append("the derivation differs from kvplan %s" % shlex.join(argv[:-2] + ["--explain"]))
