@@ -762,6 +762,84 @@ static const struct {
     {3, true, 3, 2, 6, 0, 8, true},    /* -nkvo: the layers stay, their KV goes to the host */
 };
 
+/* kvp_fit_limits (issue #33 item 2): each answer of the search is the edge a plain fit sees. The longest
+ * context fits and one token more does not, with the model's limit lifted in the test's own copy (vLLM
+ * refuses a max_model_len past it); which limit binds and the YaRN factor follow; under llama.cpp the
+ * most -ngl fits and one more does not, the fewest --n-cpu-moe fits and one fewer does not. */
+static const struct limits_case {
+    const char *model, *engine;
+    uint32_t tp;
+    uint64_t gpu_gib, context; /* 0: the model's */
+    const char *kv;
+} limits_cases[] = {
+    {"qwen3-30b-a3b", "llamacpp", 1, 24, 131072, "q8_0"}, /* the issue's 4090: the memory past the config's 40,960 */
+    {"llama-3.1-8b", "vllm", 1, 80, 0, NULL},              /* the model's 131,072 binds */
+    {"llama-3.1-70b", "vllm", 2, 80, 0, NULL},             /* the memory binds */
+    {"llama-3.1-70b", "sglang", 2, 80, 0, NULL},
+    {"qwen3-8b", "trtllm", 1, 24, 0, NULL},
+    {"gemma-3-4b", "hf-dynamic", 1, 24, 0, NULL},
+};
+
+static bool fits_with(const struct kvp_model *m, const struct kvp_deploy *base, uint64_t ctx, int32_t ngl,
+                      int32_t cpu_moe)
+{
+    struct kvp_deploy t = *base;
+    struct kvp_fit f;
+    t.context = ctx;
+    t.n_gpu_layers = ngl;
+    t.n_cpu_moe = cpu_moe;
+    f = fit_ok(m, &t);
+    return f.fits;
+}
+
+START_TEST(fit_limits_edges)
+{
+    const struct limits_case *c = &limits_cases[_i];
+    struct kvp_model *m = test_load(c->model), lifted;
+    struct kvp_deploy d;
+    struct kvp_fit_limits l;
+    struct kvp_error err = {0};
+
+    deploy_at(&d, c->engine, m);
+    d.tp = d.n_gpus = c->tp;
+    d.gpu_memory = c->gpu_gib * GiB;
+    if (c->context)
+        d.context = c->context;
+    if (c->kv) {
+        ck_assert_kvp_ok(kvp_format_parse(c->kv, &d.k, &err), err);
+        d.v = d.k;
+    }
+    if (d.engine == KVP_ENGINE_LLAMACPP)
+        ck_assert_kvp_ok(kvp_wstore_parse("q4_k_m", true, &d.w, &err), err);
+    ck_assert_kvp_ok(kvp_fit_limits(m, &d, &l, &err), err);
+    lifted = *m;
+    lifted.max_context = UINT32_MAX;
+    ck_assert_uint_gt(l.memory_context, 0);
+    ck_assert_msg(fits_with(&lifted, &d, l.memory_context, d.n_gpu_layers, d.n_cpu_moe), "%s %s: %llu does not fit",
+                  c->model, c->engine, (unsigned long long)l.memory_context);
+    ck_assert_msg(!fits_with(&lifted, &d, l.memory_context + 1, d.n_gpu_layers, d.n_cpu_moe),
+                  "%s %s: %llu + 1 fits", c->model, c->engine, (unsigned long long)l.memory_context);
+    ck_assert_uint_eq(l.model_context, m->max_context);
+    ck_assert_int_eq(l.model_binds, l.memory_context > m->max_context);
+    ck_assert(l.model_binds ? fabs(l.rope_factor * (double)m->max_context - (double)l.memory_context) < 1e-6
+                            : l.rope_factor == 0.0);
+    if (d.engine == KVP_ENGINE_LLAMACPP) {
+        ck_assert_int_ge(l.max_gpu_layers, 0);
+        ck_assert(fits_with(m, &d, d.context, (int32_t)l.max_gpu_layers, d.n_cpu_moe));
+        ck_assert(l.max_gpu_layers > m->n_layers ||
+                  !fits_with(m, &d, d.context, (int32_t)l.max_gpu_layers + 1, d.n_cpu_moe));
+        ck_assert_int_ge(l.min_cpu_moe, 0);
+        ck_assert(fits_with(m, &d, d.context, -1, (int32_t)l.min_cpu_moe));
+        ck_assert(l.min_cpu_moe == 0 || !fits_with(m, &d, d.context, -1, (int32_t)l.min_cpu_moe - 1));
+        ck_assert_uint_gt(l.host_at_min_cpu_moe, 0);
+    } else {
+        ck_assert_int_eq(l.max_gpu_layers, -1);
+        ck_assert_int_eq(l.min_cpu_moe, -1);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(llamacpp_ngl_placement)
 {
     struct kvp_model m;
@@ -2819,6 +2897,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_padding_by_release);
     tcase_add_test(core, llamacpp_concurrency_in_plan);
     tcase_add_loop_test(core, llamacpp_ngl_placement, 0, (int)N_ELEMS(ngl_cases));
+    tcase_add_loop_test(core, fit_limits_edges, 0, (int)N_ELEMS(limits_cases));
     tcase_add_test(core, llamacpp_weights_placed);
     suite_add_tcase(s, core);
 
