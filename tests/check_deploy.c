@@ -840,6 +840,54 @@ START_TEST(fit_limits_edges)
 }
 END_TEST
 
+/* llama.cpp on Apple silicon (issue #33 item 3): real Metal start-up logs, the GPU the catalog's
+ * working set (models/gpus.yaml, recommendedMaxWorkingSetSize). KV to the byte; the compute buffer
+ * under the b4862 rules (the logs' builds are of late 2023, before it) within 10%; whether it fits
+ * as the log's "(allocated / working set)" says.
+ *  - https://github.com/ggml-org/llama.cpp/issues/4495, Mixtral on an M1 16GB, n_ctx 512, f16: "KV self
+ *    size = 64.00 MiB", "compute buffer total size = 117.72 MiB", "(19626.77 / 10922.67)" and the
+ *    warning that the allocation is over the working set.
+ *  - https://github.com/ggml-org/llama.cpp/issues/3606, 32 GB (21845.34 MB): 'kv' 402.00 MB (the 2023
+ *    build's 2 MiB header over 400 MiB: 40 layers x 5120 x 2 x 512 x f16, Llama-2-13B at n_ctx 512,
+ *    the model inferred from it) and the graph's 'alloc' buffer 75.02 MB. */
+static const struct metal_case {
+    const char *model, *gpu, *weights;
+    uint64_t context;
+    double kv_mib, compute_mib;
+    bool fits;
+} metal_cases[] = {
+    {"mixtral-8x7b", "mac-16gb", "q3_k_m", 512, 64.0, 117.72, false},
+    {"llama-2-13b", "mac-32gb", "q5_k_m", 512, 402.0 - 2.0, 75.02, true},
+};
+
+START_TEST(llamacpp_metal_logs)
+{
+    const struct metal_case *c = &metal_cases[_i];
+    struct kvp_model *m = test_load(c->model);
+    struct kvp_gpu_catalog *gpus = NULL;
+    const struct kvp_gpu *g = NULL;
+    struct kvp_error err = {0};
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    double e;
+
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_find(gpus, c->gpu, &g, &err), err);
+    deploy_at(&d, "llamacpp@b4862", m);
+    d.gpu_memory = g->memory_bytes;
+    d.context = c->context;
+    ck_assert_kvp_ok(kvp_wstore_parse(c->weights, true, &d.w, &err), err);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_pool_bytes, (uint64_t)llround(c->kv_mib * MiB));
+    e = rel_err((double)f.reserve.activation, c->compute_mib * MiB);
+    ck_assert_msg(fabs(e) <= 0.10, "%s: compute buffer %.2f MiB, logged %.2f (%+.1f%%)", c->model,
+                  (double)f.reserve.activation / MiB, c->compute_mib, 100 * e);
+    ck_assert_int_eq(f.fits, c->fits);
+    kvp_gpu_catalog_free(gpus);
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(llamacpp_ngl_placement)
 {
     struct kvp_model m;
@@ -2898,6 +2946,7 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_concurrency_in_plan);
     tcase_add_loop_test(core, llamacpp_ngl_placement, 0, (int)N_ELEMS(ngl_cases));
     tcase_add_loop_test(core, fit_limits_edges, 0, (int)N_ELEMS(limits_cases));
+    tcase_add_loop_test(core, llamacpp_metal_logs, 0, (int)N_ELEMS(metal_cases));
     tcase_add_test(core, llamacpp_weights_placed);
     suite_add_tcase(s, core);
 
