@@ -888,6 +888,59 @@ START_TEST(llamacpp_metal_logs)
 }
 END_TEST
 
+/* kvp_fit_llamacpp_auto: llama.cpp's --fit (common/fit.cpp common_params_fit_impl) with -c unset.
+ * Unchanged when n_ctx_train leaves the 1 GiB target; else the linear context, a multiple of 256
+ * at or above n_ctx_min, whose plain fit leaves the target and whose next 256 tokens do not (the
+ * projection is linear in the context); layers next when even n_ctx_min does not leave it. */
+static const struct fitp_case {
+    const char *model, *weights;
+    uint64_t gpu_bytes;
+    enum kvp_params_fit_step step;
+} fitp_cases[] = {
+    {"qwen3-30b-a3b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_UNCHANGED}, /* rtx-4090 */
+    {"llama-3.1-8b", "q8_0", 25447170048ull, KVP_PARAMS_FIT_CONTEXT},      /* rtx-3090 */
+    {"llama-3.1-70b", "q4_k_m", 48ull << 30, KVP_PARAMS_FIT_CONTEXT},      /* mac-64gb */
+    {"llama-3.1-405b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_LAYERS},
+};
+
+START_TEST(llamacpp_params_fit)
+{
+    const struct fitp_case *c = &fitp_cases[_i];
+    struct kvp_model *m = test_load(c->model);
+    struct kvp_deploy d;
+    struct kvp_params_fit p;
+    struct kvp_error err = {0};
+    struct kvp_fit f;
+
+    deploy_at(&d, "llamacpp", m);
+    d.gpu_memory = c->gpu_bytes;
+    ck_assert_kvp_ok(kvp_wstore_parse(c->weights, true, &d.w, &err), err);
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_int_eq(p.step, c->step);
+    d.context = p.n_ctx;
+    f = fit_ok(m, &d);
+    if (c->step == KVP_PARAMS_FIT_LAYERS) {
+        ck_assert_uint_eq(p.n_ctx, 4096);
+        ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+    } else {
+        ck_assert(f.fits && f.free_bytes >= 1024 * MiB);
+    }
+    if (c->step == KVP_PARAMS_FIT_CONTEXT) {
+        ck_assert_uint_eq(p.n_ctx % 256, 0);
+        ck_assert_uint_lt(p.n_ctx, m->max_context);
+        d.context = p.n_ctx + 256;
+        f = fit_ok(m, &d);
+        ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+    }
+    if (c->step == KVP_PARAMS_FIT_UNCHANGED)
+        ck_assert_uint_eq(p.n_ctx, m->max_context);
+    d.n_gpus = d.tp = 2; /* several devices: not modelled */
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_int_eq(p.step, KVP_PARAMS_FIT_NONE);
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(llamacpp_ngl_placement)
 {
     struct kvp_model m;
@@ -2947,6 +3000,7 @@ static Suite *suite(void)
     tcase_add_loop_test(core, llamacpp_ngl_placement, 0, (int)N_ELEMS(ngl_cases));
     tcase_add_loop_test(core, fit_limits_edges, 0, (int)N_ELEMS(limits_cases));
     tcase_add_loop_test(core, llamacpp_metal_logs, 0, (int)N_ELEMS(metal_cases));
+    tcase_add_loop_test(core, llamacpp_params_fit, 0, (int)N_ELEMS(fitp_cases));
     tcase_add_test(core, llamacpp_weights_placed);
     suite_add_tcase(s, core);
 

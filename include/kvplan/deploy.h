@@ -316,4 +316,26 @@ struct kvp_fit_limits {
 KVP_API enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct kvp_deploy *d,
                                        struct kvp_fit_limits *l, struct kvp_error *err);
 
+/* What llama.cpp's own --fit (on by default in the npm-3.22.1 build: common/fit.cpp
+ * common_params_fit_impl, -fitt the margin, 1024 MiB, -fitc the least context, 4096) chooses
+ * for -c when it is not given, one device and one sequence, from kvplan's projections of the
+ * device memory (model + KV + compute buffers) against the free memory (gpu_memory less the
+ * non-torch reserve): step 1, the model's n_ctx_train leaves the margin: unchanged; step 2, the
+ * context linear between n_ctx_min and n_ctx_train on the memory target, rounded down to 256;
+ * else step 3 on (-ngl or experts off the GPU), which is not reproduced (step LAYERS, n_ctx
+ * n_ctx_min). step NONE: not modelled (another engine, no GPU memory, several GPUs or sequences). */
+enum kvp_params_fit_step {
+    KVP_PARAMS_FIT_NONE,
+    KVP_PARAMS_FIT_UNCHANGED,
+    KVP_PARAMS_FIT_CONTEXT,
+    KVP_PARAMS_FIT_LAYERS,
+};
+struct kvp_params_fit {
+    enum kvp_params_fit_step step;
+    uint64_t n_ctx;
+    int64_t used_at_max, used_at_min; /* projected device bytes at n_ctx_train and at n_ctx_min */
+};
+KVP_API enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
+                                              uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err);
+
 #endif

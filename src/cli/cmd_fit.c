@@ -37,6 +37,10 @@ static const struct cli_cmd cmd = {
     opts,
 };
 
+/* llama.cpp's --fit defaults (common/common.h: fit_params_target 1024 MiB per device, fit_params_min_ctx 4096) */
+#define LLAMACPP_FIT_TARGET (1024ull << 20)
+#define LLAMACPP_FIT_CTX 4096u
+
 struct fitted {
     struct kvp_model *m;
     const struct kvp_gpu *gpu;
@@ -46,6 +50,7 @@ struct fitted {
     double min_util;
     struct kvp_fit_limits lim; /* the longest context, most -ngl, fewest --n-cpu-moe (have_lim) */
     bool have_lim;
+    struct kvp_params_fit auto_fit; /* llama.cpp's own --fit with -c unset (step NONE: not modelled) */
     bool have_roofline;
     struct kvp_roofline r;
 };
@@ -110,6 +115,8 @@ static int compute(struct fitted *x)
             return cli_error(&err);
         x->have_lim = true;
     }
+    if (kvp_fit_llamacpp_auto(x->m, &x->d, LLAMACPP_FIT_TARGET, LLAMACPP_FIT_CTX, &x->auto_fit, &err) != KVP_OK)
+        return cli_error(&err);
     if (x->gpu) {
         double peak = kvp_gpu_peak_flops(x->gpu, kvp_wstore_code_dtype(&x->d.w, x->m));
         uint64_t batch = x->d.concurrency ? x->d.concurrency : 1;
@@ -272,6 +279,13 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         kvp_json_null(&j, "min_util");
     if (x->have_lim)
         json_limits(&j, &x->lim);
+    if (x->auto_fit.step != KVP_PARAMS_FIT_NONE) {
+        static const char *const step[] = {"", "unchanged", "context", "layers"};
+        kvp_json_begin(&j, "llamacpp_fit", '{');
+        kvp_json_str(&j, "step", step[x->auto_fit.step]);
+        kvp_json_u64(&j, "n_ctx", x->auto_fit.n_ctx);
+        kvp_json_end(&j, '}');
+    }
     if (f->state_slots) { /* a Mamba/linear-attention hybrid's state pool (SGLang, vLLM V0) */
         kvp_json_u64(&j, "mamba_slots", f->state_slots);
         kvp_json_u64(&j, "mamba_bytes", kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes));
@@ -377,6 +391,24 @@ static void offload_line(const struct fitted *x, bool si, struct kvp_buf *b)
     else if (x->m->n_experts)
         kvp_buf_printf(b, "; no --n-cpu-moe fits with every layer on the GPU");
     kvp_buf_printf(b, "\n");
+}
+
+/* What llama.cpp's own --fit (on by default) takes for -c when it is not given (kvp_fit_llamacpp_auto). */
+static void auto_fit_line(const struct fitted *x, struct kvp_buf *b)
+{
+    const struct kvp_params_fit *p = &x->auto_fit;
+    char c[32], t[32];
+    kvp_count_text(p->n_ctx, c, sizeof c);
+    kvp_count_text(x->m->max_context, t, sizeof t);
+    if (p->step == KVP_PARAMS_FIT_UNCHANGED)
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s, the model's n_ctx_train, leaves its "
+                       "1 GiB target free\n", c);
+    else if (p->step == KVP_PARAMS_FIT_CONTEXT)
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s (n_ctx_train %s lowered to keep its "
+                       "1 GiB target free)\n", c, t);
+    else
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
+                       "either, so it moves layers or experts off the GPU (not reproduced)\n", c);
 }
 
 /* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */
@@ -517,6 +549,8 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         device_table(x, fmt, si, b);
     if (x->have_lim && d->engine == KVP_ENGINE_LLAMACPP)
         offload_line(x, si, b);
+    if (x->auto_fit.step != KVP_PARAMS_FIT_NONE)
+        auto_fit_line(x, b);
     if (f->fits && f->reserve.uncertainty > f->free_bytes)
         kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
                        "reserve at a first start and pass it\n", kvp_bytes_text(f->free_bytes, si, g[0], sizeof g[0]),

@@ -265,6 +265,63 @@ static enum kvp_status offload_search(const struct kvp_model *m, const struct kv
     return KVP_OK;
 }
 
+/* The device memory llama.cpp projects at context ctx (llama_memory_breakdown: model + context +
+ * compute on the GPU): the free memory (gpu_memory less the non-torch reserve, the CUDA context)
+ * less what the fit leaves, or plus what it lacks. */
+static enum kvp_status projected_use(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx,
+                                     uint64_t free_dev, int64_t *used, struct kvp_error *err)
+{
+    struct kvp_fit f;
+    bool fits;
+    enum kvp_status st;
+    if ((st = fits_at(m, d, KNOB_CONTEXT, ctx, &f, &fits, err)) != KVP_OK)
+        return st;
+    *used = f.fits ? (int64_t)free_dev - (int64_t)f.free_bytes : (int64_t)free_dev + (int64_t)f.short_bytes;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
+                                      uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct kvp_reserve r;
+    int64_t free_dev, target, used_max, used_min;
+    uint64_t n_max = m->max_context > UINT32_MAX ? UINT32_MAX : m->max_context, n;
+    memset(p, 0, sizeof p[0]);
+    if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory || d->n_gpus != 1 || d->n_seq > 1 ||
+        d->concurrency > 1 || d->gpu_memory > INT64_MAX / 2)
+        return KVP_OK; /* not modelled: several devices or sequences */
+    kvp_reserve_estimate(m, d, &r);
+    free_dev = (int64_t)kvp_profile_sub(d->gpu_memory, d->non_torch_memory ? d->non_torch_memory : r.non_torch, NULL);
+    target = free_dev - (int64_t)margin;
+    if ((st = projected_use(m, d, n_max, (uint64_t)free_dev, &used_max, err)) != KVP_OK)
+        return st;
+    p->n_ctx = n_max;
+    p->used_at_max = used_max;
+    if (used_max <= target) { /* step 1: no changes needed */
+        p->step = KVP_PARAMS_FIT_UNCHANGED;
+        return KVP_OK;
+    }
+    if (n_max <= n_ctx_min) {
+        p->step = KVP_PARAMS_FIT_LAYERS;
+        return KVP_OK;
+    }
+    if ((st = projected_use(m, d, n_ctx_min, (uint64_t)free_dev, &used_min, err)) != KVP_OK)
+        return st;
+    p->used_at_min = used_min;
+    p->n_ctx = n_ctx_min;
+    if (target <= used_min) { /* step 3 on: layers or experts leave the GPU (not reproduced) */
+        p->step = KVP_PARAMS_FIT_LAYERS;
+        return KVP_OK;
+    }
+    /* linear between the two contexts, rounded down to 256 (one stream) */
+    n = n_ctx_min + (uint64_t)((double)(n_max - n_ctx_min) * (double)(target - used_min) / (double)(used_max - used_min));
+    n -= n % 256;
+    p->n_ctx = n > n_ctx_min ? n : n_ctx_min;
+    p->step = KVP_PARAMS_FIT_CONTEXT;
+    return KVP_OK;
+}
+
 enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit_limits *l,
                                struct kvp_error *err)
 {
