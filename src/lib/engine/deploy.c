@@ -276,7 +276,9 @@ static enum kvp_status projected_use(const struct kvp_model *m, const struct kvp
     enum kvp_status st;
     if ((st = fits_at(m, d, KNOB_CONTEXT, ctx, &f, &fits, err)) != KVP_OK)
         return st;
-    *used = f.fits ? (int64_t)free_dev - (int64_t)f.free_bytes : (int64_t)free_dev + (int64_t)f.short_bytes;
+    /* free_dev < 2^62 (the caller's bound); a shortfall past 2^61 is as good as infinite here */
+    *used = f.fits ? (int64_t)free_dev - (int64_t)f.free_bytes
+                   : (int64_t)free_dev + (int64_t)(f.short_bytes < (1ull << 61) ? f.short_bytes : 1ull << 61);
     return KVP_OK;
 }
 
@@ -289,7 +291,7 @@ enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kv
     uint64_t n_max = m->max_context > UINT32_MAX ? UINT32_MAX : m->max_context, n;
     memset(p, 0, sizeof p[0]);
     if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory || d->n_gpus != 1 || d->n_seq > 1 ||
-        d->concurrency > 1 || d->gpu_memory > INT64_MAX / 2)
+        d->concurrency > 1 || d->gpu_memory >= 1ull << 62)
         return KVP_OK; /* not modelled: several devices or sequences */
     kvp_reserve_estimate(m, d, &r);
     free_dev = (int64_t)kvp_profile_sub(d->gpu_memory, d->non_torch_memory ? d->non_torch_memory : r.non_torch, NULL);
@@ -314,8 +316,11 @@ enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kv
         p->step = KVP_PARAMS_FIT_LAYERS;
         return KVP_OK;
     }
-    /* linear between the two contexts, rounded down to 256 (one stream) */
-    n = n_ctx_min + (uint64_t)((double)(n_max - n_ctx_min) * (double)(target - used_min) / (double)(used_max - used_min));
+    /* linear between the two contexts in llama.cpp's integers, rounded down to 256 (one stream);
+     * used_min < target < used_max here */
+    if (!kvp_mul(n_max - n_ctx_min, (uint64_t)(target - used_min), &n))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "--fit's context interpolation overflows 64 bits");
+    n = n_ctx_min + n / (uint64_t)(used_max - used_min);
     n -= n % 256;
     p->n_ctx = n > n_ctx_min ? n : n_ctx_min;
     p->step = KVP_PARAMS_FIT_CONTEXT;
