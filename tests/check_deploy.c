@@ -788,6 +788,185 @@ static const struct {
     {3, true, 3, 2, 6, 0, 8, true},    /* -nkvo: the layers stay, their KV goes to the host */
 };
 
+/* kvp_fit_limits (issue #33 item 2): each answer of the search is the edge a plain fit sees. The longest
+ * context fits and one token more does not, with the model's limit lifted in the test's own copy (vLLM
+ * refuses a max_model_len past it); which limit binds and the YaRN factor follow; under llama.cpp the
+ * most -ngl fits and one more does not, the fewest --n-cpu-moe fits and one fewer does not. */
+static const struct limits_case {
+    const char *model, *engine;
+    uint32_t tp;
+    uint64_t gpu_gib, context; /* 0: the model's */
+    const char *kv;
+} limits_cases[] = {
+    {"qwen3-30b-a3b", "llamacpp", 1, 24, 131072, "q8_0"}, /* the issue's 4090: the memory past the config's 40,960 */
+    {"llama-3.1-8b", "vllm", 1, 80, 0, NULL},              /* the model's 131,072 binds */
+    {"llama-3.1-70b", "vllm", 2, 80, 0, NULL},             /* the memory binds */
+    {"llama-3.1-70b", "sglang", 2, 80, 0, NULL},
+    {"qwen3-8b", "trtllm", 1, 24, 0, NULL},
+    {"gemma-3-4b", "hf-dynamic", 1, 24, 0, NULL},
+};
+
+static bool fits_with(const struct kvp_model *m, const struct kvp_deploy *base, uint64_t ctx, int32_t ngl,
+                      int32_t cpu_moe)
+{
+    struct kvp_deploy t = *base;
+    struct kvp_fit f;
+    t.context = ctx;
+    t.n_gpu_layers = ngl;
+    t.n_cpu_moe = cpu_moe;
+    f = fit_ok(m, &t);
+    return f.fits;
+}
+
+START_TEST(fit_limits_edges)
+{
+    const struct limits_case *c = &limits_cases[_i];
+    struct kvp_model *m = test_load(c->model), lifted;
+    struct kvp_deploy d;
+    struct kvp_fit_limits l;
+    struct kvp_error err = {0};
+
+    deploy_at(&d, c->engine, m);
+    d.tp = d.n_gpus = c->tp;
+    d.gpu_memory = c->gpu_gib * GiB;
+    if (c->context)
+        d.context = c->context;
+    if (c->kv) {
+        ck_assert_kvp_ok(kvp_format_parse(c->kv, &d.k, &err), err);
+        d.v = d.k;
+    }
+    if (d.engine == KVP_ENGINE_LLAMACPP)
+        ck_assert_kvp_ok(kvp_wstore_parse("q4_k_m", true, &d.w, &err), err);
+    ck_assert_kvp_ok(kvp_fit_limits(m, &d, &l, &err), err);
+    lifted = *m;
+    lifted.max_context = UINT32_MAX;
+    ck_assert_uint_gt(l.memory_context, 0);
+    ck_assert_msg(fits_with(&lifted, &d, l.memory_context, d.n_gpu_layers, d.n_cpu_moe), "%s %s: %llu does not fit",
+                  c->model, c->engine, (unsigned long long)l.memory_context);
+    ck_assert_msg(!fits_with(&lifted, &d, l.memory_context + 1, d.n_gpu_layers, d.n_cpu_moe),
+                  "%s %s: %llu + 1 fits", c->model, c->engine, (unsigned long long)l.memory_context);
+    ck_assert_uint_eq(l.model_context, m->max_context);
+    ck_assert_int_eq(l.model_binds, l.memory_context > m->max_context);
+    ck_assert(l.model_binds ? fabs(l.rope_factor * (double)m->max_context - (double)l.memory_context) < 1e-6
+                            : l.rope_factor == 0.0);
+    if (d.engine == KVP_ENGINE_LLAMACPP) {
+        ck_assert_int_ge(l.max_gpu_layers, 0);
+        ck_assert(fits_with(m, &d, d.context, (int32_t)l.max_gpu_layers, d.n_cpu_moe));
+        ck_assert(l.max_gpu_layers > m->n_layers ||
+                  !fits_with(m, &d, d.context, (int32_t)l.max_gpu_layers + 1, d.n_cpu_moe));
+        ck_assert_int_ge(l.min_cpu_moe, 0);
+        ck_assert(fits_with(m, &d, d.context, -1, (int32_t)l.min_cpu_moe));
+        ck_assert(l.min_cpu_moe == 0 || !fits_with(m, &d, d.context, -1, (int32_t)l.min_cpu_moe - 1));
+        ck_assert_uint_gt(l.host_at_min_cpu_moe, 0);
+    } else {
+        ck_assert_int_eq(l.max_gpu_layers, -1);
+        ck_assert_int_eq(l.min_cpu_moe, -1);
+    }
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp on Apple silicon (issue #33 item 3): real Metal start-up logs, the GPU the catalog's
+ * working set (models/gpus.yaml, recommendedMaxWorkingSetSize). KV to the byte; the compute buffer
+ * under the b4862 rules (the logs' builds are of late 2023, before it) within 10%; whether it fits
+ * as the log's "(allocated / working set)" says.
+ *  - https://github.com/ggml-org/llama.cpp/issues/4495, Mixtral on an M1 16GB, n_ctx 512, f16: "KV self
+ *    size = 64.00 MiB", "compute buffer total size = 117.72 MiB", "(19626.77 / 10922.67)" and the
+ *    warning that the allocation is over the working set.
+ *  - https://github.com/ggml-org/llama.cpp/issues/3606, 32 GB (21845.34 MB): 'kv' 402.00 MB (the 2023
+ *    build's 2 MiB header over 400 MiB: 40 layers x 5120 x 2 x 512 x f16, Llama-2-13B at n_ctx 512,
+ *    the model inferred from it) and the graph's 'alloc' buffer 75.02 MB. */
+static const struct metal_case {
+    const char *model, *gpu, *weights;
+    uint64_t context;
+    double kv_mib, compute_mib;
+    bool fits;
+} metal_cases[] = {
+    {"mixtral-8x7b", "mac-16gb", "q3_k_m", 512, 64.0, 117.72, false},
+    {"llama-2-13b", "mac-32gb", "q5_k_m", 512, 402.0 - 2.0, 75.02, true},
+};
+
+START_TEST(llamacpp_metal_logs)
+{
+    const struct metal_case *c = &metal_cases[_i];
+    struct kvp_model *m = test_load(c->model);
+    struct kvp_gpu_catalog *gpus = NULL;
+    const struct kvp_gpu *g = NULL;
+    struct kvp_error err = {0};
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    double e;
+
+    ck_assert_kvp_ok(kvp_gpu_catalog_load("models/gpus.yaml", &gpus, &err), err);
+    ck_assert_kvp_ok(kvp_gpu_find(gpus, c->gpu, &g, &err), err);
+    deploy_at(&d, "llamacpp@b4862", m);
+    d.gpu_memory = g->memory_bytes;
+    d.context = c->context;
+    ck_assert_kvp_ok(kvp_wstore_parse(c->weights, true, &d.w, &err), err);
+    f = fit_ok(m, &d);
+    ck_assert_uint_eq(f.kv_pool_bytes, (uint64_t)llround(c->kv_mib * MiB));
+    e = rel_err((double)f.reserve.activation, c->compute_mib * MiB);
+    ck_assert_msg(fabs(e) <= 0.10, "%s: compute buffer %.2f MiB, logged %.2f (%+.1f%%)", c->model,
+                  (double)f.reserve.activation / MiB, c->compute_mib, 100 * e);
+    ck_assert_int_eq(f.fits, c->fits);
+    kvp_gpu_catalog_free(gpus);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* kvp_fit_llamacpp_auto: llama.cpp's --fit (common/fit.cpp common_params_fit_impl) with -c unset.
+ * Unchanged when n_ctx_train leaves the 1 GiB target; else the linear context, a multiple of 256
+ * at or above n_ctx_min, whose plain fit leaves the target and whose next 256 tokens do not (the
+ * projection is linear in the context); layers next when even n_ctx_min does not leave it. */
+static const struct fitp_case {
+    const char *model, *weights;
+    uint64_t gpu_bytes;
+    enum kvp_params_fit_step step;
+} fitp_cases[] = {
+    {"qwen3-30b-a3b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_UNCHANGED}, /* rtx-4090 */
+    {"llama-3.1-8b", "q8_0", 25447170048ull, KVP_PARAMS_FIT_CONTEXT},      /* rtx-3090 */
+    {"llama-3.1-70b", "q4_k_m", 48ull << 30, KVP_PARAMS_FIT_CONTEXT},      /* mac-64gb */
+    {"llama-3.1-405b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_LAYERS},
+};
+
+START_TEST(llamacpp_params_fit)
+{
+    const struct fitp_case *c = &fitp_cases[_i];
+    struct kvp_model *m = test_load(c->model);
+    struct kvp_deploy d;
+    struct kvp_params_fit p;
+    struct kvp_error err = {0};
+    struct kvp_fit f;
+
+    deploy_at(&d, "llamacpp", m);
+    d.gpu_memory = c->gpu_bytes;
+    ck_assert_kvp_ok(kvp_wstore_parse(c->weights, true, &d.w, &err), err);
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_int_eq(p.step, c->step);
+    d.context = p.n_ctx;
+    f = fit_ok(m, &d);
+    if (c->step == KVP_PARAMS_FIT_LAYERS) {
+        ck_assert_uint_eq(p.n_ctx, 4096);
+        ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+    } else {
+        ck_assert(f.fits && f.free_bytes >= 1024 * MiB);
+    }
+    if (c->step == KVP_PARAMS_FIT_CONTEXT) {
+        ck_assert_uint_eq(p.n_ctx % 256, 0);
+        ck_assert_uint_lt(p.n_ctx, m->max_context);
+        d.context = p.n_ctx + 256;
+        f = fit_ok(m, &d);
+        ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+    }
+    if (c->step == KVP_PARAMS_FIT_UNCHANGED)
+        ck_assert_uint_eq(p.n_ctx, m->max_context);
+    d.n_gpus = d.tp = 2; /* several devices: not modelled */
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_int_eq(p.step, KVP_PARAMS_FIT_NONE);
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(llamacpp_ngl_placement)
 {
     struct kvp_model m;
@@ -2996,6 +3175,9 @@ static Suite *suite(void)
     tcase_add_test(core, llamacpp_padding_by_release);
     tcase_add_test(core, llamacpp_concurrency_in_plan);
     tcase_add_loop_test(core, llamacpp_ngl_placement, 0, (int)N_ELEMS(ngl_cases));
+    tcase_add_loop_test(core, fit_limits_edges, 0, (int)N_ELEMS(limits_cases));
+    tcase_add_loop_test(core, llamacpp_metal_logs, 0, (int)N_ELEMS(metal_cases));
+    tcase_add_loop_test(core, llamacpp_params_fit, 0, (int)N_ELEMS(fitp_cases));
     tcase_add_test(core, llamacpp_weights_placed);
     suite_add_tcase(s, core);
 

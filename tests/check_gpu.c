@@ -63,6 +63,12 @@ START_TEST(shipped_figures)
         {"a100-40gb", 42298834944ull, 1555000000000ull, 312e12, 0},
         {"a100-80gb", 84987740160ull, 2039000000000ull, 312e12, 0},
         {"rtx-3090", 25447170048ull, 936000000000ull, 71e12, 0},
+        /* Apple: Metal's recommendedMaxWorkingSetSize as llama.cpp logs it (2/3 of the RAM in 16 KiB
+         * pages up to 32 GB, 3/4 from 64 GB) */
+        {"mac-16gb", 699051ull * 16384, 68000000000ull, 2.6e12, 0},
+        {"mac-32gb", 1398102ull * 16384, 400000000000ull, 13.6e12, 0},
+        {"mac-64gb", 48ull << 30, 400000000000ull, 10.4e12, 0},
+        {"mac-96gb", 72ull << 30, 400000000000ull, 13.6e12, 0},
     };
     struct kvp_gpu_catalog *c = load_shipped();
     for (size_t i = 0; i < N_ELEMS(want); i++) {
@@ -140,9 +146,9 @@ START_TEST(find_errors)
         {"h1", "ambiguous GPU 'h1' (h100-sxm, h100-pcie)"},
         {"mi3", "ambiguous GPU 'mi3' (mi300x, mi325x)"},
         {"h300", "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
-                 "rtx-4090, rtx-3090, mi300x, mi325x)"},
+                 "rtx-4090, rtx-3090, mi300x, mi325x, m1-16gb, m2-max-32gb, m1-max-64gb, m2-max-96gb)"},
         {"", "unknown GPU '' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
-             "rtx-4090, rtx-3090, mi300x, mi325x)"},
+             "rtx-4090, rtx-3090, mi300x, mi325x, m1-16gb, m2-max-32gb, m1-max-64gb, m2-max-96gb)"},
     };
     struct kvp_gpu_catalog *c = load_shipped();
     for (size_t i = 0; i < N_ELEMS(cases); i++) {

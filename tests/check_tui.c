@@ -603,7 +603,7 @@ START_TEST(command_line_settings)
     ck_assert_int_eq(bad, kvp_setting_find("gpu"));
     ck_assert_str_eq(err.msg,
                      "unknown GPU 'h300' (h100-sxm, h100-pcie, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, "
-                     "rtx-4090, rtx-3090, mi300x, mi325x)");
+                     "rtx-4090, rtx-3090, mi300x, mi325x, m1-16gb, m2-max-32gb, m1-max-64gb, m2-max-96gb)");
     free_catalogs();
 }
 END_TEST

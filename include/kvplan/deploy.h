@@ -316,4 +316,54 @@ KVP_API enum kvp_status kvp_fit_min_gpus(const struct kvp_model *m, const struct
 KVP_API enum kvp_status kvp_fit_min_util(const struct kvp_model *m, const struct kvp_deploy *d, double *util_out,
                                  struct kvp_error *err);
 
+/* The inverse questions llama.cpp's --fit answers, asked of any engine, each found by one bisection over
+ * the engine's whole fit at each value (src/lib/engine/deploy.c bisect):
+ *  - memory_context: the longest context of d's requests (d->concurrency of them) the memory holds, the
+ *    model's trained limit lifted as RoPE scaling lifts it (vLLM's derived max_model_len, llama.cpp's
+ *    n_ctx_train warning), up to llama.cpp's uint32_t n_ctx; 0 when one token does not fit.
+ *  - model_context: the model's limit (config max_position_embeddings); model_binds: it is the lower of
+ *    the two, and past it the model needs RoPE scaling of rope_factor = memory_context / model_context
+ *    (YaRN's factor over the original length) to run memory_context.
+ *  - llama.cpp with a GPU memory, at d->context: max_gpu_layers, the most -ngl (of n_layers + 1) that
+ *    fits with d's other settings; min_cpu_moe (an MoE model), the fewest --n-cpu-moe that fits with
+ *    every layer on the GPUs; -1 when none does. host_at_*: the host memory at that setting (host model
+ *    and KV buffers, recurrent state, host compute buffer), the least host RAM of each way to fit.
+ * Errors: the deployment's (kvp_fit_compute's) where every value is refused alike. */
+struct kvp_fit_limits {
+    uint64_t memory_context;
+    uint64_t edge_free, edge_short; /* memory left at memory_context, short at one token more */
+    uint64_t search_top;          /* the search's upper end */
+    uint64_t model_context;
+    bool model_binds;
+    double rope_factor;           /* 0 unless model_binds */
+    int64_t max_gpu_layers;       /* -1: none fits (or not llama.cpp) */
+    uint64_t host_at_max_gpu_layers;
+    int64_t min_cpu_moe;          /* -1: none fits (or a dense model, or not llama.cpp) */
+    uint64_t host_at_min_cpu_moe;
+};
+KVP_API enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct kvp_deploy *d,
+                                       struct kvp_fit_limits *l, struct kvp_error *err);
+
+/* What llama.cpp's own --fit (on by default in the npm-3.22.1 build: common/fit.cpp
+ * common_params_fit_impl, -fitt the margin, 1024 MiB, -fitc the least context, 4096) chooses
+ * for -c when it is not given, one device and one sequence, from kvplan's projections of the
+ * device memory (model + KV + compute buffers) against the free memory (gpu_memory less the
+ * non-torch reserve): step 1, the model's n_ctx_train leaves the margin: unchanged; step 2, the
+ * context linear between n_ctx_min and n_ctx_train on the memory target, rounded down to 256;
+ * else step 3 on (-ngl or experts off the GPU), which is not reproduced (step LAYERS, n_ctx
+ * n_ctx_min). step NONE: not modelled (another engine, no GPU memory, several GPUs or sequences). */
+enum kvp_params_fit_step {
+    KVP_PARAMS_FIT_NONE,
+    KVP_PARAMS_FIT_UNCHANGED,
+    KVP_PARAMS_FIT_CONTEXT,
+    KVP_PARAMS_FIT_LAYERS,
+};
+struct kvp_params_fit {
+    enum kvp_params_fit_step step;
+    uint64_t n_ctx;
+    int64_t used_at_max, used_at_min; /* projected device bytes at n_ctx_train and at n_ctx_min */
+};
+KVP_API enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
+                                              uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err);
+
 #endif

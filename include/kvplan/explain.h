@@ -44,4 +44,10 @@ KVP_API void kvp_fit_log(const struct kvp_model *m, const struct kvp_deploy *d, 
 KVP_API void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
                      struct kvp_buf *b);
 
+/* How kvp_fit_limits found each figure of l: the bisection's range and its edge (the memory left at the
+ * longest context, short one token past it), which limit binds and the RoPE factor past the model's,
+ * llama.cpp's -ngl and --n-cpu-moe answers with their host memory. */
+KVP_API void kvp_explain_limits(const struct kvp_model *m, const struct kvp_deploy *d,
+                                const struct kvp_fit_limits *l, bool si, struct kvp_buf *b);
+
 #endif

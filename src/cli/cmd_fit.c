@@ -38,6 +38,10 @@ static const struct cli_cmd cmd = {
     opts,
 };
 
+/* llama.cpp's --fit defaults (common/common.h: fit_params_target 1024 MiB per device, fit_params_min_ctx 4096) */
+#define LLAMACPP_FIT_TARGET (1024ull << 20)
+#define LLAMACPP_FIT_CTX 4096u
+
 struct fitted {
     struct kvp_model *m;
     const struct kvp_gpu *gpu;
@@ -45,6 +49,9 @@ struct fitted {
     struct kvp_fit f;
     uint32_t min_tp, min_dp;
     double min_util;
+    struct kvp_fit_limits lim; /* the longest context, most -ngl, fewest --n-cpu-moe (have_lim) */
+    bool have_lim;
+    struct kvp_params_fit auto_fit; /* llama.cpp's own --fit with -c unset (step NONE: not modelled) */
     bool have_roofline;
     struct kvp_roofline r;
 };
@@ -114,6 +121,13 @@ static int compute(struct fitted *x)
             kvp_fit_min_util(x->m, &x->d, &x->min_util, &err) != KVP_OK)
             return cli_error(&err);
     }
+    if (x->d.gpu_memory || x->d.kv_memory) {
+        if (kvp_fit_limits(x->m, &x->d, &x->lim, &err) != KVP_OK)
+            return cli_error(&err);
+        x->have_lim = true;
+    }
+    if (kvp_fit_llamacpp_auto(x->m, &x->d, LLAMACPP_FIT_TARGET, LLAMACPP_FIT_CTX, &x->auto_fit, &err) != KVP_OK)
+        return cli_error(&err);
     if (x->gpu) {
         double peak = kvp_gpu_peak_flops(x->gpu, kvp_wstore_code_dtype(&x->d.w, x->m));
         uint64_t batch = x->d.concurrency ? x->d.concurrency : 1;
@@ -170,6 +184,33 @@ static void json_device(struct kvp_json *j, const struct kvp_device_kv *dk)
     kvp_json_u64(j, "v_bytes", dk->v_bytes);
     kvp_json_u64(j, "buffer_bytes", dk->buffer_bytes);
     kvp_json_u64(j, "recurrent_bytes", dk->rs_bytes);
+}
+
+static void json_count_or_null(struct kvp_json *j, const char *key, int64_t v)
+{
+    if (v >= 0)
+        kvp_json_u64(j, key, (uint64_t)v);
+    else
+        kvp_json_null(j, key);
+}
+
+/* kvp_fit_limits: the longest context the memory holds, which limit binds, the offload answers */
+static void json_limits(struct kvp_json *j, const struct kvp_fit_limits *l)
+{
+    kvp_json_begin(j, "limits", '{');
+    kvp_json_u64(j, "memory_context", l->memory_context);
+    kvp_json_u64(j, "model_context", l->model_context);
+    kvp_json_str(j, "binds", l->model_binds ? "model" : "memory");
+    if (l->model_binds)
+        kvp_json_double(j, "rope_factor", l->rope_factor);
+    else
+        kvp_json_null(j, "rope_factor");
+    json_count_or_null(j, "max_gpu_layers", l->max_gpu_layers);
+    json_count_or_null(j, "host_bytes_at_max_gpu_layers", l->max_gpu_layers >= 0 ? (int64_t)l->host_at_max_gpu_layers
+                                                                                 : -1);
+    json_count_or_null(j, "min_cpu_moe", l->min_cpu_moe);
+    json_count_or_null(j, "host_bytes_at_min_cpu_moe", l->min_cpu_moe >= 0 ? (int64_t)l->host_at_min_cpu_moe : -1);
+    kvp_json_end(j, '}');
 }
 
 static void render_json(const struct fitted *x, struct kvp_buf *b)
@@ -258,6 +299,15 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         kvp_json_double(&j, "min_util", x->min_util);
     else
         kvp_json_null(&j, "min_util");
+    if (x->have_lim)
+        json_limits(&j, &x->lim);
+    if (x->auto_fit.step != KVP_PARAMS_FIT_NONE) {
+        static const char *const step[] = {"", "unchanged", "context", "layers"};
+        kvp_json_begin(&j, "llamacpp_fit", '{');
+        kvp_json_str(&j, "step", step[x->auto_fit.step]);
+        kvp_json_u64(&j, "n_ctx", x->auto_fit.n_ctx);
+        kvp_json_end(&j, '}');
+    }
     if (f->state_slots) { /* a Mamba/linear-attention hybrid's state pool (SGLang, vLLM V0) */
         kvp_json_u64(&j, "mamba_slots", f->state_slots);
         kvp_json_u64(&j, "mamba_bytes", kvp_sat_add(f->state_conv_bytes, f->state_ssm_bytes));
@@ -324,6 +374,65 @@ static void reserve_rows(struct kvp_table *t, const struct kvp_fit *f, bool si)
                   r->cuda_graph_est ? "estimated (--explain shows how)" : "as given");
 }
 
+/* The max context row's note past "tokens, with N requests": which limit binds (kvp_fit_limits) and, past
+ * the model's, the RoPE scaling it needs (llama.cpp's flags, common/arg.cpp: --rope-scaling, --rope-scale,
+ * --yarn-orig-ctx; elsewhere the config's rope_scaling entry the engine reads). */
+static void context_note(const struct fitted *x, char *note, size_t n)
+{
+    const struct kvp_fit_limits *l = &x->lim;
+    size_t len = strlen(note);
+    char a[32], c[32];
+    kvp_count_text(l->model_context, a, sizeof a);
+    kvp_count_text(l->memory_context, c, sizeof c);
+    if (!l->model_binds)
+        snprintf(note + len, n - len, "; the memory binds (the model's limit %s is higher)", a);
+    else if (x->d.engine == KVP_ENGINE_LLAMACPP)
+        snprintf(note + len, n - len, "; the memory's bound, the model's limit %s lower: past it RoPE scaling, YaRN "
+                 "factor %.2f (--rope-scaling yarn --rope-scale %.2f --yarn-orig-ctx %llu)", a, l->rope_factor,
+                 l->rope_factor, (unsigned long long)l->model_context);
+    else
+        snprintf(note + len, n - len, "; the model's limit binds: the memory holds %s, past %s with RoPE scaling, "
+                 "YaRN factor %.2f (rope_scaling {rope_type: yarn, factor: %.2f, original_max_position_embeddings: "
+                 "%llu})", c, a, l->rope_factor, l->rope_factor, (unsigned long long)l->model_context);
+}
+
+/* llama.cpp at --context: the most -ngl and the fewest --n-cpu-moe that fit, with the host memory of each. */
+static void offload_line(const struct fitted *x, bool si, struct kvp_buf *b)
+{
+    const struct kvp_fit_limits *l = &x->lim;
+    char h[32], c[32];
+    kvp_buf_printf(b, "\nto fit %s tokens on the GPU: ", kvp_count_text(x->d.context, c, sizeof c));
+    if (l->max_gpu_layers >= 0)
+        kvp_buf_printf(b, "most -ngl %lld of %u (host memory %s)", (long long)l->max_gpu_layers, x->m->n_layers + 1,
+                       kvp_bytes_text(l->host_at_max_gpu_layers, si, h, sizeof h));
+    else
+        kvp_buf_printf(b, "no -ngl fits");
+    if (x->m->n_experts && l->min_cpu_moe >= 0)
+        kvp_buf_printf(b, "; fewest --n-cpu-moe %lld with every layer on the GPU (host memory %s)",
+                       (long long)l->min_cpu_moe, kvp_bytes_text(l->host_at_min_cpu_moe, si, h, sizeof h));
+    else if (x->m->n_experts)
+        kvp_buf_printf(b, "; no --n-cpu-moe fits with every layer on the GPU");
+    kvp_buf_printf(b, "\n");
+}
+
+/* What llama.cpp's own --fit (on by default) takes for -c when it is not given (kvp_fit_llamacpp_auto). */
+static void auto_fit_line(const struct fitted *x, struct kvp_buf *b)
+{
+    const struct kvp_params_fit *p = &x->auto_fit;
+    char c[32], t[32];
+    kvp_count_text(p->n_ctx, c, sizeof c);
+    kvp_count_text(x->m->max_context, t, sizeof t);
+    if (p->step == KVP_PARAMS_FIT_UNCHANGED)
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s, the model's n_ctx_train, leaves its "
+                       "1 GiB target free\n", c);
+    else if (p->step == KVP_PARAMS_FIT_CONTEXT)
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s (n_ctx_train %s lowered to keep its "
+                       "1 GiB target free)\n", c, t);
+    else
+        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
+                       "either, so it moves layers or experts off the GPU (not reproduced)\n", c);
+}
+
 /* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */
 static void device_table(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
 {
@@ -366,7 +475,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     const struct kvp_fit *f = &x->f;
     const struct kvp_engine_info *e = kvp_engine_info(d->engine);
     struct kvp_table t;
-    char g[6][48], k[64], v[64], w[64], note[200], split[400];
+    char g[6][48], k[64], v[64], w[64], note[320], split[400];
     uint64_t want = d->concurrency ? d->concurrency : 1;
     struct kvp_weights wt;
     struct kvp_error err = {0};
@@ -457,11 +566,8 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     }
     snprintf(note, sizeof note, "tokens, with %s request%s", kvp_count_text(want, g[4], sizeof g[4]),
              want == 1 ? "" : "s");
-    if (f->max_context > x->m->max_context) /* the memory allows more than the model was trained on */
-        snprintf(note + strlen(note), sizeof note - strlen(note),
-                 "; the memory's bound: past the model's %s the engine needs RoPE scaling set (llama.cpp: "
-                 "--rope-scaling yarn --yarn-orig-ctx %llu)",
-                 kvp_count_text(x->m->max_context, g[4], sizeof g[4]), (unsigned long long)x->m->max_context);
+    if (x->have_lim)
+        context_note(x, note, sizeof note);
     row(&t, "max context", kvp_count_text(f->max_context, g[5], sizeof g[5]), note);
     if (d->cpu_offload) {
         snprintf(note, sizeof note, "tokens in %s of host memory; %.0f requests parked",
@@ -478,6 +584,10 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     if (d->engine == KVP_ENGINE_LLAMACPP &&
         (f->gpu_layers <= x->m->n_layers || d->n_cpu_moe || d->no_kv_offload || f->n_devices > 1))
         device_table(x, fmt, si, b);
+    if (x->have_lim && d->engine == KVP_ENGINE_LLAMACPP)
+        offload_line(x, si, b);
+    if (x->auto_fit.step != KVP_PARAMS_FIT_NONE)
+        auto_fit_line(x, b);
     if (f->fits && f->reserve.uncertainty > f->free_bytes)
         kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
                        "reserve at a first start and pass it\n", kvp_bytes_text(f->free_bytes, si, g[0], sizeof g[0]),
@@ -604,6 +714,8 @@ int cmd_fit(int argc, char **argv)
     if (cli_opt(&cmd, "explain") && fmt != KVP_OUT_JSON && !cli_opt(&cmd, "emit")) {
         kvp_buf_printf(&b, "\n");
         kvp_explain_fit(x.m, &x.d, &x.f, si, &b);
+        if (x.have_lim)
+            kvp_explain_limits(x.m, &x.d, &x.lim, si, &b);
     }
     rc = cli_write(&b);
     if (rc == CLI_OK && !x.f.fits)

@@ -115,38 +115,8 @@ static void effective(const struct kvp_model *m, const struct kvp_deploy *d, str
     e->cuda_graph_memory = f->reserve.cuda_graph;
 }
 
-/* llama.cpp's longest context per request on this memory: every term at
- * that context (its compute buffer grows with it too), not the KV alone
- * against the budget of the context asked for; -c is llama.cpp's uint32_t
- * n_ctx, the model's trained length no bound (binary search: the fit's
- * bytes do not fall as the context grows). */
-static enum kvp_status llamacpp_max_context(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
-                                            struct kvp_error *err)
-{
-    uint64_t lo = 0, hi = UINT32_MAX / (d->concurrency > 1 ? d->concurrency : 1);
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo + 1) / 2;
-        struct kvp_deploy t = *d, e;
-        struct kvp_fit f;
-        enum kvp_status st;
-        memset(&f, 0, sizeof f);
-        f.engine = t.engine;
-        f.n_groups = f.n_stream = 1;
-        t.context = mid;
-        effective(m, &t, &f, &e);
-        st = kvp_profile_llamacpp(m, &e, &f, err);
-        if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE)
-            return st;
-        if (st == KVP_OK && f.fits)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    *out = lo;
-    return KVP_OK;
-}
-
-enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+/* One fit of d as its engine runs it, with no search. */
+static enum kvp_status fit_once(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                 struct kvp_error *err)
 {
     enum kvp_status st;
@@ -173,8 +143,210 @@ enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_depl
     }
     if (st == KVP_OK && f->refused[0])
         f->fits = false;
+    return st;
+}
+
+/* ---- the inverse searches of one setting (llama.cpp's --fit questions) ---- */
+
+enum knob { KNOB_CONTEXT, KNOB_GPU_LAYERS, KNOB_CPU_MOE };
+
+/* Whether d with knob k at v fits: the whole fit at v (the reserve grows with the context too); a value
+ * the engine rejects (a usage error) or whose bytes overflow 64 bits counts as not fitting. f: that fit. */
+static enum kvp_status fits_at(const struct kvp_model *m, const struct kvp_deploy *d, enum knob k, uint64_t v,
+                               struct kvp_fit *f, bool *fits, struct kvp_error *err)
+{
+    struct kvp_deploy t = *d;
+    struct kvp_error e = {0};
+    enum kvp_status st;
+    if (k == KNOB_CONTEXT)
+        t.context = v;
+    else if (k == KNOB_GPU_LAYERS)
+        t.n_gpu_layers = (int32_t)v; /* v <= n_layers + 1 */
+    else
+        t.n_cpu_moe = (int32_t)v; /* v <= n_layers */
+    st = fit_once(m, &t, f, &e);
+    *fits = st == KVP_OK && f->fits;
+    if (st != KVP_OK && st != KVP_ERR_OVERFLOW && st != KVP_ERR_USAGE) {
+        *err = e;
+        return st;
+    }
+    return KVP_OK;
+}
+
+/* The one bisection of every search: the most v in [lo, hi] that fits where fitting falls as v grows
+ * (the context, -ngl), else (rising: --n-cpu-moe) the least; *found false when no v in the range fits.
+ * Every figure of a fit moves one way with each of these settings, so fitting changes once. */
+static enum kvp_status bisect(const struct kvp_model *m, const struct kvp_deploy *d, enum knob k, uint64_t lo,
+                              uint64_t hi, bool rising, uint64_t *out, bool *found, struct kvp_error *err)
+{
+    struct kvp_fit f;
+    bool ok;
+    enum kvp_status st;
+    if ((st = fits_at(m, d, k, rising ? hi : lo, &f, found, err)) != KVP_OK)
+        return st;
+    while (*found && lo < hi) {
+        uint64_t mid = rising ? lo + (hi - lo) / 2 : lo + (hi - lo + 1) / 2;
+        if ((st = fits_at(m, d, k, mid, &f, &ok, err)) != KVP_OK)
+            return st;
+        if (rising && ok)
+            hi = mid;
+        else if (rising)
+            lo = mid + 1;
+        else if (ok)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    *out = lo;
+    return KVP_OK;
+}
+
+/* The longest context of d's requests the memory holds, up to llama.cpp's uint32_t n_ctx (-c N x
+ * --concurrency): the model's trained limit lifted (as RoPE scaling lifts vLLM's derived max_model_len),
+ * so that the memory's bound is found whatever the config says. 0 when one token does not fit. With l,
+ * the memory left at that context and short one token past it (the search's edge, for --explain). */
+static enum kvp_status memory_context(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t *out,
+                                      struct kvp_fit_limits *l, struct kvp_error *err)
+{
+    struct kvp_model lifted = *m;
+    struct kvp_fit f;
+    bool found;
+    enum kvp_status st;
+    lifted.max_context = UINT32_MAX / (d->concurrency > 1 ? d->concurrency : 1);
+    if ((st = bisect(&lifted, d, KNOB_CONTEXT, 1, lifted.max_context, false, out, &found, err)) != KVP_OK)
+        return st;
+    if (!found)
+        *out = 0;
+    if (!l)
+        return KVP_OK;
+    if (found && (st = fits_at(&lifted, d, KNOB_CONTEXT, *out, &f, &found, err)) != KVP_OK)
+        return st;
+    l->edge_free = found ? f.free_bytes : 0;
+    if (*out < lifted.max_context && (st = fits_at(&lifted, d, KNOB_CONTEXT, *out + 1, &f, &found, err)) != KVP_OK)
+        return st;
+    l->edge_short = *out < lifted.max_context ? f.short_bytes : 0;
+    l->search_top = lifted.max_context;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_fit_compute(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+                                struct kvp_error *err)
+{
+    enum kvp_status st = fit_once(m, d, f, err);
+    /* llama.cpp takes any -c (llama-context.cpp warns past n_ctx_train): its longest context is the memory's */
     if (st == KVP_OK && d->engine == KVP_ENGINE_LLAMACPP && d->gpu_memory && !f->refused[0])
-        st = llamacpp_max_context(m, d, &f->max_context, err);
+        st = memory_context(m, d, &f->max_context, NULL, err);
+    return st;
+}
+
+/* What stays in host memory: the host's model and KV buffers, its recurrent state, its compute buffer. */
+static uint64_t host_bytes(const struct kvp_fit *f)
+{
+    return kvp_sat_add(kvp_sat_add(f->host.weights_bytes, f->host.buffer_bytes),
+                       kvp_sat_add(f->host.rs_bytes, f->host_compute));
+}
+
+/* -ngl N (the most) or --n-cpu-moe N (the fewest) by search: *n -1 when none fits, else N and the
+ * host memory at N. */
+static enum kvp_status offload_search(const struct kvp_model *m, const struct kvp_deploy *d, enum knob k,
+                                      int64_t *n, uint64_t *host, struct kvp_error *err)
+{
+    uint64_t v;
+    bool found, rising = k == KNOB_CPU_MOE;
+    struct kvp_fit f;
+    enum kvp_status st;
+    *n = -1;
+    *host = 0;
+    if ((st = bisect(m, d, k, 0, rising ? m->n_layers : m->n_layers + 1, rising, &v, &found, err)) != KVP_OK ||
+        !found || (st = fits_at(m, d, k, v, &f, &found, err)) != KVP_OK)
+        return st;
+    *n = (int64_t)v;
+    *host = host_bytes(&f);
+    return KVP_OK;
+}
+
+/* The device memory llama.cpp projects at context ctx (llama_memory_breakdown: model + context +
+ * compute on the GPU): the free memory (gpu_memory less the non-torch reserve, the CUDA context)
+ * less what the fit leaves, or plus what it lacks. */
+static enum kvp_status projected_use(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx,
+                                     uint64_t free_dev, int64_t *used, struct kvp_error *err)
+{
+    struct kvp_fit f;
+    bool fits;
+    enum kvp_status st;
+    if ((st = fits_at(m, d, KNOB_CONTEXT, ctx, &f, &fits, err)) != KVP_OK)
+        return st;
+    /* free_dev < 2^62 (the caller's bound); a shortfall past 2^61 is as good as infinite here */
+    *used = f.fits ? (int64_t)free_dev - (int64_t)f.free_bytes
+                   : (int64_t)free_dev + (int64_t)(f.short_bytes < (1ull << 61) ? f.short_bytes : 1ull << 61);
+    return KVP_OK;
+}
+
+enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
+                                      uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct kvp_reserve r;
+    int64_t free_dev, target, used_max, used_min;
+    uint64_t n_max = m->max_context > UINT32_MAX ? UINT32_MAX : m->max_context, n;
+    memset(p, 0, sizeof p[0]);
+    if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory || d->n_gpus != 1 || d->n_seq > 1 ||
+        d->concurrency > 1 || d->gpu_memory >= 1ull << 62)
+        return KVP_OK; /* not modelled: several devices or sequences */
+    kvp_reserve_estimate(m, d, &r);
+    free_dev = (int64_t)kvp_profile_sub(d->gpu_memory, d->non_torch_memory ? d->non_torch_memory : r.non_torch, NULL);
+    target = free_dev - (int64_t)margin;
+    if ((st = projected_use(m, d, n_max, (uint64_t)free_dev, &used_max, err)) != KVP_OK)
+        return st;
+    p->n_ctx = n_max;
+    p->used_at_max = used_max;
+    if (used_max <= target) { /* step 1: no changes needed */
+        p->step = KVP_PARAMS_FIT_UNCHANGED;
+        return KVP_OK;
+    }
+    if (n_max <= n_ctx_min) {
+        p->step = KVP_PARAMS_FIT_LAYERS;
+        return KVP_OK;
+    }
+    if ((st = projected_use(m, d, n_ctx_min, (uint64_t)free_dev, &used_min, err)) != KVP_OK)
+        return st;
+    p->used_at_min = used_min;
+    p->n_ctx = n_ctx_min;
+    if (target <= used_min) { /* step 3 on: layers or experts leave the GPU (not reproduced) */
+        p->step = KVP_PARAMS_FIT_LAYERS;
+        return KVP_OK;
+    }
+    /* linear between the two contexts in llama.cpp's integers, rounded down to 256 (one stream);
+     * used_min < target < used_max here */
+    if (!kvp_mul(n_max - n_ctx_min, (uint64_t)(target - used_min), &n))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "--fit's context interpolation overflows 64 bits");
+    n = n_ctx_min + n / (uint64_t)(used_max - used_min);
+    n -= n % 256;
+    p->n_ctx = n > n_ctx_min ? n : n_ctx_min;
+    p->step = KVP_PARAMS_FIT_CONTEXT;
+    return KVP_OK;
+}
+
+enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit_limits *l,
+                               struct kvp_error *err)
+{
+    enum kvp_status st;
+    struct kvp_deploy all = *d;
+    memset(l, 0, sizeof *l);
+    l->model_context = m->max_context;
+    l->max_gpu_layers = l->min_cpu_moe = -1;
+    if ((st = check_deploy(m, d, err)) != KVP_OK || (st = memory_context(m, d, &l->memory_context, l, err)) != KVP_OK)
+        return st;
+    l->model_binds = l->memory_context > m->max_context;
+    if (l->model_binds)
+        l->rope_factor = (double)l->memory_context / (double)m->max_context;
+    if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory)
+        return KVP_OK;
+    if ((st = offload_search(m, d, KNOB_GPU_LAYERS, &l->max_gpu_layers, &l->host_at_max_gpu_layers, err)) != KVP_OK)
+        return st;
+    all.n_gpu_layers = -1; /* every layer on the GPUs, the experts of the first N in host memory */
+    if (m->n_experts)
+        st = offload_search(m, &all, KNOB_CPU_MOE, &l->min_cpu_moe, &l->host_at_min_cpu_moe, err);
     return st;
 }
 

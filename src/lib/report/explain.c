@@ -601,3 +601,40 @@ void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, cons
                    grp(&c, d->concurrency ? d->concurrency : 1), d->concurrency == 1 || !d->concurrency ? "" : "s",
                    grp(&c, d->context), human(&c, f->kv_bytes_required));
 }
+
+void kvp_explain_limits(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit_limits *l,
+                        bool si, struct kvp_buf *b)
+{
+    struct fmtctx c = {.si = si};
+    uint64_t want = d->concurrency ? d->concurrency : 1;
+
+    kvp_buf_printf(b, "Longest context of %s request%s (kvp_fit_limits): bisection over 1..%s tokens of the engine's "
+                   "whole fit at each context (weights + reserve at that context + KV), the model's limit lifted\n",
+                   grp(&c, want), want == 1 ? "" : "s", grp(&c, l->search_top));
+    kvp_buf_printf(b, "  at %s tokens: %s left; at %s: %s short\n", grp(&c, l->memory_context),
+                   human(&c, l->edge_free), grp(&c, l->memory_context + 1), human(&c, l->edge_short));
+    if (l->model_binds)
+        kvp_buf_printf(b, "  the model's limit is lower: max_position_embeddings %s < %s; past it RoPE scaling, YaRN "
+                       "factor = wanted / original = %s / %s = %.3f\n", grp(&c, l->model_context),
+                       grp(&c, l->memory_context), grp(&c, l->memory_context), grp(&c, l->model_context),
+                       l->rope_factor);
+    else
+        kvp_buf_printf(b, "  the memory binds: %s <= the model's max_position_embeddings %s\n",
+                       grp(&c, l->memory_context), grp(&c, l->model_context));
+    if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory)
+        return;
+    kvp_buf_printf(b, "  most -ngl at %s tokens (bisection over 0..%u, the output layer last): ", grp(&c, d->context),
+                   m->n_layers + 1);
+    if (l->max_gpu_layers >= 0)
+        kvp_buf_printf(b, "%lld, host memory %s\n", (long long)l->max_gpu_layers,
+                       human(&c, l->host_at_max_gpu_layers));
+    else
+        kvp_buf_printf(b, "none fits\n");
+    if (!m->n_experts)
+        return;
+    kvp_buf_printf(b, "  fewest --n-cpu-moe with every layer on the GPUs (bisection over 0..%u): ", m->n_layers);
+    if (l->min_cpu_moe >= 0)
+        kvp_buf_printf(b, "%lld, host memory %s\n", (long long)l->min_cpu_moe, human(&c, l->host_at_min_cpu_moe));
+    else
+        kvp_buf_printf(b, "none fits\n");
+}
