@@ -11,7 +11,8 @@
 #include "testutil.h"
 
 /* One group of full attention, blocks of 16, `usable` blocks beside the null
- * block, a step of 1 ms whatever it holds. */
+ * block, a step of 1 ms whatever it holds; a hand-worked pool (at most 1,000
+ * blocks: not the long seeded runs) audited every step. */
 static struct kvp_sim_config pool_of(uint64_t usable)
 {
     struct kvp_sim_config c = {
@@ -25,6 +26,7 @@ static struct kvp_sim_config pool_of(uint64_t usable)
         .max_model_len = 4096,
         .prefix_caching = true,
         .step = {.fixed_s = 0.001},
+        .audit = usable <= 1000,
     };
     return c;
 }
@@ -1316,6 +1318,7 @@ static Suite *suite(void)
     tcase_add_test(engines, vllm0_run_errors);
     suite_add_tcase(s, engines);
     TCase *offload = tcase_create("offload");
+    tcase_set_timeout(offload, 30); /* 2,000 requests on a pool of 120, audited every step (ASan: ~1 s) */
     tcase_add_test(offload, offload_tier_finds_an_evicted_prefix);
     tcase_add_test(offload, offload_tier_is_lru);
     tcase_add_test(offload, offload_tier_preemption_and_repeats);
