@@ -358,7 +358,8 @@ FUZZ_DIR     := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined,unsigned-integer-overflow -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) \
                 -Werror=incompatible-pointer-types \
-                -Iinclude -Isrc/lib $(YAML_CFLAGS) -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"$(DATADIR)"'
+                -Iinclude -Isrc/lib $(YAML_CFLAGS) -DKVP_VERSION='"$(VERSION)"' -DKVP_DATADIR='"$(DATADIR)"' \
+                -DKVP_SIM_AUDIT=1
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 

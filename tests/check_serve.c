@@ -38,6 +38,7 @@ static void setup(struct fixture *x, const char *model, uint64_t kv_mib, uint64_
     x->c.step = (struct kvp_step_model){.fixed_s = 0.001};
     x->c.prefix_caching = x->c.prefix_caching && caching;
     x->c.log_decisions = true;
+    x->c.audit = true; /* as simulate --validate */
     ck_assert_kvp_ok(kvp_workload_synth(&s, &x->w, &err), err);
     ck_assert_kvp_ok(kvp_sim_run(&x->c, &x->w, true, &x->r, &err), err);
 }

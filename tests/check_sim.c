@@ -11,7 +11,8 @@
 #include "testutil.h"
 
 /* One group of full attention, blocks of 16, `usable` blocks beside the null
- * block, a step of 1 ms whatever it holds. */
+ * block, a step of 1 ms whatever it holds; a hand-worked pool (at most 1,000
+ * blocks: not the long seeded runs) audited every step. */
 static struct kvp_sim_config pool_of(uint64_t usable)
 {
     struct kvp_sim_config c = {
@@ -25,6 +26,7 @@ static struct kvp_sim_config pool_of(uint64_t usable)
         .max_model_len = 4096,
         .prefix_caching = true,
         .step = {.fixed_s = 0.001},
+        .audit = usable <= 1000,
     };
     return c;
 }
@@ -161,6 +163,42 @@ START_TEST(hybrid_prefix_hit)
     ck_assert_uint_eq(r.series[1].used[1], 6);
     kvp_sim_result_free(&r);
     kvp_workload_free(&w);
+}
+END_TEST
+
+/* Full attention (group 0) and a window of 32 (group 1), 8 usable blocks.
+ * A (48 prompt tokens, the first 32 shared, 8 output) takes blocks 1-3 and
+ * 4-6 in step 1; in step 2 its window frees block 4 (group 1's block 0, still
+ * cached) and it takes 7 and 8 for position 48. When it finishes (step 8) it
+ * frees group 0's 7, 3, 2, 1 and then group 1's 8, 6, 5: the free queue is
+ * 4, 7, 3, 2, 1, 8, 6, 5. B (33 tokens, the same 32 shared) arrives later
+ * and hits 32 tokens in both groups: 1, 2 and 4, 5. vLLM touches all four
+ * before either group takes a block, so group 0's new block is 7 and group
+ * 1's is 3: 3 + 3 used, block 6 cached and 8 free in step 9. Taking group
+ * 0's new block before group 1's hits are touched would pop block 4, a hit
+ * group 1 then reuses: one block in two groups (the run fails). */
+START_TEST(hybrid_hits_before_new_blocks)
+{
+    struct kvp_sim_config c = pool_of(8);
+    struct kvp_sim_request q[2] = {{0.0, 48, 8, 7, 32, 0}, {0.030, 33, 4, 7, 32, 0}};
+    struct kvp_workload w = {.req = q, .n = 2};
+    struct kvp_sim_result r;
+    c.n_groups = 2;
+    c.group[1] = (struct kvp_sim_group){KVP_LAYER_SLIDING, 32};
+    r = run(&c, &w);
+    ck_assert_uint_eq(r.steps, 12);
+    ck_assert_uint_eq(r.preemptions, 0);
+    ck_assert_uint_eq(r.prefix_hit_tokens, 32);
+    ck_assert_uint_eq(r.series[1].used[0], 4); /* step 2: 1, 2, 3, 7 and 5, 6, 8; block 4 cached */
+    ck_assert_uint_eq(r.series[1].used[1], 3);
+    ck_assert_uint_eq(r.series[1].cached, 1);
+    ck_assert_uint_eq(r.series[1].free, 0);
+    ck_assert_uint_eq(r.series[8].running, 1); /* step 9: B alone */
+    ck_assert_uint_eq(r.series[8].used[0], 3);
+    ck_assert_uint_eq(r.series[8].used[1], 3);
+    ck_assert_uint_eq(r.series[8].cached, 1);
+    ck_assert_uint_eq(r.series[8].free, 1);
+    kvp_sim_result_free(&r);
 }
 END_TEST
 
@@ -1247,6 +1285,7 @@ static Suite *suite(void)
     tcase_add_test(core, window_frees_blocks);
     tcase_add_test(core, window_prefix_hit);
     tcase_add_test(core, hybrid_prefix_hit);
+    tcase_add_test(core, hybrid_hits_before_new_blocks);
     tcase_add_test(core, preemption_when_blocks_run_out);
     tcase_add_test(core, chunked_prefill_and_max_num_seqs);
     tcase_add_test(core, llamacpp_slots);
@@ -1279,6 +1318,7 @@ static Suite *suite(void)
     tcase_add_test(engines, vllm0_run_errors);
     suite_add_tcase(s, engines);
     TCase *offload = tcase_create("offload");
+    tcase_set_timeout(offload, 30); /* 2,000 requests on a pool of 120, audited every step (ASan: ~1 s) */
     tcase_add_test(offload, offload_tier_finds_an_evicted_prefix);
     tcase_add_test(offload, offload_tier_is_lru);
     tcase_add_test(offload, offload_tier_preemption_and_repeats);

@@ -206,6 +206,9 @@ struct kvp_sim_config {
     bool prefix_caching;        /* vLLM --enable-prefix-caching (V1's default; off where the release cannot) */
     struct kvp_step_model step;
     bool log_decisions;         /* vLLM: fill kvp_sim_result.log (what --validate replays) */
+    bool audit;                 /* vLLM, V0, TRT-LLM: check the block pool's invariants after every step, O(blocks
+                                 * held) a step (no block in two groups, nor in two requests unless cached): a
+                                 * run that breaks one fails; always on in the fuzz build (KVP_SIM_AUDIT) */
     uint64_t offload_blocks;    /* the CPU offload tier in blocks (deploy cpu_offload / block bytes; 0: none):
                                  * vLLM V1's OffloadingConnector (num_cpu_blocks), TRT-LLM's secondary pool */
     double offload_block_bytes; /* bytes one block moves over the host link, per GPU */

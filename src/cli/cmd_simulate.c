@@ -399,6 +399,7 @@ int cmd_simulate(int argc, char **argv)
         goto done;
     }
     x.c.log_decisions = validate;
+    x.c.audit = validate; /* the replay costs far more than the pool audit */
     if (kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg || validate, &x.r, &err) != KVP_OK ||
         (x.find && kvp_sim_max_rate(&x.c, &x.s, x.max_queue, &x.max_rate, &err) != KVP_OK)) {
         rc = cli_error(&err);

@@ -1,14 +1,17 @@
 /* fuzz_trace.c -- libFuzzer harness: kvp_workload_parse on a trace (CSV or
  * JSONL, sim.h), then, for a small trace, kvp_sim_run under each simulated
  * engine's scheduler (vLLM V1 and V0, SGLang, TensorRT-LLM, llama.cpp) for
- * llama-3.1-8b, on a pool of 16-4111 blocks picked from the input (llama.cpp:
- * its slots as the fit made them) so that preemption, eviction and refusal
- * are reached.
+ * llama-3.1-8b, and vLLM V1 for gpt-oss-20b (two KV-cache groups, full and
+ * sliding attention, prefix caching on), on a pool of 16-4111 blocks picked
+ * from the input (llama.cpp: its slots as the fit made them) so that
+ * preemption, eviction and refusal are reached.
  *
  * Properties beyond "no crash": a parsed trace has 1..KVP_SIM_MAX_REQUESTS
  * requests, arrivals finite, non-decreasing and at most
  * KVP_SIM_MAX_ARRIVAL_S, prompts and outputs >= 1, a prefix within its
- * prompt; a finished simulation generated exactly the requests' tokens. */
+ * prompt; a finished simulation generated exactly the requests' tokens; no
+ * run breaks the block pool's invariants (this build audits every step,
+ * KVP_SIM_AUDIT). */
 #include <math.h>
 
 #include "fuzz_common.h"
@@ -20,24 +23,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define SIM_MAX_REQUESTS 256
 #define SIM_MAX_TOKENS (1u << 16)
 
-static const char *const engines[] = {"vllm", "vllm@0.7.3", "sglang", "trtllm", "llama.cpp"};
+static const char *const engines[] = {"vllm", "vllm@0.7.3", "sglang", "trtllm", "llama.cpp", "vllm"};
+static const char *const models[] = {"llama-3.1-8b", "llama-3.1-8b", "llama-3.1-8b", "llama-3.1-8b",
+                                     "llama-3.1-8b", "gpt-oss-20b"};
 #define NENGINES (sizeof engines / sizeof engines[0])
 
-/* Each engine's configuration for llama-3.1-8b on 80 GiB, made once. */
+/* Each run's configuration (engine and model) on 80 GiB, made once. */
 static const struct kvp_sim_config *config(uint32_t i)
 {
     static struct kvp_sim_config c[NENGINES];
-    static struct kvp_model *m;
+    static bool made;
     struct kvp_error err = {0};
 
-    if (!m) {
-        if (kvp_model_load("models/llama-3.1-8b.yaml", &m, &err) != KVP_OK)
-            goto fail;
+    if (!made) {
         for (uint32_t k = 0; k < NENGINES; k++) {
             struct kvp_deploy d;
             struct kvp_fit f;
+            struct kvp_model *m;
             enum kvp_engine_id e;
             uint32_t rel;
+            char path[64];
+            snprintf(path, sizeof path, "models/%s.yaml", models[k]);
+            if (kvp_model_load(path, &m, &err) != KVP_OK)
+                goto fail;
             if (kvp_engine_parse(engines[k], &e, &rel, &err) != KVP_OK)
                 goto fail;
             kvp_deploy_init(&d, e, m);
@@ -47,7 +55,9 @@ static const struct kvp_sim_config *config(uint32_t i)
             if (kvp_fit_compute(m, &d, &f, &err) != KVP_OK ||
                 kvp_sim_config_from_fit(m, &d, &f, 3.35e12, 989e12, &c[k], &err) != KVP_OK)
                 goto fail;
+            kvp_model_free(m); /* the config keeps the groups, not the model */
         }
+        made = true;
     }
     return &c[i];
 fail:
@@ -72,6 +82,7 @@ static void simulate(const struct kvp_workload *w, const uint8_t *data, size_t s
             c.num_blocks = 16 + pick % 4096; /* small pools preempt, evict and refuse */
         st = kvp_sim_run(&c, w, pick & 1, &r, &err);
         fuzz_check_error(st, &err);
+        FUZZ_ASSERT(!strstr(err.msg, "the simulator's invariant"), "%s, %s: %s", engines[k], models[k], err.msg);
         if (st == KVP_OK)
             FUZZ_ASSERT(r.output_tokens <= tokens && r.prompt_tokens <= tokens, "%s: %llu + %llu tokens of %llu",
                         engines[k], (unsigned long long)r.prompt_tokens, (unsigned long long)r.output_tokens,

@@ -5,6 +5,7 @@
  * the per-request block tables (the pool is in sim_int.h), the schedulers,
  * the run. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,9 @@
 #define SHORT_BY 1u
 #else
 #define SHORT_BY 0u
+#endif
+#ifndef KVP_SIM_AUDIT /* 1 in the fuzz build (Makefile): every run audits its pool (audit) */
+#define KVP_SIM_AUDIT 0
 #endif
 
 /* ---- the deployment: groups as kvplan fit grouped them ---- */
@@ -310,7 +314,7 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
         for (uint32_t i = 0; i < s->hit_len[g]; i++) {
             uint32_t b = s->hit[g][i];
             if (b != NULL_BLOCK) {
-                pool_touch(&s->pool, b, (uint8_t)g);
+                pool_touch(&s->pool, b, owner_of(r, uid, i, c->block_size), i, (uint8_t)g);
                 r->live++;
             }
             t[r->len[g]++] = b;
@@ -691,6 +695,61 @@ static void advance(struct sim *s, double t_end)
     s->nrun = finished ? j : s->nrun;
 }
 
+/* The pool's invariants after a step (c->audit, or KVP_SIM_AUDIT), over
+ * the block tables of the running requests, the only holders of blocks: a
+ * block serves the group whose table holds it; its ref count is its
+ * holders; a block two requests hold is a cached one (shared by a prefix
+ * hit); each group's used count is its distinct blocks; used and free make
+ * the pool. O(blocks held) a step, with s->held (a count per block, left at
+ * 0). The first broken one in why. */
+static void audit_tables(struct sim *s, uint64_t *distinct, char *why, size_t n)
+{
+    const struct pool *p = &s->pool;
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t k = 0; k < s->nrun; k++) {
+            const struct req *r = &s->r[s->run[k]];
+            for (uint32_t g = 0; g < s->c->n_groups; g++)
+                for (uint32_t i = 0; i < r->len[g]; i++) {
+                    uint32_t b = table(r, g)[i];
+                    if (b == NULL_BLOCK || (pass == 1 && s->held[b] == 0)) {
+                        continue;
+                    } else if (pass == 0) {
+                        if (p->grp[b] != g && !why[0])
+                            snprintf(why, n, "block %u is in KV-cache groups %u and %u", b, p->grp[b], g);
+                        distinct[g] += s->held[b]++ == 0;
+                        continue;
+                    }
+                    if (s->held[b] != p->ref[b] && !why[0])
+                        snprintf(why, n, "block %u is held %u times, its ref count is %u", b, s->held[b], p->ref[b]);
+                    if (s->held[b] > 1 && p->owner[b] == 0 && !why[0])
+                        snprintf(why, n, "block %u is held by %u requests and not cached (no prefix hit shares it)",
+                                 b, s->held[b]);
+                    s->held[b] = 0;
+                }
+        }
+}
+
+static enum kvp_status audit(struct sim *s, struct kvp_error *err)
+{
+    const struct pool *p = &s->pool;
+    uint64_t distinct[KVP_SIM_MAX_GROUPS] = {0}, used = 0;
+    char why[128] = "";
+    audit_tables(s, distinct, why, sizeof why);
+    for (uint32_t g = 0; g < s->c->n_groups; g++) {
+        used += p->used[g];
+        if (distinct[g] != p->used[g] && !why[0])
+            snprintf(why, sizeof why, "group %u holds %llu blocks, counted %llu", g, (unsigned long long)distinct[g],
+                     (unsigned long long)p->used[g]);
+    }
+    if (used + p->nfree != p->n - 1 && !why[0])
+        snprintf(why, sizeof why, "%llu used and %llu free blocks in a pool of %llu", (unsigned long long)used,
+                 (unsigned long long)p->nfree, (unsigned long long)(p->n - 1));
+    if (why[0])
+        return kvp_fail(err, KVP_ERR_RANGE, "simulate: step %llu: %s (the simulator's invariant; please report it)",
+                        (unsigned long long)s->out->steps + 1, why);
+    return KVP_OK;
+}
+
 static void sim_free(struct sim *s)
 {
     pool_free(&s->pool);
@@ -706,6 +765,7 @@ static void sim_free(struct sim *s)
     free(s->tmp);
     free(s->tmp_key);
     free(s->scratch);
+    free(s->held);
     kvp_sim_tier_free(&s->tier);
     kvp_sim_sglang_free(s);
 }
@@ -722,6 +782,9 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     if (c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0) {
         if ((st = pool_init(&s->pool, c->num_blocks, err)) != KVP_OK)
             return st;
+        if ((KVP_SIM_AUDIT || c->audit) && !(s->held = calloc(c->num_blocks, sizeof *s->held)))
+            return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks",
+                            (unsigned long long)c->num_blocks);
     } else if (c->engine == KVP_SIM_SGLANG) {
         if ((st = kvp_sim_sglang_init(s, err)) != KVP_OK)
             return st;
@@ -824,6 +887,8 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
             kvp_sim_vllm0_step(&s);
         else if (c->engine == KVP_SIM_LLAMACPP)
             llamacpp_step(&s);
+        if (s.held && (st = audit(&s, err)) != KVP_OK)
+            goto out;
         if (s.nsched == 0) {
             if (next < w->n) { /* idle until the next arrival */
                 t = t > w->req[next].arrival_s ? t : w->req[next].arrival_s;
@@ -856,8 +921,9 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
     if (s.log_nomem)
         st = kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for the decision log");
     else if (s.pool.misowned)
-        st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu prefix hits reused a block another KV-cache group owns "
-                      "(the simulator's invariant; please report it)", (unsigned long long)s.pool.misowned);
+        st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu prefix hits reused a block another KV-cache group or "
+                      "request had taken as a new block (the simulator's invariant; please report it)",
+                      (unsigned long long)s.pool.misowned);
     else
         st = summarize(&s, err);
 out:

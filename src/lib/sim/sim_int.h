@@ -66,7 +66,7 @@ struct pool {
     uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
     uint64_t mask;
     uint64_t used[KVP_SIM_MAX_GROUPS];
-    uint64_t misowned; /* hits touched by a group the block does not serve (must stay 0) */
+    uint64_t misowned; /* hits touched whose block lost the identity they were found by (must stay 0) */
 };
 
 KVP_WRAPS static inline uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
@@ -172,12 +172,14 @@ static inline uint32_t pool_take(struct pool *p, uint8_t g)
     return b;
 }
 
-/* touch: a cache hit of group g takes a reference (off the free queue if it
- * was free). A block that serves another group is an invariant broken (a
- * hit some group's new block took first): counted, and the run fails. */
-static inline void pool_touch(struct pool *p, uint32_t b, uint8_t g)
+/* touch: a cache hit of group g, found by identity (owner, index), takes a
+ * reference (off the free queue if it was free). A block that no longer
+ * holds that identity is an invariant broken (a new block of another group
+ * or request took the hit first: one block owned twice): counted, and the
+ * run fails. */
+static inline void pool_touch(struct pool *p, uint32_t b, uint64_t owner, uint32_t index, uint8_t g)
 {
-    p->misowned += p->grp[b] != g;
+    p->misowned += !same_key(p, b, owner, index, g);
     if (p->ref[b]++ == 0) {
         queue_remove(p, b);
         p->used[p->grp[b]]++;
@@ -311,6 +313,7 @@ struct sim {
     struct tier tier;                  /* the CPU offload tier (c->offload_blocks entries) */
     uint64_t loaded;                   /* blocks loaded from the tier this step */
     uint32_t *scratch;                 /* vLLM with a tier: one request's block indices */
+    uint32_t *held;                    /* KVP_SIM_AUDIT: a count per pool block (sim.c audit) */
     uint64_t log_cap;                  /* out->log's room (log_decisions: vLLM V1 only) */
     bool log_nomem;
 };

@@ -132,7 +132,7 @@ static void add_sequence(struct sim *s, uint32_t uid)
         uint64_t owner = owner_of(r, uid, (uint32_t)hit, bs);
         uint32_t b = cache_get(&s->pool, owner, (uint32_t)hit, 0), e;
         if (b != NONE) {
-            pool_touch(&s->pool, b, 0);
+            pool_touch(&s->pool, b, owner, (uint32_t)hit, 0);
         } else if ((e = kvp_sim_tier_find(&s->tier, owner, (uint32_t)hit)) != NONE) {
             kvp_sim_tier_drop(&s->tier, e); /* claimed, then swapped into a primary block */
             b = take(s);
