@@ -514,14 +514,41 @@ function formChanged() {
   }, 250);
 }
 
+/* A config.json without `_name_or_path` is named by its folder (kvplan's name_from_file), and a
+ * dropped file has none the page can see: the page asks for a name and gives the file as NAME.json
+ * (UNNAMED until one is typed). */
+const UNNAMED = 'unnamed-model';
+function namesItself(bytes) {
+  try {
+    return typeof JSON.parse(new TextDecoder().decode(bytes))._name_or_path === 'string';
+  } catch (e) {
+    return true; /* not JSON: a GGUF or a kvplan YAML, named by its file */
+  }
+}
+
+function fileName(s) {
+  return s.replace(/[^A-Za-z0-9._-]/g, '_');
+}
+
 function dropFile(f) {
-  f.slice(0, READ_MAX).arrayBuffer().then(buf => {
-    dropped = {name: f.name.replace(/[^A-Za-z0-9._-]/g, '_'), bytes: new Uint8Array(buf)};
+  return f.slice(0, READ_MAX).arrayBuffer().then(buf => {
+    const bytes = new Uint8Array(buf), ask = f.name === 'config.json' && !namesItself(bytes);
+    $('name-row').hidden = !ask;
+    $('f-file-name').value = '';
+    dropped = {name: ask ? UNNAMED + '.json' : fileName(f.name), bytes};
     /* named as a path, so that it never reads as a built-in (kvp_model_ref_is_path): a model
      * file's extension already is one, else ./NAME */
     $('f-model').value = PATH_LIKE.test(dropped.name) ? dropped.name : './' + dropped.name;
     formChanged();
   });
+}
+
+/* the name typed for a config.json that names no model: the dropped file is NAME.json */
+function nameDropped(e) {
+  if (!dropped)
+    return;
+  dropped.name = (fileName(e.target.value.trim()) || UNNAMED) + '.json';
+  $('f-model').value = './' + dropped.name;
 }
 
 function buildForm() {
@@ -553,6 +580,7 @@ function buildForm() {
       dropFile(e.dataTransfer.files[0]);
   });
   $('f-file').addEventListener('change', e => { if (e.target.files.length) dropFile(e.target.files[0]); });
+  $('f-file-name').addEventListener('input', nameDropped); /* before the form's listener reads the model */
   $('copy-launch').addEventListener('click', copyLaunch);
 }
 

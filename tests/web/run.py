@@ -343,11 +343,21 @@ def check_form(browser, base):
     fails = []
     with open(os.path.join(ROOT, "tests/data/hf/llama-3.1-8b.json"), encoding="utf-8") as f:
         config = f.read()
+    with open(os.path.join(ROOT, "tests/data/model-folder/config.json"), encoding="utf-8") as f:
+        unnamed = f.read()  # no _name_or_path: the page asks for a name
+    named = os.path.join(ROOT, "build/web/test/named")
+    os.makedirs(named, exist_ok=True)
+    with open(os.path.join(named, "my-model.json"), "w", encoding="utf-8") as f:
+        f.write(unnamed)
+    name_it = ("(e => { e.value = 'my-model'; e.dispatchEvent(new Event('input', {bubbles: true})); })"
+               "(document.getElementById('f-file-name'))")
     edits = [  # (what the user does, in JS; the argv it must lead to; the dropped file's folder)
         ("(e => { e.value = '2'; e.dispatchEvent(new Event('input', {bubbles: true})); })(document.getElementById('f-tp'))",
          "fit llama-3.1-8b --gpu h100 --tp 2 --context 32k --concurrency 8 --format json", None),
         ("dropFile(new File([%s], 'llama-3.1-8b.json'))" % json.dumps(config),
          "fit llama-3.1-8b.json --gpu h100 --context 32k --concurrency 8 --format json", "tests/data/hf"),
+        ("dropFile(new File([%s], 'config.json')).then(() => %s)" % (json.dumps(unnamed), name_it),
+         "fit ./my-model.json --gpu h100 --context 32k --concurrency 8 --format json", named),
     ]
     for action, expect, file in edits:
         target, session, status = browser.load(base + "/index.html?model=llama-3.1-8b&gpu=h100&context=32k&concurrency=8")
@@ -454,7 +464,7 @@ def main():
         srv.shutdown()
         hub.stop()
     n_json = sum(r["kind"] == "json" for r in rows)
-    print("check-web: %d URLs (%d deployments compared with kvplan fit --format json, %d input errors) and 2 form "
+    print("check-web: %d URLs (%d deployments compared with kvplan fit --format json, %d input errors) and the form's "
           "edits, %d failed, %.1f s" % (len(jobs), n_json, len(rows) - n_json, len(failed), time.time() - start))
     return 1 if failed else 0
 
