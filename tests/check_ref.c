@@ -1266,6 +1266,79 @@ END_TEST
 /* The decoder stores each new block format at exactly the engine's bytes:
  * T one below, at and one above a block boundary of 32 tokens, static and
  * paged (blocks of 4 tokens), K and V of different formats. */
+/* The block decoders (a run of groups' scales converted at once, then the
+ * codes) give bit for bit the values of the per-value read
+ * ref_codec_dequantize, for every integer type, scale type and zero point:
+ * token-axis rows of odd and partial-group dims over several heads, and
+ * channel-axis groups read as spans of tokens and runs of channels longer
+ * and shorter than one conversion, starting anywhere. Random values, with NaNs (outliers left
+ * out of a group's range) and values an fp8 scale saturates on. */
+START_TEST(block_decode_equals_values)
+{
+    static const enum kvp_dtype ints[] = {KVP_DTYPE_INT8, KVP_DTYPE_INT4, KVP_DTYPE_INT2};
+    static const enum kvp_dtype scales[] = {KVP_DTYPE_F32, KVP_DTYPE_F16, KVP_DTYPE_BF16, KVP_DTYPE_FP8_E4M3,
+                                            KVP_DTYPE_FP8_E5M2};
+    static const uint32_t groups[] = {1, 3, 32, 128}, dims[] = {1, 7, 33, 128, 200};
+    enum { NKV = 3, NCH = 150, NG = 2, MAXD = 200 };
+    static float x[NKV * MAXD * 300], y[128 * NCH], want;
+    static uint8_t buf[1 << 20];
+    struct pcg r;
+    uint64_t checked = 0;
+    ref_pcg_seed(&r, 5, 9);
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        uint32_t u = ref_pcg_next(&r) % 64;
+        x[i] = u == 0 ? NAN : u == 1 ? 1e6f : ref_pcg_float(&r) * (u < 32 ? 1.0f : 0.01f);
+    }
+    for (size_t a = 0; a < sizeof ints / sizeof ints[0]; a++)
+        for (size_t b = 0; b < sizeof scales / sizeof scales[0]; b++)
+            for (int zp = 0; zp < 2; zp++)
+                for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++) {
+                    struct kvp_format f = kvp_format_plain(ints[a]);
+                    f.scale = scales[b];
+                    f.zero_point = zp;
+                    f.group = groups[c];
+                    uint32_t msz = ref_codec_meta_size(&f), bits = ref_codec_code_bits(f.dtype);
+                    for (size_t e = 0; e < sizeof dims / sizeof dims[0]; e++) { /* token axis */
+                        uint32_t d = dims[e];
+                        uint64_t hb = ref_codec_row_bytes(&f, 1, d), cb = ((uint64_t)d * bits + 7) / 8;
+                        float out[NKV * MAXD];
+                        ref_codec_encode_row(&f, NKV, d, x, buf);
+                        ref_codec_decode_row(&f, NKV, d, buf, out);
+                        for (uint32_t h = 0; h < NKV; h++)
+                            for (uint32_t i = 0; i < d; i++, checked++) {
+                                const uint8_t *head = buf + h * hb;
+                                want = ref_codec_dequantize(&f, head, i, head + cb + (uint64_t)(i / f.group) * msz);
+                                if (memcmp(&want, &out[h * d + i], 4)) /* ck_assert per value: a syscall each */
+                                    ck_abort_msg("rows %d/%d zp %d G %u d %u: %g vs %g", ints[a], scales[b], zp,
+                                                 f.group, d, want, out[h * d + i]);
+                            }
+                    }
+                    /* channel axis: NG groups of G tokens x NCH channels */
+                    uint64_t codes = ((uint64_t)NG * f.group * NCH * bits + 7) / 8;
+                    for (uint64_t g = 0; g < NG; g++)
+                        ref_codec_encode_groups(&f, NCH, g, x + g * f.group * NCH, buf, buf + codes);
+                    static const uint32_t runs[][2] = {{0, NCH}, {5, 64}, {149, 1}};
+                    uint32_t G = f.group, spans[][2] = {{0, G}, {G / 2, G / 2 + 1}, {G - 1, G}};
+                    for (uint64_t g = 0; g < NG; g++)
+                        for (size_t sp = 0; sp < sizeof spans / sizeof spans[0]; sp++)
+                            for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+                                uint32_t c0 = runs[k][0], cnt = runs[k][1], j0 = spans[sp][0], j1 = spans[sp][1];
+                                ref_codec_decode_span(&f, NCH, g, j0, j1, c0, cnt, buf, buf + codes, y);
+                                for (uint32_t j = j0; j < j1; j++)
+                                    for (uint32_t ch = c0; ch < c0 + cnt; ch++, checked++) {
+                                        float got = y[(j - j0) * cnt + ch - c0];
+                                        want = ref_codec_dequantize(&f, buf, (g * NCH + ch) * G + j,
+                                                                    buf + codes + (g * NCH + ch) * msz);
+                                        if (memcmp(&want, &got, 4))
+                                            ck_abort_msg("channels %d/%d zp %d G %u g %lu j %u ch %u: %g vs %g",
+                                                         ints[a], scales[b], zp, G, (unsigned long)g, j, ch, want, got);
+                                    }
+                            }
+                }
+    ck_assert_uint_gt(checked, 100000);
+}
+END_TEST
+
 START_TEST(blocks_measured_equals_predicted)
 {
     static const char *const kv[][2] = {
@@ -1581,6 +1654,7 @@ static Suite *suite(void)
     tcase_add_test(grid, kvquant_fidelity);
     tcase_add_test(limits, block_row_bytes);
     tcase_add_test(limits, block_edges);
+    tcase_add_test(limits, block_decode_equals_values);
     tcase_add_test(limits, refusals);
     tcase_add_test(limits, written_sees_unwritten);
     tcase_add_test(threads, threads_equal_one);

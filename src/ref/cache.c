@@ -299,6 +299,32 @@ static uint8_t *own_row(struct store *s, struct kvp_ref_alloc *a, uint32_t block
     return s->table.p[b] + (slot % block) * s->qrow;
 }
 
+/* Channel axis: heads h0..h0+nh-1 of the rows j0..j1-1, row j at
+ * out + (j - j0) nh d: a group's rows decoded together (its scales read
+ * once), the residual's rows converted. */
+static void chan_read(const struct store *s, uint64_t j0, uint64_t j1, uint32_t h0, uint32_t nh, float *out)
+{
+    uint64_t T = s->len, lo = (uint64_t)h0 * s->d, cnt = (uint64_t)nh * s->d, plain = ref_codec_plain_size(s->f->scale);
+    uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group;
+    for (uint64_t j = j0; j < j1;) {
+        float *o = out + (j - j0) * cnt;
+        if (j >= first) {
+            ref_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (j - first) * s->rrow + lo * plain, cnt, o);
+            j++;
+            continue;
+        }
+        uint64_t e = (j / G + 1) * G, slot = group_slot(s, j / G, T);
+        e = e < j1 ? e : j1;
+        e = e < first ? e : first;
+        ref_codec_decode_span(s->f, s->n, slot, j % G, j % G + (e - j), lo, cnt, s->buf, s->buf + chan_meta_off(s, q),
+                              o);
+        for (uint64_t p = j; s->ob && p < e; p++)
+            ref_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + p % G) * s->ob, lo, cnt,
+                                     out + (p - j0) * cnt);
+        j = e;
+    }
+}
+
 /* Heads h0..h0+nh-1 of the row of pos, values lo..lo+cnt-1 of it. */
 static void store_read(const struct kvp_ref_cache *c, const struct store *s, uint64_t pos, uint32_t h0, uint32_t nh,
                        float *out)
@@ -311,18 +337,7 @@ static void store_read(const struct kvp_ref_cache *c, const struct store *s, uin
         return;
     }
     if (s->mode == CHANNEL) {
-        uint64_t q = quant_of(s, T), first = T - T % s->R, G = s->f->group, slot;
-        if (pos >= first) {
-            ref_codec_get_plain(s->f->scale, s->buf + chan_res_off(s, q) + (pos - first) * s->rrow + lo * plain, cnt,
-                                out);
-            return;
-        }
-        slot = group_slot(s, pos / G, T);
-        for (uint64_t ch = lo; ch < lo + cnt; ch++)
-            ref_codec_decode_value(s->f, s->n, slot, ch, pos % G, s->buf, s->buf + chan_meta_off(s, q), &out[ch - lo]);
-        if (s->ob)
-            ref_codec_merge_outliers(s->f, s->n, s->buf + chan_out_off(s, q) + (slot * G + pos % G) * s->ob, lo, cnt,
-                                     out);
+        chan_read(s, pos, pos + 1, h0, nh, out);
         return;
     }
     const uint8_t *row = row_at(s, pos, T, &resid);
@@ -997,6 +1012,18 @@ void ref_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_
             __builtin_prefetch(row + (uint64_t)h0 * s->hrow + i);
     }
     store_read(c, s, pos, h0, nh, out);
+}
+
+void ref_cache_read_span(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t j0, uint64_t j1,
+                         uint32_t h0, uint32_t nh, float *out)
+{
+    const struct store *s = ST(c, layer, seq, kv);
+    if (s->mode == CHANNEL && c->o.policy != KVP_REF_PAGED) {
+        chan_read(s, j0, j1, h0, nh, out);
+        return;
+    }
+    for (uint64_t j = j0; j < j1; j++)
+        ref_cache_read_heads(c, layer, seq, kv, j, h0, nh, out + (j - j0) * nh * s->d);
 }
 
 void ref_cache_read_k(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint64_t pos, float *out)

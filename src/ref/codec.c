@@ -379,16 +379,35 @@ static uint32_t quantize(const struct kvp_format *f, float x, float scale, float
     return q < 0 ? 0 : q > (float)top ? top : (uint32_t)q;
 }
 
-static float dequantize(const struct kvp_format *f, uint32_t q, const uint8_t *meta)
+/* The value of code q under scale s and zero point z (asymmetric), or of
+ * the symmetric code about 2^(B-1): the one formula of every grouped read. */
+static float dequant(const struct kvp_format *f, uint32_t bits, uint32_t q, float s, float z)
 {
-    float scale, zp = 0;
-    uint32_t sz = ref_codec_plain_size(f->scale);
-    ref_codec_get_plain(f->scale, meta, 1, &scale);
-    if (f->zero_point) {
-        ref_codec_get_plain(f->scale, meta + sz, 1, &zp);
-        return (float)q * scale + zp;
+    return f->zero_point ? (float)q * s + z : ((float)q - (float)(1u << (bits - 1))) * s;
+}
+
+float ref_codec_dequantize(const struct kvp_format *f, const uint8_t *codes, uint64_t i, const uint8_t *meta)
+{
+    float m[2] = {0, 0};
+    ref_codec_get_plain(f->scale, meta, f->zero_point ? 2 : 1, m);
+    return dequant(f, bits_of(f), get_code(codes, i, bits_of(f)), m[0], m[1]);
+}
+
+/* The block decoders read up to META_RUN groups' scales (and zero points,
+ * which follow each scale) in one conversion, then decode their codes. */
+#define META_RUN 64u
+
+/* The meta of k <= META_RUN groups at meta into m: scale then zero point
+ * (0 when symmetric) of group i at m[2i], m[2i + 1]. */
+static void read_meta(const struct kvp_format *f, const uint8_t *meta, uint64_t k, float *m)
+{
+    float t[2 * META_RUN];
+    uint64_t per = f->zero_point ? 2 : 1;
+    ref_codec_get_plain(f->scale, meta, k * per, t);
+    for (uint64_t i = 0; i < k; i++) {
+        m[2 * i] = t[i * per];
+        m[2 * i + 1] = per == 2 ? t[i * per + 1] : 0;
     }
-    return ((float)q - (float)(1u << (bits_of(f) - 1))) * scale;
 }
 
 /* ---- ggml blocks (ggml-quants.c reference quantizers) ------------------ */
@@ -765,6 +784,24 @@ void ref_codec_encode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d,
     }
 }
 
+/* One head's d values of a token-axis grouped row: META_RUN groups' meta at
+ * a time, then each group's codes under its scale. */
+static void decode_head_groups(const struct kvp_format *f, uint32_t bits, uint32_t d, const uint8_t *src, float *x)
+{
+    uint64_t cb = ((uint64_t)d * bits + 7) / 8, ng = (d + (uint64_t)f->group - 1) / f->group;
+    float m[2 * META_RUN];
+    for (uint64_t g0 = 0; g0 < ng; g0 += META_RUN) {
+        uint64_t k = ng - g0 < META_RUN ? ng - g0 : META_RUN;
+        read_meta(f, src + cb + g0 * ref_codec_meta_size(f), k, m);
+        for (uint64_t g = g0; g < g0 + k; g++) {
+            uint64_t lo = g * f->group, hi = lo + f->group < d ? lo + f->group : d;
+            float sc = m[2 * (g - g0)], z = m[2 * (g - g0) + 1];
+            for (uint64_t i = lo; i < hi; i++)
+                x[i] = dequant(f, bits, get_code(src, i, bits), sc, z);
+        }
+    }
+}
+
 void ref_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d, const uint8_t *src, float *x)
 {
     const struct codec_type *t = codec_type(f->dtype);
@@ -774,10 +811,7 @@ void ref_codec_decode_row(const struct kvp_format *f, uint32_t n_kv, uint32_t d,
             for (uint32_t b = 0; b < d / t->elems; b++)
                 t->block.decode(src + (uint64_t)b * t->bytes, x + (uint64_t)b * t->elems);
         } else if (t->bits) {
-            uint64_t cb = ((uint64_t)d * t->bits + 7) / 8;
-            for (uint32_t i = 0; i < d; i++)
-                x[i] = dequantize(f, get_code(src, i, t->bits),
-                                  src + cb + (uint64_t)(i / f->group) * ref_codec_meta_size(f));
+            decode_head_groups(f, t->bits, d, src, x);
         } else {
             ref_codec_get_plain(f->dtype, src, d, x);
         }
@@ -812,11 +846,20 @@ void ref_codec_move_codes(const struct kvp_format *f, uint8_t *dst, uint64_t di,
         put_code(dst, di + i, bits, get_code(src, si + i, bits));
 }
 
-void ref_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
-                        const uint8_t *codes, const uint8_t *meta, float *out)
+void ref_codec_decode_span(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t j0, uint64_t j1, uint64_t c0,
+                           uint64_t cnt, const uint8_t *codes, const uint8_t *meta, float *out)
 {
-    *out = dequantize(f, get_code(codes, (g * n + c) * f->group + j, bits_of(f)),
-                      meta + (g * n + c) * ref_codec_meta_size(f));
+    uint32_t bits = bits_of(f);
+    float m[2 * META_RUN];
+    for (uint64_t a = 0; a < cnt; a += META_RUN) {
+        uint64_t k = cnt - a < META_RUN ? cnt - a : META_RUN, c = g * n + c0 + a;
+        read_meta(f, meta + c * ref_codec_meta_size(f), k, m);
+        for (uint64_t j = j0; j < j1; j++) { /* the run's codes (a line per channel) stay in L1 over its tokens */
+            float *o = out + (j - j0) * cnt + a;
+            for (uint64_t i = 0; i < k; i++)
+                o[i] = dequant(f, bits, get_code(codes, (c + i) * f->group + j, bits), m[2 * i], m[2 * i + 1]);
+        }
+    }
 }
 
 /* ---- dense-and-sparse outliers (KVQuant) --------------------------------- */

@@ -436,12 +436,11 @@ static void read_block(const struct att_job *jb, int kv, uint32_t k0, uint32_t k
 {
     const struct scratch *s = jb->s;
     uint32_t d = kv ? jb->w->dv : jb->w->dk;
-    uint64_t width = (uint64_t)(k1 - k0) * d;
+    uint64_t width = (uint64_t)(k1 - k0) * d, jc = j1 < s->pos0 ? j1 : s->pos0 > j0 ? s->pos0 : j0;
+    ref_cache_read_span(jb->c, jb->l, jb->seq, kv, j0, jc, k0, k1 - k0, blk); /* the cached rows [j0, jc) */
     for (uint64_t j = j0; j < j1; j++) {
         float *r = blk + (j - j0) * width;
-        if (j < s->pos0)
-            ref_cache_read_heads(jb->c, jb->l, jb->seq, kv, j, k0, k1 - k0, r);
-        else
+        if (j >= jc)
             memcpy(r, (kv ? s->rv : s->rk)[(j - s->pos0) * jb->rm->m.n_layers + jb->l] + (uint64_t)k0 * d,
                    width * sizeof *r);
         if (!kv && jb->rm->o.pre_rope_keys)

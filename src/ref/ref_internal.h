@@ -49,8 +49,15 @@ uint32_t ref_codec_plain_size(enum kvp_dtype t); /* bytes per value */
  * group at code index (g*n + c)*G + j; meta at (g*n + c). x is (G, n). */
 void ref_codec_encode_groups(const struct kvp_format *f, uint64_t n, uint64_t g, const float *x,
                          uint8_t *codes, uint8_t *meta);
-void ref_codec_decode_value(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t c, uint64_t j,
-                        const uint8_t *codes, const uint8_t *meta, float *out);
+/* Channels c0..c0+cnt-1 of tokens j0..j1-1 of group g, token j's at
+ * out + (j - j0) cnt: a run of channels' scales converted once, then each
+ * channel's codes, which lie together. */
+void ref_codec_decode_span(const struct kvp_format *f, uint64_t n, uint64_t g, uint64_t j0, uint64_t j1, uint64_t c0,
+                           uint64_t cnt, const uint8_t *codes, const uint8_t *meta, float *out);
+/* The per-value read: code i of codes under the scale (+ zero point) at
+ * meta, its group's. decode_row's and decode_span's block reads equal it
+ * bit for bit (tests/check_ref.c block_decode_equals_values). */
+float ref_codec_dequantize(const struct kvp_format *f, const uint8_t *codes, uint64_t i, const uint8_t *meta);
 uint32_t ref_codec_meta_size(const struct kvp_format *f); /* scale (+ zero point) bytes */
 /* Copy count codes from code index si of src to code index di of dst (bit
  * offsets that need not be byte-aligned: a group's codes may not be). */
@@ -102,6 +109,11 @@ void ref_cache_read_v(const struct kvp_ref_cache *c, uint32_t layer, uint32_t se
  * the same floats as those heads of the whole row. */
 void ref_cache_read_heads(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t pos,
                           uint32_t h0, uint32_t nh, float *out);
+/* Those heads of the rows of positions j0..j1-1 (all held), row j at
+ * out + (j - j0) nh head_dim: the floats of ref_cache_read_heads, a
+ * channel-axis group's scales read once for all its rows. */
+void ref_cache_read_span(const struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, int kv, uint64_t j0, uint64_t j1,
+                         uint32_t h0, uint32_t nh, float *out);
 /* Recurrent state of (layer, seq) as floats (n elems), and write it back. */
 enum kvp_status ref_cache_state(struct kvp_ref_cache *c, uint32_t layer, uint32_t seq, uint8_t **p,
                             struct kvp_error *err);
