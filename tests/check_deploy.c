@@ -1064,6 +1064,19 @@ START_TEST(ollama_given)
     ck_assert_uint_eq(d.ollama_auto, 0);
     ck_assert_int_eq(kvp_engine_parse("ollama@0.1", &e, &rel, &err), KVP_ERR_USAGE);
     ck_assert_str_eq(err.msg, "ollama: unknown release '0.1' (known: 0.32.15)");
+    d.n_seq = 4; /* OLLAMA_NUM_PARALLEL=4 stands for llama */
+    kvp_deploy_ollama(m, &d, true, true);
+    ck_assert_uint_eq(d.n_seq, 4);
+    kvp_model_free(m);
+    m = test_load("qwen3-next-80b-a3b"); /* model_type qwen3_next: Ollama's qwen3next, one request at a time */
+    kvp_deploy_init(&d, e, m);
+    d.release = rel;
+    d.gpu_memory = 80ull << 30;
+    d.n_seq = 4;
+    kvp_deploy_ollama(m, &d, false, false);
+    ck_assert_uint_eq(d.n_seq, 1);
+    ck_assert_uint_eq(d.ollama_auto, KVP_OLLAMA_PARALLEL | KVP_OLLAMA_CONTEXT | KVP_OLLAMA_BATCH);
+    ck_assert_uint_eq(d.context, 262144);
     kvp_model_free(m);
 }
 END_TEST

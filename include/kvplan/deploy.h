@@ -151,6 +151,7 @@ struct kvp_deploy {
 enum {
     KVP_OLLAMA_CONTEXT = 1u << 0, /* num_ctx by total VRAM (4096 / 32768 / 262144), at most the model's */
     KVP_OLLAMA_BATCH = 1u << 1,   /* num_batch (-b and -ub) by context and headroom */
+    KVP_OLLAMA_PARALLEL = 1u << 2, /* np 1: an architecture Ollama serves one request at a time */
 };
 
 /* The GPUs deployment d uses: dp x tp x pp (vLLM, SGLang without DP
@@ -298,8 +299,10 @@ KVP_API enum kvp_status kvp_deploy_pick_weights(const struct kvp_model *m, struc
  * 2 x layers x fewest KV heads x hidden / heads x tokens x 2 bytes) leaves
  * less headroom than 40% (2048) or 25% (1024) of the memory or the batch's
  * surcharge (2 GiB, 768 MiB) past 80% of it; on CUDA without flash attention
- * 512, or 256 on 8 GiB or less past 4096 tokens. context_given and
- * batch_given: the user's. Sets d->ollama_auto. */
+ * 512, or 256 on 8 GiB or less past 4096 tokens; np 1, whatever is given,
+ * for the architectures it serves one request at a time (server/sched.go:
+ * mllama, qwen3vl(moe), qwen35(moe), qwen3next, lfm2(moe), nemotron_h*).
+ * context_given and batch_given: the user's. Sets d->ollama_auto. */
 KVP_API void kvp_deploy_ollama(const struct kvp_model *m, struct kvp_deploy *d, bool context_given,
                                bool batch_given);
 

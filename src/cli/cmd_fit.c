@@ -241,6 +241,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     if (f->release->rules & KVP_REL_OLLAMA) {
         kvp_json_bool(&j, "ollama_context_auto", d->ollama_auto & KVP_OLLAMA_CONTEXT);
         kvp_json_bool(&j, "ollama_batch_auto", d->ollama_auto & KVP_OLLAMA_BATCH);
+        kvp_json_bool(&j, "ollama_one_stream", d->ollama_auto & KVP_OLLAMA_PARALLEL);
         kvp_json_u64(&j, "n_batch", d->n_batch);
     }
     if (d->w_auto) {
@@ -497,6 +498,9 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     if (d->ollama_auto) {
         uint64_t vram = d->gpu_memory * d->n_gpus;
         kvp_buf_printf(b, "ollama chose:");
+        if (d->ollama_auto & KVP_OLLAMA_PARALLEL)
+            kvp_buf_printf(b, " np 1 (%s takes one request at a time in Ollama, whatever OLLAMA_NUM_PARALLEL "
+                           "says);", x->m->arch[0] ? x->m->arch : x->m->family);
         if (d->ollama_auto & KVP_OLLAMA_CONTEXT)
             kvp_buf_printf(b, " num_ctx %s (%s of VRAM: 4096 under 23 GiB, 32768 under 47 GiB, else 262144; at most "
                            "the model's %s)%s", kvp_count_text(d->context, g[3], sizeof g[3]),

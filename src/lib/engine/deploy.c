@@ -445,10 +445,34 @@ static bool ollama_batch_fits(uint32_t batch, uint64_t predicted, uint64_t avail
     return predicted <= threshold && predicted <= available / 100 * headroom && surcharge <= threshold - predicted;
 }
 
+/* The architectures Ollama serves one request at a time whatever OLLAMA_NUM_PARALLEL says
+ * (server/sched.go, "model architecture does not currently support parallel requests"), by its
+ * GGUF names; m's GGUF architecture, else its config's model_type, compared without '_'. */
+static bool ollama_one_stream(const struct kvp_model *m)
+{
+    static const char *const names[] = {"mllama",    "qwen3vl",   "qwen3vlmoe", "qwen35",      "qwen35moe",
+                                        "qwen3next", "lfm2",      "lfm2moe",    "nemotronh",   "nemotronhmoe",
+                                        "nemotronhomni"};
+    char a[sizeof m->family];
+    size_t n = 0;
+    for (const char *c = m->arch[0] ? m->arch : m->family; *c && n + 1 < sizeof a; c++)
+        if (*c != '_')
+            a[n++] = *c;
+    a[n] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(a, names[i]) == 0)
+            return true;
+    return false;
+}
+
 void kvp_deploy_ollama(const struct kvp_model *m, struct kvp_deploy *d, bool context_given, bool batch_given)
 {
     uint64_t vram = kvp_sat_mul(d->gpu_memory, d->n_gpus ? d->n_gpus : 1), tokens;
     d->ollama_auto = 0;
+    if (d->n_seq > 1 && ollama_one_stream(m)) {
+        d->n_seq = 1;
+        d->ollama_auto |= KVP_OLLAMA_PARALLEL;
+    }
     if (!context_given) {
         d->context = vram >= 47 * GIB ? 262144 : vram >= 23 * GIB ? 32768 : 4096;
         if (m->max_context && d->context > m->max_context)
