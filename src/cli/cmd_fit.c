@@ -496,7 +496,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     if (!d->weights_memory && kvp_weights_compute(x->m, &d->w, &wt, &err) == KVP_OK)
         kvp_buf_printf(b, "weights: %s\n", kvp_weights_split(&wt, si, split, sizeof split));
     if (d->ollama_auto) {
-        uint64_t vram = d->gpu_memory * d->n_gpus;
+        uint64_t vram = kvp_sat_mul(d->gpu_memory, d->n_gpus);
         kvp_buf_printf(b, "ollama chose:");
         if (d->ollama_auto & KVP_OLLAMA_PARALLEL)
             kvp_buf_printf(b, " np 1 (%s takes one request at a time in Ollama, whatever OLLAMA_NUM_PARALLEL "
@@ -509,7 +509,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                            d->ollama_auto & KVP_OLLAMA_BATCH ? ";" : "");
         if (d->ollama_auto & KVP_OLLAMA_BATCH)
             kvp_buf_printf(b, " num_batch %u (-b and -ub, by %s tokens and the headroom Ollama predicts)",
-                           d->n_batch, kvp_count_text(d->context * d->n_seq, g[3], sizeof g[3]));
+                           d->n_batch, kvp_count_text(kvp_sat_mul(d->context, d->n_seq), g[3], sizeof g[3]));
         kvp_buf_printf(b, "\n");
     }
     if (d->w_auto) {
