@@ -1491,6 +1491,48 @@ START_TEST(trtllm_logs)
 }
 END_TEST
 
+/* The interval fit prints ("the estimate may be off by ..."; reserve.uncertainty) holds
+ * the logged budget in at least 90% of the start-ups, training and held out apart
+ * (its width was chosen on the training ones only: profile_reserve.c uncertainty).
+ * Both coverages and each miss are printed; docs/engines.md, "The interval", lists them. */
+static void interval_count(const char *id, bool held_out, const struct kvp_fit *f, double logged_gib, int n[2],
+                           int in[2])
+{
+    double miss = (double)f->kv_budget_bytes - logged_gib * GiB;
+    bool inside = fabs(miss) <= (double)f->reserve.uncertainty;
+    n[held_out]++;
+    in[held_out] += inside;
+    if (!inside)
+        printf("reserve interval misses %s: %+.2f GiB, interval +-%.2f GiB\n", id, miss / GiB,
+               (double)f->reserve.uncertainty / GiB);
+}
+
+START_TEST(reserve_interval_covers_logs)
+{
+    int n[2] = {0}, in[2] = {0};
+    for (size_t i = 0; i < N_ELEMS(log_cases) + N_ELEMS(trtllm_log_cases); i++) {
+        bool trt = i >= N_ELEMS(log_cases);
+        const struct log_case *c = trt ? NULL : &log_cases[i];
+        const struct trtllm_log_case *t = trt ? &trtllm_log_cases[i - N_ELEMS(log_cases)] : NULL;
+        struct kvp_model *m = NULL;
+        if (trt && t->bound == 0) /* not replayable from settings (the DGX Spark's unified memory) */
+            continue;
+        struct kvp_error err = {0};
+        struct kvp_deploy d;
+        struct kvp_fit f;
+        ck_assert_kvp_ok(kvp_model_load(trt ? t->model : c->model, &m, &err), err);
+        d = trt ? trtllm_log_deploy(t, m) : log_deploy(c, m);
+        f = fit_ok(m, &d);
+        ck_assert(f.reserve.uncertainty > 0);
+        interval_count(trt ? t->id : c->id, trt ? t->held_out : c->held_out, &f, trt ? t->kv_gib : c->kv_gib, n, in);
+        kvp_model_free(m);
+    }
+    printf("reserve interval: training %d of %d inside, held out %d of %d\n", in[0], n[0], in[1], n[1]);
+    for (int h = 0; h < 2; h++)
+        ck_assert_msg(10 * in[h] >= 9 * n[h], "%s: %d of %d inside", h ? "held out" : "training", in[h], n[h]);
+}
+END_TEST
+
 /* The DGX Spark log prints every figure of the budget: weights inside torch
  * 63.52 GiB (with the 0.56 GiB estimation KV cache, which the budget adds
  * back), 0.85 GiB of activations, 49.28 GiB outside torch. Given those the
@@ -3132,6 +3174,7 @@ static Suite *suite(void)
     tcase_add_test(core, vllm_real_log);
     tcase_add_loop_test(core, logs_from_settings, 0, (int)N_ELEMS(log_cases));
     tcase_add_test(core, logs_median_and_given);
+    tcase_add_test(core, reserve_interval_covers_logs);
     tcase_add_loop_test(core, llamacpp_cuda_logs, 0, (int)N_ELEMS(llamacpp_log_cases));
     tcase_add_test(core, vllm_cuda_graph_estimate);
     tcase_add_test(core, llamacpp_b6182_log);

@@ -138,6 +138,13 @@ static int compute(struct fitted *x)
     return CLI_OK;
 }
 
+/* The headroom (left, or short) is smaller than the estimate's interval: it may
+ * not start, or it may start after all (reserve.uncertainty, fit on the logs). */
+static bool within_interval(const struct kvp_fit *f)
+{
+    return f->reserve.uncertainty > (f->fits ? f->free_bytes : f->short_bytes);
+}
+
 static void json_log(struct kvp_json *j, const struct fitted *x)
 {
     struct kvp_buf log = {0};
@@ -289,6 +296,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_bool(&j, "fits", f->fits);
     kvp_json_u64(&j, "free_bytes", f->free_bytes);
     kvp_json_u64(&j, "short_bytes", f->short_bytes);
+    kvp_json_bool(&j, "within_interval", within_interval(f)); /* may not start, or may start */
     if (x->min_tp) {
         kvp_json_u64(&j, "min_tp", x->min_tp);
         kvp_json_u64(&j, "min_dp", x->min_dp);
@@ -578,11 +586,13 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
                  kvp_bytes_text(d->cpu_offload, si, g[4], sizeof g[4]), f->offload_concurrency);
         row(&t, "CPU offload tier", kvp_count_text(f->offload_tokens, g[5], sizeof g[5]), note);
     }
-    if (f->fits)
-        snprintf(note, sizeof note, "%s left", kvp_bytes_text(f->free_bytes, si, g[4], sizeof g[4]));
-    else
-        snprintf(note, sizeof note, "%s short", kvp_bytes_text(f->short_bytes, si, g[4], sizeof g[4]));
-    row(&t, "fits", f->fits ? "yes" : "NO", f->refused[0] ? "the engine would not start" : note);
+    snprintf(note, sizeof note, "%s %s%s", kvp_bytes_text(f->fits ? f->free_bytes : f->short_bytes, si, g[4],
+                                                          sizeof g[4]),
+             f->fits ? "left" : "short", !within_interval(f) ? "" : f->fits ? "; may not start" : "; may start");
+    if (f->refused[0])
+        snprintf(note, sizeof note, "the engine would not start%s", within_interval(f) ? " (it may: within the "
+                                                                                            "interval)" : "");
+    row(&t, "fits", f->fits ? "yes" : "NO", note);
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
     if (d->engine == KVP_ENGINE_LLAMACPP &&
@@ -592,10 +602,12 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         offload_line(x, si, b);
     if (x->auto_fit.step != KVP_PARAMS_FIT_NONE)
         auto_fit_line(x, b);
-    if (f->fits && f->reserve.uncertainty > f->free_bytes)
-        kvp_buf_printf(b, "\nwarning: %s left is less than the reserve estimate's uncertainty (%s); measure the "
-                       "reserve at a first start and pass it\n", kvp_bytes_text(f->free_bytes, si, g[0], sizeof g[0]),
-                       kvp_bytes_text(f->reserve.uncertainty, si, g[1], sizeof g[1]));
+    if (within_interval(f))
+        kvp_buf_printf(b, "\nwarning: %s %s is inside the estimate's interval (+-%s): it may %sstart; measure the "
+                       "reserve at a first start and pass it\n",
+                       kvp_bytes_text(f->fits ? f->free_bytes : f->short_bytes, si, g[0], sizeof g[0]),
+                       f->fits ? "left" : "short", kvp_bytes_text(f->reserve.uncertainty, si, g[1], sizeof g[1]),
+                       f->fits ? "not " : "");
     if (d->engine != KVP_ENGINE_LLAMACPP && !d->kv_memory) {
         kvp_buf_printf(b, "\nto serve %s x %s tokens: ", kvp_count_text(want, g[0], sizeof g[0]),
                        kvp_count_text(d->context, g[1], sizeof g[1]));

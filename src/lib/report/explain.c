@@ -539,9 +539,10 @@ static void reserve_lines(struct fmtctx *c, const struct kvp_deploy *d, const st
                        d->engine == KVP_ENGINE_TRTLLM ? "the pool of CUDA graphs of min(max_batch_size, 128) sequences"
                                                       : "cuBLAS workspaces", d->tp > 1 ? ", NCCL" : "");
     if (r->uncertainty)
-        kvp_buf_printf(
-            b, "  the estimate may be off by %s B (a quarter of the activations and graphs, 1 GiB of non-torch)\n",
-            grp(c, r->uncertainty));
+        kvp_buf_printf(b,
+                       "  the estimate may be off by %s B either way (each estimated term by its own size, plus 0.5%% "
+                       "of the memory:\n  the interval fit on the logs, docs/engines.md \"The interval\")\n",
+                       grp(c, r->uncertainty));
 }
 
 void kvp_explain_fit(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f, bool si,
