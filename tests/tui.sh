@@ -259,5 +259,10 @@ host=$(KVPLAN_DATADIR=models "$bin" fit qwen2.5-32b --engine llamacpp --gpu rtx-
 expect "$host" "the host's part as kvplan fit's device table has it"
 t send-keys -t k q
 
+# 13. Ollama's release by the name the user types, whole (it read "llamacpp@ollama-0.3")
+start 120x40 C qwen3-8b --engine ollama --gpu rtx-4090
+expect "ollama@0.32.15" "the engine field names Ollama's release"
+t send-keys -t k q
+
 echo "tui: $pass passed, $fail failed"
 [ $fail -eq 0 ]

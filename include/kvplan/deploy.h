@@ -91,6 +91,10 @@ KVP_API bool kvp_engine_from_name(const char *s, enum kvp_engine_id *out);
 KVP_API const struct kvp_release *kvp_releases(uint32_t *n);
 /* The release deploy d runs: d->release, else the engine's default. */
 KVP_API const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d);
+/* The engine and release as the user names them: "vllm" "0.21.0", and
+ * "ollama" "0.32.15" for llamacpp's release "ollama-0.32.15". */
+KVP_API void kvp_release_names(enum kvp_engine_id e, const struct kvp_release *r, const char **engine,
+                               const char **version);
 /* Parse "vllm", "vllm@0.11.0" or "llama.cpp@b6182" into engine and release
  * index (UINT32_MAX: the engine's default). "ollama" and "ollama@0.32.15" are
  * llamacpp's releases "ollama-..." (the newest when none is named): Ollama

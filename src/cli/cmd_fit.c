@@ -488,10 +488,12 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     uint64_t want = d->concurrency ? d->concurrency : 1;
     struct kvp_weights wt;
     struct kvp_error err = {0};
+    const char *engine, *version;
 
+    kvp_release_names(d->engine, f->release, &engine, &version);
     kvp_buf_printf(b, "%s%s on %u x %s (%s each), engine %s %s\n", fmt == KVP_OUT_MD ? "## " : "", x->m->name,
                    d->n_gpus, x->gpu ? x->gpu->id : "GPU", kvp_bytes_text(d->gpu_memory, si, g[0], sizeof g[0]),
-                   e->name, f->release->version);
+                   engine, version);
     if (d->dp > 1)
         snprintf(note, sizeof note, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention inside tp)" : "");
     else

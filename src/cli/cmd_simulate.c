@@ -241,10 +241,11 @@ static void render_text(const struct run *x, struct kvp_buf *b)
 {
     const struct kvp_sim_result *r = &x->r;
     char g[8][48], p[3][64];
-    const char *unit = kvp_sim_unit(x->c.engine);
+    const char *unit = kvp_sim_unit(x->c.engine), *engine, *version;
 
-    kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU",
-                   kvp_engine_info(x->d.engine)->name, x->f.release->version, x->w.n);
+    kvp_release_names(x->d.engine, x->f.release, &engine, &version);
+    kvp_buf_printf(b, "%s on %s, engine %s %s: %u requests\n", x->m->name, x->gpu ? x->gpu->id : "the GPU", engine,
+                   version, x->w.n);
     if (x->c.engine == KVP_SIM_VLLM || x->c.engine == KVP_SIM_VLLM0)
         kvp_buf_printf(b, "pool %s blocks of %u tokens, %u KV-cache group%s; max_num_batched_tokens %s, "
                           "max_num_seqs %s; prefix caching %s\n\n",

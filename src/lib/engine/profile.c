@@ -101,6 +101,13 @@ const struct kvp_release *kvp_releases(uint32_t *n)
     return releases;
 }
 
+void kvp_release_names(enum kvp_engine_id e, const struct kvp_release *r, const char **engine, const char **version)
+{
+    bool ollama = e == KVP_ENGINE_LLAMACPP && strncmp(r->version, "ollama-", 7) == 0;
+    *engine = ollama ? "ollama" : kvp_engine_info(e)->name;
+    *version = r->version + (ollama ? 7 : 0);
+}
+
 const struct kvp_release *kvp_deploy_release(const struct kvp_deploy *d)
 {
     if (d->release < N_RELEASES && releases[d->release].engine == d->engine)

@@ -461,12 +461,14 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
                              uint32_t n)
 {
     const struct kvp_setting *r = kvp_setting_at(row);
+    const char *name, *version;
     buf[0] = '\0';
     if (!r)
         return buf;
     switch (r->type) {
     case KVP_SET_ENGINE:
-        snprintf(buf, n, "%s@%s", kvp_engine_info(d->engine)->name, kvp_deploy_release(d)->version);
+        kvp_release_names(d->engine, kvp_deploy_release(d), &name, &version);
+        snprintf(buf, n, "%s@%s", name, version);
         break;
     case KVP_SET_GPU:
         snprintf(buf, n, "%s", gpu ? gpu->id : "");
