@@ -1967,6 +1967,124 @@ START_TEST(dp_refused)
 }
 END_TEST
 
+/* Expert parallelism (docs/engines.md, "Expert parallelism"; vLLM main
+ * @002d6073 fused_moe/config.py FusedMoEParallelConfig.make: under
+ * --enable-expert-parallel ep_size = the tp flattened over dp, each device
+ * owns whole experts; expert_map_manager.py determine_expert_map: the first
+ * (E + R) % EP ranks hold one more; SGLang FusedMoE: (E + R) / ep experts
+ * of tp / ep slices, (E + R) / tp experts' bytes a GPU). Per-GPU weights
+ * against the same deployment without EP, in bytes from the configs:
+ *   Qwen3-30B-A3B (128 experts, 48 layers, hidden 2048, expert 768, bf16), vLLM
+ *     dp 3 x tp 2: one expert is 48 x 3 x 2048 x 768 x 2 B = 452,984,832 B; EP 6
+ *     gives the busiest GPU 22, not 128 / 6: (22 - 128 / 6) x 452,984,832 =
+ *     301,989,888 B more;
+ *   DeepSeek-V3 (256 experts, 58 MoE layers, 7168 x 2048, fp8 128x128 blocks
+ *     with a float scale each), vLLM dp 8 + EPLB 32 redundant: 36 experts, not
+ *     32; one is 58 x 3 x (7168 x 2048 + 56 x 16 x 4) B = 2,554,954,752 B, four
+ *     10,219,819,008 B more;
+ *   SGLang tp 8 dp 8 DP attention without redundant experts: the same bytes. */
+START_TEST(ep_weights)
+{
+    static const struct {
+        const char *model, *engine;
+        uint32_t tp, dp, redundant;
+        bool dp_attention;
+        uint64_t more, local;
+    } cases[] = {
+        {"qwen3-30b-a3b", "vllm", 2, 3, 0, false, 301989888ull, 22},
+        {"deepseek-v3", "vllm", 1, 8, 32, false, 10219819008ull, 36},
+        {"deepseek-v3", "sglang", 8, 8, 0, true, 0, 32},
+        {"deepseek-v3", "sglang", 8, 1, 8, false, 2554954752ull, 33},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        struct kvp_model *m = test_load(cases[i].model);
+        struct kvp_deploy d;
+        struct kvp_fit no, ep;
+        deploy_at(&d, cases[i].engine, m);
+        d.gpu_memory = H200_BYTES;
+        reserve_given(&d);
+        d.tp = cases[i].tp;
+        d.dp = cases[i].dp;
+        d.dp_attention = cases[i].dp_attention;
+        d.n_gpus = (uint32_t)kvp_deploy_gpus(&d);
+        no = fit_ok(m, &d);
+        ck_assert_uint_eq(kvp_deploy_experts_per_gpu(m, &d), 0);
+        d.expert_parallel = true;
+        d.redundant_experts = cases[i].redundant;
+        ep = fit_ok(m, &d);
+        ck_assert_uint_eq(kvp_deploy_experts_per_gpu(m, &d), cases[i].local);
+        ck_assert_uint_eq(ep.weights_bytes - no.weights_bytes, cases[i].more);
+        ck_assert_uint_eq(ep.kv_bytes_per_token_per_gpu, no.kv_bytes_per_token_per_gpu);
+        kvp_model_free(m);
+    }
+}
+END_TEST
+
+/* gpt-oss-120b's MXFP4 experts on 4 H100s (Marlin: intermediate to 128, hidden
+ * to 256): TP 4 pads each expert's 2880 / 4 = 720 to 768 (6.7%); EP 4 holds 32
+ * whole experts whose 2880 pads to 2944 (2.2%), so the padding is smaller and
+ * the experts' stored bytes the same (128 / 4 = 32 whole). */
+START_TEST(ep_mxfp4_padding)
+{
+    struct kvp_model *m = test_load("gpt-oss-120b");
+    struct kvp_deploy d;
+    struct kvp_fit tp, ep;
+    deploy_at(&d, "vllm@0.11.0", m);
+    d.gpu_memory = 80 * GiB;
+    d.compute_capability = 90;
+    reserve_given(&d);
+    d.tp = d.n_gpus = 4;
+    tp = fit_ok(m, &d);
+    d.expert_parallel = true;
+    ep = fit_ok(m, &d);
+    ck_assert_str_eq(tp.weights_load, "MXFP4 experts padded for Marlin: intermediate per partition 720 -> 768, "
+                                      "hidden 2880 -> 3072");
+    ck_assert_str_eq(ep.weights_load, "MXFP4 experts padded for Marlin: intermediate per expert (whole, expert "
+                                      "parallel) 2880 -> 2944, hidden 2880 -> 3072");
+    ck_assert_uint_eq(tp.weights_bytes - tp.weights_padding, ep.weights_bytes - ep.weights_padding);
+    ck_assert_uint_lt(ep.weights_padding, tp.weights_padding);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* What expert parallelism refuses, in the engines' terms. */
+static const struct ep_case {
+    const char *model, *engine;
+    uint32_t tp, dp, redundant;
+    bool ep;
+    const char *msg;
+} ep_cases[] = {
+    {"deepseek-v3", "vllm", 1, 8, 30, true,
+     "vLLM's EPLB spreads the experts evenly: 256 + 30 redundant must be a multiple of EP = dp x tp = 8"},
+    {"deepseek-v3", "sglang", 8, 1, 4, true,
+     "SGLang splits the experts evenly: 256 + 4 redundant must be a multiple of the EP size tp = 8"},
+    {"deepseek-v3", "vllm", 8, 1, 8, false,
+     "redundant experts are EPLB's, under expert parallelism (add 'expert_parallel')"},
+    {"llama-3.1-8b", "vllm", 2, 1, 2, true, "redundant experts need routed experts (llama-3.1-8b has none)"},
+    {"deepseek-v3", "trtllm", 8, 1, 0, true,
+     "expert parallelism is modelled for vLLM and SGLang, not trtllm (drop 'expert_parallel')"},
+};
+
+START_TEST(ep_refused)
+{
+    const struct ep_case *c = &ep_cases[_i];
+    struct kvp_model *m = test_load(c->model);
+    struct kvp_deploy d;
+    struct kvp_fit f;
+    struct kvp_error err = {0};
+    deploy_at(&d, c->engine, m);
+    d.gpu_memory = H200_BYTES;
+    d.tp = c->tp;
+    d.dp = c->dp;
+    d.n_gpus = (uint32_t)kvp_deploy_gpus(&d);
+    d.expert_parallel = c->ep;
+    d.redundant_experts = c->redundant;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &f, &err), KVP_ERR_USAGE);
+    ck_assert_str_eq(err.msg, c->msg);
+    kvp_model_free(m);
+}
+END_TEST
+
 START_TEST(inverse_min_gpus)
 {
     struct kvp_model *m = test_load("llama-3.1-8b");
@@ -3220,6 +3338,9 @@ static Suite *suite(void)
     tcase_add_test(core, dp_replicas);
     tcase_add_test(core, dp_min_gpus_mla);
     tcase_add_loop_test(core, dp_refused, 0, (int)N_ELEMS(dp_cases));
+    tcase_add_test(core, ep_weights);
+    tcase_add_test(core, ep_mxfp4_padding);
+    tcase_add_loop_test(core, ep_refused, 0, (int)N_ELEMS(ep_cases));
     tcase_add_test(core, inverse_min_util);
     tcase_add_test(core, roofline_decode);
     tcase_add_test(core, sglang_mamba_pool);

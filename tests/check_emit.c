@@ -55,13 +55,20 @@ static void settings_of(const char *text, struct kvp_settings *s)
     }
 }
 
-/* Split a command line at spaces (the emitted ones quote nothing here). */
+/* Split a command line at spaces, as the shell would the emitted ones: a word in single quotes (vLLM's
+ * --eplb-config JSON) has no space inside and loses its quotes. */
 static int split_words(char *line, char **argv, int cap)
 {
     int n = 0;
     char *save = NULL;
-    for (char *w = strtok_r(line, " \n", &save); w && n < cap; w = strtok_r(NULL, " \n", &save))
+    for (char *w = strtok_r(line, " \n", &save); w && n < cap; w = strtok_r(NULL, " \n", &save)) {
+        size_t len = strlen(w);
+        if (len >= 2 && w[0] == '\'' && w[len - 1] == '\'') {
+            w[len - 1] = '\0';
+            w++;
+        }
         argv[n++] = w;
+    }
     return n;
 }
 
@@ -108,6 +115,20 @@ static const struct emit_case {
      "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 1 --dp-size 8 "
      "--enable-dp-attention --context-length 32768 --mem-fraction-static 0.857 --kv-cache-dtype auto --page-size 1 "
      "--max-running-requests 4096",
+     "gpu=h200"},
+    /* expert parallelism (docs/engines.md, "Expert parallelism"): vLLM's EPLB redundant experts in
+     * --eplb-config's JSON, SGLang's --ep-size tp */
+    {"deepseek-v3", "gpu=h200 dp=8 expert_parallel=true redundant_experts=32 context=32k",
+     "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 --data-parallel-size 8 "
+     "--enable-expert-parallel --enable-eplb --eplb-config '{\"num_redundant_experts\":32}' --max-model-len 32768 "
+     "--gpu-memory-utilization 0.92 --kv-cache-dtype auto --block-size 64 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192",
+     "gpu=h200"},
+    {"deepseek-v3", "engine=sglang gpu=h200 tp=8 dp=8 dp_attention=true expert_parallel=true redundant_experts=8 "
+     "context=32k",
+     "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 1 --dp-size 8 "
+     "--enable-dp-attention --ep-size 8 --ep-num-redundant-experts 8 --context-length 32768 --mem-fraction-static "
+     "0.857 --kv-cache-dtype auto --page-size 1 --max-running-requests 4096",
      "gpu=h200"},
     /* Ollama: its environment; the model is `ollama run`'s, given apart */
     {"llama-3.1-8b", "engine=ollama gpu=rtx-4090 context=8192 n_seq=2 kv_dtype=q8_0 flash_attn=on weight_dtype=q4_k_m",
@@ -167,7 +188,13 @@ START_TEST(commands_refused_and_ignored)
         {"vllm serve m --enable-lora --max-loras 4",
          "--enable-lora: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
-        {"vllm serve m --enable-expert-parallel", "--enable-expert-parallel: it changes"},
+        {"vllm serve m --enable-expert-parallel --all2all-backend deepep_low_latency",
+         "--all2all-backend deepep_low_latency: its all-to-all buffers change the memory"},
+        {"python3 -m sglang.launch_server --model-path m --tp 8 --enable-deepep-moe",
+         "--enable-deepep-moe: it changes"},
+        {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size none", "--ep-size none: a positive count"},
+        {"trtllm-serve m --tp_size 8 --ep_size 8", "--ep_size: it changes the memory"},
+        {"vllm serve m --eplb-config '{\"num_redundant_experts\":32'", "did not find expected ',' or '}'"},
         {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},
         {"llama-server -m f.gguf -ot exps=CPU", "-ot: it changes the memory, and kvplan does not model it yet"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
@@ -217,10 +244,24 @@ START_TEST(commands_refused_and_ignored)
     ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                        sizeof model, &ignored, &err), err);
     ck_assert_str_eq(ignored.data, "VLLM_USE_V1");
+    kvp_buf_release(&ignored);
     /* data parallelism: vLLM's -dp (--data-parallel-size), SGLang's --dp and its DP-attention switch */
-    snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel");
-    ck_assert_int_ne(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
-                                               sizeof model, &ignored, &err), KVP_OK); /* EP is not modelled */
+    snprintf(line, sizeof line, "vllm serve m -dp 8 --enable-expert-parallel --enable-eplb --num-redundant-experts 32 "
+             "--all2all-backend allgather_reducescatter");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                       sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("expert_parallel")], "true");
+    ck_assert_str_eq(s.value[kvp_setting_find("redundant_experts")], "32"); /* 0.11.0's deprecated spelling */
+    ck_assert_uint_eq(ignored.len, 0);
+    /* SGLang's --ep-size: 1 is none, more is expert parallelism; its legacy --enable-ep-moe the same */
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --tp 8 --ep-size 1");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                       sizeof model, &ignored, &err), err);
+    ck_assert_uint_eq((s.given >> kvp_setting_find("expert_parallel")) & 1u, 0);
+    snprintf(line, sizeof line, "python3 -m sglang.launch_server --model-path m --tp 8 --enable-ep-moe");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
+                                       sizeof model, &ignored, &err), err);
+    ck_assert_str_eq(s.value[kvp_setting_find("expert_parallel")], "true");
     snprintf(line, sizeof line, "vllm serve m --data-parallel-size 8");
     ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &s, model,
                                                sizeof model, &ignored, &err), err);

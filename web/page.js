@@ -48,6 +48,8 @@ const KEYS = [
   {key: 'n_gpu_layers', flag: '--n-gpu-layers'},
   {key: 'n_cpu_moe', flag: '--n-cpu-moe'},
   {key: 'no_kv_offload', flag: '--no-kv-offload', bool: true},
+  {key: 'expert_parallel', flag: '--expert-parallel', bool: true},
+  {key: 'redundant_experts', flag: '--redundant-experts'},
 ];
 /* the fields the form shows at the top; the others go under "every other setting" */
 const MAIN_FIELDS = ['model', 'gpu', 'gpus', 'tp', 'pp', 'engine', 'weight_dtype', 'kv_dtype', 'context', 'concurrency'];

@@ -115,6 +115,10 @@ struct kvp_deploy {
     uint32_t dp;                /* data-parallel ranks, each its own KV pool and scheduler (1 = none);
                                  * SGLang with dp_attention: attention DP inside the tp GPUs */
     bool dp_attention;          /* SGLang --enable-dp-attention: dp divides tp, attention split by tp / dp */
+    bool expert_parallel;       /* vLLM --enable-expert-parallel, SGLang --ep-size tp: each GPU holds whole routed
+                                 * experts, (E + redundant) / EP of them, EP = dp x tp (vLLM) or tp (SGLang) */
+    uint32_t redundant_experts; /* EPLB's extra physical experts per MoE layer (vLLM num_redundant_experts,
+                                 * SGLang --ep-num-redundant-experts); 0 = none */
     double util;                /* 0 = the engine's default (SGLang: from its rule) */
     struct kvp_format k, v;     /* cache formats */
     struct kvp_wstore w;        /* weights as stored (zero), a format, or a llama.cpp file type */
@@ -162,6 +166,18 @@ enum {
  * attention, and the engines that run replicas), tp x pp under SGLang's DP
  * attention (its DP ranks share the tp GPUs). */
 KVP_API uint64_t kvp_deploy_gpus(const struct kvp_deploy *d);
+
+/* The expert-parallel group of deployment d (docs/engines.md, "Expert
+ * parallelism"): dp x tp under vLLM (fused_moe/config.py
+ * FusedMoEParallelConfig.make: ep_size = the tp flattened across dp), tp
+ * under SGLang; 0 without expert_parallel. */
+KVP_API uint64_t kvp_deploy_ep(const struct kvp_deploy *d);
+
+/* The routed experts of one MoE layer on the busiest GPU under expert
+ * parallelism: ceil((n_experts + redundant) / EP), whole experts (vLLM
+ * fused_moe determine_expert_map gives the first (E + R) % EP ranks one
+ * more); 0 without it or for a model without routed experts. */
+KVP_API uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_deploy *d);
 
 /* Defaults of engine e for model m: one GPU, tp = pp = dp = 1, the model's dtype
  * for cache and weights, the engine's block size and memory fraction. */

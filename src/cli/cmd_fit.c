@@ -240,6 +240,10 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "pp", d->pp);
     kvp_json_u64(&j, "dp", d->dp);
     kvp_json_bool(&j, "dp_attention", d->dp_attention);
+    kvp_json_bool(&j, "expert_parallel", d->expert_parallel);
+    kvp_json_u64(&j, "ep", kvp_deploy_ep(d));
+    kvp_json_u64(&j, "redundant_experts", d->redundant_experts);
+    kvp_json_u64(&j, "experts_per_gpu", kvp_deploy_experts_per_gpu(x->m, d));
     kvp_json_u64(&j, "context", d->context);
     kvp_json_u64(&j, "concurrency", d->concurrency ? d->concurrency : 1);
     kvp_json_str(&j, "k_dtype", kvp_format_name(&d->k, k, sizeof k));
@@ -498,6 +502,10 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         snprintf(note, sizeof note, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention inside tp)" : "");
     else
         note[0] = '\0';
+    if (kvp_deploy_experts_per_gpu(x->m, d))
+        snprintf(note + strlen(note), sizeof note - strlen(note), "EP %llu (%llu of %u + %u redundant routed experts "
+                 "per GPU), ", (unsigned long long)kvp_deploy_ep(d),
+                 (unsigned long long)kvp_deploy_experts_per_gpu(x->m, d), x->m->n_experts, d->redundant_experts);
     kvp_buf_printf(b, "%s%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", note, d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),
@@ -543,6 +551,10 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
               : d->engine == KVP_ENGINE_LLAMACPP && f->weights_exact ? "the busiest GPU's tensors (GGUF table)"
               : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers"
               : f->weights_padding ? note
+              : kvp_deploy_experts_per_gpu(x->m, d)
+                  ? (d->dp_attention ? "computed: whole routed experts (EP), attention / (tp / dp), embedding whole, "
+                                       "the rest / tp"
+                                     : "computed: whole routed experts (EP), the rest / tp")
               : d->dp > 1 && (d->engine == KVP_ENGINE_VLLM || d->engine == KVP_ENGINE_SGLANG)
                   ? (d->dp_attention ? "computed: attention / (tp / dp), embedding whole, the rest / tp"
                                      : "computed: routed experts / (dp x tp), the rest / tp")

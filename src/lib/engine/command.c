@@ -40,7 +40,7 @@
 static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
     "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
-    "enable-expert-parallel", "ep-size", "ep_size",
+    "enable-deepep-moe", "deepep-mode", "ep-size", /* TRT-LLM's --ep_size (vLLM has none, SGLang's is read) */
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "ot",
     "override-tensor", "limit-mm-per-prompt", "max-total-tokens", "dtype",
     "tensor-split-mode", "sm", "split-mode", "extra_llm_api_options", NULL,
@@ -48,7 +48,8 @@ static const char *const unmodelled[] = {
 
 /* Flags without a value (the ones kvplan reads among them, and common ones it ignores). */
 static const char *const switches[] = {
-    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-prefix-caching", "no-enable-prefix-caching",
+    "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-expert-parallel", "enable-ep-moe", "enable-eplb",
+    "enable-prefix-caching", "no-enable-prefix-caching",
     "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
     "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", "cpu-moe", "cmoe",
@@ -90,6 +91,64 @@ static const char *engine_label(enum kvp_engine_id e)
     }
 }
 
+/* vLLM's and SGLang's expert-parallel flags (docs/engines.md, "Expert
+ * parallelism"): SGLang's --ep-size N (N > 1: whole experts, (E + R) / tp
+ * of them per GPU whatever N divides tp), vLLM's --eplb-config JSON (its
+ * num_redundant_experts; the window and step keys do not size memory), and
+ * the all-to-all backends, whose buffers kvplan does not model (vLLM
+ * --all2all-backend other than allgather_reducescatter or naive, SGLang
+ * --moe-a2a-backend other than none); --enable-eplb read as sizing nothing
+ * by itself. False: not one of these. */
+static bool expert_flag(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
+                        const char *v, enum kvp_status *st, struct kvp_error *err)
+{
+    static const char *const ep_size[] = {"ep-size", "ep", "expert-parallel-size", NULL};
+    static const char *const a2a[] = {"all2all-backend", "moe-a2a-backend", NULL};
+    if (e == KVP_ENGINE_SGLANG && among(ep_size, name)) {
+        if (!v || !v[0] || strspn(v, "0123456789") != strlen(v) || strtoul(v, NULL, 10) == 0)
+            *st = kvp_fail(err, KVP_ERR_USAGE, "%s %s: a positive count", flag, v ? v : "");
+        else
+            *st = strtoul(v, NULL, 10) == 1 ? KVP_OK : put(s, "expert_parallel", "true", flag, err);
+        return true;
+    }
+    if (among((const char *const[]){"enable-eplb", NULL}, name)) {
+        *st = KVP_OK; /* the rebalancing itself sizes nothing; its redundant experts are read apart */
+        return true;
+    }
+    if (among(a2a, name)) {
+        if (v && (strcmp(v, "allgather_reducescatter") == 0 || strcmp(v, "naive") == 0 || strcmp(v, "none") == 0))
+            *st = KVP_OK;
+        else
+            *st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: its all-to-all buffers change the memory, and kvplan "
+                           "does not model them yet", flag, v ? v : "");
+        return true;
+    }
+    if (e == KVP_ENGINE_VLLM && among((const char *const[]){"eplb-config", NULL}, name)) {
+        struct ydoc d = {0};
+        yaml_node_t *root;
+        *st = kvp_ydoc_load(&d, v ? v : "", v ? strlen(v) : 0, flag, err);
+        if (*st == KVP_OK && (root = kvp_ydoc_root(&d)) != NULL &&
+            (*st = kvp_ydoc_want_map(&d, root, "--eplb-config's JSON", err)) == KVP_OK)
+            for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+                const char *key = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key));
+                const char *n = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->value));
+                if (key && n && strcmp(key, "num_redundant_experts") == 0 && strcmp(n, "0") != 0 &&
+                    (*st = put(s, "redundant_experts", n, flag, err)) != KVP_OK)
+                    break;
+            }
+        kvp_ydoc_release(&d);
+        if (*st != KVP_OK && strncmp(err->msg, flag, strlen(flag)) != 0) {
+            char why[KVP_ERROR_MSG_MAX];
+            snprintf(why, sizeof why, "%s", err->msg); /* the message is rewritten in place: not from itself */
+            *st = kvp_fail(err, *st, "%s %s: %s", flag, v ? v : "", why);
+        }
+        return true;
+    }
+    *st = KVP_OK; /* a count of none: kvplan's default */
+    return among((const char *const[]){"num-redundant-experts", "ep-num-redundant-experts", NULL}, name) && v &&
+           strcmp(v, "0") == 0;
+}
+
 /* One engine flag with its value (NULL for a switch) into s. */
 static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
                             const char *v, struct kvp_buf *notes, struct kvp_error *err)
@@ -97,6 +156,7 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     const char *engine;
     int row = kvp_setting_find(name);
     char buf[KVP_SETTING_VALUE_MAX];
+    enum kvp_status st;
     if (row < 0 && (row = kvp_setting_engine_flag(name, &engine)) >= 0 && !strstr(engine, engine_label(e)))
         row = -1; /* another engine's flag: vLLM takes `--max-seq-len` for --max-seq-len-to-capture, not TRT-LLM's */
     if (row < 0 && (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strncmp(flag, "--", 2) == 0) {
@@ -139,6 +199,8 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     }
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "ts") == 0 || strcmp(name, "tensor-split") == 0))
         return put(s, "split", v ? v : "", flag, err); /* as kvp_emit_command writes it: layers per device */
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && expert_flag(s, e, flag, name, v, &st, err))
+        return st;
     if (among(unmodelled, name))
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s: it changes the memory, and kvplan does not model it yet", flag);
     if (row < 0) {

@@ -32,6 +32,46 @@ uint64_t kvp_deploy_gpus(const struct kvp_deploy *d)
     return dp * d->tp * d->pp;
 }
 
+uint64_t kvp_deploy_ep(const struct kvp_deploy *d)
+{
+    if (!d->expert_parallel)
+        return 0;
+    return d->engine == KVP_ENGINE_VLLM ? (uint64_t)(d->dp ? d->dp : 1) * d->tp : d->tp;
+}
+
+uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_deploy *d)
+{
+    uint64_t ep = kvp_deploy_ep(d);
+    return ep && m->n_experts ? kvp_cdiv((uint64_t)m->n_experts + d->redundant_experts, ep) : 0;
+}
+
+/* Expert parallelism as vLLM and SGLang run it (docs/engines.md, "Expert
+ * parallelism"); TRT-LLM's moe_expert_parallel_size and llama.cpp (no such
+ * split) are refused. */
+static enum kvp_status check_ep(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
+{
+    uint64_t ep = kvp_deploy_ep(d), physical = (uint64_t)m->n_experts + d->redundant_experts;
+    if (d->expert_parallel && d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG)
+        return kvp_fail(err, KVP_ERR_USAGE, "expert parallelism is modelled for vLLM and SGLang, not %s (drop "
+                        "'expert_parallel')", kvp_engine_info(d->engine)->name);
+    if (d->redundant_experts && !d->expert_parallel)
+        return kvp_fail(err, KVP_ERR_USAGE, "redundant experts are EPLB's, under expert parallelism (add "
+                        "'expert_parallel')");
+    if (d->redundant_experts && !m->n_experts)
+        return kvp_fail(err, KVP_ERR_USAGE, "redundant experts need routed experts (%s has none)", m->name);
+    if (d->redundant_experts && d->engine == KVP_ENGINE_VLLM && physical % ep != 0)
+        /* fused_moe/layer.py FusedMoE.__init__: "EPLB currently only supports even distribution of experts
+         * across ranks" */
+        return kvp_fail(err, KVP_ERR_USAGE, "vLLM's EPLB spreads the experts evenly: %u + %u redundant must be a "
+                        "multiple of EP = dp x tp = %llu", m->n_experts, d->redundant_experts,
+                        (unsigned long long)ep);
+    if (d->expert_parallel && d->engine == KVP_ENGINE_SGLANG && m->n_experts && physical % ep != 0)
+        /* layers/moe/fused_moe_triton/layer.py FusedMoE.__init__: assert num_experts % moe_ep_size == 0 */
+        return kvp_fail(err, KVP_ERR_USAGE, "SGLang splits the experts evenly: %u + %u redundant must be a multiple "
+                        "of the EP size tp = %u", m->n_experts, d->redundant_experts, d->tp);
+    return KVP_OK;
+}
+
 /* Data parallelism as the engine runs it (docs/engines.md, "Data
  * parallelism"): vLLM (--data-parallel-size) and SGLang (--dp-size, with or
  * without --enable-dp-attention) run dp ranks; the reference and the
@@ -62,7 +102,7 @@ static enum kvp_status check_deploy(const struct kvp_model *m, const struct kvp_
     enum kvp_status st;
     if (d->tp == 0 || d->pp == 0 || d->n_gpus == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "'tp', 'pp' and the GPU count must be positive");
-    if ((st = check_dp(d, err)) != KVP_OK)
+    if ((st = check_dp(d, err)) != KVP_OK || (st = check_ep(m, d, err)) != KVP_OK)
         return st;
     if (d->pp > KVP_MAX_STAGES || d->pp > m->n_layers)
         return kvp_fail(err, KVP_ERR_USAGE, "'pp' must be at most %u and at most the layer count %u (got %u)",

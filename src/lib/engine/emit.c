@@ -124,6 +124,10 @@ static enum kvp_status vllm(const struct kvp_model *m, const struct kvp_deploy *
     flag_u64(b, "--pipeline-parallel-size", d->pp);
     if (d->dp > 1)
         flag_u64(b, "--data-parallel-size", d->dp);
+    if (d->expert_parallel)
+        kvp_buf_printf(b, " --enable-expert-parallel");
+    if (d->redundant_experts) /* 0.11.0 arg_utils.py: --num-redundant-experts is deprecated for --eplb-config */
+        kvp_buf_printf(b, " --enable-eplb --eplb-config '{\"num_redundant_experts\":%u}'", d->redundant_experts);
     flag_u64(b, "--max-model-len", d->context);
     if (d->kv_memory)
         flag_u64(b, "--kv-cache-memory-bytes", d->kv_memory);
@@ -152,6 +156,10 @@ static enum kvp_status sglang(const struct kvp_model *m, const struct kvp_deploy
         flag_u64(b, "--dp-size", d->dp);
     if (d->dp_attention)
         kvp_buf_printf(b, " --enable-dp-attention");
+    if (d->expert_parallel)
+        flag_u64(b, "--ep-size", d->tp);
+    if (d->redundant_experts)
+        flag_u64(b, "--ep-num-redundant-experts", d->redundant_experts);
     flag_u64(b, "--context-length", d->context);
     kvp_buf_printf(b, " --mem-fraction-static %.4g", f->util);
     kvp_buf_printf(b, " --kv-cache-dtype %s", kv);

@@ -285,7 +285,7 @@ enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_
     if ((st = kvp_weights_compute(m, &d->w, &w, err)) != KVP_OK)
         return st;
     *out = kvp_cdiv(w.bytes, (uint64_t)d->tp * d->pp);
-    if (d->dp <= 1 || (d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG))
+    if ((d->dp <= 1 && !kvp_deploy_ep(d)) || (d->engine != KVP_ENGINE_VLLM && d->engine != KVP_ENGINE_SGLANG))
         return KVP_OK; /* replicas: each holds 1 / (tp x pp) */
     for (uint32_t c = 0; c < KVP_WC_COUNT; c++)
         sum += w.class_bytes[c]; /* the parts of a sum that did not overflow */
@@ -296,7 +296,15 @@ enum kvp_status kvp_profile_weights(const struct kvp_model *m, const struct kvp_
         /* a checkpoint's own table: its bytes in the computed classes' proportions (at most w.bytes) */
         uint64_t part = sum == w.bytes ? w.class_bytes[c]
                                        : (uint64_t)((long double)w.class_bytes[c] * (long double)w.bytes / sum);
-        if (!kvp_add(*out, kvp_cdiv(part, dp_share(d, (enum kvp_wclass)c)), out))
+        uint64_t local = c == KVP_WC_EXPERTS ? kvp_deploy_experts_per_gpu(m, d) : 0, held;
+        if (local) { /* whole experts: local of the n_experts each MoE layer stores, the layers over pp */
+            if (!kvp_mul(part, local, &held))
+                return kvp_fail(err, KVP_ERR_OVERFLOW, "the routed experts per GPU overflow 64 bits");
+            held = kvp_cdiv(held / m->n_experts, d->pp);
+        } else {
+            held = kvp_cdiv(part, dp_share(d, (enum kvp_wclass)c));
+        }
+        if (!kvp_add(*out, held, out))
             return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights per GPU overflow 64 bits");
     }
     return KVP_OK;

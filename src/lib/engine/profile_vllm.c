@@ -59,7 +59,7 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
                                      struct kvp_error *err)
 {
     struct kvp_weights w;
-    uint64_t ip, h = m->hidden, ia, ha, ipad, hpad, stored, padded;
+    uint64_t ip, h = m->hidden, ia, ha, ipad, hpad, stored, padded, local;
     uint32_t moe_layers = 0, first = UINT32_MAX;
     bool mxfp4 = false;
     const char *backend;
@@ -76,7 +76,10 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
             first = first == UINT32_MAX ? l : first;
             moe_layers++;
         }
-    ip = m->expert_intermediate / ((uint64_t)d->tp * d->dp);
+    /* under expert parallelism each GPU holds `local` whole experts (the MoE layer's tp is 1), else a
+     * partition of every one */
+    local = kvp_deploy_experts_per_gpu(m, d);
+    ip = local ? m->expert_intermediate : m->expert_intermediate / ((uint64_t)d->tp * d->dp);
     if (!mxfp4 || !moe_layers || ip == 0)
         return KVP_OK;
     mxfp4_backend(d->compute_capability, &backend, &ia, &ha);
@@ -85,13 +88,20 @@ static enum kvp_status mxfp4_padding(const struct kvp_model *m, const struct kvp
     if ((st = kvp_weights_experts(m, &d->w, first, m->expert_intermediate, h, &stored, err)) != KVP_OK ||
         (st = kvp_weights_experts(m, &d->w, first, ipad, hpad, &padded, err)) != KVP_OK)
         return st;
-    stored = kvp_cdiv(stored, (uint64_t)d->tp * d->dp);
+    if (local) {
+        if (!kvp_mul(stored, local, &stored) || !kvp_mul(padded, local, &padded))
+            return kvp_fail(err, KVP_ERR_OVERFLOW, "the MXFP4 experts per GPU overflow 64 bits");
+        stored /= m->n_experts, padded /= m->n_experts;
+    } else {
+        stored = kvp_cdiv(stored, (uint64_t)d->tp * d->dp);
+    }
     if (padded <= stored) /* nothing to pad */
         return KVP_OK;
     if (!kvp_mul(padded - stored, kvp_cdiv(moe_layers, d->pp), &f->weights_padding))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the padded MXFP4 experts overflow 64 bits");
     snprintf(f->weights_load, sizeof f->weights_load,
-             "MXFP4 experts padded for %s: intermediate per partition %llu -> %llu, hidden %llu -> %llu", backend,
+             "MXFP4 experts padded for %s: intermediate per %s %llu -> %llu, hidden %llu -> %llu", backend,
+             local ? "expert (whole, expert parallel)" : "partition",
              (unsigned long long)ip, (unsigned long long)ipad, (unsigned long long)h, (unsigned long long)hpad);
     return KVP_OK;
 }

@@ -84,6 +84,14 @@ static const struct kvp_setting table[] = {
      OFF(n_cpu_moe)},
     {"no_kv_offload", KVP_SET_FLAG, NULL, "llama.cpp --no-kv-offload: the KV cache in host memory", "true",
      OFF(no_kv_offload)},
+    {"expert_parallel", KVP_SET_FLAG, NULL,
+     "vLLM --enable-expert-parallel, SGLang --ep-size tp: each GPU holds whole routed experts, (E + redundant) / EP "
+     "of them (EP = dp x tp; SGLang: tp)",
+     "true", OFF(expert_parallel)},
+    {"redundant_experts", KVP_SET_U32, "N",
+     "EPLB's extra physical experts per MoE layer, with expert_parallel (vLLM --eplb-config num_redundant_experts, "
+     "SGLang --ep-num-redundant-experts; default none)",
+     "32", OFF(redundant_experts)},
 };
 #define N_ROWS (sizeof table / sizeof table[0])
 _Static_assert(N_ROWS <= KVP_SETTINGS_MAX && N_ROWS <= 64, "the table outgrew struct kvp_settings");
@@ -129,6 +137,9 @@ static const struct {
     {"pipeline_parallel_size", "pp", "vLLM and SGLang"}, {"pp_size", "pp", "SGLang and TRT-LLM"},
     {"data_parallel_size", "dp", "vLLM and SGLang"}, {"dp_size", "dp", "SGLang"},
     {"enable_dp_attention", "dp_attention", "SGLang"},
+    {"enable_expert_parallel", "expert_parallel", "vLLM"}, {"enable_ep_moe", "expert_parallel", "SGLang"},
+    {"num_redundant_experts", "redundant_experts", "vLLM"},
+    {"ep_num_redundant_experts", "redundant_experts", "SGLang"},
     {"max_model_len", "context", "vLLM"},        {"context_length", "context", "SGLang"},
     {"ctx_size", "context", "llama.cpp"},        {"c", "context", "llama.cpp"},
     {"gpu_memory_utilization", "util", "vLLM"},  {"mem_fraction_static", "util", "SGLang"},
