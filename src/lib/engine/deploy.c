@@ -32,19 +32,6 @@ uint64_t kvp_deploy_gpus(const struct kvp_deploy *d)
     return dp * d->tp * d->pp;
 }
 
-uint64_t kvp_deploy_ep(const struct kvp_deploy *d)
-{
-    if (!d->expert_parallel)
-        return 0;
-    return d->engine == KVP_ENGINE_VLLM ? (uint64_t)(d->dp ? d->dp : 1) * d->tp : d->tp;
-}
-
-uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_deploy *d)
-{
-    uint64_t ep = kvp_deploy_ep(d);
-    return ep && m->n_experts ? kvp_cdiv((uint64_t)m->n_experts + d->redundant_experts, ep) : 0;
-}
-
 /* Expert parallelism as vLLM and SGLang run it (docs/engines.md, "Expert
  * parallelism"); TRT-LLM's moe_expert_parallel_size and llama.cpp (no such
  * split) are refused. */

@@ -252,6 +252,19 @@ enum kvp_status kvp_profile_token_bytes(const struct prank *r, uint64_t *out, st
     return KVP_OK;
 }
 
+uint64_t kvp_deploy_ep(const struct kvp_deploy *d)
+{
+    if (!d->expert_parallel)
+        return 0;
+    return d->engine == KVP_ENGINE_VLLM ? (uint64_t)(d->dp ? d->dp : 1) * d->tp : d->tp;
+}
+
+uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_deploy *d)
+{
+    uint64_t ep = kvp_deploy_ep(d);
+    return ep && m->n_experts ? kvp_cdiv((uint64_t)m->n_experts + d->redundant_experts, ep) : 0;
+}
+
 /* How many GPUs share weight class c under data parallelism
  * (docs/engines.md, "Data parallelism"): vLLM splits the routed experts
  * over dp x tp, with or without --enable-expert-parallel
