@@ -141,7 +141,8 @@ static const struct real_case {
     {"https://github.com/vllm-project/recipes/pull/12",
      "vllm serve /tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8 --served-model-name Qwen3-Coder-480B-A35B-FP8 -dp=8 "
      "--enable-expert-parallel --enable-auto-tool-choice --tool-call-parser qwen3_coder",
-     "vllm", NULL, NULL, NULL, NULL, "-dp=8|--enable-expert-parallel"}, /* "the models's max seq len (262144)" */
+     "vllm", "/tmp/model/Qwen3-Coder-480B-A35B-Instruct-FP8", "context=-", /* "the models's max seq len (262144)" */
+     "dp=8 expert_parallel=true", "--served-model-name, --enable-auto-tool-choice, --tool-call-parser", NULL},
     {"https://github.com/vllm-project/vllm/issues/15664", /* CUDA_VISIBLE_DEVICES=0 VLLM_USE_V1=0 dropped */
      "vllm serve Llama-3_3-Nemotron-Super-49B-v1-4bit-GPTQ/ --trust-remote-code -q gptq --max-model-len 32768",
      "vllm", NULL, NULL, NULL, NULL, "-q gptq"},
@@ -319,6 +320,14 @@ START_TEST(engine_spellings)
         {"vllm serve m --max-seq-len 63040", "context", NULL, "--max-seq-len"},
         {"vllm serve m --ctx-size 4096", "context", NULL, "--ctx-size"},
         {"llama-server -m f.gguf --max-model-len 4096", "context", NULL, "--max-model-len"},
+        /* ngram drafts from the prompt on the CPU: no draft weights, KV or lookahead slots (docs/engines.md) */
+        {"vllm serve m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 5, "
+         "\"prompt_lookup_max\": 4}'", "context", NULL, "--speculative-config"},
+        /* EPLB's redundant experts in --eplb-config's JSON, the window keys sizing nothing */
+        {"vllm serve m -dp 8 --enable-expert-parallel --enable-eplb --eplb-config '{\"window_size\": 1000, "
+         "\"num_redundant_experts\": 32}'", "redundant_experts", "32", ""},
+        {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size 8 --ep-num-redundant-experts 0",
+         "expert_parallel", "true", ""},
     };
     static const struct {
         const char *line, *msg;
@@ -328,6 +337,12 @@ START_TEST(engine_spellings)
         {"llama-server -m f.gguf -md d.gguf", "-md: it changes the memory"},
         {"llama-server -m f.gguf --model-draft d.gguf", "--model-draft: it changes the memory"},
         {"vllm serve m --speculative-model d", "--speculative-model: it changes the memory"},
+        {"vllm serve m --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'",
+         "--speculative-config: method 'mtp' adds a draft's weights and KV cache"},
+        {"vllm serve m --speculative-config '{\"model\": \"yuhuili/EAGLE-LLaMA3.1-Instruct-8B\"}'",
+         "--speculative-config: method '?' adds a draft's weights"},
+        {"python3 -m sglang.launch_server --model-path m --speculative-algorithm EAGLE",
+         "--speculative-algorithm: it changes the memory"},
         {"python3 -m sglang.launch_server --model-path m --speculative-draft-model-path d",
          "--speculative-draft-model-path: it changes the memory"},
     };

@@ -38,7 +38,7 @@
  * SGLang's --speculative-draft-model-path (srt/server_args.py), llama.cpp's
  * -md/--model-draft and -hfd/-hfrd/--hf-repo-draft (common/arg.cpp). */
 static const char *const unmodelled[] = {
-    "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "speculative-config", "num-speculative-tokens",
+    "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "num-speculative-tokens", "speculative-algorithm",
     "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
     "enable-deepep-moe", "deepep-mode", "ep-size", /* TRT-LLM's --ep_size (vLLM has none, SGLang's is read) */
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "ot",
@@ -91,62 +91,82 @@ static const char *engine_label(enum kvp_engine_id e)
     }
 }
 
-/* vLLM's and SGLang's expert-parallel flags (docs/engines.md, "Expert
- * parallelism"): SGLang's --ep-size N (N > 1: whole experts, (E + R) / tp
- * of them per GPU whatever N divides tp), vLLM's --eplb-config JSON (its
- * num_redundant_experts; the window and step keys do not size memory), and
- * the all-to-all backends, whose buffers kvplan does not model (vLLM
- * --all2all-backend other than allgather_reducescatter or naive, SGLang
- * --moe-a2a-backend other than none); --enable-eplb read as sizing nothing
- * by itself. False: not one of these. */
-static bool expert_flag(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
-                        const char *v, enum kvp_status *st, struct kvp_error *err)
+/* The scalar of `key` in a flag's JSON value (vLLM's --eplb-config,
+ * --speculative-config) into out ("" when absent); errors name the flag. */
+static enum kvp_status json_key(const char *flag, const char *v, const char *key, char *out, size_t size,
+                                struct kvp_error *err)
+{
+    struct ydoc d = {0};
+    yaml_node_t *root;
+    enum kvp_status st = kvp_ydoc_load(&d, v ? v : "", v ? strlen(v) : 0, flag, err);
+    out[0] = '\0';
+    if (st == KVP_OK && (root = kvp_ydoc_root(&d)) != NULL &&
+        (st = kvp_ydoc_want_map(&d, root, "the flag's JSON", err)) == KVP_OK)
+        for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+            const char *k = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key));
+            const char *n = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->value));
+            if (k && n && strcmp(k, key) == 0)
+                snprintf(out, size, "%s", n);
+        }
+    kvp_ydoc_release(&d);
+    if (st != KVP_OK) {
+        char why[KVP_ERROR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg); /* the message is rewritten in place: not from itself */
+        st = kvp_fail(err, st, "%s %s: %s", flag, v ? v : "", why);
+    }
+    return st;
+}
+
+/* vLLM's and SGLang's flags of expert parallelism and speculative decoding
+ * (docs/engines.md, "Expert parallelism", "Speculative decoding"): SGLang's
+ * --ep-size N (N > 1: whole experts, (E + R) / tp of them per GPU whatever
+ * N divides tp), vLLM's --eplb-config JSON (its num_redundant_experts; the
+ * window and step keys do not size memory), the all-to-all backends, whose
+ * buffers kvplan does not model (vLLM --all2all-backend other than
+ * allgather_reducescatter or naive, SGLang --moe-a2a-backend other than
+ * none); --enable-eplb read as sizing nothing by itself; vLLM's
+ * --speculative-config refused unless its method is ngram (no draft weights,
+ * no draft KV, no lookahead slots: then noted as not sizing memory). True:
+ * the flag was taken here, *st says how. */
+static bool moe_spec_flag(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
+                          const char *v, enum kvp_status *st, struct kvp_error *err)
 {
     static const char *const ep_size[] = {"ep-size", "ep", "expert-parallel-size", NULL};
     static const char *const a2a[] = {"all2all-backend", "moe-a2a-backend", NULL};
+    char value[KVP_SETTING_VALUE_MAX];
+    *st = KVP_OK;
     if (e == KVP_ENGINE_SGLANG && among(ep_size, name)) {
         if (!v || !v[0] || strspn(v, "0123456789") != strlen(v) || strtoul(v, NULL, 10) == 0)
             *st = kvp_fail(err, KVP_ERR_USAGE, "%s %s: a positive count", flag, v ? v : "");
-        else
-            *st = strtoul(v, NULL, 10) == 1 ? KVP_OK : put(s, "expert_parallel", "true", flag, err);
+        else if (strtoul(v, NULL, 10) > 1)
+            *st = put(s, "expert_parallel", "true", flag, err);
         return true;
     }
-    if (among((const char *const[]){"enable-eplb", NULL}, name)) {
-        *st = KVP_OK; /* the rebalancing itself sizes nothing; its redundant experts are read apart */
-        return true;
-    }
+    if (among((const char *const[]){"enable-eplb", NULL}, name))
+        return true; /* the rebalancing itself sizes nothing; its redundant experts are read apart */
     if (among(a2a, name)) {
-        if (v && (strcmp(v, "allgather_reducescatter") == 0 || strcmp(v, "naive") == 0 || strcmp(v, "none") == 0))
-            *st = KVP_OK;
-        else
+        if (!v || (strcmp(v, "allgather_reducescatter") != 0 && strcmp(v, "naive") != 0 && strcmp(v, "none") != 0))
             *st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s %s: its all-to-all buffers change the memory, and kvplan "
                            "does not model them yet", flag, v ? v : "");
         return true;
     }
     if (e == KVP_ENGINE_VLLM && among((const char *const[]){"eplb-config", NULL}, name)) {
-        struct ydoc d = {0};
-        yaml_node_t *root;
-        *st = kvp_ydoc_load(&d, v ? v : "", v ? strlen(v) : 0, flag, err);
-        if (*st == KVP_OK && (root = kvp_ydoc_root(&d)) != NULL &&
-            (*st = kvp_ydoc_want_map(&d, root, "--eplb-config's JSON", err)) == KVP_OK)
-            for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
-                const char *key = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->key));
-                const char *n = kvp_ydoc_scalar(kvp_ydoc_node(&d, p->value));
-                if (key && n && strcmp(key, "num_redundant_experts") == 0 && strcmp(n, "0") != 0 &&
-                    (*st = put(s, "redundant_experts", n, flag, err)) != KVP_OK)
-                    break;
-            }
-        kvp_ydoc_release(&d);
-        if (*st != KVP_OK && strncmp(err->msg, flag, strlen(flag)) != 0) {
-            char why[KVP_ERROR_MSG_MAX];
-            snprintf(why, sizeof why, "%s", err->msg); /* the message is rewritten in place: not from itself */
-            *st = kvp_fail(err, *st, "%s %s: %s", flag, v ? v : "", why);
-        }
+        if ((*st = json_key(flag, v, "num_redundant_experts", value, sizeof value, err)) == KVP_OK && value[0] &&
+            strcmp(value, "0") != 0)
+            *st = put(s, "redundant_experts", value, flag, err);
         return true;
     }
-    *st = KVP_OK; /* a count of none: kvplan's default */
+    if (e == KVP_ENGINE_VLLM && among((const char *const[]){"speculative-config", NULL}, name)) {
+        if ((*st = json_key(flag, v, "method", value, sizeof value, err)) != KVP_OK)
+            return true;
+        if (strcmp(value, "ngram") == 0)
+            return false; /* noted with the flags that do not size memory */
+        *st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s: method '%s' adds a draft's weights and KV cache, and kvplan "
+                       "does not model it yet (ngram it does: it adds neither)", flag, value[0] ? value : "?");
+        return true;
+    }
     return among((const char *const[]){"num-redundant-experts", "ep-num-redundant-experts", NULL}, name) && v &&
-           strcmp(v, "0") == 0;
+           strcmp(v, "0") == 0; /* a count of none: kvplan's default */
 }
 
 /* One engine flag with its value (NULL for a switch) into s. */
@@ -199,7 +219,7 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
     }
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "ts") == 0 || strcmp(name, "tensor-split") == 0))
         return put(s, "split", v ? v : "", flag, err); /* as kvp_emit_command writes it: layers per device */
-    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && expert_flag(s, e, flag, name, v, &st, err))
+    if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && moe_spec_flag(s, e, flag, name, v, &st, err))
         return st;
     if (among(unmodelled, name))
         return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s: it changes the memory, and kvplan does not model it yet", flag);
