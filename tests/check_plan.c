@@ -645,9 +645,12 @@ END_TEST
  * options go through), compared row by row as text. */
 START_TEST(every_setting_is_a_plan_key)
 {
-    const struct kvp_model *m = kvp_catalog_find(models, "llama-3.1-8b");
     for (uint32_t row = 0; row < kvp_settings_count(); row++) {
         const struct kvp_setting *k = kvp_setting_at(row);
+        /* EPLB's redundant experts: under expert parallelism, of a MoE model */
+        bool eplb = strcmp(k->key, "redundant_experts") == 0;
+        const char *model = eplb ? "qwen3-30b-a3b" : "llama-3.1-8b";
+        const struct kvp_model *m = kvp_catalog_find(models, model);
         struct kvp_settings st;
         struct kvp_deploy a;
         const struct kvp_gpu *ga;
@@ -672,14 +675,17 @@ START_TEST(every_setting_is_a_plan_key)
             ck_assert_kvp_ok(kvp_settings_put(&st, "tp", "2", &err), err);
             ck_assert_kvp_ok(kvp_settings_put(&st, "dp", "2", &err), err);
         }
+        if (eplb)
+            ck_assert_kvp_ok(kvp_settings_put(&st, "expert_parallel", "true", &err), err);
         ck_assert_kvp_ok(kvp_settings_put(&st, k->key, k->example, &err), err);
         ck_assert_kvp_ok(kvp_settings_apply(&st, m, gpus, &a, &ga, &bad, &err), err);
         snprintf(text, sizeof text,
-                 "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: llama-3.1-8b\n%s%s    %s: \"%s\"\n"
+                 "kvplan_plan: 1\ndeployments:\n  - name: x\n    model: %s\n%s%s    %s: \"%s\"\n"
                  "    assert: {fits: true}\n",
-                 k->type != KVP_SET_GPU ? "    gpu: h100\n" : "",
+                 model, k->type != KVP_SET_GPU ? "    gpu: h100\n" : "",
                  llama       ? "    engine: llamacpp\n"
                  : sglang_dp ? "    engine: sglang\n    tp: 2\n    dp: 2\n"
+                 : eplb      ? "    expert_parallel: true\n"
                              : "",
                  k->key, k->example);
         ck_assert_msg(kvp_plan_load(&p, put("row.yaml", text), models, gpus, &err) == KVP_OK, "%s: %s", k->key,

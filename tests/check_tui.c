@@ -179,7 +179,8 @@ static bool same_deploy(const struct kvp_deploy *a, const struct kvp_deploy *b)
            a->max_batched_tokens == b->max_batched_tokens && a->max_num_seqs == b->max_num_seqs &&
            a->n_ubatch == b->n_ubatch && a->n_batch == b->n_batch && a->n_seq == b->n_seq &&
            a->kv_unified == b->kv_unified && a->swa_full == b->swa_full && a->mla_v == b->mla_v &&
-           a->flash_attn == b->flash_attn && memcmp(a->split, b->split, sizeof a->split) == 0;
+           a->flash_attn == b->flash_attn && memcmp(a->split, b->split, sizeof a->split) == 0 &&
+           a->expert_parallel == b->expert_parallel && a->redundant_experts == b->redundant_experts;
 }
 
 /* s's deployment is the CLI's for the same settings, and so are its figures. */
@@ -321,14 +322,18 @@ START_TEST(every_setting_is_a_field)
     bool llama = strncmp(k->key, "n_", 2) == 0 ||
                  strstr("kv_unified swa_full mla_v flash_attn split k_dtype v_dtype gpus", k->key) != NULL;
     bool sglang_dp = strcmp(k->key, "dp_attention") == 0; /* SGLang's, with 1 < dp dividing tp */
-    const char *want[5] = {llama ? "engine=llamacpp" : sglang_dp ? "engine=sglang" : NULL, "tp=2", "dp=2", NULL,
-                           NULL};
-    uint32_t at = llama ? 1 : sglang_dp ? 3 : 0;
+    bool eplb = strcmp(k->key, "redundant_experts") == 0;  /* EPLB's, under expert parallelism of a MoE model */
+    const char *want[5] = {llama ? "engine=llamacpp" : sglang_dp ? "engine=sglang" : eplb ? "expert_parallel=true"
+                                                                                             : NULL,
+                           "tp=2", "dp=2", NULL, NULL};
+    uint32_t at = llama || eplb ? 1 : sglang_dp ? 3 : 0;
     char kv[160], v[KVP_SETTING_VALUE_MAX];
     struct tui_state *s;
 
     load_catalogs();
-    s = start("llama-3.1-8b");
+    s = start(eplb ? "qwen3-30b-a3b" : "llama-3.1-8b");
+    if (eplb)
+        script(s, "@expert_parallel =true");
     ck_assert_int_ge(tui_field_find(k->key), 1);
     ck_assert_str_eq(tui_field_label((uint32_t)tui_field_find(k->key)), k->key);
     if (llama)
