@@ -47,6 +47,8 @@ index="$out/tables/README.md"
     echo "KV required and max concurrency, \`kvplan table MODEL --gpu h100 --tp N\`) on the fewest H100s"
     echo "(tensor parallel, or data parallel ranks for MLA models: \`kvplan fit\`'s search) that hold 4 sequences of 32k tokens (or the max"
     echo "context if shorter). Weights are as each checkpoint stores them (gpt-oss: MXFP4 experts; DeepSeek-V3: fp8)."
+    echo "A MoE model sized on data-parallel ranks gets its concurrency again under expert parallelism"
+    echo "(\`--expert-parallel\`, EPLB's 2 x dp redundant experts: whole experts a GPU, docs/engines.md)."
     echo
     echo "| model | layers | weights | KV per token (bf16) | max context | fit on | chart |"
     echo "|-------|--------|--------:|--------------------:|------------:|--------|-------|"
@@ -71,6 +73,14 @@ for f in models/*.yaml; do
         "$bin" table "$model" --contexts "$(contexts "$max")" --kv-dtypes "$dtypes" --format md
         # the same contexts as `kvplan fit` sizes them (vLLM's default release), from its first table on
         "$bin" table "$model" --contexts "$(contexts "$max")" --gpu "$gpu" $par --format md | awk 'f || /^### / { f = 1 } f'
+        # data-parallel ranks of a MoE model: the same GPUs under expert parallelism with EPLB's 2 x dp redundant
+        # experts (whole experts a GPU, (E + 2 dp) / dp of them; docs/engines.md, "Expert parallelism")
+        if [ "$dp" -gt 1 ] && grep -q '^moe:' "$f"; then
+            echo "## $model under expert parallelism"
+            echo
+            "$bin" table "$model" --contexts "$(contexts "$max")" --gpu "$gpu" $par --expert-parallel \
+                --redundant-experts $((2 * dp)) --format md | awk 'f || /^### Max/ { f = 1 } f'
+        fi
     } >"$out/tables/$model.md"
     "$bin" plot "$model" --contexts "$(contexts "$max")" --concurrency 8 --gpu "$gpu" $par \
         --svg "$out/charts/$model.svg"

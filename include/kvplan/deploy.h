@@ -179,6 +179,11 @@ KVP_API uint64_t kvp_deploy_ep(const struct kvp_deploy *d);
  * more); 0 without it or for a model without routed experts. */
 KVP_API uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_deploy *d);
 
+/* "EP 8 (36 of 256 + 32 redundant routed experts a GPU), " for a deployment
+ * under expert parallelism, "" otherwise: the words fit, table and check put
+ * beside dp and tp. */
+KVP_API const char *kvp_deploy_ep_text(const struct kvp_model *m, const struct kvp_deploy *d, char *buf, size_t n);
+
 /* Defaults of engine e for model m: one GPU, tp = pp = dp = 1, the model's dtype
  * for cache and weights, the engine's block size and memory fraction. */
 KVP_API void kvp_deploy_init(struct kvp_deploy *d, enum kvp_engine_id e, const struct kvp_model *m);

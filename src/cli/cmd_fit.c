@@ -502,10 +502,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         snprintf(note, sizeof note, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention inside tp)" : "");
     else
         note[0] = '\0';
-    if (kvp_deploy_experts_per_gpu(x->m, d))
-        snprintf(note + strlen(note), sizeof note - strlen(note), "EP %llu (%llu of %u + %u redundant routed experts "
-                 "per GPU), ", (unsigned long long)kvp_deploy_ep(d),
-                 (unsigned long long)kvp_deploy_experts_per_gpu(x->m, d), x->m->n_experts, d->redundant_experts);
+    kvp_deploy_ep_text(x->m, d, note + strlen(note), sizeof note - strlen(note));
     kvp_buf_printf(b, "%s%stp %u, pp %u; K %s, V %s; weights %s; %s request%s of %s tokens\n",
                    fmt == KVP_OUT_MD ? "\n" : "", note, d->tp, d->pp, kvp_format_name(&d->k, k, sizeof k),
                    kvp_format_name(&d->v, v, sizeof v), kvp_wstore_name(&d->w, w, sizeof w),

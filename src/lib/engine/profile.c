@@ -265,6 +265,17 @@ uint64_t kvp_deploy_experts_per_gpu(const struct kvp_model *m, const struct kvp_
     return ep && m->n_experts ? kvp_cdiv((uint64_t)m->n_experts + d->redundant_experts, ep) : 0;
 }
 
+const char *kvp_deploy_ep_text(const struct kvp_model *m, const struct kvp_deploy *d, char *buf, size_t n)
+{
+    uint64_t local = kvp_deploy_experts_per_gpu(m, d);
+    if (n)
+        buf[0] = '\0';
+    if (local && n)
+        snprintf(buf, n, "EP %llu (%llu of %u + %u redundant routed experts a GPU), ",
+                 (unsigned long long)kvp_deploy_ep(d), (unsigned long long)local, m->n_experts, d->redundant_experts);
+    return buf;
+}
+
 /* How many GPUs share weight class c under data parallelism
  * (docs/engines.md, "Data parallelism"): vLLM splits the routed experts
  * over dp x tp, with or without --enable-expert-parallel

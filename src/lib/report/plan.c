@@ -1432,12 +1432,13 @@ static void render_text(const struct kvp_plan_report *r, bool si, struct kvp_buf
         char lab[128], m[48], l[48], note[96], w[64];
         if (dep != last) {
             const struct kvp_deploy *d = &dep->d;
-            char k[64], v[64], dp[48] = "";
+            char k[64], v[64], dp[48] = "", ep[96];
             if (d->dp > 1)
                 snprintf(dp, sizeof dp, "dp %u%s, ", d->dp, d->dp_attention ? " (DP attention)" : "");
-            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, %stp %u, pp %u, K %s, V %s, weights %s\n",
+            kvp_buf_printf(b, "%s%s:%u:%u: %s: %s on %u x %s, %s, %s%stp %u, pp %u, K %s, V %s, weights %s\n",
                            last ? "\n" : "", dep->file, dep->line, dep->col, dep->name, dep->model->name, d->n_gpus,
-                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, dp, d->tp, d->pp,
+                           dep->gpu ? dep->gpu->id : "GPU", kvp_engine_info(d->engine)->name, dp,
+                           kvp_deploy_ep_text(dep->model, d, ep, sizeof ep), d->tp, d->pp,
                            kvp_format_name(&d->k, k, sizeof k), kvp_format_name(&d->v, v, sizeof v),
                            kvp_wstore_name(&d->w, w, sizeof w));
             for (uint32_t x = 0; x < dep->model->n_warnings; x++)

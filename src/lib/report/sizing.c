@@ -195,7 +195,7 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
 {
     struct kvp_deploy d;
     const struct kvp_gpu *gpu;
-    char mem[32], dp[48] = "";
+    char mem[32], dp[48] = "", ep[96];
     enum kvp_status st;
     if (!s->deploy) {
         snprintf(buf, n, "ideal engine");
@@ -205,8 +205,9 @@ static enum kvp_status deploy_phrase(const struct kvp_sizing *s, uint32_t mi, ui
         return st;
     if (d.dp > 1) /* the figures are one rank's */
         snprintf(dp, sizeof dp, "dp %u%s (per rank), ", d.dp, d.dp_attention ? " with DP attention" : "");
-    snprintf(buf, n, "%u x %s (%s each), %stp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
-             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), dp, d.tp, d.pp, kvp_engine_info(d.engine)->name,
+    snprintf(buf, n, "%u x %s (%s each), %s%stp %u, pp %u, %s %s", d.n_gpus, gpu ? gpu->id : "GPU",
+             kvp_bytes_text(d.gpu_memory, s->si, mem, sizeof mem), dp,
+             kvp_deploy_ep_text(s->models[mi], &d, ep, sizeof ep), d.tp, d.pp, kvp_engine_info(d.engine)->name,
              kvp_deploy_release(&d)->version);
     return KVP_OK;
 }
