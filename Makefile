@@ -26,14 +26,18 @@ else
 BUILD    := build/rel
 endif
 
-YAML_CFLAGS := $(shell $(PKG_CONFIG) --cflags yaml-0.1 2>/dev/null)
-YAML_LIBS   := $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml)
-CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
-CHECK_LIBS   := $(shell $(PKG_CONFIG) --libs check 2>/dev/null || echo -lcheck)
-CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags ncursesw 2>/dev/null)
-CURSES_LIBS   := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncursesw)
-CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
-CURL_LIBS   := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null || echo -lcurl)
+# pkg-config is asked when a flag is first used, once, not when make starts: `make run` and
+# `make check` install the packages (deps, a prerequisite) before anything that uses them is built
+pkg_flags = $(shell $(PKG_CONFIG) $(1) $(2) 2>/dev/null || echo $(3))
+once = $(eval $(1) := $(call pkg_flags,$(2),$(3),$(4)))$($(1))
+YAML_CFLAGS   = $(call once,YAML_CFLAGS,--cflags,yaml-0.1,)
+YAML_LIBS     = $(call once,YAML_LIBS,--libs,yaml-0.1,-lyaml)
+CHECK_CFLAGS  = $(call once,CHECK_CFLAGS,--cflags,check,)
+CHECK_LIBS    = $(call once,CHECK_LIBS,--libs,check,-lcheck)
+CURSES_CFLAGS = $(call once,CURSES_CFLAGS,--cflags,ncursesw,)
+CURSES_LIBS   = $(call once,CURSES_LIBS,--libs,ncursesw,-lncursesw)
+CURL_CFLAGS   = $(call once,CURL_CFLAGS,--cflags,libcurl,)
+CURL_LIBS     = $(call once,CURL_LIBS,--libs,libcurl,-lcurl)
 
 # libkvplan: the engine, parsers, renderers (src/lib) and the reference decoder (src/ref)
 LIB_SRC  := $(wildcard src/lib/*/*.c src/ref/*.c)
