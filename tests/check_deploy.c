@@ -1752,7 +1752,7 @@ START_TEST(dp_vllm_mla)
     {   /* the roofline: the 16 requests' KV over 8 ranks of tp 1, the active experts over dp x tp (a lower bound) */
         struct kvp_roofline r;
         ck_assert_kvp_ok(kvp_roofline(m, &d, 16, 4.8e12, 1979e12, &r, &err), err);
-        ck_assert_uint_eq(r.weight_bytes, kvp_cdiv(w.active_bytes, 8));
+        ck_assert_uint_eq(r.weight_bytes, kvp_cdiv(w.active_bytes - w.class_bytes[KVP_WC_EMBED], 8));
         ck_assert_uint_eq(r.kv_bytes, kvp_cdiv(16ull * 16384 * 70272, 8));
     }
     kvp_model_free(m);
@@ -2160,7 +2160,9 @@ END_TEST
 /* ---- roofline ----------------------------------------------------------- */
 
 /* Llama-3.1-8B bf16 holds 8030261248 parameters = 16060522496 B, all read
- * each step; one request of 1000 tokens holds 131072000 B of KV. */
+ * each step but the token embedding (untied: 128256 x 4096 x 2 = 1050673152 B),
+ * of which a step reads its rows; one request of 1000 tokens holds 131072000 B
+ * of KV. */
 START_TEST(roofline_decode)
 {
     struct kvp_model *m = test_load("llama-3.1-8b");
@@ -2171,10 +2173,89 @@ START_TEST(roofline_decode)
     kvp_deploy_init(&d, KVP_ENGINE_VLLM, m);
     d.context = 1000;
     ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 3.35e12, 989e12, &r, &err), err);
-    ck_assert_uint_eq(r.weight_bytes, 16060522496ull);
+    ck_assert_uint_eq(r.weight_bytes, 16060522496ull - 1050673152ull);
     ck_assert_uint_eq(r.kv_bytes, 131072000ull);
-    ck_assert_double_eq_tol(r.tpot_s, 16191594496.0 / 3.35e12, 1e-15);
-    ck_assert_double_eq_tol(r.tokens_per_s, 3.35e12 / 16191594496.0, 1e-9);
+    ck_assert_double_eq_tol(r.tpot_s, 15140921344.0 / 3.35e12, 1e-15);
+    ck_assert_double_eq_tol(r.tokens_per_s, 3.35e12 / 15140921344.0, 1e-9);
+    ck_assert_uint_eq(r.host_weight_bytes + r.host_kv_bytes + r.stream_bytes, 0); /* vLLM: nothing on the host */
+    kvp_model_free(m);
+}
+END_TEST
+
+/* llama.cpp with tensors in host memory: Llama-3.1-8B bf16 at -ngl 17 keeps 16 of its 32 layers
+ * there (the estimate, no GGUF table: half the weights, the embeddings' half among them, which a
+ * step only indexes), and their KV; the CPU reads them at the host's bandwidth, 102 GB/s assumed.
+ * A prompt of 1000 tokens is two micro-batches of 32 tokens or more (512 + 488): each copies the
+ * host's weights to the GPU over the link. */
+START_TEST(roofline_host_layers)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b");
+    struct kvp_deploy d;
+    struct kvp_roofline r;
+    struct kvp_weights w;
+    struct kvp_error err = {0};
+    const uint64_t embd = 1050673152ull, kv = 131072000ull, link = 31507692307ull;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 1000;
+    d.n_gpu_layers = 17;
+    d.host_link = link;
+    ck_assert_kvp_ok(kvp_weights_compute(m, &d.w, &w, &err), err);
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 1.008e12, 165.2e12, &r, &err), err);
+    ck_assert_uint_eq(r.host_kv_bytes, kv / 2);
+    ck_assert_uint_eq(r.kv_bytes, kv / 2);
+    ck_assert_uint_eq(r.host_weight_bytes + r.weight_bytes, w.active_bytes - embd);
+    ck_assert_uint_le(r.host_weight_bytes > r.weight_bytes ? r.host_weight_bytes - r.weight_bytes
+                      : r.weight_bytes - r.host_weight_bytes, 1);
+    ck_assert_uint_eq(r.stream_bytes, r.host_weight_bytes); /* dense: every host byte is read */
+    ck_assert(r.host_bandwidth_assumed && r.host_bandwidth == KVP_HOST_BANDWIDTH_ASSUMED * 1e9 && !r.streamed);
+    ck_assert_double_eq_tol(r.tpot_s, (double)(r.weight_bytes + kv / 2) / 1.008e12 +
+                            (double)(r.host_weight_bytes + kv / 2) / 102e9, 1e-12);
+    ck_assert_double_eq_tol(r.prefill_stream_s, 2.0 * (double)r.stream_bytes / (double)link, 1e-12);
+    ck_assert(r.ttft_s == (r.prefill_stream_s > r.prefill_compute_s ? r.prefill_stream_s : r.prefill_compute_s));
+    /* unified memory (Apple silicon): the CPU reads the GPU's memory, nothing is copied */
+    d.unified_memory = true;
+    d.host_link = 0;
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 0.4e12, 13.6e12, &r, &err), err);
+    ck_assert(r.host_bandwidth == 0.4e12 && !r.host_bandwidth_assumed && r.prefill_stream_s == 0);
+    ck_assert(r.ttft_s == r.prefill_compute_s);
+    /* all layers on the GPU: nothing in host memory but the embeddings, which a step only indexes */
+    d.n_gpu_layers = -1;
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 1.008e12, 165.2e12, &r, &err), err);
+    ck_assert_uint_eq(r.host_weight_bytes + r.host_kv_bytes + r.stream_bytes, 0);
+    ck_assert_uint_eq(r.weight_bytes, w.active_bytes - embd);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* Qwen3-30B-A3B bf16 with --cpu-moe: every layer's 128 experts in host memory, 48 x 128 x 3 x 768 x
+ * 2048 x 2 B = 57,982,058,496 B, of which a decode step reads its 8 active: 3,623,878,656 B at the
+ * host's bandwidth (given: 400 GB/s). A batch of 32 makes ggml-cuda run the expert ops on the
+ * GPU instead, copying all 57,982,058,496 B over the link every step. */
+START_TEST(roofline_cpu_moe)
+{
+    struct kvp_model *m = test_load("qwen3-30b-a3b");
+    struct kvp_deploy d;
+    struct kvp_roofline r;
+    struct kvp_error err = {0};
+    const uint64_t experts = 57982058496ull, link = 63015384615ull;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 4096;
+    d.n_cpu_moe = -1;
+    d.host_bandwidth = 400;
+    d.host_link = link;
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 1, 3.35e12, 989e12, &r, &err), err);
+    ck_assert_uint_le(r.stream_bytes > experts ? r.stream_bytes - experts : experts - r.stream_bytes, 64);
+    ck_assert_uint_le(r.host_weight_bytes > experts / 16 ? r.host_weight_bytes - experts / 16
+                      : experts / 16 - r.host_weight_bytes, 64);
+    ck_assert_uint_eq(r.host_kv_bytes, 0);
+    ck_assert(!r.host_bandwidth_assumed && r.host_bandwidth == 400e9 && !r.streamed);
+    ck_assert_double_eq_tol(r.host_s, (double)r.host_weight_bytes / 400e9, 1e-12);
+    ck_assert_double_eq_tol(r.prefill_stream_s, 8.0 * (double)r.stream_bytes / (double)link, 1e-12);
+    ck_assert_kvp_ok(kvp_roofline(m, &d, 32, 3.35e12, 989e12, &r, &err), err);
+    ck_assert(r.streamed);
+    ck_assert_double_eq_tol(r.host_s, (double)r.stream_bytes / (double)link, 1e-12);
     kvp_model_free(m);
 }
 END_TEST
@@ -3343,6 +3424,8 @@ static Suite *suite(void)
     tcase_add_loop_test(core, ep_refused, 0, (int)N_ELEMS(ep_cases));
     tcase_add_test(core, inverse_min_util);
     tcase_add_test(core, roofline_decode);
+    tcase_add_test(core, roofline_host_layers);
+    tcase_add_test(core, roofline_cpu_moe);
     tcase_add_test(core, sglang_mamba_pool);
     tcase_add_test(core, sglang_mamba_before_support);
     tcase_add_test(core, sglang_swa_pool_log);

@@ -58,17 +58,20 @@ START_TEST(shipped_figures)
         const char *id;
         uint64_t memory, bandwidth;
         double bf16, fp8;
+        uint64_t link; /* host_link: PCIe 5.0 x16 one way 32 GT/s x 16 / 8 x 128 / 130 B/s, 4.0 half */
+        bool unified;
     } want[] = {
-        {"h100-sxm", 85028896768ull, 3350000000000ull, 989.4e12, 1978.9e12},
-        {"a100-40gb", 42298834944ull, 1555000000000ull, 312e12, 0},
-        {"a100-80gb", 84987740160ull, 2039000000000ull, 312e12, 0},
-        {"rtx-3090", 25447170048ull, 936000000000ull, 71e12, 0},
+        {"h100-sxm", 85028896768ull, 3350000000000ull, 989.4e12, 1978.9e12, 63015384615ull, false},
+        {"a100-40gb", 42298834944ull, 1555000000000ull, 312e12, 0, 31507692307ull, false},
+        {"a100-80gb", 84987740160ull, 2039000000000ull, 312e12, 0, 31507692307ull, false},
+        {"rtx-3090", 25447170048ull, 936000000000ull, 71e12, 0, 31507692307ull, false},
         /* Apple: Metal's recommendedMaxWorkingSetSize as llama.cpp logs it (2/3 of the RAM in 16 KiB
-         * pages up to 32 GB, 3/4 from 64 GB) */
-        {"mac-16gb", 699051ull * 16384, 68000000000ull, 2.6e12, 0},
-        {"mac-32gb", 1398102ull * 16384, 400000000000ull, 13.6e12, 0},
-        {"mac-64gb", 48ull << 30, 400000000000ull, 10.4e12, 0},
-        {"mac-96gb", 72ull << 30, 400000000000ull, 13.6e12, 0},
+         * pages up to 32 GB, 3/4 from 64 GB); one memory for CPU and GPU */
+        {"mac-16gb", 699051ull * 16384, 68000000000ull, 2.6e12, 0, 0, true},
+        {"mac-32gb", 1398102ull * 16384, 400000000000ull, 13.6e12, 0, 0, true},
+        {"mac-64gb", 48ull << 30, 400000000000ull, 10.4e12, 0, 0, true},
+        {"mac-96gb", 72ull << 30, 400000000000ull, 13.6e12, 0, 0, true},
+        {"b200", 191502483456ull, 8000000000000ull, 2250e12, 4500e12, 0, false}, /* no PCIe generation given */
     };
     struct kvp_gpu_catalog *c = load_shipped();
     for (size_t i = 0; i < N_ELEMS(want); i++) {
@@ -79,6 +82,8 @@ START_TEST(shipped_figures)
         ck_assert_uint_eq(g->bandwidth_bytes_per_s, want[i].bandwidth);
         ck_assert_double_eq_tol(g->bf16_flops, want[i].bf16, 1e3);
         ck_assert_double_eq_tol(g->fp8_flops, want[i].fp8, 1e3);
+        ck_assert_uint_eq(g->host_link_bytes_per_s, want[i].link);
+        ck_assert_int_eq(g->unified_memory, want[i].unified);
     }
     /* "an 80 GB H100 reports 79.19 GiB", not 80 */
     {

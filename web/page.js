@@ -50,6 +50,7 @@ const KEYS = [
   {key: 'no_kv_offload', flag: '--no-kv-offload', bool: true},
   {key: 'expert_parallel', flag: '--expert-parallel', bool: true},
   {key: 'redundant_experts', flag: '--redundant-experts'},
+  {key: 'host_bandwidth', flag: '--host-bandwidth'},
 ];
 /* the fields the form shows at the top; the others go under "every other setting" */
 const MAIN_FIELDS = ['model', 'gpu', 'gpus', 'tp', 'pp', 'engine', 'weight_dtype', 'kv_dtype', 'context', 'concurrency'];

@@ -104,12 +104,22 @@ KVP_API enum kvp_status kvp_engine_parse(const char *s, enum kvp_engine_id *engi
                                  struct kvp_error *err);
 
 #define KVP_MAX_STAGES 64
+/* GB/s of host memory the roofline assumes when none is given: two channels of DDR5-6400
+ * (2 x 8 B x 6.4 GT/s = 102.4), a desktop's best; servers' 8 to 12 channels give 300 to 600. */
+#define KVP_HOST_BANDWIDTH_ASSUMED 102
+/* ggml-cuda's offload_op (ggml-cuda.cu ggml_backend_cuda_device_offload_op): an op of this many
+ * tokens or more whose weight is in host memory runs on the GPU, the weight copied over first */
+#define KVP_OFFLOAD_MIN_BATCH 32
 
 struct kvp_deploy {
     enum kvp_engine_id engine;
     uint32_t release;           /* index into kvp_releases(); UINT32_MAX = the engine's default */
     uint64_t gpu_memory;        /* bytes per GPU as the device reports it */
     uint32_t compute_capability; /* the GPU's CUDA major * 10 + minor (kvp_gpu); 0 = not known */
+    uint64_t host_link;         /* the GPU's link to host memory, bytes/s one way (kvp_gpu); 0 = not known */
+    bool unified_memory;        /* the GPU's memory is the host's (kvp_gpu: Apple silicon) */
+    uint32_t host_bandwidth;    /* GB/s the CPU reads host memory at (the roofline of host-resident weights
+                                 * and KV); 0 = the GPU's on unified memory, else KVP_HOST_BANDWIDTH_ASSUMED */
     uint32_t n_gpus;            /* GPUs in all: kvp_deploy_gpus unless layers are split (llama.cpp) */
     uint32_t tp, pp;            /* tensor and pipeline parallel degrees (of one data-parallel rank) */
     uint32_t dp;                /* data-parallel ranks, each its own KV pool and scheduler (1 = none);
@@ -192,6 +202,7 @@ struct kvp_device_kv {
     uint32_t layers;    /* layers with their KV on this device */
     uint32_t model_layers; /* llama.cpp: repeating layers whose weights are on this device */
     uint64_t weights_bytes; /* llama.cpp: its model buffers (the GGUF's tensors padded as the buffer pads them) */
+    uint64_t expert_bytes;  /* llama.cpp: of weights_bytes, the routed experts' tensors */
     uint64_t k_bytes;   /* sum of K tensor bytes (ggml_nbytes) */
     uint64_t v_bytes;
     uint64_t buffer_bytes; /* allocated: tensors padded to the buffer alignment */
@@ -276,15 +287,28 @@ struct kvp_fit {
 
 /* Lower bounds from the roofline, per GPU, for `batch` sequences at d->context. */
 struct kvp_roofline {
-    uint64_t weight_bytes;  /* active weights one decode step reads on a GPU (routed experts: top-k) */
+    uint64_t weight_bytes;  /* active weights one decode step reads on a GPU (routed experts: top-k; of an
+                             * untied token embedding only its rows, so none) */
     uint64_t kv_bytes;      /* live KV of the batch one step reads on a GPU */
-    double tpot_s;          /* time per output token >= (weights + KV) / bandwidth */
+    /* llama.cpp with tensors in host memory (-ngl, --n-cpu-moe, --no-kv-offload): what stays there */
+    uint64_t host_weight_bytes; /* active weights of the step in host memory, read by the CPU */
+    uint64_t host_kv_bytes;     /* live KV in host memory, read by the CPU */
+    uint64_t stream_bytes;      /* the host's weight tensors, whole, that ggml copies to the GPU for an op of
+                                 * 32 tokens or more (ggml-cuda offload_op; the token embedding's rows stay) */
+    double host_bandwidth;      /* bytes/s of the host terms */
+    bool host_bandwidth_assumed; /* KVP_HOST_BANDWIDTH_ASSUMED: none given, the GPU's memory not unified */
+    bool streamed;              /* batch >= 32 over a known link: the step copies stream_bytes instead */
+    double host_s;              /* of tpot: the host's share (its reads, or the copies over host_link) */
+    double tpot_s;          /* time per output token >= (weights + KV) / bandwidth (+ host_s) */
     double tokens_per_s;    /* batch / tpot */
     double prefill_flops;   /* one prompt of `context` tokens: 2 x active params x T + attention */
-    double ttft_s;          /* time to first token >= FLOPs / (peak x tp) */
+    double prefill_compute_s; /* FLOPs / (peak x tp) */
+    double prefill_stream_s; /* llama.cpp: the prompt's micro-batches of 32 tokens or more x stream_bytes / link */
+    double ttft_s;          /* time to first token >= max(prefill_compute_s, prefill_stream_s) */
 };
 
-/* bandwidth in bytes/s and peak FLOP/s of one GPU. */
+/* bandwidth in bytes/s and peak FLOP/s of one GPU; the host's from d (host_bandwidth, host_link,
+ * unified_memory). */
 KVP_API enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t batch,
                              double bandwidth, double peak_flops, struct kvp_roofline *r, struct kvp_error *err);
 

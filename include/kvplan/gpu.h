@@ -41,6 +41,8 @@ struct kvp_gpu {
     double bf16_flops;              /* peak dense bf16 tensor FLOP/s: bf16_tflops * 10^12, > 0 */
     double fp8_flops;               /* peak dense fp8 FLOP/s; 0 = no fp8 */
     uint32_t compute_capability;    /* CUDA major * 10 + minor (90 Hopper, 100 B200); 0 = not CUDA or unknown */
+    uint64_t host_link_bytes_per_s; /* host_link pcie3..pcie6: one direction of an x16 link; 0 = unknown or unified */
+    bool unified_memory;            /* host_link unified: the host's memory is the GPU's (Apple silicon) */
     char source[KVP_GPU_SOURCE_MAX];        /* vendor datasheet of bandwidth and FLOP/s */
     char memory_source[KVP_GPU_SOURCE_MAX]; /* where memory_bytes was seen */
 };

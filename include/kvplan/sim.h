@@ -181,13 +181,17 @@ struct kvp_sim_group {
 /* How long one step takes: max(fixed + per_token * tokens scheduled,
  * roofline) where the roofline (when bandwidth > 0) is
  * max((weight_bytes + block_bytes * blocks held by the scheduled requests) / bandwidth,
- *     flops_per_token * tokens scheduled / peak_flops). */
+ *     flops_per_token * tokens scheduled / peak_flops)
+ * + the host's share (llama.cpp's weights in host memory, kvp_roofline's host terms):
+ * host_read_s for a step of fewer than KVP_OFFLOAD_MIN_BATCH tokens, host_copy_s from there on. */
 struct kvp_step_model {
     double fixed_s, per_token_s;
     double weight_bytes;    /* active weights one step reads, per GPU (kvp_roofline) */
     double block_bytes;     /* bytes of one block over all groups' layers, per GPU */
     double flops_per_token; /* 2 x active parameters / tp */
     double bandwidth, peak_flops;
+    double host_read_s;     /* the CPU reads the host's active weights */
+    double host_copy_s;     /* ggml copies the host's weight tensors to the GPU (the link unknown: host_read_s) */
 };
 
 struct kvp_sim_config {

@@ -352,7 +352,16 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         kvp_json_u64(&j, "decode_kv_bytes", x->r.kv_bytes);
         kvp_json_double(&j, "tpot_s", x->r.tpot_s);
         kvp_json_double(&j, "tokens_per_s", x->r.tokens_per_s);
+        kvp_json_u64(&j, "host_weight_bytes", x->r.host_weight_bytes);
+        kvp_json_u64(&j, "host_kv_bytes", x->r.host_kv_bytes);
+        kvp_json_u64(&j, "stream_bytes", x->r.stream_bytes);
+        kvp_json_double(&j, "host_bandwidth", x->r.host_bandwidth);
+        kvp_json_bool(&j, "host_bandwidth_assumed", x->r.host_bandwidth_assumed);
+        kvp_json_bool(&j, "streamed", x->r.streamed);
+        kvp_json_double(&j, "host_s", x->r.host_s);
         kvp_json_double(&j, "prefill_flops", x->r.prefill_flops);
+        kvp_json_double(&j, "prefill_compute_s", x->r.prefill_compute_s);
+        kvp_json_double(&j, "prefill_stream_s", x->r.prefill_stream_s);
         kvp_json_double(&j, "ttft_s", x->r.ttft_s);
         kvp_json_end(&j, '}');
     }
@@ -478,6 +487,48 @@ static void device_table(const struct fitted *x, enum kvp_out fmt, bool si, stru
     }
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
+}
+
+/* The roofline's bounds; with llama.cpp's tensors in host memory, the host's share of a step
+ * and of the prompt on a line of its own. */
+static void render_roofline(const struct fitted *x, uint64_t batch, bool si, struct kvp_buf *b)
+{
+    const struct kvp_roofline *r = &x->r;
+    const struct kvp_deploy *d = &x->d;
+    char g[4][32];
+
+    kvp_buf_printf(b, "roofline bounds (batch %s, %.0f GB/s, %.0f TFLOP/s): decode >= %.2f ms per token "
+                   "(<= %.1f tokens/s), reading %s of weights and %s of KV per GPU per step; "
+                   "prefill of %s tokens >= %.3f s\n",
+                   kvp_count_text(batch, g[0], sizeof g[0]), x->gpu->bandwidth_bytes_per_s / 1e9,
+                   r->prefill_flops / r->prefill_compute_s / d->tp / 1e12, r->tpot_s * 1e3, r->tokens_per_s,
+                   kvp_bytes_text(r->weight_bytes, si, g[1], sizeof g[1]),
+                   kvp_bytes_text(r->kv_bytes, si, g[2], sizeof g[2]),
+                   kvp_count_text(d->context, g[3], sizeof g[3]), r->ttft_s);
+    if (!r->host_weight_bytes && !r->host_kv_bytes)
+        return;
+    kvp_buf_printf(b, "  of a decode step, %.2f ms is the host's:", r->host_s * 1e3);
+    if (r->streamed)
+        kvp_buf_printf(b, " %s of weights copied to the GPU over its link at %.1f GB/s (a batch of 32 or more: "
+                       "ggml-cuda runs the op on the GPU)%s", kvp_bytes_text(r->stream_bytes, si, g[0], sizeof g[0]),
+                       d->host_link / 1e9, r->host_kv_bytes ? " and" : "\n");
+    if (!r->streamed || r->host_kv_bytes) {
+        kvp_buf_printf(b, " the CPU reads ");
+        if (!r->streamed && r->host_weight_bytes)
+            kvp_buf_printf(b, "%s of weights%s", kvp_bytes_text(r->host_weight_bytes, si, g[0], sizeof g[0]),
+                           r->host_kv_bytes ? " and " : "");
+        if (r->host_kv_bytes)
+            kvp_buf_printf(b, "%s of KV", kvp_bytes_text(r->host_kv_bytes, si, g[0], sizeof g[0]));
+        kvp_buf_printf(b, " in host memory at %.1f GB/s%s\n", r->host_bandwidth / 1e9,
+                       r->host_bandwidth_assumed ? " (assumed: --host-bandwidth GBPS sets it)"
+                       : d->unified_memory && !d->host_bandwidth ? " (unified memory: the GPU's)" : "");
+    }
+    if (r->prefill_stream_s > 0)
+        kvp_buf_printf(b, "  prefill copies the host's %s of weights to the GPU for every micro-batch of 32 tokens or "
+                       "more (-ub %u): %.3f s over the link at %.1f GB/s, %s the %.3f s of compute\n",
+                       kvp_bytes_text(r->stream_bytes, si, g[0], sizeof g[0]),
+                       d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, r->prefill_stream_s, d->host_link / 1e9,
+                       r->prefill_stream_s > r->prefill_compute_s ? "above" : "under", r->prefill_compute_s);
 }
 
 static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struct kvp_buf *b)
@@ -643,14 +694,7 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
             kvp_buf_printf(b, "; no memory fraction fits at %s\n", note);
     }
     if (x->have_roofline)
-        kvp_buf_printf(b, "roofline bounds (batch %s, %.0f GB/s, %.0f TFLOP/s): decode >= %.2f ms per token "
-                       "(<= %.1f tokens/s), reading %s of weights and %s of KV per GPU per step; "
-                       "prefill of %s tokens >= %.3f s\n",
-                       kvp_count_text(want, g[0], sizeof g[0]), x->gpu->bandwidth_bytes_per_s / 1e9,
-                       (x->r.prefill_flops / x->r.ttft_s) / d->tp / 1e12, x->r.tpot_s * 1e3, x->r.tokens_per_s,
-                       kvp_bytes_text(x->r.weight_bytes, si, g[1], sizeof g[1]),
-                       kvp_bytes_text(x->r.kv_bytes, si, g[2], sizeof g[2]),
-                       kvp_count_text(d->context, g[3], sizeof g[3]), x->r.ttft_s);
+        render_roofline(x, want, si, b);
     {
         struct kvp_buf log = {0};
         kvp_fit_log(x->m, d, f, &log);

@@ -292,6 +292,10 @@ static int draw_figures(const struct ctx *c, int y, int x, int w, int max_rows)
     if (r < max_rows && s->have_roofline)
         put(c, y + r++, x, w, A_NORMAL, "Roofline: decode >= %.2f ms/tok, %.0f t/s", s->roof.tpot_s * 1e3,
             s->roof.tokens_per_s);
+    if (r < max_rows && s->have_roofline && s->roof.host_s > 0)
+        put(c, y + r++, x, w, A_NORMAL, " of it %.2f ms the host's (%s %.0f GB/s%s)", s->roof.host_s * 1e3,
+            s->roof.streamed ? "copies over the link," : "CPU reads at", s->roof.streamed ? s->d.host_link / 1e9
+            : s->roof.host_bandwidth / 1e9, s->roof.host_bandwidth_assumed && !s->roof.streamed ? " assumed" : "");
     if (r < max_rows && s->have_roofline)
         put(c, y + r++, x, w, A_NORMAL, " prefill of %s tokens >= %.3f s", grouped(s->d.context, g[0], sizeof g[0]),
             s->roof.ttft_s);

@@ -332,16 +332,21 @@ static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, s
     struct kvp_device_kv *last = &f->device[f->n_devices - 1];
 
     f->host.weights_bytes = pl[KVP_WPLACE_INPUT].host;
-    for (; layer < f->host.model_layers; layer++)
+    for (; layer < f->host.model_layers; layer++) {
         f->host.weights_bytes = kvp_sat_add(f->host.weights_bytes, pl[KVP_WPLACE_LAYER + layer].host);
+        f->host.expert_bytes = kvp_sat_add(f->host.expert_bytes, pl[KVP_WPLACE_LAYER + layer].exp_host);
+    }
     for (uint32_t dev = 0; dev < f->n_devices; dev++) {
         struct kvp_device_kv *dk = &f->device[dev];
         for (uint32_t i = 0; i < dk->model_layers; i++, layer++) {
             const struct kvp_wplace *p = &pl[KVP_WPLACE_LAYER + layer];
             bool cpu = layer < moe;
             dk->weights_bytes = kvp_sat_add(dk->weights_bytes, cpu ? p->gpu - p->exp_gpu : p->gpu);
-            if (cpu)
+            dk->expert_bytes = kvp_sat_add(dk->expert_bytes, cpu ? 0 : p->exp_gpu);
+            if (cpu) {
                 f->host.weights_bytes = kvp_sat_add(f->host.weights_bytes, p->exp_host);
+                f->host.expert_bytes = kvp_sat_add(f->host.expert_bytes, p->exp_host);
+            }
         }
     }
     if (f->output_on_gpu)
@@ -365,12 +370,22 @@ static uint64_t place_estimate(const struct kvp_model *m, const struct kvp_deplo
         n_moe += kvp_model_layer(m, i)->mlp == KVP_MLP_MOE;
     if (n_moe && m->n_experts > m->n_experts_active) /* idle = one layer's expert x idle experts x MoE layers */
         expert = (uint64_t)((long double)idle * m->n_experts / (m->n_experts - m->n_experts_active) / n_moe);
+    for (uint32_t i = 0; i < f->host.model_layers; i++)
+        if (kvp_model_layer(m, i)->mlp == KVP_MLP_MOE)
+            f->host.expert_bytes = kvp_sat_add(f->host.expert_bytes, expert);
     for (uint32_t dev = 0; dev < f->n_devices; dev++) {
         struct kvp_device_kv *dk = &f->device[dev];
         dk->weights_bytes = (uint64_t)((long double)w->bytes * dk->model_layers / m->n_layers + 0.5L);
-        for (uint32_t i = 0; i < dk->model_layers; i++, layer++)
-            if (layer < moe && kvp_model_layer(m, layer)->mlp == KVP_MLP_MOE)
-                dk->weights_bytes -= expert <= dk->weights_bytes ? expert : dk->weights_bytes;
+        for (uint32_t i = 0; i < dk->model_layers; i++, layer++) {
+            if (kvp_model_layer(m, layer)->mlp != KVP_MLP_MOE)
+                continue;
+            if (layer >= moe) {
+                dk->expert_bytes = kvp_sat_add(dk->expert_bytes, expert);
+                continue;
+            }
+            dk->weights_bytes -= expert <= dk->weights_bytes ? expert : dk->weights_bytes;
+            f->host.expert_bytes = kvp_sat_add(f->host.expert_bytes, expert);
+        }
         on_gpus = kvp_sat_add(on_gpus, dk->weights_bytes);
     }
     f->host.weights_bytes = w->bytes - (on_gpus <= w->bytes ? on_gpus : w->bytes);

@@ -92,6 +92,10 @@ static const struct kvp_setting table[] = {
      "EPLB's extra physical experts per MoE layer, with expert_parallel (vLLM --eplb-config num_redundant_experts, "
      "SGLang --ep-num-redundant-experts; default none)",
      "32", OFF(redundant_experts)},
+    {"host_bandwidth", KVP_SET_U32, "GBPS",
+     "GB/s the CPU reads host memory at, for the roofline of weights and KV left in host memory (llama.cpp -ngl, "
+     "--n-cpu-moe; default: the GPU's on unified memory, else 102 assumed, two channels of DDR5-6400)",
+     "400", OFF(host_bandwidth)},
 };
 #define N_ROWS (sizeof table / sizeof table[0])
 _Static_assert(N_ROWS <= KVP_SETTINGS_MAX && N_ROWS <= 64, "the table outgrew struct kvp_settings");
@@ -352,6 +356,8 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
             return st;
         d->gpu_memory = (*gpu)->memory_bytes;
         d->compute_capability = (*gpu)->compute_capability;
+        d->host_link = (*gpu)->host_link_bytes_per_s;
+        d->unified_memory = (*gpu)->unified_memory;
         return KVP_OK;
     case KVP_SET_U32:
         if ((st = count_value(v, 1, U32_MAX_SETTING, &u, err)) != KVP_OK)

@@ -89,11 +89,37 @@ static enum kvp_status check_unique(struct ydoc *d, yaml_node_t *n, const char *
     return KVP_OK;
 }
 
+/* host_link: how the GPU reaches host memory. pcieN is an x16 link of PCIe generation N, one
+ * direction, as the PCI-SIG specifies it: 8, 16, 32 GT/s a lane in 128b/130b (gen 3 to 5), 64 GT/s
+ * in 242 B FLITs of 256 (gen 6); unified, one memory for both (Apple silicon). */
+static enum kvp_status host_link(struct ydoc *d, yaml_node_t *map, struct kvp_gpu *g, struct kvp_error *err)
+{
+    static const struct { const char *name; uint64_t bytes_per_s; } links[] = {
+        {"pcie3", 8000000000ull * 16 / 8 * 128 / 130}, {"pcie4", 16000000000ull * 16 / 8 * 128 / 130},
+        {"pcie5", 32000000000ull * 16 / 8 * 128 / 130}, {"pcie6", 64000000000ull * 16 / 8 * 242 / 256},
+    };
+    char v[16];
+    enum kvp_status st;
+    if (!kvp_ydoc_get(d, map, "host_link"))
+        return KVP_OK;
+    if ((st = kvp_ydoc_get_str(d, map, "host_link", false, v, sizeof v, err)) != KVP_OK)
+        return st;
+    if ((g->unified_memory = strcmp(v, "unified") == 0))
+        return KVP_OK;
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        if (strcmp(v, links[i].name) == 0) {
+            g->host_link_bytes_per_s = links[i].bytes_per_s;
+            return KVP_OK;
+        }
+    return kvp_ydoc_fail(d, kvp_ydoc_get(d, map, "host_link"), err, KVP_ERR_SCHEMA,
+                         "'host_link' must be pcie3, pcie4, pcie5, pcie6 or unified (got '%s')", v);
+}
+
 static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gpu *gpus, uint32_t count,
                                  struct kvp_error *err)
 {
     static const char *const keys[] = {"id", "aliases", "name", "memory_bytes", "memory_source", "bandwidth_gbs",
-                                       "bf16_tflops", "fp8_tflops", "source", "compute_capability", NULL};
+                                       "bf16_tflops", "fp8_tflops", "source", "compute_capability", "host_link", NULL};
     struct kvp_gpu *g = &gpus[count];
     yaml_node_t *n;
     uint64_t gbs = 0;
@@ -159,7 +185,7 @@ static enum kvp_status parse_gpu(struct ydoc *d, yaml_node_t *map, struct kvp_gp
                                  "'compute_capability' must be MAJOR.MINOR, e.g. 9.0 (got %g)", tf);
         g->compute_capability = (uint32_t)(tf * 10 + 0.5);
     }
-    return KVP_OK;
+    return host_link(d, map, g, err);
 }
 
 static enum kvp_status parse_catalog(struct ydoc *d, struct kvp_gpu_catalog *c, struct kvp_error *err)

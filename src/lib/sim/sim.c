@@ -152,6 +152,9 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
         if ((st = kvp_roofline(m, &e, 1, bandwidth, peak_flops, &one, err)) != KVP_OK)
             return st;
         c->step.weight_bytes = (double)one.weight_bytes;
+        c->step.host_read_s = (double)one.host_weight_bytes / one.host_bandwidth;
+        c->step.host_copy_s = d->host_link && !d->unified_memory ? (double)one.stream_bytes / (double)d->host_link
+                                                                   : c->step.host_read_s;
         c->step.flops_per_token = one.prefill_flops / d->tp; /* 2 x active params (+ one token's attention) */
         c->step.block_bytes = c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0
                                   ? (double)f->kv_pool_bytes / (double)f->num_blocks
@@ -550,7 +553,7 @@ static double step_time(const struct kvp_sim_config *c, uint64_t tokens, uint64_
     if (c->step.bandwidth > 0) {
         double mem = (c->step.weight_bytes + c->step.block_bytes * (double)blocks) / c->step.bandwidth;
         double comp = c->step.flops_per_token * (double)tokens / c->step.peak_flops;
-        mem = mem > comp ? mem : comp;
+        mem = (mem > comp ? mem : comp) + (tokens >= KVP_OFFLOAD_MIN_BATCH ? c->step.host_copy_s : c->step.host_read_s);
         t = t > mem ? t : mem;
     }
     return t;
