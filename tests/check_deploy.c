@@ -917,7 +917,9 @@ END_TEST
 /* kvp_fit_llamacpp_auto: llama.cpp's --fit (common/fit.cpp common_params_fit_impl) with -c unset.
  * Unchanged when n_ctx_train leaves the 1 GiB target; else the linear context, a multiple of 256
  * at or above n_ctx_min, whose plain fit leaves the target and whose next 256 tokens do not (the
- * projection is linear in the context); layers next when even n_ctx_min does not leave it. */
+ * projection is linear in the context); layers next when even n_ctx_min does not leave it: the
+ * false position ends on the most that leave the target, one more does not (step 3: -ngl; step
+ * 4: a MoE model's full layers, the experts of the rest in host memory). */
 static const struct fitp_case {
     const char *model, *weights;
     uint64_t gpu_bytes;
@@ -926,7 +928,11 @@ static const struct fitp_case {
     {"qwen3-30b-a3b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_UNCHANGED}, /* rtx-4090 */
     {"llama-3.1-8b", "q8_0", 25447170048ull, KVP_PARAMS_FIT_CONTEXT},      /* rtx-3090 */
     {"llama-3.1-70b", "q4_k_m", 48ull << 30, KVP_PARAMS_FIT_CONTEXT},      /* mac-64gb */
-    {"llama-3.1-405b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_LAYERS},
+    {"llama-3.1-405b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_LAYERS},   /* -ngl 13 of 127 */
+    {"llama-3.1-70b", "q4_k_m", 25756696576ull, KVP_PARAMS_FIT_LAYERS},    /* -ngl 44 of 81 */
+    {"qwen3-30b-a3b", "q8_0", 25756696576ull, KVP_PARAMS_FIT_EXPERTS},     /* 33 full layers of 48 */
+    {"qwen3-30b-a3b", "f16", 25756696576ull, KVP_PARAMS_FIT_EXPERTS},      /* 16 */
+    {"qwen3-30b-a3b", "f16", 4ull << 30, KVP_PARAMS_FIT_LAYERS},           /* dense-only layers, not all */
 };
 
 START_TEST(llamacpp_params_fit)
@@ -945,9 +951,34 @@ START_TEST(llamacpp_params_fit)
     ck_assert_int_eq(p.step, c->step);
     d.context = p.n_ctx;
     f = fit_ok(m, &d);
-    if (c->step == KVP_PARAMS_FIT_LAYERS) {
+    if (c->step == KVP_PARAMS_FIT_LAYERS || c->step == KVP_PARAMS_FIT_EXPERTS) {
+        struct kvp_deploy g = d;
         ck_assert_uint_eq(p.n_ctx, 4096);
         ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+        ck_assert_uint_lt(p.n_gpu_layers, m->n_layers + 2);
+        /* its choice leaves the target; one layer more on the GPU (step 3), or one more full layer
+         * (step 4), does not */
+        g.n_gpu_layers = (int32_t)p.n_gpu_layers;
+        g.cpu_moe_first = p.cpu_moe_first;
+        g.n_cpu_moe = p.cpu_moe_first < m->n_layers ? -1 : 0;
+        f = fit_ok(m, &g);
+        ck_assert(f.fits && f.free_bytes >= 1024 * MiB);
+        ck_assert_uint_eq(f.free_bytes, (uint64_t)((int64_t)(d.gpu_memory - f.reserve.non_torch) - p.used));
+        if (c->step == KVP_PARAMS_FIT_EXPERTS) {
+            ck_assert_uint_eq(p.n_gpu_layers, m->n_layers + 1);
+            g.cpu_moe_first++;
+        } else {
+            g.n_gpu_layers++;
+            if (m->n_experts)
+                ck_assert_uint_eq(p.cpu_moe_first, m->n_layers + 1 - p.n_gpu_layers + 1); /* the first GPU layer full */
+        }
+        g.n_cpu_moe = g.cpu_moe_first < m->n_layers ? -1 : 0;
+        f = fit_ok(m, &g);
+        ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+        d.n_gpu_layers = 20; /* given: --fit moves nothing itself */
+        ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+        ck_assert(p.step != KVP_PARAMS_FIT_LAYERS && p.step != KVP_PARAMS_FIT_EXPERTS);
+        d.n_gpu_layers = -1;
     } else {
         ck_assert(f.fits && f.free_bytes >= 1024 * MiB);
     }

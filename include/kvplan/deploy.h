@@ -161,6 +161,8 @@ struct kvp_deploy {
                                  * layer the last (n_layers + 1 = all); -1 = all, the default */
     int32_t n_cpu_moe;          /* llama.cpp --n-cpu-moe: the expert tensors of the first N layers stay in host
                                  * memory; -1 = all (--cpu-moe); 0 = none, the default */
+    uint32_t cpu_moe_first;     /* where those N layers start: 0 (the option); --fit's overrides start later
+                                 * (kvp_fit_llamacpp_auto), -1 then meaning up to the last layer */
     bool no_kv_offload;         /* llama.cpp --no-kv-offload: every layer's KV in host memory */
     uint32_t ollama_auto;       /* Ollama: KVP_OLLAMA_* of what its front end chose, not the user */
 };
@@ -402,18 +404,28 @@ KVP_API enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct k
  * device memory (model + KV + compute buffers) against the free memory (gpu_memory less the
  * non-torch reserve): step 1, the model's n_ctx_train leaves the margin: unchanged; step 2, the
  * context linear between n_ctx_min and n_ctx_train on the memory target, rounded down to 256;
- * else step 3 on (-ngl or experts off the GPU), which is not reproduced (step LAYERS, n_ctx
- * n_ctx_min). step NONE: not modelled (another engine, no GPU memory, several GPUs or sequences). */
+ * else at n_ctx_min step 3 fills layers back to front by false position (-ngl; a MoE model's
+ * layers "dense-only", their experts in host memory, but the first GPU layer's), and step 4 (a MoE
+ * model whose dense tensors all fit) turns dense-only layers full front to back; its last try, part
+ * of one more layer's experts (LAYER_FRACTION_UP, GATE, ATTN), is not reproduced. ABORT: -ngl or
+ * --n-cpu-moe given (llama.cpp: "already set by user, abort"; it runs with them). step NONE: not
+ * modelled (another engine, no GPU memory, several GPUs or sequences). */
 enum kvp_params_fit_step {
     KVP_PARAMS_FIT_NONE,
     KVP_PARAMS_FIT_UNCHANGED,
     KVP_PARAMS_FIT_CONTEXT,
     KVP_PARAMS_FIT_LAYERS,
+    KVP_PARAMS_FIT_EXPERTS,
+    KVP_PARAMS_FIT_ABORT,
 };
 struct kvp_params_fit {
     enum kvp_params_fit_step step;
     uint64_t n_ctx;
     int64_t used_at_max, used_at_min; /* projected device bytes at n_ctx_train and at n_ctx_min */
+    uint32_t n_gpu_layers;  /* LAYERS, EXPERTS: the -ngl it sets, of n_layers + 1 */
+    uint32_t cpu_moe_first; /* LAYERS, EXPERTS: the experts of layers [cpu_moe_first, n_layers) in host memory
+                             * (n_layers: none); the layers under -ngl are there whole */
+    int64_t used;           /* LAYERS, EXPERTS: projected device bytes with them */
 };
 KVP_API enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
                                               uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err);

@@ -315,10 +315,15 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     if (x->have_lim)
         json_limits(&j, &x->lim);
     if (x->auto_fit.step != KVP_PARAMS_FIT_NONE) {
-        static const char *const step[] = {"", "unchanged", "context", "layers"};
+        static const char *const step[] = {"", "unchanged", "context", "layers", "experts", "abort"};
         kvp_json_begin(&j, "llamacpp_fit", '{');
         kvp_json_str(&j, "step", step[x->auto_fit.step]);
         kvp_json_u64(&j, "n_ctx", x->auto_fit.n_ctx);
+        if (x->auto_fit.step == KVP_PARAMS_FIT_LAYERS || x->auto_fit.step == KVP_PARAMS_FIT_EXPERTS) {
+            kvp_json_u64(&j, "n_gpu_layers", x->auto_fit.n_gpu_layers);
+            kvp_json_u64(&j, "cpu_moe_first", x->auto_fit.cpu_moe_first);
+            kvp_json_u64(&j, "projected_bytes", (uint64_t)(x->auto_fit.used > 0 ? x->auto_fit.used : 0));
+        }
         kvp_json_end(&j, '}');
     }
     if (f->state_slots) { /* a Mamba/linear-attention hybrid's state pool (SGLang, vLLM V0) */
@@ -437,6 +442,26 @@ static void offload_line(const struct fitted *x, bool si, struct kvp_buf *b)
     kvp_buf_printf(b, "\n");
 }
 
+/* --fit's steps 3 and 4: the layers and experts it keeps on the GPU at -c n_ctx_min. */
+static void fit_layers_line(const struct fitted *x, const char *c, struct kvp_buf *b)
+{
+    const struct kvp_params_fit *p = &x->auto_fit;
+    uint32_t L = x->m->n_layers;
+    char u[32];
+    kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
+                   "either, so step %d sets -ngl %u of %u", c, p->step == KVP_PARAMS_FIT_EXPERTS ? 4 : 3,
+                   p->n_gpu_layers, L + 1);
+    if (p->cpu_moe_first < L)
+        kvp_buf_printf(b, " with the experts of layers %u-%u in host memory (its overrides: "
+                       "blk\\.N\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU for N = %u..%u)",
+                       p->cpu_moe_first, L - 1, p->cpu_moe_first, L - 1);
+    kvp_buf_printf(b, ", projected %s of device memory", kvp_bytes_text((uint64_t)(p->used > 0 ? p->used : 0), false,
+                                                                       u, sizeof u));
+    if (p->step == KVP_PARAMS_FIT_EXPERTS)
+        kvp_buf_printf(b, "; it then tries part of one more layer's experts on the GPU (not reproduced)");
+    kvp_buf_printf(b, "\n");
+}
+
 /* What llama.cpp's own --fit (on by default) takes for -c when it is not given (kvp_fit_llamacpp_auto). */
 static void auto_fit_line(const struct fitted *x, struct kvp_buf *b)
 {
@@ -450,9 +475,12 @@ static void auto_fit_line(const struct fitted *x, struct kvp_buf *b)
     else if (p->step == KVP_PARAMS_FIT_CONTEXT)
         kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s (n_ctx_train %s lowered to keep its "
                        "1 GiB target free)\n", c, t);
-    else
+    else if (p->step == KVP_PARAMS_FIT_ABORT)
         kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
-                       "either, so it moves layers or experts off the GPU (not reproduced)\n", c);
+                       "either, and it moves no layers itself when -ngl or --n-cpu-moe is given (\"already set by "
+                       "user, abort\"): it runs with them\n", c);
+    else
+        fit_layers_line(x, c, b);
 }
 
 /* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */

@@ -309,6 +309,111 @@ static enum kvp_status projected_use(const struct kvp_model *m, const struct kvp
     return KVP_OK;
 }
 
+/* --fit's layer assignment on one device (common/fit.cpp common_params_fit_impl, ngl_t): n layers on
+ * the GPU counted from the output end, part of them "dense-only" (experts in host memory), the first
+ * GPU layer's n - part full ones before them; the layers under -ngl are on the host whole. */
+struct ngl {
+    uint32_t n, part;
+};
+
+static enum kvp_status use_with(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx, struct ngl g,
+                                uint64_t free_dev, int64_t *used, struct kvp_error *err)
+{
+    struct kvp_deploy t = *d;
+    t.n_gpu_layers = (int32_t)g.n;
+    t.cpu_moe_first = m->n_layers + 1 - g.n + (g.n - g.part); /* il0 += n_full (set_ngl_tensor_split_tbo) */
+    t.n_cpu_moe = g.part && t.cpu_moe_first < m->n_layers ? -1 : 0;
+    return projected_use(m, &t, ctx, free_dev, used, err);
+}
+
+/* One false-position search (fit.cpp's "method of false position"): *lo fits target, hi does not; the
+ * guess delta x (target - mem_lo) / (mem_hi - mem_lo) in llama.cpp's integers (a negative quotient
+ * wraps in its uint32_t, then is clamped to delta - 1), until they are one layer apart. grow makes the
+ * guess: step 3 adds layers (MoE: dense-only ones, the first a full one), step 4 converts dense-only
+ * layers to full. */
+static enum kvp_status false_position(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx,
+                                      uint64_t free_dev, int64_t target, bool convert, struct ngl *lo,
+                                      int64_t *mem_lo, struct ngl hi, int64_t mem_hi, struct kvp_error *err)
+{
+    bool moe = m->n_experts > 0;
+    uint32_t delta = convert ? (hi.n - hi.part) - (lo->n - lo->part) : hi.n - lo->n;
+    enum kvp_status st;
+    while (delta > 1 && mem_hi > *mem_lo) { /* equal projections (a refused fit): llama.cpp would divide by 0 */
+        uint32_t step = (uint32_t)((int64_t)delta * (target - *mem_lo) / (mem_hi - *mem_lo));
+        struct ngl t = *lo;
+        int64_t mem;
+        step = step < 1 ? 1 : step > delta - 1 ? delta - 1 : step;
+        if (convert) {
+            t.part -= step < t.part ? step : t.part;
+        } else {
+            t.n += step;
+            if (moe)
+                t.part += t.part == 0 ? step - 1 : step; /* the output layer stays full */
+        }
+        if ((st = use_with(m, d, ctx, t, free_dev, &mem, err)) != KVP_OK)
+            return st;
+        if (mem <= target) {
+            *lo = t;
+            *mem_lo = mem;
+        } else {
+            hi = t;
+            mem_hi = mem;
+        }
+        delta = convert ? (hi.n - hi.part) - (lo->n - lo->part) : hi.n - lo->n;
+    }
+    return KVP_OK;
+}
+
+/* --fit's steps 3 and 4 on one device at context ctx (fit.cpp, after step 2): fill layers back to
+ * front (a MoE model's as dense-only layers), then, when every dense tensor fits with the experts in
+ * host memory (a surplus over the margin), turn dense-only layers full front to back. */
+static enum kvp_status fit_layers(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx,
+                                  uint64_t free_dev, int64_t target, struct kvp_params_fit *p, struct kvp_error *err)
+{
+    bool moe = m->n_experts > 0;
+    struct ngl lo = {0, 0}, hi = {m->n_layers + 1, moe ? m->n_layers : 0};
+    int64_t mem_lo, mem_hi, dense_only;
+    enum kvp_status st;
+
+    p->n_ctx = ctx;
+    if (d->n_gpu_layers >= 0 || d->n_cpu_moe) { /* "n_gpu_layers already set by user ..., abort" */
+        p->step = KVP_PARAMS_FIT_ABORT;
+        return KVP_OK;
+    }
+    if ((st = use_with(m, d, ctx, lo, free_dev, &mem_lo, err)) != KVP_OK ||
+        (st = use_with(m, d, ctx, hi, free_dev, &mem_hi, err)) != KVP_OK)
+        return st;
+    if (mem_hi <= target) {
+        lo = hi;
+        mem_lo = mem_hi;
+    } else if ((st = false_position(m, d, ctx, free_dev, target, false, &lo, &mem_lo, hi, mem_hi, err)) != KVP_OK) {
+        return st;
+    }
+    p->step = KVP_PARAMS_FIT_LAYERS;
+    if (moe && lo.n > 0) {
+        struct ngl all = {m->n_layers + 1, m->n_layers + 1}; /* every MoE tensor in host memory */
+        if ((st = use_with(m, d, ctx, all, free_dev, &dense_only, err)) != KVP_OK)
+            return st;
+        if (dense_only < target) { /* global_surplus_cpu_moe: free - dense-only use - margin > 0 */
+            hi = (struct ngl){lo.n, 0};
+            if ((st = use_with(m, d, ctx, hi, free_dev, &mem_hi, err)) != KVP_OK)
+                return st;
+            if (mem_hi <= target) {
+                lo = hi;
+                mem_lo = mem_hi;
+            } else if ((st = false_position(m, d, ctx, free_dev, target, true, &lo, &mem_lo, hi, mem_hi, err))) {
+                return st;
+            }
+            p->step = KVP_PARAMS_FIT_EXPERTS;
+        }
+    }
+    p->n_gpu_layers = lo.n;
+    p->cpu_moe_first = lo.part ? m->n_layers + 1 - lo.n + (lo.n - lo.part) : m->n_layers;
+    p->cpu_moe_first = p->cpu_moe_first < m->n_layers ? p->cpu_moe_first : m->n_layers;
+    p->used = mem_lo;
+    return KVP_OK;
+}
+
 enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
                                       uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err)
 {
@@ -320,6 +425,12 @@ enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kv
     if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory || d->n_gpus != 1 || d->n_seq > 1 ||
         d->concurrency > 1 || d->gpu_memory >= 1ull << 62)
         return KVP_OK; /* not modelled: several devices or sequences */
+    {
+        struct kvp_fit f;
+        bool fits;
+        if ((st = fits_at(m, d, KNOB_CONTEXT, n_max, &f, &fits, err)) != KVP_OK || f.refused[0])
+            return st; /* llama.cpp does not load the model: nothing to fit */
+    }
     kvp_reserve_estimate(m, d, &r);
     free_dev = (int64_t)kvp_profile_sub(d->gpu_memory, d->non_torch_memory ? d->non_torch_memory : r.non_torch, NULL);
     target = free_dev - (int64_t)margin;
@@ -331,18 +442,14 @@ enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kv
         p->step = KVP_PARAMS_FIT_UNCHANGED;
         return KVP_OK;
     }
-    if (n_max <= n_ctx_min) {
-        p->step = KVP_PARAMS_FIT_LAYERS;
-        return KVP_OK;
-    }
+    if (n_max <= n_ctx_min)
+        return fit_layers(m, d, n_max, (uint64_t)free_dev, target, p, err);
     if ((st = projected_use(m, d, n_ctx_min, (uint64_t)free_dev, &used_min, err)) != KVP_OK)
         return st;
     p->used_at_min = used_min;
     p->n_ctx = n_ctx_min;
-    if (target <= used_min) { /* step 3 on: layers or experts leave the GPU (not reproduced) */
-        p->step = KVP_PARAMS_FIT_LAYERS;
-        return KVP_OK;
-    }
+    if (target <= used_min) /* step 3 on: layers or experts leave the GPU */
+        return fit_layers(m, d, n_ctx_min, (uint64_t)free_dev, target, p, err);
     /* linear between the two contexts in llama.cpp's integers, rounded down to 256 (one stream);
      * used_min < target < used_max here */
     if (!kvp_mul(n_max - n_ctx_min, (uint64_t)(target - used_min), &n))

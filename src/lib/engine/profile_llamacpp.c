@@ -311,10 +311,12 @@ static uint64_t cell_bytes(const struct kvp_model *m, const struct kvp_deploy *d
     return best;
 }
 
-/* llama.cpp --n-cpu-moe: the layers whose expert tensors stay on the host. */
-static uint32_t cpu_moe_layers(const struct kvp_model *m, const struct kvp_deploy *d)
+/* llama.cpp --n-cpu-moe N: the expert tensors of layers [cpu_moe_first, cpu_moe_first + N) stay on
+ * the host (the option: from layer 0; --fit's own overrides: from a later layer to the last). */
+static bool cpu_moe(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t layer)
 {
-    return d->n_cpu_moe < 0 || (uint32_t)d->n_cpu_moe > m->n_layers ? m->n_layers : (uint32_t)d->n_cpu_moe;
+    uint64_t end = d->n_cpu_moe < 0 ? m->n_layers : (uint64_t)d->cpu_moe_first + (uint32_t)d->n_cpu_moe;
+    return layer >= d->cpu_moe_first && layer < end;
 }
 
 /* Each device's model buffers and the host's, from the GGUF's tensor table
@@ -328,7 +330,7 @@ static uint32_t cpu_moe_layers(const struct kvp_model *m, const struct kvp_deplo
 static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f)
 {
     const struct kvp_wplace *pl = m->wtable.place;
-    uint32_t layer = 0, moe = cpu_moe_layers(m, d);
+    uint32_t layer = 0;
     struct kvp_device_kv *last = &f->device[f->n_devices - 1];
 
     f->host.weights_bytes = pl[KVP_WPLACE_INPUT].host;
@@ -340,7 +342,7 @@ static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, s
         struct kvp_device_kv *dk = &f->device[dev];
         for (uint32_t i = 0; i < dk->model_layers; i++, layer++) {
             const struct kvp_wplace *p = &pl[KVP_WPLACE_LAYER + layer];
-            bool cpu = layer < moe;
+            bool cpu = cpu_moe(m, d, layer);
             dk->weights_bytes = kvp_sat_add(dk->weights_bytes, cpu ? p->gpu - p->exp_gpu : p->gpu);
             dk->expert_bytes = kvp_sat_add(dk->expert_bytes, cpu ? 0 : p->exp_gpu);
             if (cpu) {
@@ -363,7 +365,7 @@ static void place_table(const struct kvp_model *m, const struct kvp_deploy *d, s
 static uint64_t place_estimate(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_weights *w,
                                struct kvp_fit *f)
 {
-    uint32_t layer = f->host.model_layers, moe = cpu_moe_layers(m, d), n_moe = 0;
+    uint32_t layer = f->host.model_layers, n_moe = 0;
     uint64_t on_gpus = 0, expert = 0, idle = w->bytes - w->active_bytes - w->tower_bytes;
 
     for (uint32_t i = 0; i < m->n_layers; i++)
@@ -379,7 +381,7 @@ static uint64_t place_estimate(const struct kvp_model *m, const struct kvp_deplo
         for (uint32_t i = 0; i < dk->model_layers; i++, layer++) {
             if (kvp_model_layer(m, layer)->mlp != KVP_MLP_MOE)
                 continue;
-            if (layer >= moe) {
+            if (!cpu_moe(m, d, layer)) {
                 dk->expert_bytes = kvp_sat_add(dk->expert_bytes, expert);
                 continue;
             }
@@ -403,12 +405,13 @@ static uint64_t offload_copies(const struct kvp_model *m, const struct kvp_deplo
                                uint64_t expert_layer)
 {
     const struct kvp_wplace *pl = m->wtable.place;
-    uint32_t host = f->host.model_layers > cpu_moe_layers(m, d) ? f->host.model_layers : cpu_moe_layers(m, d);
     uint64_t copy = 0, exp = 0;
     if (!f->output_on_gpu)
         copy = !f->weights_exact ? kvp_sat_mul((uint64_t)m->vocab * m->hidden, kvp_dtype_info(m->dtype)->block_bits / 8)
                : m->wtable.has_output ? pl[KVP_WPLACE_OUTPUT].gpu : pl[KVP_WPLACE_EMBD].gpu;
-    for (uint32_t i = 0; i < host && i < m->n_layers; i++) {
+    for (uint32_t i = 0; i < m->n_layers; i++) {
+        if (i >= f->host.model_layers && !cpu_moe(m, d, i))
+            continue;
         uint64_t e = f->weights_exact ? pl[KVP_WPLACE_LAYER + i].exp_gpu
                      : kvp_model_layer(m, i)->mlp == KVP_MLP_MOE ? expert_layer : 0;
         exp = e > exp ? e : exp;
