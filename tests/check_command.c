@@ -328,6 +328,9 @@ START_TEST(engine_spellings)
          "\"num_redundant_experts\": 32}'", "redundant_experts", "32", ""},
         {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size 8 --ep-num-redundant-experts 0",
          "expert_parallel", "true", ""},
+        /* each -ot adds its pairs to the list (common/arg.cpp) */
+        {"llama-server -m f.gguf -ot 'blk\\.[0-9]\\.ffn_.*_exps=CPU' --override-tensor exps=CPU", "override_tensor",
+         "blk\\.[0-9]\\.ffn_.*_exps=CPU,exps=CPU", ""},
     };
     static const struct {
         const char *line, *msg;

@@ -20,6 +20,7 @@
 #include "kvplan/plan.h"
 #include "kvplan/render.h"
 #include "kvplan/settings.h"
+#include "engine/profile.h" /* kvp_llamacpp_overrides */
 #include "testutil.h"
 
 #define KiB (1ull << 10)
@@ -1021,6 +1022,64 @@ START_TEST(llamacpp_ngl_placement)
     ck_assert_uint_eq(f.host.buffer_bytes, ngl_cases[_i].host_kv * 65536ull);
     ck_assert_uint_eq(f.kv_bytes_required, ngl_cases[_i].gpu_kv * 65536ull); /* the GPU's KV bounds the fit */
     ck_assert(!f.weights_exact); /* no GGUF table: in proportion to the layers */
+}
+END_TEST
+
+/* -ot PATTERN=CPU (llama.cpp common/arg.cpp; the loader's std::regex_search on each tensor's name):
+ * Qwen3-30B-A3B's experts by name land where --n-cpu-moe puts the same number of layers' (its 48
+ * MoE layers are alike): every layer's for exps, layers 10-29's for a range, 0-9's for \\d (one
+ * digit, then a dot). A dense model has no expert tensors to match. */
+START_TEST(llamacpp_override_tensor)
+{
+    static const struct {
+        const char *spec;
+        int32_t n_cpu_moe;
+    } same[] = {
+        {"exps=CPU", -1},
+        {"blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU", 20},
+        {"blk\\.\\d\\.ffn_(up|down|gate)_exps=CPU", 10},
+        {"blk\\.[0-4]\\.ffn_.*_exps=CPU,blk\\.[5-9]\\.ffn_.*_exps\\.=CPU", 10}, /* two pairs */
+    };
+    static const struct {
+        const char *spec, *msg;
+    } bad[] = {
+        {"ffn_(up|gate)_exps=CPU", "moves only some of layer 0's expert tensors"},
+        {"attn_q=CPU", "matches blk.0.attn_q.weight"},
+        {"output=CPU", "matches output_norm.weight"},
+        {"exps=CUDA0", "only =CPU (host memory) is modelled"},
+        {"ex(ps=CPU", "pattern 'ex(ps':"},
+        {"=CPU", "want PATTERN=BUFFER"},
+    };
+    struct kvp_model *m = test_load("qwen3-30b-a3b"), *dense = test_load("llama-3.1-8b");
+    struct kvp_deploy d, n;
+    struct kvp_error err = {0};
+    struct kvp_fit a, b;
+
+    kvp_deploy_init(&d, KVP_ENGINE_LLAMACPP, m);
+    d.context = 4096;
+    d.w = test_wstore("q4_k_m");
+    for (size_t i = 0; i < N_ELEMS(same); i++) {
+        n = d;
+        memset(n.cpu_experts, 0, sizeof n.cpu_experts); /* the option's layers alone */
+        n.n_cpu_moe = same[i].n_cpu_moe;
+        ck_assert_kvp_ok(kvp_llamacpp_overrides(m, same[i].spec, &d, &err), err);
+        a = fit_ok(m, &d);
+        b = fit_ok(m, &n);
+        ck_assert_msg(a.host.weights_bytes == b.host.weights_bytes && a.host.weights_bytes > 0, "%s", same[i].spec);
+        ck_assert_uint_eq(a.device[0].weights_bytes, b.device[0].weights_bytes);
+        ck_assert_uint_eq(a.host.expert_bytes, b.host.expert_bytes);
+        ck_assert_uint_eq(a.reserve.activation, b.reserve.activation); /* the offloaded op's copy */
+    }
+    for (size_t i = 0; i < N_ELEMS(bad); i++) {
+        ck_assert_int_ne(kvp_llamacpp_overrides(m, bad[i].spec, &d, &err), KVP_OK);
+        ck_assert_msg(strstr(err.msg, bad[i].msg), "%s: %s", bad[i].spec, err.msg);
+    }
+    kvp_deploy_init(&n, KVP_ENGINE_LLAMACPP, dense);
+    ck_assert_kvp_ok(kvp_llamacpp_overrides(dense, "exps=CPU", &n, &err), err);
+    for (size_t i = 0; i < N_ELEMS(n.cpu_experts); i++)
+        ck_assert_uint_eq(n.cpu_experts[i], 0);
+    kvp_model_free(m);
+    kvp_model_free(dense);
 }
 END_TEST
 
@@ -3457,6 +3516,7 @@ static Suite *suite(void)
     tcase_add_test(core, roofline_decode);
     tcase_add_test(core, roofline_host_layers);
     tcase_add_test(core, roofline_cpu_moe);
+    tcase_add_test(core, llamacpp_override_tensor);
     tcase_add_test(core, sglang_mamba_pool);
     tcase_add_test(core, sglang_mamba_before_support);
     tcase_add_test(core, sglang_swa_pool_log);

@@ -105,6 +105,13 @@ static const struct emit_case {
      "llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 -ngl 999 --n-cpu-moe 12 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 "
      "-ub 512",
      "gpu=rtx-4090 weight_dtype=q4_k_m"},
+    /* -ot: the experts of layers 10-29 to host memory by name (quoted: the shell would read the pattern) */
+    {"qwen3-30b-a3b",
+     "engine=llamacpp gpu=rtx-4090 context=32768 override_tensor=blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU "
+     "weight_dtype=q4_k_m",
+     "llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 -ngl 999 -ot 'blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU' "
+     "-ctk f16 -ctv f16 -fa auto -b 2048 -ub 512",
+     "gpu=rtx-4090 weight_dtype=q4_k_m"},
     /* data parallelism (docs/engines.md, "Data parallelism"): vLLM's ranks, SGLang's DP attention inside tp */
     {"deepseek-v3", "gpu=h200 dp=8 context=32k concurrency=64",
      "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 --data-parallel-size 8 "
@@ -196,7 +203,8 @@ START_TEST(commands_refused_and_ignored)
         {"trtllm-serve m --tp_size 8 --ep_size 8", "--ep_size: it changes the memory"},
         {"vllm serve m --eplb-config '{\"num_redundant_experts\":32'", "did not find expected ',' or '}'"},
         {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},
-        {"llama-server -m f.gguf -ot exps=CPU", "-ot: it changes the memory, and kvplan does not model it yet"},
+        {"llama-server -m f.gguf -ot exps=CUDA0", "-ot exps=CUDA0: 'exps=CUDA0': only =CPU (host memory) is modelled"},
+        {"llama-server -m f.gguf -ot exps", "-ot exps: 'exps': want PATTERN=BUFFER, e.g. exps=CPU"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},
         {"vllm serve m --tensor-parallel-size two", "--tensor-parallel-size two:"},
         {"ollama list", "'ollama': not an engine command kvplan reads"},

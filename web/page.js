@@ -47,6 +47,7 @@ const KEYS = [
   {key: 'split', flag: '--split'},
   {key: 'n_gpu_layers', flag: '--n-gpu-layers'},
   {key: 'n_cpu_moe', flag: '--n-cpu-moe'},
+  {key: 'override_tensor', flag: '--override-tensor'},
   {key: 'no_kv_offload', flag: '--no-kv-offload', bool: true},
   {key: 'expert_parallel', flag: '--expert-parallel', bool: true},
   {key: 'redundant_experts', flag: '--redundant-experts'},

@@ -163,6 +163,8 @@ struct kvp_deploy {
                                  * memory; -1 = all (--cpu-moe); 0 = none, the default */
     uint32_t cpu_moe_first;     /* where those N layers start: 0 (the option); --fit's overrides start later
                                  * (kvp_fit_llamacpp_auto), -1 then meaning up to the last layer */
+    char override_tensor[128];  /* llama.cpp -ot as given ("exps=CPU"); "" = none */
+    uint64_t cpu_experts[KVP_MAX_LAYERS / 64]; /* -ot: bit i, layer i's expert tensors in host memory */
     bool no_kv_offload;         /* llama.cpp --no-kv-offload: every layer's KV in host memory */
     uint32_t ollama_auto;       /* Ollama: KVP_OLLAMA_* of what its front end chose, not the user */
 };

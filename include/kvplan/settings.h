@@ -43,6 +43,7 @@ enum kvp_setting_type {
     KVP_SET_SPLIT,    /* layers per device: 41,23 (a plan may write a list) */
     KVP_SET_SWITCH,   /* on / off / auto */
     KVP_SET_LAYERS,   /* a layer count 0..2^20, or all (an int32_t, -1 = all) */
+    KVP_SET_OVERRIDES, /* llama.cpp -ot: PATTERN=BUFFER[,PATTERN=BUFFER...] (kvp_llamacpp_overrides) */
 };
 
 struct kvp_setting {
@@ -54,7 +55,7 @@ struct kvp_setting {
     size_t off;          /* numbers and flags: the member of struct kvp_deploy it sets */
 };
 
-#define KVP_SETTINGS_MAX 40
+#define KVP_SETTINGS_MAX 48
 #define KVP_SETTING_VALUE_MAX 128
 
 /* The table, in the order settings are applied (engine and GPU first). */

@@ -686,7 +686,8 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
     kvp_table_render(&t, fmt, b);
     kvp_table_release(&t);
     if (d->engine == KVP_ENGINE_LLAMACPP &&
-        (f->gpu_layers <= x->m->n_layers || d->n_cpu_moe || d->no_kv_offload || f->n_devices > 1))
+        (f->gpu_layers <= x->m->n_layers || d->n_cpu_moe || d->override_tensor[0] || d->no_kv_offload ||
+         f->n_devices > 1))
         device_table(x, fmt, si, b);
     if (x->have_lim && d->engine == KVP_ENGINE_LLAMACPP)
         offload_line(x, si, b);

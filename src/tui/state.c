@@ -565,6 +565,8 @@ static void unset_text(const struct tui_state *s, int row, char *buf, uint32_t n
         snprintf(buf, n, "auto");
     else if (r->type == KVP_SET_LAYERS)
         snprintf(buf, n, strcmp(r->key, "n_gpu_layers") == 0 ? "all" : "0");
+    else if (r->type == KVP_SET_OVERRIDES)
+        snprintf(buf, n, "none");
     else if (r->type == KVP_SET_GPU)
         snprintf(buf, n, "custom, %s", kvp_bytes_text(s->d.gpu_memory, false, g, sizeof g));
     else if (strcmp(r->key, "util") == 0 && s->ok)
@@ -919,6 +921,9 @@ static bool adjust(struct tui_state *s, int dir, bool add)
         return edit_row(s, row, step_choice(switch_choices, N_OF(switch_choices), cur[0] ? cur : "auto", dir));
     case KVP_SET_LAYERS:
         set_status(s, true, "%s: type a layer count or all (Enter), e.g. %s", r->key, r->example);
+        return false;
+    case KVP_SET_OVERRIDES:
+        set_status(s, true, "%s: type PATTERN=CPU[,...] (Enter), e.g. %s", r->key, r->example);
         return false;
     case KVP_SET_SPLIT:
     default:

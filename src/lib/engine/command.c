@@ -41,8 +41,8 @@ static const char *const unmodelled[] = {
     "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "num-speculative-tokens", "speculative-algorithm",
     "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
     "enable-deepep-moe", "deepep-mode", "ep-size", /* TRT-LLM's --ep_size (vLLM has none, SGLang's is read) */
-    "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size", "ot",
-    "override-tensor", "limit-mm-per-prompt", "max-total-tokens", "dtype",
+    "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size",
+    "limit-mm-per-prompt", "max-total-tokens", "dtype",
     "tensor-split-mode", "sm", "split-mode", "extra_llm_api_options", NULL,
 };
 
@@ -198,6 +198,15 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
                         "model it yet (give a layer count or all)", flag);
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "cpu-moe") == 0 || strcmp(name, "cmoe") == 0))
         return put(s, "n_cpu_moe", "all", flag, err);
+    if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "ot") == 0 || strcmp(name, "override-tensor") == 0) && v) {
+        /* common/arg.cpp: each -ot adds its comma-separated PATTERN=BUFFER pairs to the list */
+        int at = kvp_setting_find("override_tensor");
+        const char *had = (s->given >> at) & 1u ? s->value[at] : "";
+        if ((size_t)snprintf(buf, sizeof buf, "%s%s%s", had, had[0] ? "," : "", v) >= sizeof buf)
+            return kvp_fail(err, KVP_ERR_RANGE, "%s: the overrides pass %d characters", flag,
+                            KVP_SETTING_VALUE_MAX - 1);
+        return put(s, "override_tensor", buf, flag, err);
+    }
     if ((e == KVP_ENGINE_VLLM || e == KVP_ENGINE_SGLANG) && strcmp(name, "dtype") == 0) {
         /* the weights' and activations' type (vLLM engine/arg_utils.py and SGLang srt/server_args.py: auto, half,
          * float16, bfloat16, float, float32): in 16 bits, as kvplan sizes them (auto: the checkpoint's bf16 or

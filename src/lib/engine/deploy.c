@@ -376,7 +376,7 @@ static enum kvp_status fit_layers(const struct kvp_model *m, const struct kvp_de
     enum kvp_status st;
 
     p->n_ctx = ctx;
-    if (d->n_gpu_layers >= 0 || d->n_cpu_moe) { /* "n_gpu_layers already set by user ..., abort" */
+    if (d->n_gpu_layers >= 0 || d->n_cpu_moe || d->override_tensor[0]) { /* "... already set by user, abort" */
         p->step = KVP_PARAMS_FIT_ABORT;
         return KVP_OK;
     }
@@ -478,7 +478,9 @@ enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct kvp_deplo
         return KVP_OK;
     if ((st = offload_search(m, d, KNOB_GPU_LAYERS, &l->max_gpu_layers, &l->host_at_max_gpu_layers, err)) != KVP_OK)
         return st;
-    all.n_gpu_layers = -1; /* every layer on the GPUs, the experts of the first N in host memory */
+    all.n_gpu_layers = -1; /* every layer on the GPUs, the experts of the first N in host memory (not -ot's) */
+    all.override_tensor[0] = '\0';
+    memset(all.cpu_experts, 0, sizeof all.cpu_experts);
     if (m->n_experts)
         st = offload_search(m, &all, KNOB_CPU_MOE, &l->min_cpu_moe, &l->host_at_min_cpu_moe, err);
     return st;

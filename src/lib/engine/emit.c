@@ -213,6 +213,10 @@ static enum kvp_status llamacpp(const struct kvp_model *m, const struct kvp_depl
         kvp_buf_printf(b, " --cpu-moe");
     else if (d->n_cpu_moe > 0)
         kvp_buf_printf(b, " --n-cpu-moe %d", (int)d->n_cpu_moe);
+    if (d->override_tensor[0]) {
+        kvp_buf_printf(b, " -ot");
+        word(b, d->override_tensor);
+    }
     if (d->no_kv_offload)
         kvp_buf_printf(b, " -nkvo");
     kvp_buf_printf(b, " -ctk %s -ctv %s -fa %s", k, v, d->flash_attn < 0 ? "auto" : d->flash_attn ? "on" : "off");

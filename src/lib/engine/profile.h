@@ -127,6 +127,14 @@ enum kvp_status kvp_profile_sglang(const struct kvp_model *m, const struct kvp_d
                                struct kvp_error *err);
 enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                struct kvp_error *err);
+/* llama.cpp -ot / --override-tensor (common/arg.cpp: PATTERN=BUFFER pairs, comma-separated; the
+ * model loader gives a tensor the buffer of the first pattern std::regex_search finds in its name):
+ * the layers whose expert tensors (blk.N.ffn_{gate,up,down}_exps) go to host memory, into d's
+ * cpu_experts. Refused: a buffer but CPU, a pattern that does not compile (POSIX ERE, \\d read as
+ * [0-9]), one that matches another tensor than an expert (kvplan places nothing else by name) or
+ * only some of a layer's experts. m NULL: the syntax only. */
+enum kvp_status kvp_llamacpp_overrides(const struct kvp_model *m, const char *spec, struct kvp_deploy *d,
+                                       struct kvp_error *err);
 enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                  struct kvp_error *err);
 enum kvp_status kvp_profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,

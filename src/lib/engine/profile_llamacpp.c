@@ -2,6 +2,7 @@
  * src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp and ggml-alloc/ggml-cuda
  * (docs/engines.md, section llamacpp; checked against the real library by
  * tests/oracle). */
+#include <regex.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -316,7 +317,107 @@ static uint64_t cell_bytes(const struct kvp_model *m, const struct kvp_deploy *d
 static bool cpu_moe(const struct kvp_model *m, const struct kvp_deploy *d, uint32_t layer)
 {
     uint64_t end = d->n_cpu_moe < 0 ? m->n_layers : (uint64_t)d->cpu_moe_first + (uint32_t)d->n_cpu_moe;
-    return layer >= d->cpu_moe_first && layer < end;
+    return (layer >= d->cpu_moe_first && layer < end) || (d->cpu_experts[layer / 64] >> (layer % 64) & 1);
+}
+
+/* The names llama.cpp gives a layer's tensors (llama-arch.cpp LLM_TENSOR_NAMES, ".weight"; the
+ * experts first) and the model's own, for -ot's patterns to be tried on. */
+static const char *const expert_names[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+static const char *const other_names[] = {
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "attn_q_norm", "attn_k_norm",
+    "attn_q_a", "attn_q_a_norm", "attn_q_b", "attn_kv_a_mqa", "attn_kv_a_norm", "attn_kv_b", "attn_k_b",
+    "attn_v_b", "attn_sinks", "post_attention_norm", "ffn_norm", "post_ffw_norm", "ffn_gate", "ffn_up",
+    "ffn_down", "ffn_gate_inp", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp", "ffn_gate_inp_shexp",
+    "ssm_in", "ssm_conv1d", "ssm_x", "ssm_dt", "ssm_a", "ssm_d", "ssm_norm", "ssm_out",
+};
+static const char *const model_names[] = {"token_embd.weight", "output_norm.weight", "output.weight"};
+
+/* One -ot pattern, std::regex's \d (a digit) written as POSIX [0-9]. */
+static enum kvp_status compile(const char *pat, size_t len, regex_t *re, struct kvp_error *err)
+{
+    char buf[256];
+    size_t o = 0;
+    int rc;
+    for (size_t i = 0; i < len && o + 6 < sizeof buf; i++) {
+        if (pat[i] == '\\' && i + 1 < len && pat[i + 1] == 'd') {
+            memcpy(buf + o, "[0-9]", 5);
+            o += 5;
+            i++;
+        } else {
+            buf[o++] = pat[i];
+        }
+    }
+    buf[o] = '\0';
+    if ((rc = regcomp(re, buf, REG_EXTENDED | REG_NOSUB)) != 0) {
+        char why[96];
+        regerror(rc, re, why, sizeof why);
+        return kvp_fail(err, KVP_ERR_USAGE, "pattern '%.*s': %s", (int)len, pat, why);
+    }
+    return KVP_OK;
+}
+
+static bool matches(const regex_t *re, const char *name)
+{
+    return regexec(re, name, 0, NULL, 0) == 0;
+}
+
+/* Which of layer il's expert tensors one pattern matches (a bit each); a match on any other
+ * tensor of the layer is refused. */
+static enum kvp_status layer_matches(const struct kvp_model *m, const regex_t *re, const char *pat, uint32_t il,
+                                     unsigned *bits, struct kvp_error *err)
+{
+    char name[64];
+    bool moe = kvp_model_layer(m, il)->mlp == KVP_MLP_MOE;
+    for (size_t k = 0; k < sizeof other_names / sizeof other_names[0]; k++) {
+        snprintf(name, sizeof name, "blk.%u.%s.weight", il, other_names[k]);
+        if (matches(re, name))
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "'%s' matches %s, and kvplan moves only expert "
+                            "tensors by name (ffn_{gate,up,down}_exps)", pat, name);
+    }
+    for (unsigned k = 0; moe && k < 3; k++) {
+        snprintf(name, sizeof name, "blk.%u.%s.weight", il, expert_names[k]);
+        *bits |= matches(re, name) ? 1u << k : 0;
+    }
+    return KVP_OK;
+}
+
+enum kvp_status kvp_llamacpp_overrides(const struct kvp_model *m, const char *spec, struct kvp_deploy *d,
+                                       struct kvp_error *err)
+{
+    unsigned bits[KVP_MAX_LAYERS] = {0};
+    enum kvp_status st = KVP_OK;
+
+    memset(d->cpu_experts, 0, sizeof d->cpu_experts);
+    for (const char *p = spec; *p && st == KVP_OK;) {
+        size_t len = strcspn(p, ","), plen;
+        const char *eq = memchr(p, '=', len);
+        char item[160];
+        regex_t re;
+        snprintf(item, sizeof item, "%.*s", (int)len, p);
+        if (!eq || eq == p)
+            return kvp_fail(err, KVP_ERR_USAGE, "'%s': want PATTERN=BUFFER, e.g. exps=CPU", item);
+        plen = (size_t)(eq - p);
+        if (len - plen - 1 != 3 || strncmp(eq + 1, "CPU", 3) != 0)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "'%s': only =CPU (host memory) is modelled", item);
+        if ((st = compile(p, plen, &re, err)) != KVP_OK)
+            return st;
+        for (size_t k = 0; k < sizeof model_names / sizeof model_names[0] && st == KVP_OK; k++)
+            if (matches(&re, model_names[k]))
+                st = kvp_fail(err, KVP_ERR_UNSUPPORTED, "'%s' matches %s, and kvplan moves only expert "
+                              "tensors by name (ffn_{gate,up,down}_exps)", item, model_names[k]);
+        for (uint32_t il = 0; m && il < m->n_layers && st == KVP_OK; il++)
+            st = layer_matches(m, &re, item, il, &bits[il], err);
+        regfree(&re);
+        p += len + (p[len] == ',');
+    }
+    for (uint32_t il = 0; m && il < m->n_layers && st == KVP_OK; il++) {
+        if (bits[il] && bits[il] != 7u)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "'%s' moves only some of layer %u's expert tensors, and "
+                            "kvplan places a layer's experts whole", spec, il);
+        if (bits[il])
+            d->cpu_experts[il / 64] |= 1ull << (il % 64);
+    }
+    return st;
 }
 
 /* Each device's model buffers and the host's, from the GGUF's tensor table

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kvplan/num.h"
+#include "profile.h"
 
 #define U32_MAX_SETTING (1u << 20)
 
@@ -82,6 +83,10 @@ static const struct kvp_setting table[] = {
     {"n_cpu_moe", KVP_SET_LAYERS, "N|all",
      "llama.cpp --n-cpu-moe: the MoE expert tensors of the first N layers stay in host memory (all: --cpu-moe)", "8",
      OFF(n_cpu_moe)},
+    {"override_tensor", KVP_SET_OVERRIDES, "PATTERN=CPU",
+     "llama.cpp -ot: tensors to host memory by name, PATTERN=CPU[,...]; only expert tensors are modelled (exps=CPU: "
+     "every layer's experts)",
+     "exps=CPU", 0},
     {"no_kv_offload", KVP_SET_FLAG, NULL, "llama.cpp --no-kv-offload: the KV cache in host memory", "true",
      OFF(no_kv_offload)},
     {"expert_parallel", KVP_SET_FLAG, NULL,
@@ -316,6 +321,7 @@ static enum kvp_status check_value(const struct kvp_setting *row, const char *v,
     case KVP_SET_FLAG: return flag_value(v, &d.swa_full, err);
     case KVP_SET_SWITCH: return switch_value(v, &d.flash_attn, err);
     case KVP_SET_LAYERS: return layers_value(v, &n, err);
+    case KVP_SET_OVERRIDES: return kvp_llamacpp_overrides(NULL, v, &d, err);
     default: return split_value(v, d.split, err);
     }
 }
@@ -396,6 +402,9 @@ static enum kvp_status apply_row(const struct kvp_setting *row, const char *v, c
         return split_value(v, d->split, err);
     case KVP_SET_LAYERS:
         return layers_value(v, FIELD(int32_t, d, row), err);
+    case KVP_SET_OVERRIDES:
+        snprintf(d->override_tensor, sizeof d->override_tensor, "%s", v);
+        return kvp_llamacpp_overrides(m, v, d, err);
     default:
         return KVP_OK;
     }
@@ -544,6 +553,9 @@ const char *kvp_setting_text(uint32_t row, const struct kvp_deploy *d, const str
     case KVP_SET_SPLIT:
         for (uint32_t i = 0, o = 0; i < KVP_MAX_STAGES && d->split[i] && o < n; i++)
             o += (uint32_t)snprintf(buf + o, n - o, "%s%" PRIu32, i ? "," : "", d->split[i]);
+        break;
+    case KVP_SET_OVERRIDES:
+        snprintf(buf, n, "%s", d->override_tensor);
         break;
     case KVP_SET_LAYERS: { /* nothing for the default: all GPU layers, no experts kept in host memory */
         int32_t v = *CFIELD(int32_t, d, r);
