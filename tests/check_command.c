@@ -328,6 +328,8 @@ START_TEST(engine_spellings)
          "\"num_redundant_experts\": 32}'", "redundant_experts", "32", ""},
         {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size 8 --ep-num-redundant-experts 0",
          "expert_parallel", "true", ""},
+        /* -ngl auto: the default, --fit's (common/arg.cpp: -1) */
+        {"llama-server -m f.gguf -ngl auto -c 4096", "n_gpu_layers", NULL, ""},
         /* each -ot adds its pairs to the list (common/arg.cpp) */
         {"llama-server -m f.gguf -ot 'blk\\.[0-9]\\.ffn_.*_exps=CPU' --override-tensor exps=CPU", "override_tensor",
          "blk\\.[0-9]\\.ffn_.*_exps=CPU,exps=CPU", ""},

@@ -948,7 +948,7 @@ START_TEST(llamacpp_params_fit)
     deploy_at(&d, "llamacpp", m);
     d.gpu_memory = c->gpu_bytes;
     ck_assert_kvp_ok(kvp_wstore_parse(c->weights, true, &d.w, &err), err);
-    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, 0, &p, &err), err);
     ck_assert_int_eq(p.step, c->step);
     d.context = p.n_ctx;
     f = fit_ok(m, &d);
@@ -977,7 +977,7 @@ START_TEST(llamacpp_params_fit)
         f = fit_ok(m, &g);
         ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
         d.n_gpu_layers = 20; /* given: --fit moves nothing itself */
-        ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+        ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, 0, &p, &err), err);
         ck_assert(p.step != KVP_PARAMS_FIT_LAYERS && p.step != KVP_PARAMS_FIT_EXPERTS);
         d.n_gpu_layers = -1;
     } else {
@@ -993,8 +993,41 @@ START_TEST(llamacpp_params_fit)
     if (c->step == KVP_PARAMS_FIT_UNCHANGED)
         ck_assert_uint_eq(p.n_ctx, m->max_context);
     d.n_gpus = d.tp = 2; /* several devices: not modelled */
-    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, &p, &err), err);
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, 0, &p, &err), err);
     ck_assert_int_eq(p.step, KVP_PARAMS_FIT_NONE);
+    kvp_model_free(m);
+}
+END_TEST
+
+/* --fit with -c given (the user's: step 2 keeps it, "context size set by user"): Llama-3.1-8B Q8_0
+ * at -c 8192 on an RTX 3090 leaves the target, nothing changes; Llama-3.1-70B Q4_K_M at -c 32768 on
+ * an RTX 4090 does not, and step 3 takes the most layers that leave it at that context. */
+START_TEST(llamacpp_params_fit_given)
+{
+    struct kvp_model *small = test_load("llama-3.1-8b"), *m = test_load("llama-3.1-70b");
+    struct kvp_deploy d;
+    struct kvp_params_fit p;
+    struct kvp_error err = {0};
+    struct kvp_fit f;
+
+    deploy_at(&d, "llamacpp", small);
+    d.gpu_memory = 25447170048ull;
+    d.w = test_wstore("q8_0");
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(small, &d, 1024 * MiB, 4096, 8192, &p, &err), err);
+    ck_assert(p.ctx_given && p.step == KVP_PARAMS_FIT_UNCHANGED && p.n_ctx == 8192);
+    deploy_at(&d, "llamacpp", m);
+    d.gpu_memory = 25756696576ull;
+    d.w = test_wstore("q4_k_m");
+    ck_assert_kvp_ok(kvp_fit_llamacpp_auto(m, &d, 1024 * MiB, 4096, 32768, &p, &err), err);
+    ck_assert(p.ctx_given && p.step == KVP_PARAMS_FIT_LAYERS && p.n_ctx == 32768);
+    d.context = 32768;
+    d.n_gpu_layers = (int32_t)p.n_gpu_layers;
+    f = fit_ok(m, &d);
+    ck_assert(f.fits && f.free_bytes >= 1024 * MiB);
+    d.n_gpu_layers++;
+    f = fit_ok(m, &d);
+    ck_assert(!f.fits || f.free_bytes < 1024 * MiB);
+    kvp_model_free(small);
     kvp_model_free(m);
 }
 END_TEST
@@ -3517,6 +3550,7 @@ static Suite *suite(void)
     tcase_add_test(core, roofline_host_layers);
     tcase_add_test(core, roofline_cpu_moe);
     tcase_add_test(core, llamacpp_override_tensor);
+    tcase_add_test(core, llamacpp_params_fit_given);
     tcase_add_test(core, sglang_mamba_pool);
     tcase_add_test(core, sglang_mamba_before_support);
     tcase_add_test(core, sglang_swa_pool_log);

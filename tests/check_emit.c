@@ -202,7 +202,6 @@ START_TEST(commands_refused_and_ignored)
         {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size none", "--ep-size none: a positive count"},
         {"trtllm-serve m --tp_size 8 --ep_size 8", "--ep_size: it changes the memory"},
         {"vllm serve m --eplb-config '{\"num_redundant_experts\":32'", "did not find expected ',' or '}'"},
-        {"llama-server -m f.gguf -ngl auto", "-ngl auto: llama.cpp's --fit picks the layers"},
         {"llama-server -m f.gguf -ot exps=CUDA0", "-ot exps=CUDA0: 'exps=CUDA0': only =CPU (host memory) is modelled"},
         {"llama-server -m f.gguf -ot exps", "-ot exps: 'exps': want PATTERN=BUFFER, e.g. exps=CPU"},
         {"vllm serve m --quantization awq", "--quantization awq: a quantized checkpoint"},

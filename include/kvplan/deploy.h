@@ -411,7 +411,9 @@ KVP_API enum kvp_status kvp_fit_limits(const struct kvp_model *m, const struct k
  * model whose dense tensors all fit) turns dense-only layers full front to back; its last try, part
  * of one more layer's experts (LAYER_FRACTION_UP, GATE, ATTN), is not reproduced. ABORT: -ngl or
  * --n-cpu-moe given (llama.cpp: "already set by user, abort"; it runs with them). step NONE: not
- * modelled (another engine, no GPU memory, several GPUs or sequences). */
+ * modelled (another engine, no GPU memory, several GPUs or sequences). With n_ctx given (the
+ * user's -c, 0 = unset) step 2 changes nothing ("context size set by user") and steps 3 and 4 run at
+ * it. */
 enum kvp_params_fit_step {
     KVP_PARAMS_FIT_NONE,
     KVP_PARAMS_FIT_UNCHANGED,
@@ -422,6 +424,7 @@ enum kvp_params_fit_step {
 };
 struct kvp_params_fit {
     enum kvp_params_fit_step step;
+    bool ctx_given;         /* the user's -c: step 2 keeps it */
     uint64_t n_ctx;
     int64_t used_at_max, used_at_min; /* projected device bytes at n_ctx_train and at n_ctx_min */
     uint32_t n_gpu_layers;  /* LAYERS, EXPERTS: the -ngl it sets, of n_layers + 1 */
@@ -430,6 +433,7 @@ struct kvp_params_fit {
     int64_t used;           /* LAYERS, EXPERTS: projected device bytes with them */
 };
 KVP_API enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
-                                              uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err);
+                                              uint32_t n_ctx_min, uint64_t n_ctx, struct kvp_params_fit *p,
+                                              struct kvp_error *err);
 
 #endif

@@ -51,7 +51,8 @@ struct fitted {
     double min_util;
     struct kvp_fit_limits lim; /* the longest context, most -ngl, fewest --n-cpu-moe (have_lim) */
     bool have_lim;
-    struct kvp_params_fit auto_fit; /* llama.cpp's own --fit with -c unset (step NONE: not modelled) */
+    struct kvp_params_fit auto_fit; /* llama.cpp's own --fit (step NONE: not modelled) */
+    bool ctx_given;                 /* --context (llama.cpp -c): --fit keeps it */
     bool have_roofline;
     struct kvp_roofline r;
 };
@@ -98,6 +99,7 @@ static int setup(struct fitted *x, const char *model, char **engine_argv, int en
     }
     if ((rc = cli_deploy_need_gpu(cmd.name, no_axes, &st, &given)) != CLI_OK)
         return rc;
+    x->ctx_given = (st.given >> kvp_setting_find("context")) & 1u;
     if (!given) /* given without a GPU or a memory cli_deploy_need_gpu refused */
         return cli_usage_error("fit: which GPU? (--gpu NAME from 'kvplan gpus', or --gpu-memory SIZE)");
     if ((rc = cli_model(model, &x->m)) != CLI_OK)
@@ -126,7 +128,8 @@ static int compute(struct fitted *x)
             return cli_error(&err);
         x->have_lim = true;
     }
-    if (kvp_fit_llamacpp_auto(x->m, &x->d, LLAMACPP_FIT_TARGET, LLAMACPP_FIT_CTX, &x->auto_fit, &err) != KVP_OK)
+    if (kvp_fit_llamacpp_auto(x->m, &x->d, LLAMACPP_FIT_TARGET, LLAMACPP_FIT_CTX, x->ctx_given ? x->d.context : 0,
+                              &x->auto_fit, &err) != KVP_OK)
         return cli_error(&err);
     if (x->gpu) {
         double peak = kvp_gpu_peak_flops(x->gpu, kvp_wstore_code_dtype(&x->d.w, x->m));
@@ -318,6 +321,7 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
         static const char *const step[] = {"", "unchanged", "context", "layers", "experts", "abort"};
         kvp_json_begin(&j, "llamacpp_fit", '{');
         kvp_json_str(&j, "step", step[x->auto_fit.step]);
+        kvp_json_bool(&j, "ctx_given", x->auto_fit.ctx_given);
         kvp_json_u64(&j, "n_ctx", x->auto_fit.n_ctx);
         if (x->auto_fit.step == KVP_PARAMS_FIT_LAYERS || x->auto_fit.step == KVP_PARAMS_FIT_EXPERTS) {
             kvp_json_u64(&j, "n_gpu_layers", x->auto_fit.n_gpu_layers);
@@ -442,15 +446,13 @@ static void offload_line(const struct fitted *x, bool si, struct kvp_buf *b)
     kvp_buf_printf(b, "\n");
 }
 
-/* --fit's steps 3 and 4: the layers and experts it keeps on the GPU at -c n_ctx_min. */
-static void fit_layers_line(const struct fitted *x, const char *c, struct kvp_buf *b)
+/* --fit's steps 3 and 4: the layers and experts it keeps on the GPU. */
+static void fit_layers_line(const struct fitted *x, struct kvp_buf *b)
 {
     const struct kvp_params_fit *p = &x->auto_fit;
     uint32_t L = x->m->n_layers;
     char u[32];
-    kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
-                   "either, so step %d sets -ngl %u of %u", c, p->step == KVP_PARAMS_FIT_EXPERTS ? 4 : 3,
-                   p->n_gpu_layers, L + 1);
+    kvp_buf_printf(b, "step %d sets -ngl %u of %u", p->step == KVP_PARAMS_FIT_EXPERTS ? 4 : 3, p->n_gpu_layers, L + 1);
     if (p->cpu_moe_first < L)
         kvp_buf_printf(b, " with the experts of layers %u-%u in host memory (its overrides: "
                        "blk\\.N\\.ffn_(up|down|gate_up|gate)_(ch|)exps=CPU for N = %u..%u)",
@@ -462,25 +464,34 @@ static void fit_layers_line(const struct fitted *x, const char *c, struct kvp_bu
     kvp_buf_printf(b, "\n");
 }
 
-/* What llama.cpp's own --fit (on by default) takes for -c when it is not given (kvp_fit_llamacpp_auto). */
+/* What llama.cpp's own --fit (on by default) does (kvp_fit_llamacpp_auto): with -c unset it picks the
+ * context first; with -c given it keeps it; then layers and experts. */
 static void auto_fit_line(const struct fitted *x, struct kvp_buf *b)
 {
     const struct kvp_params_fit *p = &x->auto_fit;
     char c[32], t[32];
     kvp_count_text(p->n_ctx, c, sizeof c);
     kvp_count_text(x->m->max_context, t, sizeof t);
-    if (p->step == KVP_PARAMS_FIT_UNCHANGED)
-        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s, the model's n_ctx_train, leaves its "
-                       "1 GiB target free\n", c);
+    kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c %s: ", p->ctx_given ? c : "unset");
+    if (p->step == KVP_PARAMS_FIT_UNCHANGED && p->ctx_given)
+        kvp_buf_printf(b, "it leaves its 1 GiB target free, so nothing changes\n");
+    else if (p->step == KVP_PARAMS_FIT_UNCHANGED)
+        kvp_buf_printf(b, "-c %s, the model's n_ctx_train, leaves its 1 GiB target free\n", c);
     else if (p->step == KVP_PARAMS_FIT_CONTEXT)
-        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s (n_ctx_train %s lowered to keep its "
-                       "1 GiB target free)\n", c, t);
-    else if (p->step == KVP_PARAMS_FIT_ABORT)
-        kvp_buf_printf(b, "llama.cpp's --fit (on by default) with -c unset: -c %s does not keep its 1 GiB target free "
-                       "either, and it moves no layers itself when -ngl or --n-cpu-moe is given (\"already set by "
-                       "user, abort\"): it runs with them\n", c);
-    else
-        fit_layers_line(x, c, b);
+        kvp_buf_printf(b, "-c %s (n_ctx_train %s lowered to keep its 1 GiB target free)\n", c, t);
+    else {
+        if (p->ctx_given)
+            kvp_buf_printf(b, "it does not keep its 1 GiB target free, and the context is the user's, ");
+        else
+            kvp_buf_printf(b, "-c %s does not keep its 1 GiB target free either, ", c);
+        if (p->step == KVP_PARAMS_FIT_ABORT)
+            kvp_buf_printf(b, "and it moves no layers itself when -ngl, --n-cpu-moe or -ot is given (\"already set "
+                           "by user, abort\"): it runs with them\n");
+        else {
+            kvp_buf_printf(b, "so ");
+            fit_layers_line(x, b);
+        }
+    }
 }
 
 /* llama.cpp with layers, experts or KV kept in host memory: where each part lives. */

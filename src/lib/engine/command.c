@@ -194,8 +194,7 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
             name = full;
     }
     if (row >= 0 && strcmp(kvp_setting_at((uint32_t)row)->key, "n_gpu_layers") == 0 && v && strcmp(v, "auto") == 0)
-        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s auto: llama.cpp's --fit picks the layers, and kvplan does not "
-                        "model it yet (give a layer count or all)", flag);
+        return KVP_OK; /* npm-3.22.1's default (-1): every layer, --fit's choice on its own line (kvplan fit) */
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "cpu-moe") == 0 || strcmp(name, "cmoe") == 0))
         return put(s, "n_cpu_moe", "all", flag, err);
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "ot") == 0 || strcmp(name, "override-tensor") == 0) && v) {

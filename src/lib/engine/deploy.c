@@ -415,13 +415,16 @@ static enum kvp_status fit_layers(const struct kvp_model *m, const struct kvp_de
 }
 
 enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t margin,
-                                      uint32_t n_ctx_min, struct kvp_params_fit *p, struct kvp_error *err)
+                                      uint32_t n_ctx_min, uint64_t n_ctx, struct kvp_params_fit *p,
+                                      struct kvp_error *err)
 {
     enum kvp_status st;
     struct kvp_reserve r;
     int64_t free_dev, target, used_max, used_min;
-    uint64_t n_max = m->max_context > UINT32_MAX ? UINT32_MAX : m->max_context, n;
+    uint64_t n_max = n_ctx ? n_ctx : m->max_context, n;
     memset(p, 0, sizeof p[0]);
+    n_max = n_max > UINT32_MAX ? UINT32_MAX : n_max;
+    p->ctx_given = n_ctx != 0;
     if (d->engine != KVP_ENGINE_LLAMACPP || !d->gpu_memory || d->n_gpus != 1 || d->n_seq > 1 ||
         d->concurrency > 1 || d->gpu_memory >= 1ull << 62)
         return KVP_OK; /* not modelled: several devices or sequences */
@@ -442,7 +445,7 @@ enum kvp_status kvp_fit_llamacpp_auto(const struct kvp_model *m, const struct kv
         p->step = KVP_PARAMS_FIT_UNCHANGED;
         return KVP_OK;
     }
-    if (n_max <= n_ctx_min)
+    if (n_ctx || n_max <= n_ctx_min) /* step 2: "context size set by user ... -> no change", or too short */
         return fit_layers(m, d, n_max, (uint64_t)free_dev, target, p, err);
     if ((st = projected_use(m, d, n_ctx_min, (uint64_t)free_dev, &used_min, err)) != KVP_OK)
         return st;
