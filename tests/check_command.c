@@ -328,6 +328,10 @@ START_TEST(engine_spellings)
          "\"num_redundant_experts\": 32}'", "redundant_experts", "32", ""},
         {"python3 -m sglang.launch_server --model-path m --tp 8 --ep-size 8 --ep-num-redundant-experts 0",
          "expert_parallel", "true", ""},
+        /* vLLM's LoRA: --enable-lora is one slot, --max-loras more; without --enable-lora no LoRA */
+        {"vllm serve m --enable-lora --max-lora-rank 64", "max_loras", "1", ""},
+        {"vllm serve m --max-loras 4 --enable-lora", "max_loras", "4", ""},
+        {"vllm serve m --max-loras 4", "max_loras", NULL, "--max-loras (without --enable-lora)"},
         /* -ngl auto: the default, --fit's (common/arg.cpp: -1) */
         {"llama-server -m f.gguf -ngl auto -c 4096", "n_gpu_layers", NULL, ""},
         /* each -ot adds its pairs to the list (common/arg.cpp) */

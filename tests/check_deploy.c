@@ -1116,6 +1116,48 @@ START_TEST(llamacpp_override_tensor)
 }
 END_TEST
 
+/* vLLM's LoRA slots (profile_vllm.c lora_stacks): Llama-3.1-8B, per layer and unit of rank, qkv A
+ * 3 x 4096 + B 4096 + 8 x 256, o A 4096 + B 4096, gate_up A 2 x 4096 + B 2 x 14336, down A 14336 +
+ * B 4096 = 81,920; x 32 layers x rank 64 x 4 slots x 2 B = 1,342,177,280 B in the weights. At tp 2
+ * (2 slots of rank 16): 55,296 x 32 x 16 x 2 x 2 = 113,246,208 B a GPU. Refused: another engine,
+ * MoE and MLA layers. */
+START_TEST(vllm_lora_slots)
+{
+    struct kvp_model *m = test_load("llama-3.1-8b"), *moe = test_load("qwen3-30b-a3b");
+    struct kvp_deploy d;
+    struct kvp_fit no, lora;
+    struct kvp_error err = {0};
+
+    deploy_at(&d, "vllm@0.11.0", m);
+    d.gpu_memory = 80 * GiB;
+    reserve_given(&d);
+    no = fit_ok(m, &d);
+    d.max_loras = 4;
+    d.max_lora_rank = 64;
+    lora = fit_ok(m, &d);
+    ck_assert_uint_eq(lora.lora_bytes, 1342177280ull);
+    ck_assert_uint_eq(lora.weights_bytes - no.weights_bytes, 1342177280ull);
+    ck_assert_uint_eq(no.kv_budget_bytes - lora.kv_budget_bytes, 1342177280ull);
+    d.n_gpus = d.tp = 2;
+    d.max_loras = 2;
+    d.max_lora_rank = 0; /* vLLM's default, 16 */
+    lora = fit_ok(m, &d);
+    ck_assert_uint_eq(lora.lora_bytes, 113246208ull);
+    deploy_at(&d, "sglang", m);
+    d.gpu_memory = 80 * GiB;
+    d.max_loras = 1;
+    ck_assert_int_eq(kvp_fit_compute(m, &d, &lora, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert(strstr(err.msg, "modelled for vLLM only"));
+    deploy_at(&d, "vllm", moe);
+    d.gpu_memory = 80 * GiB;
+    d.max_loras = 1;
+    ck_assert_int_eq(kvp_fit_compute(moe, &d, &lora, &err), KVP_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "LoRA of MoE layers is not modelled"), "%s", err.msg);
+    kvp_model_free(m);
+    kvp_model_free(moe);
+}
+END_TEST
+
 /* Ollama v0.32.15's choices (kvp_deploy_ollama; server/routes.go Serve, server/sched.go
  * automaticGenerationBatch): num_ctx by the VRAM of every GPU together, at most the model's;
  * num_batch by the tokens, stepped down while its prediction (weights + 4 x L x fewest KV heads x
@@ -3551,6 +3593,7 @@ static Suite *suite(void)
     tcase_add_test(core, roofline_cpu_moe);
     tcase_add_test(core, llamacpp_override_tensor);
     tcase_add_test(core, llamacpp_params_fit_given);
+    tcase_add_test(core, vllm_lora_slots);
     tcase_add_test(core, sglang_mamba_pool);
     tcase_add_test(core, sglang_mamba_before_support);
     tcase_add_test(core, sglang_swa_pool_log);

@@ -105,6 +105,12 @@ static const struct emit_case {
      "llama-server -m qwen3-30b-a3b.gguf -c 32768 -np 1 -ngl 999 --n-cpu-moe 12 -ctk q8_0 -ctv q8_0 -fa auto -b 2048 "
      "-ub 512",
      "gpu=rtx-4090 weight_dtype=q4_k_m"},
+    /* vLLM's LoRA slots, every flag written */
+    {"llama-3.1-8b", "gpu=h100 context=8192 max_loras=4 max_lora_rank=64",
+     "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 1 --pipeline-parallel-size 1 --max-model-len 8192 "
+     "--gpu-memory-utilization 0.92 --kv-cache-dtype auto --block-size 16 --max-num-seqs 1024 "
+     "--max-num-batched-tokens 8192 --enable-lora --max-loras 4 --max-lora-rank 64",
+     "gpu=h100"},
     /* -ot: the experts of layers 10-29 to host memory by name (quoted: the shell would read the pattern) */
     {"qwen3-30b-a3b",
      "engine=llamacpp gpu=rtx-4090 context=32768 override_tensor=blk\\.(1[0-9]|2[0-9])\\.ffn_.*_exps=CPU "
@@ -192,8 +198,9 @@ START_TEST(commands_refused_and_ignored)
     static const struct {
         const char *line, *msg;
     } bad[] = {
-        {"vllm serve m --enable-lora --max-loras 4",
-         "--enable-lora: it changes the memory, and kvplan does not model it yet"},
+        {"python3 -m sglang.launch_server --model-path m --enable-lora --max-loras-per-batch 4",
+         "--enable-lora: it changes the memory, and kvplan models vLLM's LoRA only"},
+        {"vllm serve m --enable-lora --fully-sharded-loras", "--fully-sharded-loras: it changes the memory"},
         {"vllm serve m --cpu-offload-gb 10", "--cpu-offload-gb: it changes the memory"},
         {"vllm serve m --enable-expert-parallel --all2all-backend deepep_low_latency",
          "--all2all-backend deepep_low_latency: its all-to-all buffers change the memory"},
@@ -326,13 +333,19 @@ START_TEST(config_file_read_first)
                                                sizeof ma, &ignored, &err), err);
     ck_assert_str_eq(ignored.data, "--enable-prefix-caching, --port"); /* enforce-eager: false is no flag */
     kvp_buf_release(&ignored);
+    /* a switch in the file counts as on the command line: --enable-lora makes --max-loras count */
     snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/lora.yaml");
+    ck_assert_kvp_ok(test_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
+                                               sizeof ma, &ignored, &err), err);
+    ck_assert_str_eq(a.value[kvp_setting_find("max_loras")], "2");
+    kvp_buf_release(&ignored);
+    snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/refused.yaml");
     ck_assert_int_eq(test_from_command((const char *const *)argv, split_words(line, argv, 32), &a, ma,
                                                sizeof ma, &ignored, &err), KVP_ERR_UNSUPPORTED);
-    ck_assert_str_eq(err.file, "tests/data/engine-args/lora.yaml");
+    ck_assert_str_eq(err.file, "tests/data/engine-args/refused.yaml");
     ck_assert_uint_eq(err.line, 3);
     ck_assert_uint_eq(err.col, 1);
-    ck_assert_str_eq(err.msg, "--enable-lora: it changes the memory, and kvplan does not model it yet");
+    ck_assert_str_eq(err.msg, "--cpu-offload-gb: it changes the memory, and kvplan does not model it yet");
     kvp_buf_release(&ignored);
     /* the library reads no file: a --config without its text is refused, not read behind the caller */
     snprintf(line, sizeof line, "vllm serve --config tests/data/engine-args/vllm.yaml");

@@ -99,7 +99,7 @@ expect "max context $mctx at batch 32" "kvplan fit: max context $mctx"
 # End and Home jump to the last and first field
 t send-keys -t k End
 expect "> host_bandwidth" "End selects the last field (the list scrolls)"
-expect "40/40 Up/Dn, Lt/Rt, Enter: edit" "the field's place in the list"
+expect "42/42 Up/Dn, Lt/Rt, Enter: edit" "the field's place in the list"
 t send-keys -t k Home
 expect "> model" "Home selects the first field"
 

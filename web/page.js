@@ -51,6 +51,8 @@ const KEYS = [
   {key: 'no_kv_offload', flag: '--no-kv-offload', bool: true},
   {key: 'expert_parallel', flag: '--expert-parallel', bool: true},
   {key: 'redundant_experts', flag: '--redundant-experts'},
+  {key: 'max_loras', flag: '--max-loras'},
+  {key: 'max_lora_rank', flag: '--max-lora-rank'},
   {key: 'host_bandwidth', flag: '--host-bandwidth'},
 ];
 /* the fields the form shows at the top; the others go under "every other setting" */

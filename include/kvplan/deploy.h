@@ -129,6 +129,8 @@ struct kvp_deploy {
                                  * experts, (E + redundant) / EP of them, EP = dp x tp (vLLM) or tp (SGLang) */
     uint32_t redundant_experts; /* EPLB's extra physical experts per MoE layer (vLLM num_redundant_experts,
                                  * SGLang --ep-num-redundant-experts); 0 = none */
+    uint32_t max_loras;         /* vLLM --enable-lora --max-loras: LoRA slots on each GPU; 0 = no LoRA */
+    uint32_t max_lora_rank;     /* vLLM --max-lora-rank; 0 = its default, 16 */
     double util;                /* 0 = the engine's default (SGLang: from its rule) */
     struct kvp_format k, v;     /* cache formats */
     struct kvp_wstore w;        /* weights as stored (zero), a format, or a llama.cpp file type */
@@ -252,6 +254,7 @@ struct kvp_fit {
     uint64_t weights_bytes;        /* per GPU, as the engine holds them */
     uint64_t weights_padding;      /* of which the engine adds at load (vLLM's MXFP4 expert padding; estimated) */
     char weights_load[192];        /* what it pads, in words ("" = the checkpoint's bytes as stored) */
+    uint64_t lora_bytes;           /* vLLM: of weights_bytes, the LoRA slots' A and B stacks on the busiest GPU */
     uint64_t kv_budget_bytes;      /* per GPU, what the engine gives the KV cache */
     uint64_t kv_pool_bytes;        /* per GPU, what it allocates for it (blocks x page) */
     uint64_t kv_tokens;            /* token capacity (vLLM's logged figure) */

@@ -270,8 +270,9 @@ static void render_json(const struct fitted *x, struct kvp_buf *b)
     kvp_json_u64(&j, "block_size", f->block_size);
     kvp_json_u64(&j, "gpu_memory_bytes", d->gpu_memory);
     kvp_json_u64(&j, "weights_bytes_per_gpu", f->weights_bytes);
-    kvp_json_u64(&j, "weights_checkpoint_bytes_per_gpu", f->weights_bytes - f->weights_padding);
+    kvp_json_u64(&j, "weights_checkpoint_bytes_per_gpu", f->weights_bytes - f->weights_padding - f->lora_bytes);
     kvp_json_u64(&j, "weights_load_padding_bytes", f->weights_padding);
+    kvp_json_u64(&j, "lora_bytes_per_gpu", f->lora_bytes);
     if (f->weights_load[0])
         kvp_json_str(&j, "weights_load", f->weights_load);
     else
@@ -633,11 +634,16 @@ static void render_text(const struct fitted *x, enum kvp_out fmt, bool si, struc
         snprintf(note, sizeof note, "as loaded: the checkpoint's %s per GPU + %s of MXFP4 expert padding "
                  "(estimated; --explain shows how)", kvp_bytes_text(f->weights_bytes - f->weights_padding, si, g[3],
                  sizeof g[3]), kvp_bytes_text(f->weights_padding, si, g[4], sizeof g[4]));
+    else if (f->lora_bytes)
+        snprintf(note, sizeof note, "the checkpoint's %s per GPU + %s of LoRA slots (%u of rank %u: A and B stacks "
+                 "of every attention and MLP projection)", kvp_bytes_text(f->weights_bytes - f->lora_bytes, si, g[3],
+                 sizeof g[3]), kvp_bytes_text(f->lora_bytes, si, g[4], sizeof g[4]), d->max_loras,
+                 d->max_lora_rank ? d->max_lora_rank : 16);
     bytes_row(&t, "weights", f->weights_bytes, si,
               d->weights_memory ? "as given"
               : d->engine == KVP_ENGINE_LLAMACPP && f->weights_exact ? "the busiest GPU's tensors (GGUF table)"
               : d->engine == KVP_ENGINE_LLAMACPP ? "computed, shared as the layers"
-              : f->weights_padding ? note
+              : f->weights_padding || f->lora_bytes ? note
               : kvp_deploy_experts_per_gpu(x->m, d)
                   ? (d->dp_attention ? "computed: whole routed experts (EP), attention / (tp / dp), embedding whole, "
                                        "the rest / tp"

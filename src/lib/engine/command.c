@@ -38,7 +38,7 @@
  * SGLang's --speculative-draft-model-path (srt/server_args.py), llama.cpp's
  * -md/--model-draft and -hfd/-hfrd/--hf-repo-draft (common/arg.cpp). */
 static const char *const unmodelled[] = {
-    "cpu-offload-gb", "enable-lora", "max-loras", "max-lora-rank", "num-speculative-tokens", "speculative-algorithm",
+    "cpu-offload-gb", "max-loras-per-batch", "fully-sharded-loras", "num-speculative-tokens", "speculative-algorithm",
     "speculative-model", "speculative-draft-model-path", "md", "model-draft", "hfd", "hfrd", "hf-repo-draft",
     "enable-deepep-moe", "deepep-mode", "ep-size", /* TRT-LLM's --ep_size (vLLM has none, SGLang's is read) */
     "num-gpu-blocks-override", "kv-transfer-config", "kv-offloading-size",
@@ -49,7 +49,7 @@ static const char *const unmodelled[] = {
 /* Flags without a value (the ones kvplan reads among them, and common ones it ignores). */
 static const char *const switches[] = {
     "kv-unified", "kvu", "swa-full", "enable-dp-attention", "enable-expert-parallel", "enable-ep-moe", "enable-eplb",
-    "enable-prefix-caching", "no-enable-prefix-caching",
+    "enable-prefix-caching", "no-enable-prefix-caching", "enable-lora",
     "disable-radix-cache",
     "trust-remote-code", "enforce-eager", "disable-log-requests", "disable-log-stats", "enable-chunked-prefill",
     "no-enable-chunked-prefill", "cont-batching", "no-mmap", "mlock", "verbose", "jinja", "metrics", "cpu-moe", "cmoe",
@@ -169,9 +169,9 @@ static bool moe_spec_flag(struct kvp_settings *s, enum kvp_engine_id e, const ch
            strcmp(v, "0") == 0; /* a count of none: kvplan's default */
 }
 
-/* One engine flag with its value (NULL for a switch) into s. */
+/* One engine flag with its value (NULL for a switch) into s; *lora: vLLM's --enable-lora was seen. */
 static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const char *flag, const char *name,
-                            const char *v, struct kvp_buf *notes, struct kvp_error *err)
+                            const char *v, bool *lora, struct kvp_buf *notes, struct kvp_error *err)
 {
     const char *engine;
     int row = kvp_setting_find(name);
@@ -197,6 +197,14 @@ static enum kvp_status take(struct kvp_settings *s, enum kvp_engine_id e, const 
         return KVP_OK; /* npm-3.22.1's default (-1): every layer, --fit's choice on its own line (kvplan fit) */
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "cpu-moe") == 0 || strcmp(name, "cmoe") == 0))
         return put(s, "n_cpu_moe", "all", flag, err);
+    if (strcmp(name, "enable-lora") == 0 || strcmp(name, "enable_lora") == 0) {
+        /* vLLM's LoRA slots: --max-loras of them (default 1, vllm/config/lora.py); SGLang's pool is not modelled */
+        if (e != KVP_ENGINE_VLLM)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "%s: it changes the memory, and kvplan models vLLM's LoRA "
+                            "only", flag);
+        *lora = true;
+        return (s->given >> kvp_setting_find("max_loras")) & 1u ? KVP_OK : put(s, "max_loras", "1", flag, err);
+    }
     if (e == KVP_ENGINE_LLAMACPP && (strcmp(name, "ot") == 0 || strcmp(name, "override-tensor") == 0) && v) {
         /* common/arg.cpp: each -ot adds its comma-separated PATTERN=BUFFER pairs to the list */
         int at = kvp_setting_find("override_tensor");
@@ -288,8 +296,8 @@ static enum kvp_status config_value(struct ydoc *d, yaml_node_t *n, const char *
  * caller) into s (and the model), each key a flag taken as on the command
  * line; errors at the key's place in path. */
 static enum kvp_status read_config(const char *path, const char *text, uint64_t len, struct kvp_settings *s,
-                                   enum kvp_engine_id e, char *model, size_t nmodel, struct kvp_buf *ignored,
-                                   struct kvp_error *err)
+                                   enum kvp_engine_id e, char *model, size_t nmodel, bool *lora,
+                                   struct kvp_buf *ignored, struct kvp_error *err)
 {
     struct ydoc d = {0};
     yaml_node_t *root;
@@ -318,7 +326,7 @@ static enum kvp_status read_config(const char *path, const char *text, uint64_t 
             snprintf(model, nmodel, "%s", v ? v : "");
             continue;
         }
-        if ((st = take(s, e, flag, key, v, ignored, err)) != KVP_OK)
+        if ((st = take(s, e, flag, key, v, lora, ignored, err)) != KVP_OK)
             st = kvp_ydoc_fail(&d, kvp_ydoc_node(&d, p->key), err, st, "%s", err->msg);
     }
 out:
@@ -434,7 +442,7 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
 {
     enum kvp_engine_id e;
     const char *prog, *engine, *path;
-    bool model_given, ollama;
+    bool model_given, ollama, lora = false;
     int i, env = env_words(argv, argc);
     enum kvp_status st;
 
@@ -453,7 +461,7 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
     if ((path = kvp_command_config_path(argv, argc)) != NULL) {
         if (!config)
             return kvp_fail(err, KVP_ERR_USAGE, "--config %.200s: the file's text is not given here", path);
-        if ((st = read_config(path, config, config_len, s, e, model, nmodel, ignored, err)) != KVP_OK)
+        if ((st = read_config(path, config, config_len, s, e, model, nmodel, &lora, ignored, err)) != KVP_OK)
             return st;
     }
     if ((model_given = (e == KVP_ENGINE_VLLM || e == KVP_ENGINE_TRTLLM || ollama) && i < argc && argv[i][0] != '-'))
@@ -490,8 +498,13 @@ enum kvp_status kvp_settings_from_command(const char *const *argv, int argc, con
             snprintf(model, nmodel, "%s", v);
             continue;
         }
-        if ((st = take(s, e, flag, name, v, ignored, err)) != KVP_OK)
+        if ((st = take(s, e, flag, name, v, &lora, ignored, err)) != KVP_OK)
             return st;
+    }
+    if (e == KVP_ENGINE_VLLM && !lora && ((s->given >> kvp_setting_find("max_loras")) & 1u)) {
+        /* --max-loras without --enable-lora: vLLM makes no LoRA config (engine/arg_utils.py) */
+        s->given &= ~(1ull << kvp_setting_find("max_loras"));
+        kvp_buf_printf(ignored, "%s--max-loras (without --enable-lora)", ignored->len ? ", " : "");
     }
     if (!model[0] && !(ollama && strcmp(argv[1], "serve") == 0)) /* `ollama serve`: the model comes later */
         return kvp_fail(err, KVP_ERR_USAGE, "the %s command names no model", engine);

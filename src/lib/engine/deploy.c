@@ -83,13 +83,32 @@ static enum kvp_status check_dp(const struct kvp_deploy *d, struct kvp_error *er
     return KVP_OK;
 }
 
+/* LoRA slots: vLLM's, on the attention and dense MLP projections it wraps (profile_vllm.c lora_stacks). */
+static enum kvp_status check_lora(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
+{
+    if (!d->max_loras)
+        return KVP_OK;
+    if (d->engine != KVP_ENGINE_VLLM)
+        return kvp_fail(err, KVP_ERR_UNSUPPORTED, "LoRA slots (max_loras) are modelled for vLLM only, not %s",
+                        kvp_engine_info(d->engine)->name);
+    for (uint32_t i = 0; i < m->n_layers; i++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(m, i);
+        if (s->mlp == KVP_MLP_MOE || s->kind == KVP_LAYER_MLA || s->kind == KVP_LAYER_RECURRENT)
+            return kvp_fail(err, KVP_ERR_UNSUPPORTED, "vLLM's LoRA of %s layers is not modelled (layer %u of '%s'; "
+                            "attention and dense MLP layers are)",
+                            s->mlp == KVP_MLP_MOE ? "MoE" : s->kind == KVP_LAYER_MLA ? "MLA" : "recurrent", i, m->name);
+    }
+    return KVP_OK;
+}
+
 static enum kvp_status check_deploy(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_error *err)
 {
     uint64_t used = kvp_deploy_gpus(d);
     enum kvp_status st;
     if (d->tp == 0 || d->pp == 0 || d->n_gpus == 0)
         return kvp_fail(err, KVP_ERR_USAGE, "'tp', 'pp' and the GPU count must be positive");
-    if ((st = check_dp(d, err)) != KVP_OK || (st = check_ep(m, d, err)) != KVP_OK)
+    if ((st = check_dp(d, err)) != KVP_OK || (st = check_ep(m, d, err)) != KVP_OK ||
+        (st = check_lora(m, d, err)) != KVP_OK)
         return st;
     if (d->pp > KVP_MAX_STAGES || d->pp > m->n_layers)
         return kvp_fail(err, KVP_ERR_USAGE, "'pp' must be at most %u and at most the layer count %u (got %u)",

@@ -137,6 +137,11 @@ static enum kvp_status vllm(const struct kvp_model *m, const struct kvp_deploy *
     flag_u64(b, "--block-size", f->block_size);
     flag_u64(b, "--max-num-seqs", kvp_profile_max_seqs(d));
     flag_u64(b, "--max-num-batched-tokens", f->reserve.profile_tokens);
+    if (d->max_loras) {
+        kvp_buf_printf(b, " --enable-lora");
+        flag_u64(b, "--max-loras", d->max_loras);
+        flag_u64(b, "--max-lora-rank", d->max_lora_rank ? d->max_lora_rank : 16);
+    }
     weights(d, true, b, notes);
     return KVP_OK;
 }

@@ -45,6 +45,37 @@ static void mxfp4_backend(uint32_t cc, const char **name, uint64_t *align_i, uin
     *align_h = 256;
 }
 
+/* vLLM's LoRA slots (--enable-lora; lora/layers, create_lora_weights, not fully sharded): every
+ * attention and dense MLP projection of a layer gets, per slot, an A stack of rank x input and a B
+ * stack of output x rank per slice, in the model dtype (lora_dtype auto): qkv_proj 3 slices (A of
+ * the hidden size each; B q / tp and the rank's KV heads, max(1, H_kv / tp), of K and V), o_proj
+ * (row parallel: A of q / tp, B of the hidden size), gate_up_proj 2 slices (A hidden, B I / tp; one
+ * up_proj without a gate), down_proj (A I / tp, B hidden). Created with the model, so counted in
+ * "Model loading took"; the busiest pipeline stage's layers. Not counted: the embeddings' and LM
+ * head's LoRA where a release wraps them (vocab x rank a slot), the punica metadata. */
+static enum kvp_status lora_stacks(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
+                                   struct kvp_error *err)
+{
+    uint64_t r = d->max_lora_rank ? d->max_lora_rank : 16, h = m->hidden, per = 0, bytes;
+    uint32_t first, count, tp = d->tp;
+    f->lora_bytes = 0;
+    if (!d->max_loras || d->weights_memory)
+        return KVP_OK;
+    kvp_profile_stage_range(m->n_layers, d->pp, 0, &first, &count);
+    for (uint32_t i = first; i < first + count; i++) {
+        const struct kvp_layer_spec *s = kvp_model_layer(m, i);
+        uint64_t q = (uint64_t)s->n_heads * s->head_dim_k / tp, o_in = (uint64_t)s->n_heads * s->head_dim_v / tp;
+        uint64_t kv = s->n_kv_heads / tp ? s->n_kv_heads / tp : 1, inter = m->intermediate / tp;
+        uint64_t n = 3 * h + q + kv * (s->head_dim_k + s->head_dim_v) + o_in + h; /* qkv A, B; o A, B (x r) */
+        if (s->mlp == KVP_MLP_DENSE)
+            n += m->act == KVP_ACT_GATED ? 2 * h + 2 * inter + inter + h : h + inter + inter + h;
+        per += n;
+    }
+    if (!kvp_mul(per, r, &bytes) || !kvp_mul(bytes, (uint64_t)d->max_loras * 2, &f->lora_bytes))
+        return kvp_fail(err, KVP_ERR_OVERFLOW, "the LoRA slots overflow 64 bits");
+    return KVP_OK;
+}
+
 /* The bytes vLLM adds to MXFP4 experts as it creates them: the expert
  * matrices of a partition (the intermediate size over dp x tp,
  * fused_moe/config.py) are allocated with mxfp4_backend's padded sizes and the
@@ -448,10 +479,11 @@ enum kvp_status kvp_profile_vllm(const struct kvp_model *m, const struct kvp_dep
     f->block_size = block;
     f->util = d->util; /* deploy.c effective(): as given, else the release's default */
     if ((st = kvp_profile_weights(m, d, &f->weights_bytes, err)) != KVP_OK ||
-        (!v0 && (st = mxfp4_padding(m, d, f, err)) != KVP_OK) ||
+        (!v0 && (st = mxfp4_padding(m, d, f, err)) != KVP_OK) || (st = lora_stacks(m, d, f, err)) != KVP_OK ||
         (v0 && (st = v0_mamba_cache(m, d, f, err)) != KVP_OK))
         return st;
-    if (!kvp_add(f->weights_bytes, f->weights_padding, &f->weights_bytes))
+    if (!kvp_add(f->weights_bytes, f->weights_padding, &f->weights_bytes) ||
+        !kvp_add(f->weights_bytes, f->lora_bytes, &f->weights_bytes))
         return kvp_fail(err, KVP_ERR_OVERFLOW, "the weights as vLLM holds them overflow 64 bits");
     if (f->refused[0])
         return KVP_OK;

@@ -97,6 +97,12 @@ static const struct kvp_setting table[] = {
      "EPLB's extra physical experts per MoE layer, with expert_parallel (vLLM --eplb-config num_redundant_experts, "
      "SGLang --ep-num-redundant-experts; default none)",
      "32", OFF(redundant_experts)},
+    {"max_loras", KVP_SET_U32, "N",
+     "vLLM --enable-lora --max-loras: LoRA slots on each GPU, A and B stacks of max_lora_rank per wrapped layer "
+     "(default: no LoRA; --enable-lora alone is 1)",
+     "4", OFF(max_loras)},
+    {"max_lora_rank", KVP_SET_U32, "R", "vLLM --max-lora-rank: the LoRA slots' rank (default 16)", "64",
+     OFF(max_lora_rank)},
     {"host_bandwidth", KVP_SET_U32, "GBPS",
      "GB/s the CPU reads host memory at, for the roofline of weights and KV left in host memory (llama.cpp -ngl, "
      "--n-cpu-moe; default: the GPU's on unified memory, else 102 assumed, two channels of DDR5-6400)",
