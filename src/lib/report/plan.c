@@ -1307,6 +1307,13 @@ enum kvp_status kvp_plan_baseline_apply(struct kvp_plan_report *r, const char *p
                 st = kvp_ydoc_fail(&d, item, err, KVP_ERR_SCHEMA, "result '%s' appears twice", id);
                 goto done;
             }
+            /* what a kind measures is never negative, and a whole number fits 64 bits */
+            if (v < 0 || (kinds[res->check->kind].integer && v >= 18446744073709551616.0)) {
+                st = kvp_ydoc_fail(&d, mn, err, KVP_ERR_RANGE, "'measured' of a %s result must be from 0%s (got %g)",
+                                   kinds[res->check->kind].name,
+                                   kinds[res->check->kind].integer ? " to 2^64 - 1" : " up", v);
+                goto done;
+            }
             res->has_baseline = true;
             res->baseline = v;
         }
