@@ -310,6 +310,7 @@ struct kvp_roofline {
     double tokens_per_s;    /* batch / tpot */
     double prefill_flops;   /* one prompt of `context` tokens: 2 x active params x T + attention */
     double prefill_compute_s; /* FLOPs / (peak x tp) */
+    uint64_t ubatch;         /* llama.cpp: the prompt's micro-batch, min(n_ubatch, n_batch, context) */
     double prefill_stream_s; /* llama.cpp: the prompt's micro-batches of 32 tokens or more x stream_bytes / link */
     double ttft_s;          /* time to first token >= max(prefill_compute_s, prefill_stream_s) */
 };

@@ -565,9 +565,9 @@ static void render_roofline(const struct fitted *x, uint64_t batch, bool si, str
     }
     if (r->prefill_stream_s > 0)
         kvp_buf_printf(b, "  prefill copies the host's %s of weights to the GPU for every micro-batch of 32 tokens or "
-                       "more (-ub %u): %.3f s over the link at %.1f GB/s, %s the %.3f s of compute\n",
-                       kvp_bytes_text(r->stream_bytes, si, g[0], sizeof g[0]),
-                       d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch, r->prefill_stream_s, d->host_link / 1e9,
+                       "more (-ub %llu): %.3f s over the link at %.1f GB/s, %s the %.3f s of compute\n",
+                       kvp_bytes_text(r->stream_bytes, si, g[0], sizeof g[0]), (unsigned long long)r->ubatch,
+                       r->prefill_stream_s, d->host_link / 1e9,
                        r->prefill_stream_s > r->prefill_compute_s ? "above" : "under", r->prefill_compute_s);
 }
 

@@ -335,21 +335,28 @@ struct ngl {
     uint32_t n, part;
 };
 
+/* The first layer whose experts stay in host memory: il0 (n_layers + 1 - n) + n_full (n - part), as
+ * set_ngl_tensor_split_tbo counts; n_layers or more: none. */
+static uint32_t first_part(const struct kvp_model *m, struct ngl g)
+{
+    return m->n_layers + 1 - g.part;
+}
+
 static enum kvp_status use_with(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx, struct ngl g,
                                 uint64_t free_dev, int64_t *used, struct kvp_error *err)
 {
     struct kvp_deploy t = *d;
     t.n_gpu_layers = (int32_t)g.n;
-    t.cpu_moe_first = m->n_layers + 1 - g.n + (g.n - g.part); /* il0 += n_full (set_ngl_tensor_split_tbo) */
-    t.n_cpu_moe = g.part && t.cpu_moe_first < m->n_layers ? -1 : 0;
+    t.cpu_moe_first = first_part(m, g);
+    t.n_cpu_moe = t.cpu_moe_first < m->n_layers ? -1 : 0;
     return projected_use(m, &t, ctx, free_dev, used, err);
 }
 
-/* One false-position search (fit.cpp's "method of false position"): *lo fits target, hi does not; the
- * guess delta x (target - mem_lo) / (mem_hi - mem_lo) in llama.cpp's integers (a negative quotient
- * wraps in its uint32_t, then is clamped to delta - 1), until they are one layer apart. grow makes the
- * guess: step 3 adds layers (MoE: dense-only ones, the first a full one), step 4 converts dense-only
- * layers to full. */
+/* One false-position search (fit.cpp's "method of false position"): hi when it fits target, else
+ * from *lo, which does, the guess delta x (target - mem_lo) / (mem_hi - mem_lo) in llama.cpp's
+ * integers (a negative quotient wraps in its uint32_t, then is clamped to delta - 1), until they are
+ * one layer apart. Step 3 adds layers (MoE: dense-only ones, the first a full one); step 4 (convert)
+ * turns dense-only layers full. */
 static enum kvp_status false_position(const struct kvp_model *m, const struct kvp_deploy *d, uint64_t ctx,
                                       uint64_t free_dev, int64_t target, bool convert, struct ngl *lo,
                                       int64_t *mem_lo, struct ngl hi, int64_t mem_hi, struct kvp_error *err)
@@ -357,6 +364,11 @@ static enum kvp_status false_position(const struct kvp_model *m, const struct kv
     bool moe = m->n_experts > 0;
     uint32_t delta = convert ? (hi.n - hi.part) - (lo->n - lo->part) : hi.n - lo->n;
     enum kvp_status st;
+    if (mem_hi <= target) {
+        *lo = hi;
+        *mem_lo = mem_hi;
+        return KVP_OK;
+    }
     while (delta > 1 && mem_hi > *mem_lo) { /* equal projections (a refused fit): llama.cpp would divide by 0 */
         uint32_t step = (uint32_t)((int64_t)delta * (target - *mem_lo) / (mem_hi - *mem_lo));
         struct ngl t = *lo;
@@ -402,12 +414,8 @@ static enum kvp_status fit_layers(const struct kvp_model *m, const struct kvp_de
     if ((st = use_with(m, d, ctx, lo, free_dev, &mem_lo, err)) != KVP_OK ||
         (st = use_with(m, d, ctx, hi, free_dev, &mem_hi, err)) != KVP_OK)
         return st;
-    if (mem_hi <= target) {
-        lo = hi;
-        mem_lo = mem_hi;
-    } else if ((st = false_position(m, d, ctx, free_dev, target, false, &lo, &mem_lo, hi, mem_hi, err)) != KVP_OK) {
+    if ((st = false_position(m, d, ctx, free_dev, target, false, &lo, &mem_lo, hi, mem_hi, err)) != KVP_OK)
         return st;
-    }
     p->step = KVP_PARAMS_FIT_LAYERS;
     if (moe && lo.n > 0) {
         struct ngl all = {m->n_layers + 1, m->n_layers + 1}; /* every MoE tensor in host memory */
@@ -415,20 +423,14 @@ static enum kvp_status fit_layers(const struct kvp_model *m, const struct kvp_de
             return st;
         if (dense_only < target) { /* global_surplus_cpu_moe: free - dense-only use - margin > 0 */
             hi = (struct ngl){lo.n, 0};
-            if ((st = use_with(m, d, ctx, hi, free_dev, &mem_hi, err)) != KVP_OK)
+            if ((st = use_with(m, d, ctx, hi, free_dev, &mem_hi, err)) != KVP_OK ||
+                (st = false_position(m, d, ctx, free_dev, target, true, &lo, &mem_lo, hi, mem_hi, err)) != KVP_OK)
                 return st;
-            if (mem_hi <= target) {
-                lo = hi;
-                mem_lo = mem_hi;
-            } else if ((st = false_position(m, d, ctx, free_dev, target, true, &lo, &mem_lo, hi, mem_hi, err))) {
-                return st;
-            }
             p->step = KVP_PARAMS_FIT_EXPERTS;
         }
     }
     p->n_gpu_layers = lo.n;
-    p->cpu_moe_first = lo.part ? m->n_layers + 1 - lo.n + (lo.n - lo.part) : m->n_layers;
-    p->cpu_moe_first = p->cpu_moe_first < m->n_layers ? p->cpu_moe_first : m->n_layers;
+    p->cpu_moe_first = first_part(m, lo) < m->n_layers ? first_part(m, lo) : m->n_layers;
     p->used = mem_lo;
     return KVP_OK;
 }

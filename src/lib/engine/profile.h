@@ -135,6 +135,8 @@ enum kvp_status kvp_profile_trtllm(const struct kvp_model *m, const struct kvp_d
  * only some of a layer's experts. m NULL: the syntax only. */
 enum kvp_status kvp_llamacpp_overrides(const struct kvp_model *m, const char *spec, struct kvp_deploy *d,
                                        struct kvp_error *err);
+/* The micro-batch llama_context uses: n_ubatch, at most n_batch. */
+uint64_t kvp_profile_llamacpp_ubatch(const struct kvp_deploy *d);
 enum kvp_status kvp_profile_llamacpp(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,
                                  struct kvp_error *err);
 enum kvp_status kvp_profile_hf(const struct kvp_model *m, const struct kvp_deploy *d, struct kvp_fit *f,

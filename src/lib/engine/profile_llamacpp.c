@@ -144,8 +144,7 @@ static uint64_t cell_pad(const struct kvp_deploy *d)
     return CELL_PAD;
 }
 
-/* The micro-batch llama_context uses: n_ubatch, at most n_batch. */
-static uint64_t ubatch(const struct kvp_deploy *d)
+uint64_t kvp_profile_llamacpp_ubatch(const struct kvp_deploy *d)
 {
     return d->n_batch && d->n_batch < d->n_ubatch ? d->n_batch : d->n_ubatch;
 }
@@ -167,7 +166,7 @@ static void cells(const struct kvp_model *m, const struct kvp_deploy *d, uint64_
         if (windowed(m, s) && s->window > n_swa)
             n_swa = s->window;
     }
-    c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + ubatch(d), pad);
+    c->swa = PAD(n_swa * (d->kv_unified ? n_seq : 1) + kvp_profile_llamacpp_ubatch(d), pad);
     if (c->swa > c->base || d->swa_full)
         c->swa = c->base;
 }
@@ -528,7 +527,7 @@ static uint64_t offload_copies(const struct kvp_model *m, const struct kvp_deplo
  * without) and 14,336 B of token, position and output-id inputs. */
 static uint64_t host_compute(const struct kvp_model *m, const struct kvp_deploy *d, const struct kvp_fit *f)
 {
-    uint64_t ub = ubatch(d), per = d->flash_attn == 0 ? 4 : 2;
+    uint64_t ub = kvp_profile_llamacpp_ubatch(d), per = d->flash_attn == 0 ? 4 : 2;
     uint64_t n = kvp_sat_mul(kvp_sat_mul(2 * ub, m->hidden), 4);
     n = kvp_sat_add(n, kvp_sat_mul(kvp_sat_mul(ub, f->cells), per));
     if (f->cache[1].layers)

@@ -5,6 +5,7 @@
 #include "kvplan/deploy.h"
 #include "kvplan/num.h"
 #include "kvplan/wquant.h"
+#include "profile.h"
 
 /* Attention FLOPs of a prompt of T tokens in one layer: QK^T and PV, causal,
  * over the tokens each query sees (all before it, or the window). */
@@ -96,8 +97,9 @@ enum kvp_status kvp_roofline(const struct kvp_model *m, const struct kvp_deploy 
     r->ttft_s = r->prefill_compute_s = r->prefill_flops / (peak_flops * d->tp);
     /* llama.cpp prefills in micro-batches of min(n_ubatch, n_batch, context) tokens */
     if (r->stream_bytes && d->host_link && !d->unified_memory) {
-        ub = d->n_ubatch < d->n_batch ? d->n_ubatch : d->n_batch;
+        ub = kvp_profile_llamacpp_ubatch(d);
         ub = ub < d->context ? ub : d->context;
+        r->ubatch = ub;
         ubatches = ub ? d->context / ub + (ub && d->context % ub >= KVP_OFFLOAD_MIN_BATCH) : 0;
         r->prefill_stream_s = (double)ubatches * (double)r->stream_bytes / (double)d->host_link;
         r->ttft_s = r->ttft_s > r->prefill_stream_s ? r->ttft_s : r->prefill_stream_s;
