@@ -74,6 +74,13 @@ struct kvp_serve_report {
     uint64_t claimed, measured;
 };
 
+/* Before simulating for a replay: KVP_ERR_USAGE when w's answers alone (a
+ * request computes at least its answer's tokens, whatever its prefix hit)
+ * are past the decoder's token budget, which the simulation, audited, would
+ * take long to find (200 answers of 16,000 tokens: 38 s). */
+KVP_API enum kvp_status kvp_serve_check_workload(const struct kvp_workload *w, const struct kvp_serve_opts *o,
+                                                 struct kvp_error *err);
+
 /* Replay r (run with c->log_decisions and the series) on the decoder of m.
  * Errors (report untouched but for counts): an engine other than vLLM
  * (KVP_ERR_UNSUPPORTED), a replay over the token budget, a log or series

@@ -74,10 +74,13 @@ struct kvp_synth {
 /* The latest arrival a workload may have: 10^9 s (31.7 years), so that every
  * duration and rate derived from it prints as a number of sane width. */
 #define KVP_SIM_MAX_ARRIVAL_S 1e9
-/* What one synthetic workload may cost the simulator, in token-steps: a
- * request counts its longest prompt and answer plus KVP_SIM_REQUEST_COST (its
- * admission and bookkeeping), times the requests. 10^8 simulates in about a
- * second; a plan's `requests: 10000000` (1.3 * 10^10) took 4.8 s and 2.9 GB. */
+/* What one workload may cost the simulator, in token-steps: a request counts
+ * its prompt and answer plus KVP_SIM_REQUEST_COST (its admission and
+ * bookkeeping); a synthetic workload its longest prompt and answer times the
+ * requests, before it is drawn (kvp_synth_cost), a trace the sum over its
+ * requests, before it is simulated. 10^8 simulates in a second or a few
+ * (docs/simulate.md); a plan's `requests: 10000000` (1.3 * 10^10) took 4.8 s
+ * and 2.9 GB. */
 #define KVP_SIM_BUDGET 100000000ull
 #define KVP_SIM_REQUEST_COST 64u
 

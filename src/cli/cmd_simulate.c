@@ -375,6 +375,7 @@ int cmd_simulate(int argc, char **argv)
     struct kvp_error err = {0};
     struct kvp_buf b = {0};
     struct kvp_serve_report rep;
+    struct kvp_serve_opts o;
     bool validate;
 
     build_opts();
@@ -401,13 +402,14 @@ int cmd_simulate(int argc, char **argv)
     }
     x.c.log_decisions = validate;
     x.c.audit = validate; /* the replay costs far more than the pool audit */
-    if (kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg || validate, &x.r, &err) != KVP_OK ||
+    o = (struct kvp_serve_opts)KVP_SERVE_DEFAULTS;
+    if ((validate && kvp_serve_check_workload(&x.w, &o, &err) != KVP_OK) ||
+        kvp_sim_run(&x.c, &x.w, fmt == KVP_OUT_CSV || svg || validate, &x.r, &err) != KVP_OK ||
         (x.find && kvp_sim_max_rate(&x.c, &x.s, x.max_queue, &x.max_rate, &err) != KVP_OK)) {
         rc = cli_error(&err);
         goto done;
     }
     if (validate) {
-        struct kvp_serve_opts o = KVP_SERVE_DEFAULTS;
         if (kvp_serve_validate(x.m, &x.c, &x.w, &x.r, &o, &rep, &err) != KVP_OK) {
             rc = cli_error(&err);
             goto done;

@@ -746,6 +746,18 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+enum kvp_status kvp_serve_check_workload(const struct kvp_workload *w, const struct kvp_serve_opts *o,
+                                         struct kvp_error *err)
+{
+    uint64_t budget = o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS, least = 0;
+    for (uint32_t i = 0; i < w->n && least <= budget; i++)
+        least += w->req[i].output;
+    if (least <= budget)
+        return KVP_OK;
+    return kvp_fail(err, KVP_ERR_USAGE, "--validate: the requests' answers alone are more than the decoder's budget of "
+                    "%llu tokens (a smaller workload: fewer or shorter requests)", (unsigned long long)budget);
+}
+
 enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_sim_config *c,
                                    const struct kvp_workload *w, const struct kvp_sim_result *r,
                                    const struct kvp_serve_opts *o, struct kvp_serve_report *out,

@@ -49,6 +49,67 @@ static inline void lru_append(struct lru *l, uint32_t e)
     l->tail = e;
 }
 
+/* ---- an index of ids by key: open addressing, linear probing ----
+ * Each slot keeps its entry's 32-bit hash beside the id: a probe reads the
+ * entry only when the hashes are equal, and a deletion's backward shift
+ * finds an entry's home without rehashing it. The home is the hash's low
+ * bits; the table has at least twice the slots of the entries it holds. */
+struct hslot {
+    uint32_t id; /* NONE: empty */
+    uint32_t hash;
+};
+
+struct hindex {
+    struct hslot *slot;
+    uint64_t mask;
+};
+
+static inline void hx_free(struct hindex *x)
+{
+    free(x->slot);
+    x->slot = NULL;
+}
+
+/* Room for `entries` ids, all slots empty; false when out of memory. */
+static inline bool hx_init(struct hindex *x, uint64_t entries)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * entries)
+        cap *= 2;
+    free(x->slot);
+    if (!(x->slot = malloc(cap * sizeof *x->slot)))
+        return false;
+    memset(x->slot, 0xff, cap * sizeof *x->slot);
+    x->mask = cap - 1;
+    return true;
+}
+
+/* The slot of the entry with hash h that same(key, id) accepts, or of the
+ * empty slot it would take. */
+static inline uint64_t hx_find(const struct hindex *x, uint32_t h, bool (*same)(const void *key, uint32_t id),
+                               const void *key)
+{
+    uint64_t i = h & x->mask;
+    for (; x->slot[i].id != NONE; i = (i + 1) & x->mask)
+        if (x->slot[i].hash == h && same(key, x->slot[i].id))
+            return i;
+    return i;
+}
+
+/* Empty slot i (backward-shift deletion): an entry after it in the run
+ * moves into the hole when its home is not between the hole and itself. */
+static inline void hx_remove_at(struct hindex *x, uint64_t i)
+{
+    for (uint64_t j = (i + 1) & x->mask; x->slot[j].id != NONE; j = (j + 1) & x->mask) {
+        uint64_t k = x->slot[j].hash & x->mask;
+        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+            x->slot[i] = x->slot[j];
+            i = j;
+        }
+    }
+    x->slot[i].id = NONE;
+}
+
 /* ---- the block pool (v1/core/block_pool.py) ----
  * ref counts; a free queue, least recently freed first (FreeKVCacheBlockQueue),
  * which holds both empty blocks and cached ones whose ref count fell to 0;
@@ -63,84 +124,93 @@ struct pool {
     uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
     uint32_t *index;  /* identity's block index */
     uint8_t *grp;     /* group the block serves */
-    uint32_t *slot;   /* hash table of chain heads (NONE = empty), linear probing */
-    uint64_t mask;
+    struct hindex cache; /* the chain heads by identity */
     uint64_t used[KVP_SIM_MAX_GROUPS];
     uint64_t misowned; /* hits touched whose block lost the identity they were found by (must stay 0) */
+    uint64_t watch[2];     /* the owners of the identities sim.c computed_blocks looked up (0: none) */
+    bool watch_changed;    /* one of theirs cached since, or its oldest block replaced by a later one */
+    bool watch_ref;        /* a block of theirs taken from or given back to the free queue */
+    uint32_t watch_cut;    /* the least index of a watched identity evicted whole (NONE: none) */
 };
 
-KVP_WRAPS static inline uint64_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
+static inline bool watched(const struct pool *p, uint64_t owner)
+{
+    return owner && (owner == p->watch[0] || owner == p->watch[1]);
+}
+
+KVP_WRAPS static inline uint32_t key_hash(uint64_t owner, uint32_t index, uint8_t g)
 {
     uint64_t h = owner * 0x9e3779b97f4a7c15ull ^ ((uint64_t)index << 8 | g);
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 32);
+    return (uint32_t)(h ^ (h >> 32));
 }
+
+struct block_key {
+    const struct pool *p;
+    uint64_t owner;
+    uint32_t index;
+    uint8_t g;
+};
 
 static inline bool same_key(const struct pool *p, uint32_t b, uint64_t owner, uint32_t index, uint8_t g)
 {
     return p->owner[b] == owner && p->index[b] == index && p->grp[b] == g;
 }
 
+static inline bool is_block(const void *key, uint32_t b)
+{
+    const struct block_key *k = key;
+    return same_key(k->p, b, k->owner, k->index, k->g);
+}
+
 static inline uint64_t find_slot(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
 {
-    uint64_t i = key_hash(owner, index, g) & p->mask;
-    while (p->slot[i] != NONE && !same_key(p, p->slot[i], owner, index, g))
-        i = (i + 1) & p->mask;
-    return i;
+    struct block_key k = {p, owner, index, g};
+    return hx_find(&p->cache, key_hash(owner, index, g), is_block, &k);
 }
 
 /* get_cached_block: the oldest block with this identity, or NONE. */
 static inline uint32_t cache_get(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
 {
-    return p->slot[find_slot(p, owner, index, g)];
+    return p->cache.slot[find_slot(p, owner, index, g)].id;
 }
 
 static inline void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_t index)
 {
     uint64_t i;
+    p->watch_changed |= watched(p, owner);
     p->owner[b] = owner;
     p->index[b] = index;
     p->chain[b] = NONE;
     i = find_slot(p, owner, index, p->grp[b]);
-    if (p->slot[i] == NONE) {
-        p->slot[i] = b;
+    if (p->cache.slot[i].id == NONE) {
+        p->cache.slot[i] = (struct hslot){b, key_hash(owner, index, p->grp[b])};
     } else { /* the same chain computed twice: kept after the first (dict order) */
-        uint32_t x = p->slot[i];
+        uint32_t x = p->cache.slot[i].id;
         while (p->chain[x] != NONE)
             x = p->chain[x];
         p->chain[x] = b;
     }
 }
 
-/* Linear probing's backward-shift deletion: may the entry at slot j, whose
- * hash puts it at k, move into the hole at i (i before j, cyclically)? */
-static inline bool fills_hole(uint64_t i, uint64_t j, uint64_t k)
-{
-    return (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j);
-}
-
-/* _maybe_evict_cached_block; linear probing's backward-shift deletion. */
+/* _maybe_evict_cached_block. */
 static inline void cache_evict(struct pool *p, uint32_t b)
 {
-    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]), j;
-    if (p->slot[i] != b) {
-        uint32_t x = p->slot[i];
+    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]);
+    bool mine = watched(p, p->owner[b]);
+    if (p->cache.slot[i].id != b) {
+        uint32_t x = p->cache.slot[i].id;
         while (p->chain[x] != b)
             x = p->chain[x];
         p->chain[x] = p->chain[b];
     } else if (p->chain[b] != NONE) {
-        p->slot[i] = p->chain[b];
+        p->cache.slot[i].id = p->chain[b];
+        p->watch_changed |= mine;
     } else {
-        for (j = (i + 1) & p->mask; p->slot[j] != NONE; j = (j + 1) & p->mask) {
-            uint32_t y = p->slot[j];
-            uint64_t k = key_hash(p->owner[y], p->index[y], p->grp[y]) & p->mask;
-            if (fills_hole(i, j, k)) {
-                p->slot[i] = y;
-                i = j;
-            }
-        }
-        p->slot[i] = NONE;
+        hx_remove_at(&p->cache, i);
+        if (mine && p->index[b] < p->watch_cut)
+            p->watch_cut = p->index[b];
     }
     p->owner[b] = 0;
 }
@@ -181,6 +251,7 @@ static inline void pool_touch(struct pool *p, uint32_t b, uint64_t owner, uint32
 {
     p->misowned += !same_key(p, b, owner, index, g);
     if (p->ref[b]++ == 0) {
+        p->watch_ref |= watched(p, p->owner[b]);
         queue_remove(p, b);
         p->used[p->grp[b]]++;
     }
@@ -193,6 +264,7 @@ static inline void pool_release(struct pool *p, uint32_t b)
     if (b == NULL_BLOCK)
         return;
     if (--p->ref[b] == 0) {
+        p->watch_ref |= watched(p, p->owner[b]);
         p->used[p->grp[b]]--;
         queue_append(p, b);
     }
@@ -207,19 +279,15 @@ static inline void pool_free(struct pool *p)
     free(p->owner);
     free(p->index);
     free(p->grp);
-    free(p->slot);
+    hx_free(&p->cache);
 }
 
 static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_error *err)
 {
-    uint64_t cap = 16;
     memset(p, 0, sizeof *p);
     if (n >= NONE)
         return kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks are more than %u", (unsigned long long)n, NONE - 1);
-    while (cap < 2 * n)
-        cap *= 2;
     p->n = n;
-    p->mask = cap - 1;
     p->ref = calloc(n, sizeof *p->ref);
     p->q.prev = malloc(n * sizeof *p->q.prev);
     p->q.next = malloc(n * sizeof *p->q.next);
@@ -227,12 +295,11 @@ static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_e
     p->owner = calloc(n, sizeof *p->owner);
     p->index = calloc(n, sizeof *p->index);
     p->grp = calloc(n, sizeof *p->grp);
-    p->slot = malloc(cap * sizeof *p->slot);
-    if (!p->ref || !p->q.prev || !p->q.next || !p->chain || !p->owner || !p->index || !p->grp || !p->slot) {
+    if (!p->ref || !p->q.prev || !p->q.next || !p->chain || !p->owner || !p->index || !p->grp ||
+        !hx_init(&p->cache, n)) {
         pool_free(p);
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
     }
-    memset(p->slot, 0xff, cap * sizeof *p->slot);
     p->q.head = p->q.tail = NONE;
     p->ref[NULL_BLOCK] = 1; /* the null block is never free */
     p->q.prev[NULL_BLOCK] = p->q.next[NULL_BLOCK] = NONE;
@@ -255,9 +322,12 @@ struct tier {
     int32_t *ref;
     uint64_t *owner;
     uint32_t *index;
-    uint32_t *slot;                   /* hash table of entries (NONE = empty), linear probing */
-    uint64_t mask;
+    struct hindex by_id;              /* the entries by identity */
 };
+
+/* The workload within KVP_SIM_BUDGET (sim_workload.c), checked before a run
+ * allocates for it: KVP_ERR_USAGE at the request that passes it. */
+enum kvp_status kvp_sim_workload_cost(const struct kvp_workload *w, struct kvp_error *err);
 
 enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *err);
 void kvp_sim_tier_free(struct tier *t);
@@ -303,7 +373,12 @@ struct sim {
     uint32_t *run, nrun;
     uint32_t *hit[KVP_SIM_MAX_GROUPS]; /* scratch: a cache hit's blocks per group */
     uint32_t hit_len[KVP_SIM_MAX_GROUPS];
+    uint32_t hit_free[KVP_SIM_MAX_GROUPS]; /* of them, blocks on the free queue (evictable hits) */
     uint64_t hit_cap;
+    uint32_t memo_uid;                 /* the request s->hit was looked up for (NONE: none), */
+    uint64_t memo_tokens, memo_hit;    /* at how many tokens, and the hit in tokens */
+    uint32_t memo_len[KVP_SIM_MAX_GROUPS], memo_free[KVP_SIM_MAX_GROUPS]; /* s->hit_len, s->hit_free */
+    uint64_t memo_wrong;               /* audit: memos a lookup afresh disagreed with (must stay 0) */
     uint32_t *sched, *sched_n, nsched; /* this step's requests and tokens */
     double now;                        /* the step's start */
     struct kvp_sim_result *out;

@@ -5,17 +5,27 @@
  * offload tier", gives the rules with their sources. */
 #include "sim_int.h"
 
+struct tier_key {
+    const struct tier *t;
+    uint64_t owner;
+    uint32_t index;
+};
+
+static bool is_entry(const void *key, uint32_t e)
+{
+    const struct tier_key *k = key;
+    return k->t->owner[e] == k->owner && k->t->index[e] == k->index;
+}
+
 static uint64_t tier_pos(const struct tier *t, uint64_t owner, uint32_t index)
 {
-    uint64_t i = key_hash(owner, index, 0) & t->mask;
-    while (t->slot[i] != NONE && !(t->owner[t->slot[i]] == owner && t->index[t->slot[i]] == index))
-        i = (i + 1) & t->mask;
-    return i;
+    struct tier_key k = {t, owner, index};
+    return hx_find(&t->by_id, key_hash(owner, index, 0), is_entry, &k);
 }
 
 uint32_t kvp_sim_tier_find(const struct tier *t, uint64_t owner, uint32_t index)
 {
-    return t->n ? t->slot[tier_pos(t, owner, index)] : NONE;
+    return t->n ? t->by_id.slot[tier_pos(t, owner, index)].id : NONE;
 }
 
 void kvp_sim_tier_touch(struct tier *t, uint32_t e)
@@ -24,19 +34,10 @@ void kvp_sim_tier_touch(struct tier *t, uint32_t e)
     lru_append(&t->lru, e);
 }
 
-/* Off the list and out of the table (backward-shift deletion, as the pool's cache_evict). */
+/* Off the list and out of the index. */
 void kvp_sim_tier_drop(struct tier *t, uint32_t e)
 {
-    uint64_t i = tier_pos(t, t->owner[e], t->index[e]);
-    for (uint64_t j = (i + 1) & t->mask; t->slot[j] != NONE; j = (j + 1) & t->mask) {
-        uint32_t y = t->slot[j];
-        uint64_t k = key_hash(t->owner[y], t->index[y], 0) & t->mask;
-        if (fills_hole(i, j, k)) {
-            t->slot[i] = y;
-            i = j;
-        }
-    }
-    t->slot[i] = NONE;
+    hx_remove_at(&t->by_id, tier_pos(t, t->owner[e], t->index[e]));
     lru_unlink(&t->lru, e);
     t->lru.next[e] = t->spare;
     t->spare = e;
@@ -70,7 +71,7 @@ uint32_t kvp_sim_tier_put(struct tier *t, uint64_t owner, uint32_t index, int32_
     t->index[e] = index;
     t->ref[e] = ref;
     t->pend[e] = NONE;
-    t->slot[tier_pos(t, owner, index)] = e;
+    t->by_id.slot[tier_pos(t, owner, index)] = (struct hslot){e, key_hash(owner, index, 0)};
     lru_append(&t->lru, e);
     t->used++;
     return e;
@@ -84,13 +85,12 @@ void kvp_sim_tier_free(struct tier *t)
     free(t->ref);
     free(t->owner);
     free(t->index);
-    free(t->slot);
+    hx_free(&t->by_id);
     memset(t, 0, sizeof *t);
 }
 
 enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *err)
 {
-    uint64_t cap = 16;
     memset(t, 0, sizeof *t);
     t->lru.head = t->lru.tail = t->spare = NONE;
     if (n == 0)
@@ -98,23 +98,18 @@ enum kvp_status kvp_sim_tier_init(struct tier *t, uint64_t n, struct kvp_error *
     if (n >= NONE)
         return kvp_fail(err, KVP_ERR_RANGE, "simulate: a CPU tier of %llu blocks is more than %u",
                         (unsigned long long)n, NONE - 1);
-    while (cap < 2 * n)
-        cap *= 2;
     t->n = n;
-    t->mask = cap - 1;
     t->lru.prev = malloc(n * sizeof *t->lru.prev);
     t->lru.next = malloc(n * sizeof *t->lru.next);
     t->pend = malloc(n * sizeof *t->pend);
     t->ref = malloc(n * sizeof *t->ref);
     t->owner = malloc(n * sizeof *t->owner);
     t->index = malloc(n * sizeof *t->index);
-    t->slot = malloc(cap * sizeof *t->slot);
-    if (!t->lru.prev || !t->lru.next || !t->pend || !t->ref || !t->owner || !t->index || !t->slot) {
+    if (!t->lru.prev || !t->lru.next || !t->pend || !t->ref || !t->owner || !t->index || !hx_init(&t->by_id, n)) {
         kvp_sim_tier_free(t);
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for a CPU tier of %llu blocks",
                         (unsigned long long)n);
     }
-    memset(t->slot, 0xff, cap * sizeof *t->slot);
     for (uint32_t k = (uint32_t)n; k > 0; k--) { /* the spare chain hands out entry 0 first */
         uint32_t e = k - 1;
         t->lru.next[e] = t->spare;

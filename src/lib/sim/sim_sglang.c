@@ -78,8 +78,7 @@ struct leaf {
 struct sg {
     struct node *node;
     uint32_t nnode, cap, free_node; /* slots used; free list of deleted nodes (through .next_free) */
-    uint32_t *slot;                 /* the children, by (parent, first token): open addressing, NONE empty */
-    uint64_t mask;
+    struct hindex children;         /* the nodes by (parent, first token) */
     uint64_t clock;
     uint64_t size, available;      /* the token pool; free slots (token_to_kv_pool.available_size) */
     uint64_t evictable, protect;   /* tree slots with lock 0 (evictable_size_) and with lock > 0 */
@@ -125,21 +124,24 @@ static uint64_t token_key(const struct sim *s, uint32_t q, uint64_t pos)
     return r->prefix_id && r->prefix_tokens > pos ? (uint64_t)r->prefix_id | 1ull << 63 : (uint64_t)q + 1;
 }
 
-KVP_WRAPS static uint64_t child_hash(uint32_t parent, uint64_t key)
+struct child_key {
+    const struct sim *s;
+    uint32_t parent;
+    uint64_t key;
+};
+
+static bool is_child(const void *key, uint32_t c)
 {
-    uint64_t h = (key ^ (uint64_t)parent << 32 ^ parent) * 0x9e3779b97f4a7c15ull;
-    return h ^ h >> 29;
+    const struct child_key *k = key;
+    struct sg *g = k->s->sg;
+    return nd(g, c)->parent == k->parent && token_key(k->s, nd(g, c)->src, nd(g, c)->start) == k->key;
 }
 
 /* The slot of parent's child with first token key, or of the empty slot it would take. */
 static uint64_t child_slot(const struct sim *s, uint32_t parent, uint64_t key)
 {
-    struct sg *g = s->sg;
-    uint64_t i = child_hash(parent, key) & g->mask;
-    for (uint32_t c; (c = g->slot[i]) != NONE; i = (i + 1) & g->mask)
-        if (nd(g, c)->parent == parent && token_key(s, nd(g, c)->src, nd(g, c)->start) == key)
-            return i;
-    return i;
+    struct child_key k = {s, parent, key};
+    return hx_find(&s->sg->children, key_hash(key, parent, 0), is_child, &k);
 }
 
 /* The child of x whose first token is request q's token there (NONE: none):
@@ -148,7 +150,7 @@ static uint32_t child_of(const struct sim *s, uint32_t x, uint32_t q)
 {
     struct sg *g = s->sg;
     uint64_t pos = x ? (uint64_t)nd(g, x)->start + nd(g, x)->len : 0;
-    return g->slot[child_slot(s, x, token_key(s, q, pos))];
+    return g->children.slot[child_slot(s, x, token_key(s, q, pos))].id;
 }
 
 /* Node c (its parent, src and start set) into the index of its parent's children. */
@@ -156,26 +158,18 @@ static void child_add(const struct sim *s, uint32_t c)
 {
     struct sg *g = s->sg;
     const struct node *n = nd(g, c);
-    g->slot[child_slot(s, n->parent, token_key(s, n->src, n->start))] = c;
+    uint64_t key = token_key(s, n->src, n->start);
+    g->children.slot[child_slot(s, n->parent, key)] = (struct hslot){c, key_hash(key, n->parent, 0)};
     nd(g, n->parent)->nchild++;
 }
 
-/* Node c out of the index (linear probing's backward-shift deletion). */
+/* Node c out of the index. */
 static void child_remove(const struct sim *s, uint32_t c)
 {
     struct sg *g = s->sg;
     const struct node *n = nd(g, c);
-    uint64_t i = child_slot(s, n->parent, token_key(s, n->src, n->start)), j;
+    hx_remove_at(&g->children, child_slot(s, n->parent, token_key(s, n->src, n->start)));
     nd(g, n->parent)->nchild--;
-    for (j = (i + 1) & g->mask; g->slot[j] != NONE; j = (j + 1) & g->mask) {
-        const struct node *y = nd(g, g->slot[j]);
-        uint64_t k = child_hash(y->parent, token_key(s, y->src, y->start)) & g->mask;
-        if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-            g->slot[i] = g->slot[j];
-            i = j;
-        }
-    }
-    g->slot[i] = NONE;
 }
 
 /* ---- the eviction heap ---- */
@@ -246,14 +240,8 @@ static void push_leaf(struct sg *g, uint32_t x)
 static enum kvp_status index_for(const struct sim *s, uint32_t cap, struct kvp_error *err)
 {
     struct sg *g = s->sg;
-    uint64_t n = 16;
-    while (n < 2ull * cap)
-        n *= 2;
-    free(g->slot);
-    if (!(g->slot = malloc(n * sizeof *g->slot)))
+    if (!hx_init(&g->children, cap))
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u radix nodes", cap);
-    memset(g->slot, 0xff, n * sizeof *g->slot);
-    g->mask = n - 1;
     for (uint32_t x = 1; x < g->nnode; x++)
         if (nd(g, x)->parent != NONE) {
             nd(g, nd(g, x)->parent)->nchild--; /* child_add counts it again */
@@ -857,7 +845,7 @@ void kvp_sim_sglang_free(struct sim *s)
     if (!g)
         return;
     free(g->node);
-    free(g->slot);
+    hx_free(&g->children);
     free(g->heap);
     free(g->skip);
     free(g->last_node);

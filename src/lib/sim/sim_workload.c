@@ -9,6 +9,7 @@
 #include "base/io.h"
 #include "kvplan/num.h"
 #include "kvplan/sim.h"
+#include "sim_int.h"
 
 /* ---- a deterministic generator: SplitMix64 (Steele, Lea, Flood 2014) ----
  * src/ref has a PCG of its own, internal to the decoder; the simulator keeps
@@ -229,6 +230,27 @@ enum kvp_status kvp_synth_cost(const struct kvp_synth *s, uint64_t *cost, struct
                     kvp_count_text(s->output.hi, g[2], sizeof g[2]), ok ? "" : "more than ",
                     kvp_count_text(ok ? *cost : UINT64_MAX, g[3], sizeof g[3]),
                     kvp_count_text(KVP_SIM_BUDGET, g[4], sizeof g[4]), KVP_SIM_REQUEST_COST);
+}
+
+/* kvp_synth_cost for the requests a workload has (a trace's): each its prompt
+ * and answer plus KVP_SIM_REQUEST_COST, summed. The sum stops past the budget,
+ * so it never passes 10^8 + 2^33. */
+enum kvp_status kvp_sim_workload_cost(const struct kvp_workload *w, struct kvp_error *err)
+{
+    uint64_t cost = 0;
+    for (uint32_t i = 0; i < w->n; i++) {
+        const struct kvp_sim_request *q = &w->req[i];
+        char g[3][32];
+        cost += (uint64_t)q->prompt + q->output + KVP_SIM_REQUEST_COST;
+        if (cost > KVP_SIM_BUDGET)
+            return kvp_fail_at(err, KVP_ERR_USAGE, w->name, q->line, q->line ? 1 : 0,
+                               "request %u: the first %s requests cost %s token-steps, more than the simulator's "
+                               "budget KVP_SIM_BUDGET of %s (requests x (prompt + output + %u)): fewer or shorter "
+                               "requests",
+                               i + 1, kvp_count_text(i + 1, g[0], sizeof g[0]), kvp_count_text(cost, g[1], sizeof g[1]),
+                               kvp_count_text(KVP_SIM_BUDGET, g[2], sizeof g[2]), KVP_SIM_REQUEST_COST);
+    }
+    return KVP_OK;
 }
 
 enum kvp_status kvp_workload_synth(const struct kvp_synth *s, struct kvp_workload *w, struct kvp_error *err)
