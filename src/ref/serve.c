@@ -746,10 +746,16 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The decoder's token budget: o's, or KVP_SERVE_MAX_TOKENS. */
+static uint64_t token_budget(const struct kvp_serve_opts *o)
+{
+    return o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS;
+}
+
 enum kvp_status kvp_serve_check_workload(const struct kvp_workload *w, const struct kvp_serve_opts *o,
                                          struct kvp_error *err)
 {
-    uint64_t budget = o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS, least = 0;
+    uint64_t budget = token_budget(o), least = 0;
     for (uint32_t i = 0; i < w->n && least <= budget; i++)
         least += w->req[i].output;
     if (least <= budget)
@@ -767,7 +773,7 @@ enum kvp_status kvp_serve_validate(const struct kvp_model *m, const struct kvp_s
     struct kvp_ref_model *rm = NULL;
     enum kvp_status st = KVP_OK;
     uint64_t tokens = 0, rows = 0, row_bytes = 0, e = 0;
-    uint64_t budget = o->max_tokens ? o->max_tokens : KVP_SERVE_MAX_TOKENS;
+    uint64_t budget = token_budget(o);
     uint64_t read_budget = o->max_read_bytes ? o->max_read_bytes : KVP_SERVE_MAX_READ;
     uint32_t batch = 1;
     double t0 = now_s();

@@ -349,8 +349,9 @@ static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
         s->memo_uid = uid;
         s->memo_tokens = r->tokens;
         memcpy(s->memo_len, s->hit_len, sizeof s->memo_len);
-        for (uint32_t g = 0; g < KVP_SIM_MAX_GROUPS; g++)
-            s->memo_free[g] = g < c->n_groups ? hits_free(s, g, 0, s->memo_len[g]) : 0;
+        memset(s->memo_free, 0, sizeof s->memo_free);
+        for (uint32_t g = 0; g < c->n_groups; g++)
+            s->memo_free[g] = hits_free(s, g, 0, s->memo_len[g]);
         p->watch[0] = (uint64_t)uid + 1; /* owner_of's identities */
         p->watch[1] = r->q->prefix_id ? (uint64_t)r->q->prefix_id | 1ull << 63 : 0;
         p->watch_changed = false;
