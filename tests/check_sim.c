@@ -406,6 +406,38 @@ START_TEST(traces)
 }
 END_TEST
 
+/* Arrival times read as strtod reads them, whichever way the parser takes
+ * (a decimal of at most 15 digits is divided by its power of ten; any other
+ * form goes to strtod): 20,000 seeded forms of 0 to 9 digits before a point
+ * and 0 to 12 after it, leading zeros and exponents among them. */
+START_TEST(arrivals_as_strtod)
+{
+    struct kvp_error err = {0};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 20000; i++) {
+        char field[48], row[96];
+        int k = 0, whole, frac, n;
+        struct kvp_workload w;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        whole = (int)((x >> 60) % 10);
+        frac = (int)((x >> 56) % 13);
+        for (int d = 0; d < whole; d++)
+            field[k++] = (char)('0' + (d == 0 && (x >> 20) % 4 == 0 ? 0 : (x >> (d * 5 % 40)) % 10));
+        if (whole == 0 || frac > 0 || (x >> 22) % 8 == 0)
+            field[k++] = '.';
+        for (int d = 0; d < frac || k == 1; d++)
+            field[k++] = (char)('0' + (x >> ((d * 7 + 3) % 45)) % 10);
+        k += (x >> 26) % 16 == 0 ? sprintf(field + k, "e-%d", (int)((x >> 30) % 3)) : 0;
+        field[k] = '\0';
+        n = snprintf(row, sizeof row, "arrival_s,prompt_tokens,output_tokens\n%s,1,1\n", field);
+        ck_assert_msg(kvp_workload_parse(row, (size_t)n, "t.csv", &w, &err) == KVP_OK, "'%s': %s", field, err.msg);
+        ck_assert_msg(w.req[0].arrival_s == strtod(field, NULL), "'%s' read as %.17g, strtod %.17g", field,
+                      w.req[0].arrival_s, strtod(field, NULL));
+        kvp_workload_free(&w);
+    }
+}
+END_TEST
+
 /* The workload keys' table: every row reads back what it prints, its option
  * is its key with '-' for '_', NULL gives the default, and the cross-key
  * rules hold whatever the caller. */
@@ -1292,6 +1324,7 @@ static Suite *suite(void)
     tcase_add_test(core, seeded_workload_repeats);
     tcase_add_test(core, config_from_fit);
     tcase_add_test(core, traces);
+    tcase_add_test(core, arrivals_as_strtod);
     tcase_add_test(core, synth_keys);
     suite_add_tcase(s, core);
     tcase_add_test(limits, trace_errors);

@@ -165,13 +165,11 @@ enum kvp_status kvp_sim_config_from_fit(const struct kvp_model *m, const struct 
     return KVP_OK;
 }
 
-/* A decision into out->log when the config asks for one (--validate). */
-static void note(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32_t for_req, uint64_t tokens,
-                 uint64_t hit, bool admit)
+/* A decision into out->log (note: when the config asks for one, --validate). */
+static void log_decision(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32_t for_req, uint64_t tokens,
+                         uint64_t hit, bool admit)
 {
     struct kvp_sim_result *o = s->out;
-    if (!s->c->log_decisions || s->log_nomem)
-        return;
     if (o->nlog == s->log_cap) {
         uint64_t ncap = s->log_cap ? 2 * s->log_cap : 256;
         struct kvp_sim_event *p = realloc(o->log, ncap * sizeof *p);
@@ -184,11 +182,23 @@ static void note(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32
     }
     o->log[o->nlog++] = (struct kvp_sim_event){o->steps, kind, req, for_req, tokens, hit, admit};
 }
-/* Blocks a group's table must hold for `tokens` tokens (get_num_blocks_to_allocate's
- * num_required_blocks; MambaManager: block_size = max_model_len, one block). */
-static uint64_t required(const struct sim *s, uint32_t g, uint64_t tokens)
+
+static inline void note(struct sim *s, enum kvp_sim_decision kind, uint32_t req, uint32_t for_req, uint64_t tokens,
+                        uint64_t hit, bool admit)
 {
-    return s->c->group[g].kind == KVP_LAYER_RECURRENT ? 1 : kvp_cdiv(tokens, s->c->block_size);
+    if (s->c->log_decisions && !s->log_nomem)
+        log_decision(s, kind, req, for_req, tokens, hit, admit);
+}
+
+/* Blocks a group's table must hold for `tokens` tokens beyond the `have` it
+ * holds (get_num_blocks_to_allocate's num_required_blocks less them; MambaManager:
+ * block_size = max_model_len, one block); dividing only when the tokens pass
+ * the blocks held, which a decode step's token mostly does not. */
+static uint64_t more_blocks(const struct sim *s, uint32_t g, uint64_t tokens, uint64_t have)
+{
+    if (s->c->group[g].kind == KVP_LAYER_RECURRENT)
+        return have ? 0 : 1;
+    return tokens > have * s->c->block_size ? kvp_cdiv(tokens, s->c->block_size) - have : 0;
 }
 
 /* remove_skipped_blocks: blocks wholly before the window (SlidingWindowManager:
@@ -238,8 +248,8 @@ static bool hit_all(const struct sim *s, const struct req *r, uint32_t uid, uint
  * Fills s->hit and s->hit_len; returns the hit in tokens. */
 static void clear_hit(struct sim *s)
 {
-    memset(s->hit_len, 0, sizeof s->hit_len);
-    memset(s->hit_free, 0, sizeof s->hit_free);
+    for (uint32_t g = 0; g < s->c->n_groups; g++)
+        s->hit_len[g] = s->hit_free[g] = 0;
 }
 
 static uint64_t lookup_hit(struct sim *s, struct req *r, uint32_t uid)
@@ -363,22 +373,45 @@ static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
     return s->memo_hit;
 }
 
+/* The tokens below which the request's next allocate has nothing to do:
+ * every group's blocks hold them, and no block of them fills (to be cached).
+ * 0 with a windowed group (its blocks leave as the request computes). */
+static uint64_t room(const struct sim *s, const struct req *r)
+{
+    const struct kvp_sim_config *c = s->c;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t g = 0; g < c->n_groups; g++) {
+        enum kvp_layer_kind kind = c->group[g].kind;
+        uint64_t held = kind == KVP_LAYER_RECURRENT ? (r->len[g] ? UINT64_MAX : 0)
+                                                    : (uint64_t)r->len[g] * c->block_size + 1,
+                 fills = ((uint64_t)r->cached[g] + 1) * c->block_size;
+        if (kind == KVP_LAYER_SLIDING || kind == KVP_LAYER_CHUNKED)
+            return 0;
+        least = held < least ? held : least;
+        least = c->prefix_caching && fills < least ? fills : least;
+    }
+    return least;
+}
+
 /* allocate_slots: room for `n_new` more tokens after `hit` cached ones (the
- * hit's blocks in s->hit), or false when the free queue is too short. */
+ * hit's blocks in s->hit), or false when the free queue is too short. A
+ * request below its room (struct req) returns at once. */
 static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t n_new)
 {
     const struct kvp_sim_config *c = s->c;
     uint64_t need_tokens = r->computed + hit + n_new, want = 0;
 
+    if (need_tokens < r->room) /* hit is 0 too: the room is 0 without blocks */
+        return true;
     for (uint32_t g = 0; g < c->n_groups; g++)
         remove_skipped(s, r, g);
     for (uint32_t g = 0; g < c->n_groups; g++) {
-        uint64_t req_blocks = required(s, g, need_tokens), have = r->len[g] + s->hit_len[g];
         /* and the evictable hits, which come off the free queue */
-        want += (req_blocks > have ? req_blocks - have : 0) + s->hit_free[g];
+        want += more_blocks(s, g, need_tokens, (uint64_t)r->len[g] + s->hit_len[g]) + s->hit_free[g];
     }
     if (want + SHORT_BY > s->pool.nfree) {
-        clear_hit(s);
+        if (hit) /* a hit of no tokens is no blocks: nothing to clear */
+            clear_hit(s);
         return false;
     }
     /* touch, then save_new_computed_blocks: every group's hits leave the
@@ -400,21 +433,23 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
     /* allocate_new_blocks, then cache_blocks, group by group */
     for (uint32_t g = 0; g < c->n_groups; g++) {
         uint32_t *t = table(r, g);
-        uint64_t req_blocks = required(s, g, need_tokens);
-        while (r->len[g] < req_blocks) {
+        uint64_t upto = need_tokens < r->tokens ? need_tokens : r->tokens;
+        for (uint64_t k = more_blocks(s, g, need_tokens, r->len[g]); k > 0; k--) {
             t[r->len[g]++] = pool_take(&s->pool, (uint8_t)g);
             r->live++;
         }
         /* cache_blocks: every full block of the tokens computed by this step */
-        if (c->prefix_caching) {
-            uint64_t full = (need_tokens < r->tokens ? need_tokens : r->tokens) / c->block_size;
+        if (c->prefix_caching && upto >= ((uint64_t)r->cached[g] + 1) * c->block_size) {
+            uint64_t full = upto / c->block_size;
             for (uint32_t i = r->cached[g]; i < full; i++)
                 if (t[i] != NULL_BLOCK)
                     cache_put(&s->pool, t[i], owner_of(r, uid, i, c->block_size), i);
             r->cached[g] = r->cached[g] > full ? r->cached[g] : (uint32_t)full;
         }
     }
-    clear_hit(s);
+    if (hit)
+        clear_hit(s);
+    r->room = room(s, r);
     return true;
 }
 
@@ -436,6 +471,7 @@ static void free_request(struct sim *s, struct req *r)
         r->len[g] = r->cached[g] = 0;
     }
     r->live = 0;
+    r->room = 0;
 }
 
 /* OffloadingConnectorScheduler.get_num_new_matched_tokens: every full block
@@ -769,8 +805,9 @@ static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t t
 
 /* After the step: computed tokens advance; a request that caught up with
  * its tokens samples one (its first: TTFT); one with all its output is
- * finished and frees its blocks (llama.cpp: its slot). */
-static void advance(struct sim *s, double t_end)
+ * finished and frees its blocks (llama.cpp: its slot). Returns how many
+ * finished. */
+static uint32_t advance(struct sim *s, double t_end)
 {
     uint32_t finished = 0;
     for (uint32_t k = 0; k < s->nsched; k++) {
@@ -793,18 +830,22 @@ static void advance(struct sim *s, double t_end)
             kvp_sim_sglang_finish(s, r);
         else
             free_request(s, r);
-        free(r->table);
-        r->table = NULL;
+        if (s->pool.own)
+            s->pool.own[s->sched[k]].at = NULL;
+        free(r->len);
+        r->len = r->cached = r->table = NULL;
     }
     uint32_t j = 0;
     for (uint32_t k = 0; finished && k < s->nrun; k++) /* the finished leave the running list */
         if (s->r[s->run[k]].state == R_RUNNING)
             s->run[j++] = s->run[k];
     s->nrun = finished ? j : s->nrun;
+    return finished;
 }
 
 /* The pool's invariants after a step (c->audit, or KVP_SIM_AUDIT), over
  * the block tables of the running requests, the only holders of blocks: a
+ * table holds its request's computed tokens (a state: one block); a
  * block serves the group whose table holds it; its ref count is its
  * holders; a block two requests hold is a cached one (shared by a prefix
  * hit); each group's used count is its distinct blocks; used and free make
@@ -816,6 +857,12 @@ static void audit_tables(struct sim *s, uint64_t *distinct, char *why, size_t n)
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t k = 0; k < s->nrun; k++) {
             const struct req *r = &s->r[s->run[k]];
+            for (uint32_t g = 0; g < s->c->n_groups && pass == 0; g++)
+                if ((s->c->group[g].kind == KVP_LAYER_RECURRENT ? (r->computed > 0) > r->len[g]
+                                                                : (uint64_t)r->len[g] * s->c->block_size < r->computed) &&
+                    !why[0])
+                    snprintf(why, n, "request %u's table of group %u holds %u blocks for %llu computed tokens",
+                             s->run[k] + 1, g, r->len[g], (unsigned long long)r->computed);
             for (uint32_t g = 0; g < s->c->n_groups; g++)
                 for (uint32_t i = 0; i < r->len[g]; i++) {
                     uint32_t b = table(r, g)[i];
@@ -862,7 +909,7 @@ static void sim_free(struct sim *s)
 {
     pool_free(&s->pool);
     for (uint32_t i = 0; s->r && i < s->n; i++)
-        free(s->r[i].table);
+        free(s->r[i].len);
     free(s->r);
     free(s->wait);
     free(s->run);
@@ -889,7 +936,7 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
     s->c = c;
     s->n = w->n;
     if (c->engine == KVP_SIM_VLLM || c->engine == KVP_SIM_TRTLLM || c->engine == KVP_SIM_VLLM0) {
-        if ((st = pool_init(&s->pool, c->num_blocks, err)) != KVP_OK)
+        if ((st = pool_init(&s->pool, c->num_blocks, w->n, c->n_groups, err)) != KVP_OK)
             return st;
         if ((KVP_SIM_AUDIT || c->audit) && !(s->held = calloc(c->num_blocks, sizeof *s->held)))
             return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks",
@@ -978,9 +1025,18 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         double t_end;
         while (next < w->n && w->req[next].arrival_s <= t) {
             struct req *r = &s.r[next];
-            if (!(r->table = calloc((uint64_t)r->cap * c->n_groups, sizeof *r->table))) {
+            /* its counts, its block tables, then (with a pool) its own heads */
+            uint64_t n = (uint64_t)r->cap * c->n_groups, counts = 2 * (uint64_t)c->n_groups;
+            if (!(r->len = malloc((counts + (s.pool.own ? 2 : 1) * n) * sizeof *r->len))) {
                 st = kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for request %u's blocks", next + 1);
                 goto out;
+            }
+            memset(r->len, 0, (counts + n) * sizeof *r->len);
+            r->cached = r->len + c->n_groups;
+            r->table = r->len + counts;
+            if (s.pool.own) {
+                s.pool.own[next] = (struct heads){r->table + n, n};
+                memset(r->table + n, 0xff, n * sizeof *r->table);
             }
             r->state = R_WAITING;
             s.wait[(s.wait_head + s.nwait++) % s.n] = next++;
@@ -1023,9 +1079,7 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
         }
         if ((st = record(&s, keep_series, t_end, tokens, &cap, err)) != KVP_OK)
             goto out;
-        advance(&s, t_end);
-        for (uint32_t k = 0; k < s.nsched; k++)
-            done += s.r[s.sched[k]].state == R_DONE;
+        done += advance(&s, t_end);
         t = t_end;
     }
     out->duration_s = t;
@@ -1034,6 +1088,9 @@ enum kvp_status kvp_sim_run(const struct kvp_sim_config *c, const struct kvp_wor
     else if (s.memo_wrong)
         st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu prefix hits of a blocked request were not those a lookup "
                       "finds (the simulator's invariant; please report it)", (unsigned long long)s.memo_wrong);
+    else if (s.pool.unplaced)
+        st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks were cached past their request's length (the "
+                      "simulator's invariant; please report it)", (unsigned long long)s.pool.unplaced);
     else if (s.pool.misowned)
         st = kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu prefix hits reused a block another KV-cache group or "
                       "request had taken as a new block (the simulator's invariant; please report it)",

@@ -116,7 +116,16 @@ static inline void hx_remove_at(struct hindex *x, uint64_t i)
  * the cache: block identity -> blocks (cached_block_hash_to_block). A block's
  * identity stands for vLLM's chained hash: a block wholly inside a shared
  * prefix is (prefix id, index), any other is (request, index), so two blocks
- * are equal exactly when their token chains are. */
+ * are equal exactly when their token chains are. The blocks of one identity
+ * are a chain (oldest first) from its head: a shared prefix's head is in a
+ * hash index; a request's own are in an array of its own (struct heads),
+ * since only that request ever looks them up, and gone once it finished (its
+ * blocks keep their identity, counted as cached, until they are reused). */
+struct heads {
+    uint32_t *at; /* [index * groups + group]: the chain head (NONE: none); NULL once the request finished */
+    uint64_t n;   /* entries */
+};
+
 struct pool {
     uint64_t n, nfree, ncached_free;
     struct lru q;     /* the free queue */
@@ -124,9 +133,12 @@ struct pool {
     uint64_t *owner;  /* identity's owner: 0 = no hash; prefix id | 2^63, or request + 1 */
     uint32_t *index;  /* identity's block index */
     uint8_t *grp;     /* group the block serves */
-    struct hindex cache; /* the chain heads by identity */
+    struct hindex cache; /* the chain heads of shared-prefix identities */
+    struct heads *own;   /* per request: the chain heads of its own identities */
+    uint32_t groups;
     uint64_t used[KVP_SIM_MAX_GROUPS];
     uint64_t misowned; /* hits touched whose block lost the identity they were found by (must stay 0) */
+    uint64_t unplaced; /* blocks cached under an identity past their request's blocks (must stay 0) */
     uint64_t watch[2];     /* the owners of the identities sim.c computed_blocks looked up (0: none) */
     bool watch_changed;    /* one of theirs cached since, or its oldest block replaced by a later one */
     bool watch_ref;        /* a block of theirs taken from or given back to the free queue */
@@ -170,24 +182,51 @@ static inline uint64_t find_slot(const struct pool *p, uint64_t owner, uint32_t 
     return hx_find(&p->cache, key_hash(owner, index, g), is_block, &k);
 }
 
+static inline bool shared(uint64_t owner)
+{
+    return owner >> 63;
+}
+
+/* The cell of a request's own identity's chain head; NULL once the request
+ * finished, or past its blocks (an identity it cannot have). */
+static inline uint32_t *own_head(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
+{
+    const struct heads *h = &p->own[owner - 1];
+    uint64_t k = (uint64_t)index * p->groups + g;
+    return h->at && k < h->n ? &h->at[k] : NULL;
+}
+
 /* get_cached_block: the oldest block with this identity, or NONE. */
 static inline uint32_t cache_get(const struct pool *p, uint64_t owner, uint32_t index, uint8_t g)
 {
-    return p->cache.slot[find_slot(p, owner, index, g)].id;
+    const uint32_t *h;
+    if (shared(owner))
+        return p->cache.slot[find_slot(p, owner, index, g)].id;
+    return (h = own_head(p, owner, index, g)) ? *h : NONE;
 }
 
+/* A request's own identity past its blocks is an invariant broken:
+ * counted (the run fails), the block left uncached. */
 static inline void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_t index)
 {
-    uint64_t i;
+    uint32_t *head;
+    p->chain[b] = NONE;
+    if (shared(owner)) {
+        uint64_t i = find_slot(p, owner, index, p->grp[b]);
+        if (p->cache.slot[i].id == NONE)
+            p->cache.slot[i].hash = key_hash(owner, index, p->grp[b]);
+        head = &p->cache.slot[i].id;
+    } else if (!(head = own_head(p, owner, index, p->grp[b]))) {
+        p->unplaced++;
+        return;
+    }
     p->watch_changed |= watched(p, owner);
     p->owner[b] = owner;
     p->index[b] = index;
-    p->chain[b] = NONE;
-    i = find_slot(p, owner, index, p->grp[b]);
-    if (p->cache.slot[i].id == NONE) {
-        p->cache.slot[i] = (struct hslot){b, key_hash(owner, index, p->grp[b])};
+    if (*head == NONE) {
+        *head = b;
     } else { /* the same chain computed twice: kept after the first (dict order) */
-        uint32_t x = p->cache.slot[i].id;
+        uint32_t x = *head;
         while (p->chain[x] != NONE)
             x = p->chain[x];
         p->chain[x] = b;
@@ -197,22 +236,33 @@ static inline void cache_put(struct pool *p, uint32_t b, uint64_t owner, uint32_
 /* _maybe_evict_cached_block. */
 static inline void cache_evict(struct pool *p, uint32_t b)
 {
-    uint64_t i = find_slot(p, p->owner[b], p->index[b], p->grp[b]);
-    bool mine = watched(p, p->owner[b]);
-    if (p->cache.slot[i].id != b) {
-        uint32_t x = p->cache.slot[i].id;
+    uint64_t owner = p->owner[b], i = 0;
+    bool mine = watched(p, owner);
+    uint32_t *head;
+    if (shared(owner)) {
+        i = find_slot(p, owner, p->index[b], p->grp[b]);
+        head = &p->cache.slot[i].id;
+    } else if (!(head = own_head(p, owner, p->index[b], p->grp[b]))) {
+        p->owner[b] = 0;
+        return; /* its request finished: nothing looks it up */
+    }
+    p->owner[b] = 0;
+    if (*head != b) {
+        uint32_t x = *head;
         while (p->chain[x] != b)
             x = p->chain[x];
         p->chain[x] = p->chain[b];
     } else if (p->chain[b] != NONE) {
-        p->cache.slot[i].id = p->chain[b];
+        *head = p->chain[b];
         p->watch_changed |= mine;
     } else {
-        hx_remove_at(&p->cache, i);
+        if (shared(owner))
+            hx_remove_at(&p->cache, i);
+        else
+            *head = NONE;
         if (mine && p->index[b] < p->watch_cut)
             p->watch_cut = p->index[b];
     }
-    p->owner[b] = 0;
 }
 
 static inline void queue_remove(struct pool *p, uint32_t b)
@@ -279,15 +329,20 @@ static inline void pool_free(struct pool *p)
     free(p->owner);
     free(p->index);
     free(p->grp);
+    free(p->own);
     hx_free(&p->cache);
 }
 
-static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_error *err)
+/* n blocks, all free but the null block, for `requests` requests of `groups` groups. */
+static inline enum kvp_status pool_init(struct pool *p, uint64_t n, uint32_t requests, uint32_t groups,
+                                        struct kvp_error *err)
 {
     memset(p, 0, sizeof *p);
     if (n >= NONE)
         return kvp_fail(err, KVP_ERR_RANGE, "simulate: %llu blocks are more than %u", (unsigned long long)n, NONE - 1);
     p->n = n;
+    p->groups = groups;
+    p->own = calloc(requests ? requests : 1, sizeof *p->own);
     p->ref = calloc(n, sizeof *p->ref);
     p->q.prev = malloc(n * sizeof *p->q.prev);
     p->q.next = malloc(n * sizeof *p->q.next);
@@ -295,7 +350,7 @@ static inline enum kvp_status pool_init(struct pool *p, uint64_t n, struct kvp_e
     p->owner = calloc(n, sizeof *p->owner);
     p->index = calloc(n, sizeof *p->index);
     p->grp = calloc(n, sizeof *p->grp);
-    if (!p->ref || !p->q.prev || !p->q.next || !p->chain || !p->owner || !p->index || !p->grp ||
+    if (!p->ref || !p->q.prev || !p->q.next || !p->chain || !p->owner || !p->index || !p->grp || !p->own ||
         !hx_init(&p->cache, n)) {
         pool_free(p);
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %llu blocks", (unsigned long long)n);
@@ -352,10 +407,11 @@ struct req {
     uint64_t tokens;   /* prompt + generated (Request.num_tokens) */
     uint64_t computed; /* num_computed_tokens */
     uint32_t generated;
-    uint32_t *table;   /* n_groups block tables of cap entries each, while running (NULL_BLOCK: skipped) */
+    uint32_t *len, *cached; /* per group: blocks in its table; blocks cached (from arrival to finish: */
+    uint32_t *table;   /* one allocation with n_groups block tables of cap entries each; NULL_BLOCK: skipped) */
     uint32_t cap;
-    uint32_t len[KVP_SIM_MAX_GROUPS], cached[KVP_SIM_MAX_GROUPS]; /* blocks in the table; blocks cached */
     uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
+    uint64_t room;     /* vLLM: allocate has nothing to do below these tokens (sim.c room) */
     bool started;
     bool fresh;        /* vLLM: first scheduled this step (scheduled_new_reqs) */
     uint32_t next_stored; /* vLLM offload: _next_stored_block_idx */

@@ -86,8 +86,10 @@ struct sg {
     uint64_t *plen, *priv;         /* per request: tree slots it holds (len(prefix_indices)); its own slots */
     struct leaf *heap;             /* eviction's min-heap of leaves, kept between evictions (stale
                                     * entries dropped as they surface); 3 x cap entries */
+    struct leaf *run;              /* beside it, the leaves pushed in ascending access (most: a finished
+                                    * request's last node is the newest), [run_head, run_end); 3 x cap */
     uint32_t *skip;                /* an eviction's locked leaves, put back after it; cap entries */
-    uint64_t nheap, evictions;
+    uint64_t nheap, run_head, run_end, evictions;
     uint32_t *batch, nbatch;       /* the last prefill batch (extend), in order */
     bool last_extend;
     uint32_t chunked;              /* the request being prefilled in chunks (NONE: none) */
@@ -218,9 +220,23 @@ static bool current(const struct sg *g, const struct leaf *e)
 }
 
 /* Node x, a leaf now (or the root left childless by an eviction), onto the
- * heap; a full heap is rebuilt first from the leaves there are. */
+ * run when it is the newest there, else onto the heap; a full run or heap
+ * is first cut to the current leaves (at most cap). */
 static void push_leaf(struct sg *g, uint32_t x)
 {
+    struct leaf e = {g->node[x].access, g->evictions, x};
+    if (g->run_head == g->run_end || g->run[g->run_end - 1].access <= e.access) {
+        if (g->run_end == 3ull * g->cap) {
+            uint64_t n = 0;
+            for (uint64_t i = g->run_head; i < g->run_end; i++)
+                if (current(g, &g->run[i]))
+                    g->run[n++] = g->run[i]; /* in order still */
+            g->run_head = 0;
+            g->run_end = n;
+        }
+        g->run[g->run_end++] = e;
+        return;
+    }
     if (g->nheap == 3ull * g->cap) {
         uint64_t n = 0;
         for (uint64_t i = 0; i < g->nheap; i++)
@@ -232,8 +248,20 @@ static void push_leaf(struct sg *g, uint32_t x)
             sift_up(g, g->nheap++);
         }
     }
-    g->heap[g->nheap] = (struct leaf){g->node[x].access, g->evictions, x};
+    g->heap[g->nheap] = e;
     sift_up(g, g->nheap++);
+}
+
+/* The least recently accessed entry of the run and the heap; false when both are empty. */
+static bool leaf_pop(struct sg *g, struct leaf *e)
+{
+    if (g->run_head < g->run_end && (g->nheap == 0 || g->run[g->run_head].access < g->heap[0].access))
+        *e = g->run[g->run_head++];
+    else if (g->nheap > 0)
+        *e = heap_pop(g);
+    else
+        return false;
+    return true;
 }
 
 /* The children's index for cap nodes: twice as many slots, the live nodes put back. */
@@ -257,16 +285,18 @@ static enum kvp_status reserve(const struct sim *s, uint32_t extra, struct kvp_e
     while (g->cap - g->nnode < extra) {
         uint32_t cap = g->cap * 2;
         struct node *p = realloc(g->node, (uint64_t)cap * sizeof *p);
-        struct leaf *h = realloc(g->heap, 3ull * cap * sizeof *h);
+        struct leaf *h = realloc(g->heap, 3ull * cap * sizeof *h), *r = realloc(g->run, 3ull * cap * sizeof *r);
         uint32_t *k = realloc(g->skip, (uint64_t)cap * sizeof *k);
         enum kvp_status st;
         if (p)
             g->node = p;
         if (h)
             g->heap = h;
+        if (r)
+            g->run = r;
         if (k)
             g->skip = k;
-        if (!p || !h || !k || cap >= NONE)
+        if (!p || !h || !r || !k || cap >= NONE)
             return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u radix nodes", cap);
         g->cap = cap;
         if ((st = index_for(s, cap, err)) != KVP_OK)
@@ -395,8 +425,8 @@ static void evict(struct sim *s, uint64_t tokens)
     if (tokens == 0 || !s->c->prefix_caching)
         return;
     g->evictions++;
-    while (freed < tokens && g->nheap > 0) {
-        struct leaf e = heap_pop(g);
+    struct leaf e;
+    while (freed < tokens && leaf_pop(g, &e)) {
         uint32_t x = e.node, p;
         if (!current(g, &e))
             continue;
@@ -815,12 +845,13 @@ enum kvp_status kvp_sim_sglang_init(struct sim *s, struct kvp_error *err)
     g->cap = 1024;
     g->node = malloc(g->cap * sizeof *g->node);
     g->heap = malloc(3ull * g->cap * sizeof *g->heap);
+    g->run = malloc(3ull * g->cap * sizeof *g->run);
     g->skip = malloc(g->cap * sizeof *g->skip);
     g->last_node = malloc(s->n * sizeof *g->last_node);
     g->plen = calloc(s->n, sizeof *g->plen);
     g->priv = calloc(s->n, sizeof *g->priv);
     g->batch = malloc(s->n * sizeof *g->batch);
-    if (!g->node || !g->heap || !g->skip || !g->last_node || !g->plen || !g->priv || !g->batch)
+    if (!g->node || !g->heap || !g->run || !g->skip || !g->last_node || !g->plen || !g->priv || !g->batch)
         return kvp_fail(err, KVP_ERR_NOMEM, "simulate: out of memory for %u requests", s->n);
     for (uint32_t i = 0; i < s->n; i++)
         g->last_node[i] = NONE;
@@ -847,6 +878,7 @@ void kvp_sim_sglang_free(struct sim *s)
     free(g->node);
     hx_free(&g->children);
     free(g->heap);
+    free(g->run);
     free(g->skip);
     free(g->last_node);
     free(g->plen);

@@ -330,20 +330,54 @@ static enum kvp_status fail_here(struct cursor *c, enum kvp_status code, const c
 
 /* A number at p: the arrival a non-negative decimal, the others unsigned
  * integers below 2^32. *next gets the first character after it. */
+static bool number_char(char ch)
+{
+    return (ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' || ch == '-';
+}
+
+/* s[0..n) as strtod reads it when it is digits with at most one point and
+ * at most 15 digits in all (Clinger's fast path: the digits and the power of
+ * ten are exact doubles, and the division is correctly rounded, as strtod's
+ * result is); false for any other form, which strtod reads. */
+static bool short_decimal(const char *s, size_t n, double *out)
+{
+    static const double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    uint64_t m = 0;
+    unsigned digits = 0, frac = 0;
+    bool point = false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '.' && !point) {
+            point = true;
+        } else if (s[i] >= '0' && s[i] <= '9' && digits < 15) {
+            m = m * 10 + (uint64_t)(s[i] - '0');
+            digits++;
+            frac += point;
+        } else {
+            return false;
+        }
+    }
+    if (digits == 0)
+        return false;
+    *out = (double)m / pow10[frac];
+    return true;
+}
+
 static enum kvp_status number(struct cursor *c, enum field f, const char *p, const char **next, double *out)
 {
     char buf[64];
     size_t n = 0;
     char *e;
-    while (p + n < c->end && strchr("0123456789.eE+-", p[n]) && n < sizeof buf - 1)
+    while (p + n < c->end && number_char(p[n]) && n < sizeof buf - 1)
         n++;
-    memcpy(buf, p, n);
-    buf[n] = '\0';
     if (n == 0)
         return fail_here(c, KVP_ERR_SYNTAX, p, "expected a number for '%s'", field_names[f]);
-    *out = strtod(buf, &e);
-    if (*e != '\0' || !isfinite(*out) || *out < 0.0)
-        return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be a non-negative number", field_names[f]);
+    if (!short_decimal(p, n, out)) {
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        *out = strtod(buf, &e);
+        if (*e != '\0' || !isfinite(*out) || *out < 0.0)
+            return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be a non-negative number", field_names[f]);
+    }
     if (f == F_ARRIVAL && *out > KVP_SIM_MAX_ARRIVAL_S)
         return fail_here(c, KVP_ERR_RANGE, p, "'%s' must be at most 1e9 s (31.7 years)", field_names[f]);
     if (f != F_ARRIVAL && (*out != floor(*out) || *out > 4294967295.0))
