@@ -394,15 +394,12 @@ static uint64_t room(const struct sim *s, const struct req *r)
 }
 
 /* allocate_slots: room for `n_new` more tokens after `hit` cached ones (the
- * hit's blocks in s->hit), or false when the free queue is too short. A
- * request below its room (struct req) returns at once. */
-static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t n_new)
+ * hit's blocks in s->hit), or false when the free queue is too short. */
+static bool allocate_slots(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t n_new)
 {
     const struct kvp_sim_config *c = s->c;
     uint64_t need_tokens = r->computed + hit + n_new, want = 0;
 
-    if (need_tokens < r->room) /* hit is 0 too: the room is 0 without blocks */
-        return true;
     for (uint32_t g = 0; g < c->n_groups; g++)
         remove_skipped(s, r, g);
     for (uint32_t g = 0; g < c->n_groups; g++) {
@@ -451,6 +448,13 @@ static bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, u
         clear_hit(s);
     r->room = room(s, r);
     return true;
+}
+
+/* allocate_slots, returning at once below the request's room (struct req;
+ * the hit is 0 then: the room is 0 without blocks). */
+static inline bool allocate(struct sim *s, struct req *r, uint32_t uid, uint64_t hit, uint64_t n_new)
+{
+    return r->computed + hit + n_new < r->room || allocate_slots(s, r, uid, hit, n_new);
 }
 
 /* KVCacheManager.free: each group's blocks, last first, so that a request's
@@ -810,6 +814,7 @@ static enum kvp_status record(struct sim *s, bool keep, double t_end, uint64_t t
 static uint32_t advance(struct sim *s, double t_end)
 {
     uint32_t finished = 0;
+    uint64_t sampled = 0;
     for (uint32_t k = 0; k < s->nsched; k++) {
         struct req *r = &s->r[s->sched[k]];
         r->computed += s->sched_n[k];
@@ -818,7 +823,7 @@ static uint32_t advance(struct sim *s, double t_end)
         if (r->generated++ == 0)
             r->first_token = t_end;
         r->tokens++;
-        s->out->output_tokens++;
+        sampled++;
         if (r->generated < r->q->output)
             continue;
         r->finish = t_end;
@@ -836,6 +841,7 @@ static uint32_t advance(struct sim *s, double t_end)
         r->len = r->cached = r->table = NULL;
     }
     uint32_t j = 0;
+    s->out->output_tokens += sampled;
     for (uint32_t k = 0; finished && k < s->nrun; k++) /* the finished leave the running list */
         if (s->r[s->run[k]].state == R_RUNNING)
             s->run[j++] = s->run[k];
