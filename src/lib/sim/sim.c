@@ -863,12 +863,13 @@ static void audit_tables(struct sim *s, uint64_t *distinct, char *why, size_t n)
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t k = 0; k < s->nrun; k++) {
             const struct req *r = &s->r[s->run[k]];
-            for (uint32_t g = 0; g < s->c->n_groups && pass == 0; g++)
-                if ((s->c->group[g].kind == KVP_LAYER_RECURRENT ? (r->computed > 0) > r->len[g]
-                                                                : (uint64_t)r->len[g] * s->c->block_size < r->computed) &&
-                    !why[0])
+            for (uint32_t g = 0; g < s->c->n_groups && pass == 0; g++) {
+                bool state = s->c->group[g].kind == KVP_LAYER_RECURRENT;
+                uint64_t holds = state ? (r->len[g] ? UINT64_MAX : 0) : (uint64_t)r->len[g] * s->c->block_size;
+                if (holds < r->computed && !why[0])
                     snprintf(why, n, "request %u's table of group %u holds %u blocks for %llu computed tokens",
                              s->run[k] + 1, g, r->len[g], (unsigned long long)r->computed);
+            }
             for (uint32_t g = 0; g < s->c->n_groups; g++)
                 for (uint32_t i = 0; i < r->len[g]; i++) {
                     uint32_t b = table(r, g)[i];

@@ -341,7 +341,8 @@ static bool number_char(char ch)
  * result is); false for any other form, which strtod reads. */
 static bool short_decimal(const char *s, size_t n, double *out)
 {
-    static const double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
     uint64_t m = 0;
     unsigned digits = 0, frac = 0;
     bool point = false;
