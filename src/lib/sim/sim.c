@@ -998,8 +998,12 @@ static enum kvp_status sim_init(struct sim *s, const struct kvp_sim_config *c, c
             return st;
         if (c->engine == KVP_SIM_VLLM0 && (st = kvp_sim_vllm0_check(c, w, i, err)) != KVP_OK)
             return st;
-        /* SGLang keeps no block table: the radix tree and the counts in sim_sglang.c hold its slots */
-        r->cap = c->engine == KVP_SIM_SGLANG ? 1 : (uint32_t)kvp_cdiv(len, c->block_size);
+        /* SGLang keeps no block table (the radix tree and the counts in sim_sglang.c hold its
+         * slots), nor llama.cpp (a slot's cells are counted): a 4 MiB trace queued on one slot
+         * held 280 MB of tables nothing read */
+        r->cap = c->engine == KVP_SIM_SGLANG || c->engine == KVP_SIM_LLAMACPP
+                     ? 0
+                     : (uint32_t)kvp_cdiv(len, c->block_size);
     }
     return KVP_OK;
 }
