@@ -86,8 +86,8 @@ static uint64_t recur_group(const struct kvp_ref_model *rm)
  * y[t][j] sums its elements in increasing order). fresh
  * (the sequence's first token is t = 0) starts from s = 0 without reading
  * st, so the decoder never reads a state byte it has not written. twin (or
- * NULL) receives every step's new values through the same codec: the twin
- * cache's state (kvp_ref_cache_mirror), written, never read. */
+ * NULL) receives a copy of every step's new bytes: the twin cache's state
+ * (kvp_ref_cache_mirror), written, never read. */
 KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_layer *w, enum kvp_dtype dt, uint8_t *st,
                               uint8_t *twin, bool fresh, const float *const *xb, float *const *y, uint64_t nt,
                               float *tmp)
@@ -113,8 +113,8 @@ KVP_REF_HOT static void recur(const struct kvp_ref_model *rm, const struct ref_l
                     u[j] = u[j] / d[j] + b[j] * x[j];
             }
             ref_codec_put_plain(dt, tmp, n, p);
-            if (twin)
-                ref_codec_put_plain(dt, tmp, n, twin + base * sz);
+            if (twin) /* the same bytes */
+                memcpy(twin + base * sz, p, n * sz);
             ref_codec_get_plain(dt, p, n, tmp);
             for (uint64_t r = 0; r < n; r += H) {
                 uint64_t m = n - r < H ? n - r : H;
