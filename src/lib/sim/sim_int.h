@@ -407,8 +407,10 @@ struct req {
     uint64_t tokens;   /* prompt + generated (Request.num_tokens) */
     uint64_t computed; /* num_computed_tokens */
     uint32_t generated;
-    uint32_t *len, *cached; /* per group: blocks in its table; blocks cached (from arrival to finish: */
-    uint32_t *table;   /* one allocation with n_groups block tables of cap entries each; NULL_BLOCK: skipped) */
+    /* from arrival to finish, one allocation (sim.c kvp_sim_run): per group the blocks in its
+     * table and the blocks cached, then n_groups block tables of cap entries each (NULL_BLOCK:
+     * skipped; cap 0 where the engine keeps none), then with a pool the request's own heads */
+    uint32_t *len, *cached, *table;
     uint32_t cap;
     uint64_t live;     /* blocks other than the null block it holds (llama.cpp: cells) */
     uint64_t room;     /* vLLM: allocate has nothing to do below these tokens (sim.c room) */
