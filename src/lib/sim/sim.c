@@ -373,6 +373,12 @@ static uint64_t computed_blocks(struct sim *s, struct req *r, uint32_t uid)
     return s->memo_hit;
 }
 
+/* Tokens a group's table of `len` blocks holds (a state's one block: any number). */
+static uint64_t holds(const struct kvp_sim_config *c, uint32_t g, uint64_t len)
+{
+    return c->group[g].kind == KVP_LAYER_RECURRENT ? (len ? UINT64_MAX : 0) : len * c->block_size;
+}
+
 /* The tokens below which the request's next allocate has nothing to do:
  * every group's blocks hold them, and no block of them fills (to be cached).
  * 0 with a windowed group (its blocks leave as the request computes). */
@@ -382,9 +388,7 @@ static uint64_t room(const struct sim *s, const struct req *r)
     uint64_t least = UINT64_MAX;
     for (uint32_t g = 0; g < c->n_groups; g++) {
         enum kvp_layer_kind kind = c->group[g].kind;
-        uint64_t held = kind == KVP_LAYER_RECURRENT ? (r->len[g] ? UINT64_MAX : 0)
-                                                    : (uint64_t)r->len[g] * c->block_size + 1,
-                 fills = ((uint64_t)r->cached[g] + 1) * c->block_size;
+        uint64_t held = kvp_sat_add(holds(c, g, r->len[g]), 1), fills = ((uint64_t)r->cached[g] + 1) * c->block_size;
         if (kind == KVP_LAYER_SLIDING || kind == KVP_LAYER_CHUNKED)
             return 0;
         least = held < least ? held : least;
@@ -863,13 +867,10 @@ static void audit_tables(struct sim *s, uint64_t *distinct, char *why, size_t n)
     for (int pass = 0; pass < 2; pass++)
         for (uint32_t k = 0; k < s->nrun; k++) {
             const struct req *r = &s->r[s->run[k]];
-            for (uint32_t g = 0; g < s->c->n_groups && pass == 0; g++) {
-                bool state = s->c->group[g].kind == KVP_LAYER_RECURRENT;
-                uint64_t holds = state ? (r->len[g] ? UINT64_MAX : 0) : (uint64_t)r->len[g] * s->c->block_size;
-                if (holds < r->computed && !why[0])
+            for (uint32_t g = 0; g < s->c->n_groups && pass == 0; g++)
+                if (holds(s->c, g, r->len[g]) < r->computed && !why[0])
                     snprintf(why, n, "request %u's table of group %u holds %u blocks for %llu computed tokens",
                              s->run[k] + 1, g, r->len[g], (unsigned long long)r->computed);
-            }
             for (uint32_t g = 0; g < s->c->n_groups; g++)
                 for (uint32_t i = 0; i < r->len[g]; i++) {
                     uint32_t b = table(r, g)[i];

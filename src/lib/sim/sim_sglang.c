@@ -219,6 +219,16 @@ static bool current(const struct sg *g, const struct leaf *e)
                         : is_leaf(g, e->node) && g->node[e->node].access == e->access;
 }
 
+/* The current entries of e[from..to) moved to e[0..), in order; how many. */
+static uint64_t keep_current(const struct sg *g, struct leaf *e, uint64_t from, uint64_t to)
+{
+    uint64_t n = 0;
+    for (uint64_t i = from; i < to; i++)
+        if (current(g, &e[i]))
+            e[n++] = e[i];
+    return n;
+}
+
 /* Node x, a leaf now (or the root left childless by an eviction), onto the
  * run when it is the newest there, else onto the heap; a full run or heap
  * is first cut to the current leaves (at most cap). */
@@ -226,22 +236,15 @@ static void push_leaf(struct sg *g, uint32_t x)
 {
     struct leaf e = {g->node[x].access, g->evictions, x};
     if (g->run_head == g->run_end || g->run[g->run_end - 1].access <= e.access) {
-        if (g->run_end == 3ull * g->cap) {
-            uint64_t n = 0;
-            for (uint64_t i = g->run_head; i < g->run_end; i++)
-                if (current(g, &g->run[i]))
-                    g->run[n++] = g->run[i]; /* in order still */
+        if (g->run_end == 3ull * g->cap) { /* a subsequence of a sorted run is one */
+            g->run_end = keep_current(g, g->run, g->run_head, g->run_end);
             g->run_head = 0;
-            g->run_end = n;
         }
         g->run[g->run_end++] = e;
         return;
     }
     if (g->nheap == 3ull * g->cap) {
-        uint64_t n = 0;
-        for (uint64_t i = 0; i < g->nheap; i++)
-            if (current(g, &g->heap[i]))
-                g->heap[n++] = g->heap[i]; /* a subsequence of a heap is not one: sifted again below */
+        uint64_t n = keep_current(g, g->heap, 0, g->nheap); /* a subsequence of a heap is not one: sifted again */
         g->nheap = 0;
         for (uint64_t i = 0; i < n; i++) {
             g->heap[g->nheap] = g->heap[i];
@@ -413,10 +416,10 @@ static void lock(struct sg *g, uint32_t x, bool on)
 /* evict: leaves, least recently used first, until `tokens` slots are freed;
  * a locked leaf is skipped, a parent left childless joins the heap, the
  * root ends it. Whole nodes are freed, so it may free more than asked.
- * SGLang collects the leaves afresh each time (_collect_leaves); the heap
- * here is kept between evictions, its stale entries dropped as they come
- * up, so the order is the same (accesses are unique) and an eviction costs
- * the leaves it frees, not the whole tree. */
+ * SGLang collects the leaves afresh each time (_collect_leaves); the run and
+ * the heap here are kept between evictions, their stale entries dropped as
+ * they come up, so the order is the same (accesses are unique) and an
+ * eviction costs the leaves it frees, not the whole tree. */
 static void evict(struct sim *s, uint64_t tokens)
 {
     struct sg *g = s->sg;

@@ -328,8 +328,6 @@ static enum kvp_status fail_here(struct cursor *c, enum kvp_status code, const c
     return kvp_fail_at(c->err, code, c->name, c->line, (uint32_t)(at - c->line_start) + 1, msg, arg);
 }
 
-/* A number at p: the arrival a non-negative decimal, the others unsigned
- * integers below 2^32. *next gets the first character after it. */
 static bool number_char(char ch)
 {
     return (ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' || ch == '-';
@@ -363,6 +361,8 @@ static bool short_decimal(const char *s, size_t n, double *out)
     return true;
 }
 
+/* A number at p: the arrival a non-negative decimal, the others unsigned
+ * integers below 2^32. *next gets the first character after it. */
 static enum kvp_status number(struct cursor *c, enum field f, const char *p, const char **next, double *out)
 {
     char buf[64];
